@@ -1,0 +1,212 @@
+# hmm — top-level Makefile.
+#
+#   make          build everything whose dependencies are present into $(B)/
+#   make check    unit tests (plain and ASan+UBSan, some under TSan),
+#                 integration, GPU (skip without one), fuzz (short), the VM
+#                 runner; ends with "N passed, N failed, N skipped"
+#   make demo     install deps, build, run the main job
+#   make deps     scripts/deps.sh (Debian packages)
+#   make kmod     the kernel module against Debian's installed headers
+#   make fuzz     the fuzz targets (clang, libFuzzer)
+#
+# Sources are found by wildcard: a new file in libhmm/src, kernels/*,
+# tools/NAME/, daemon/ or tests/*/ needs no edit here.  Files named
+# *_avx2.c / *_avx512.c get their ISA's flags and are only called after a
+# cpuid check.  B=DIR picks another build folder, SAN=address|thread a
+# sanitizer build (libraries and unit tests only).
+
+B	?= build
+SAN	?=
+CC	?= cc
+ifeq ($(origin CC),default)
+CC	:= gcc
+endif
+NVCC	?= nvcc
+CLANG	?= clang
+
+O	:= $(B)/obj
+CPPFLAGS += -D_GNU_SOURCE -Iinclude -Ilibhmm/include -Ilibhmm/src \
+	    -Ikernels/core -Ikernels/bind -Itests -I$(B)/gen
+CFLAGS	?= -O2 -g
+CFLAGS	+= -std=gnu11 -fPIC -pthread -Wall -Wextra -Werror \
+	   -Wno-unused-parameter -Wno-sign-compare -Wno-missing-field-initializers
+LDLIBS	:= -luring -lnuma -lpthread -lm -ldl
+ISA_avx2   := -mavx2 -mfma -mf16c
+ISA_avx512 := -mavx512f -mavx512bw -mavx512vl -mavx512dq -mfma -mf16c
+
+ifeq ($(SAN),address)
+CFLAGS	+= -fsanitize=address,undefined -fno-omit-frame-pointer \
+	   -fno-sanitize-recover=undefined
+LDFLAGS	+= -fsanitize=address,undefined
+else ifeq ($(SAN),thread)
+CFLAGS	+= -fsanitize=thread -fno-omit-frame-pointer
+LDFLAGS	+= -fsanitize=thread
+endif
+
+# ---- what is here ---------------------------------------------------------
+have_hdr = $(shell printf '\#include <$(1)>\n' | $(CC) -E -x c - >/dev/null 2>&1 && echo y)
+HAVE_URING := $(call have_hdr,liburing.h)
+HAVE_NUMA  := $(call have_hdr,numa.h)
+HAVE_NVCC  := $(if $(SAN),,$(shell command -v $(NVCC) 2>/dev/null))
+HAVE_CLANG := $(shell command -v $(CLANG) 2>/dev/null)
+# Debian's newest installed amd64 headers, never `uname -r`: the host
+# kernel is not the one the module is for.
+KVER	?= $(shell ls -1d /usr/src/linux-headers-*-amd64 2>/dev/null | \
+		sed 's,.*/linux-headers-,,' | sort -V | tail -1)
+KDIR	?= $(if $(KVER),/usr/src/linux-headers-$(KVER))
+HAVE_KDIR := $(if $(SAN),,$(if $(wildcard $(KDIR)/Makefile),$(if $(wildcard kmod/Kbuild),y)))
+
+comma := ,
+SKIPPED :=
+ifneq ($(HAVE_URING)$(HAVE_NUMA),yy)
+HAVE_USER :=
+SKIPPED += libhmm, tools, daemon and tests: liburing-dev or libnuma-dev missing (make deps);
+else
+HAVE_USER := y
+endif
+ifeq ($(HAVE_NVCC),)
+ifeq ($(SAN),)
+SKIPPED += CUDA kernels: nvcc not found;
+endif
+endif
+ifeq ($(HAVE_KDIR),)
+ifeq ($(SAN),)
+SKIPPED += kmod: $(if $(wildcard kmod/Kbuild),no linux-headers-*-amd64 in /usr/src (make deps$(comma) or KDIR=),no kmod/Kbuild yet);
+endif
+endif
+
+# ---- sources ----------------------------------------------------------------
+LIBHMM_SRC := $(wildcard libhmm/src/*.c)
+HK_SRC	   := $(wildcard kernels/core/cpu/*.c)
+BIND_SRC   := $(wildcard kernels/bind/*.c)
+CU_SRC	   := $(wildcard kernels/core/cuda/*.cu)
+DAEMON_SRC := $(wildcard daemon/*.c)
+TOOLS	   := $(patsubst tools/%/,%,$(dir $(wildcard tools/*/*.c)))
+UNIT_SRC   := $(wildcard tests/unit/*.c)
+INTEG_SRC  := $(wildcard tests/integration/*.c)
+GPU_SRC	   := $(wildcard tests/gpu/*.cu)
+FUZZ_SRC   := $(wildcard tests/fuzz/*.c)
+TSAN_NAMES := $(basename $(notdir $(shell grep -l 't: tsan' $(UNIT_SRC) /dev/null 2>/dev/null)))
+
+obj = $(patsubst %.c,$(O)/%.o,$(1))
+LIBHMM_A := $(B)/lib/libhmm.a
+HK_A	 := $(B)/lib/libhk.a
+BIND_A	 := $(B)/lib/libhkbind.a
+CUDA_A	 := $(B)/lib/libhk_cuda.a
+LIBHMM_SO := $(B)/lib/libhmm.so.0
+LIBS	 := $(BIND_A) $(LIBHMM_A) $(HK_A)
+
+UNIT_BINS  := $(patsubst tests/unit/%.c,$(B)/tests/unit/%,$(UNIT_SRC))
+INTEG_BINS := $(patsubst tests/integration/%.c,$(B)/tests/integration/%,$(INTEG_SRC))
+TOOL_BINS  := $(patsubst %,$(B)/bin/%,$(TOOLS)) $(if $(DAEMON_SRC),$(B)/bin/hmmd)
+GPU_BINS   := $(patsubst tests/gpu/%.cu,$(B)/tests/gpu/%,$(GPU_SRC))
+
+ALL := $(HK_A)
+ifeq ($(HAVE_USER),y)
+ALL += $(LIBHMM_A) $(BIND_A) $(if $(SAN),,$(LIBHMM_SO) $(B)/lib/pkgconfig/libhmm.pc $(TOOL_BINS))
+endif
+ifneq ($(HAVE_NVCC),)
+ALL += $(if $(CU_SRC),$(CUDA_A)) $(GPU_BINS)
+endif
+
+.PHONY: all units check demo deps kmod fuzz clean skipped
+all: $(ALL) $(if $(HAVE_KDIR),kmod) skipped
+skipped:
+	@printf '%s' '$(SKIPPED)' | tr ';' '\n' | sed 's/^ *//;/^$$/d;s/^/make: skipped /' >&2
+
+units: $(if $(HAVE_USER),$(UNIT_BINS) $(INTEG_BINS))
+
+# ---- compile ----------------------------------------------------------------
+$(O)/%.o: %.c
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS) $(CFLAGS) $(ISA) -MMD -MP -c -o $@ $<
+$(O)/%_avx2.o: ISA := $(ISA_avx2)
+$(O)/%_avx512.o: ISA := $(ISA_avx512)
+
+$(LIBHMM_A): $(call obj,$(LIBHMM_SRC))
+$(HK_A): $(call obj,$(HK_SRC))
+$(BIND_A): $(call obj,$(BIND_SRC))
+$(B)/lib/%.a:
+	@mkdir -p $(@D)
+	rm -f $@ && ar rcs $@ $^
+
+$(LIBHMM_SO): $(call obj,$(LIBHMM_SRC)) libhmm/libhmm.map
+	@mkdir -p $(@D)
+	$(CC) -shared -Wl,-soname,libhmm.so.0 -Wl,--version-script=libhmm/libhmm.map \
+		-o $@ $(call obj,$(LIBHMM_SRC)) $(LDFLAGS) $(LDLIBS)
+	ln -sf libhmm.so.0 $(B)/lib/libhmm.so
+
+$(B)/lib/pkgconfig/libhmm.pc: libhmm/libhmm.pc.in
+	@mkdir -p $(@D)
+	sed 's,@PREFIX@,$(PREFIX),' $< >$@
+PREFIX ?= /usr/local
+
+# Each tools/NAME/ directory is one program; hmmd is daemon/*.c.
+define tool_rule
+$(B)/bin/$(1): $(call obj,$(wildcard tools/$(1)/*.c)) $(LIBS)
+	@mkdir -p $$(@D)
+	$$(CC) $$(CFLAGS) $$(LDFLAGS) -o $$@ $$(filter %.o,$$^) $(LIBS) $$(LDLIBS) $$(TOOL_LDLIBS_$(1))
+endef
+$(foreach t,$(TOOLS),$(eval $(call tool_rule,$(t))))
+TOOL_LDLIBS_hmm-train := -lopenblas
+$(B)/bin/hmmd: $(call obj,$(DAEMON_SRC)) $(LIBS)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $(filter %.o,$^) $(LIBS) $(LDLIBS) -linih
+
+$(B)/tests/%: $(O)/tests/%.o $(LIBS)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(LIBS) $(LDLIBS)
+
+# ---- CUDA: built whenever nvcc exists, run only where a GPU is -------------
+NVFLAGS := -O3 -std=c++17 -Iinclude -Ikernels/core -lineinfo \
+	   -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90a,code=sm_90a
+CU_OBJ := $(patsubst %.cu,$(O)/%.o,$(CU_SRC))
+$(O)/%.o: %.cu
+	@mkdir -p $(@D)
+	$(NVCC) $(NVFLAGS) -Xcompiler -fPIC -MMD -MP -c -o $@ $<
+$(CUDA_A): $(CU_OBJ)
+$(B)/tests/gpu/%: tests/gpu/%.cu $(CUDA_A) $(HK_A)
+	@mkdir -p $(@D)
+	$(NVCC) $(NVFLAGS) -Itests -o $@ $< $(CUDA_A) $(HK_A) -lpthread -lm
+
+# ---- kernel module: in-tree Kbuild (./Kbuild), copied to $(B)/kmod ---------
+kmod:
+ifeq ($(HAVE_KDIR),y)
+	$(MAKE) -C $(KDIR) M=$(CURDIR) W= KBUILD_EXTRA_WARN= modules
+	@mkdir -p $(B)/kmod && cp kmod/hmmk.ko $(B)/kmod/hmmk.ko
+	@echo "kmod: built $(B)/kmod/hmmk.ko for $(KVER)"
+else
+	@echo "kmod: skipped: no kernel headers at '$(KDIR)' (make deps, or KDIR=)" >&2
+endif
+
+# ---- fuzz (clang libFuzzer) -------------------------------------------------
+FUZZ_BINS := $(patsubst tests/fuzz/%.c,$(B)/fuzz/%,$(FUZZ_SRC))
+fuzz: $(FUZZ_BINS)
+$(B)/fuzz/%: tests/fuzz/%.c $(LIBHMM_SRC) $(DAEMON_SRC)
+	@mkdir -p $(@D)
+	$(CLANG) $(CPPFLAGS) -Idaemon -std=gnu11 -g -O1 -fsanitize=fuzzer,address,undefined \
+		-o $@ $< $(FUZZ_LINK_$*) $(LDLIBS)
+
+# ---- check ------------------------------------------------------------------
+# tests/check assembles the list (plain, asan, tsan, integration, gpu,
+# fuzz, vm) and hands it to tests/run, the one runner.
+check: all units
+	$(MAKE) --no-print-directory B=$(B)/asan SAN=address units
+	$(if $(TSAN_NAMES),$(MAKE) --no-print-directory B=$(B)/tsan SAN=thread \
+		$(patsubst %,$(B)/tsan/tests/unit/%,$(TSAN_NAMES)))
+	$(if $(FUZZ_BINS),$(if $(HAVE_CLANG),$(MAKE) --no-print-directory fuzz))
+	@B=$(B) TSAN_NAMES="$(TSAN_NAMES)" tests/check
+
+# ---- demo: the main job -----------------------------------------------------
+demo: deps
+	$(MAKE) --no-print-directory all
+	@scripts/demo.sh $(B)
+
+deps:
+	scripts/deps.sh
+
+clean:
+	rm -rf $(B)
+	-$(if $(HAVE_KDIR),$(MAKE) -C $(KDIR) M=$(CURDIR) clean >/dev/null)
+
+-include $(shell find $(O) -name '*.d' 2>/dev/null)

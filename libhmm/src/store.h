@@ -1,0 +1,152 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * store.h — the NVMe tier: one file or block device holding extents.
+ *
+ * Layout on disk (all little-endian, 4 KiB aligned):
+ *   [superblock slot A][superblock slot B][table area A][table area B][data...]
+ * A flush writes the extent table and the metadata blob to the table area
+ * not named by the live superblock, makes it durable, then writes the
+ * other superblock slot with generation + 1: a crash at any point leaves
+ * one valid superblock naming a complete table.  Every extent carries the
+ * crc32c of its bytes; a read whose crc does not match fails with -EIO.
+ *
+ * Extents are named by a 64-bit key chosen by the caller (the tensor layer
+ * uses tensor id << 32 | chunk index).  Writing a key that was flushed
+ * never overwrites the flushed bytes: the write goes to a fresh place and
+ * the old place is reused only after the next flush (copy-on-write), so
+ * that reopening after a crash presents exactly the flushed extents.
+ *
+ * Ownership: hmm_store_open allocates the store, hmm_store_close frees it
+ * (it does not flush: call hmm_store_flush first to keep what was written).
+ * I/O buffers are the caller's; registered (fast path) when they come from
+ * the store's pinned pool (hmm_store_pool()).
+ *
+ * Threading: a store is used by one thread at a time (the io_uring is
+ * created SINGLE_ISSUER where the kernel allows it, so that thread should
+ * stay the same one: the tensor layer runs a dedicated I/O thread).
+ * hmm_store_stats() may be called from any thread.
+ *
+ * Errors: 0 or -errno; hmm_last_error() names path and offset.  Never an
+ * assert or abort on an I/O result.
+ */
+#ifndef HMM_STORE_H
+#define HMM_STORE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct hmm_pool;
+struct hmm_store;
+
+/* hmm_store_config.flags */
+#define HMM_STORE_CREATE	(1u << 0) /* create/format when absent or empty */
+#define HMM_STORE_SQPOLL	(1u << 1) /* ask for an SQPOLL ring */
+#define HMM_STORE_BUFFERED	(1u << 2) /* do not try O_DIRECT */
+#define HMM_STORE_TRUNCATE	(1u << 3) /* format even when a valid store is there */
+
+struct hmm_store_config {
+	const char *path;	/* file or block device */
+	uint64_t size;		/* bytes wanted; 0 = the file's current size */
+	uint32_t queue_depth;	/* io_uring entries; 0 = 32 */
+	uint32_t block_size;	/* allocation unit, power of two >= 4096; 0 = 4096 */
+	uint32_t max_extents;	/* table capacity; 0 = derived from size */
+	uint32_t flags;		/* HMM_STORE_* */
+	size_t pool_bytes;	/* pinned pool to create; 0 = 64 MiB */
+	int numa_node;		/* pool's node; -1 = local */
+};
+
+/* Statistics, a snapshot; bytes are exact. */
+struct hmm_store_stats {
+	uint64_t capacity_bytes;	/* data area */
+	uint64_t used_bytes;		/* allocated to extents (incl. quarantined) */
+	uint64_t extents;
+	uint64_t read_bytes, write_bytes;
+	uint64_t read_ops, write_ops;
+	uint64_t short_resubmits;	/* short I/O completed by resubmission */
+	uint64_t errors;		/* I/O completions that failed */
+	uint64_t crc_errors;		/* reads whose crc did not match */
+	uint64_t flushes;
+	uint64_t generation;		/* of the live superblock */
+	uint32_t direct;		/* 1 = O_DIRECT, 0 = buffered fallback */
+	uint32_t registered_files;	/* 1 = io_uring registered file */
+	uint32_t registered_buffers;	/* 1 = pool registered with io_uring */
+	uint32_t sqpoll;		/* 1 = SQPOLL ring */
+	uint32_t ring_flags;		/* IORING_SETUP_* actually in use */
+	uint32_t queue_depth;
+	uint64_t pool_bytes, pool_used_bytes, pool_huge;	/* pinned pool */
+};
+
+int hmm_store_open(const struct hmm_store_config *cfg, struct hmm_store **out);
+void hmm_store_close(struct hmm_store *s);
+
+/* The pinned buffer pool the store owns and registered with its ring. */
+struct hmm_pool *hmm_store_pool(struct hmm_store *s);
+
+void hmm_store_stats(struct hmm_store *s, struct hmm_store_stats *st);
+
+/* ---- asynchronous extent I/O ---------------------------------------- */
+
+#define HMM_IO_READ	1	/* read the extent named by key into buf */
+#define HMM_IO_WRITE	2	/* write buf as the extent named by key */
+#define HMM_IO_READ_RAW	3	/* read len bytes at off of the data area */
+#define HMM_IO_WRITE_RAW 4	/* write len bytes at off of the data area */
+
+/*
+ * One request, owned by the caller and untouched by the store between
+ * done() and the next submit.  buf and len must be 4096-aligned (-EINVAL
+ * otherwise).  For READ, len must equal the extent's length.  A WRITE of
+ * a key creates or replaces that extent with len bytes (crc computed at
+ * submission).  RAW ops bypass the table (benchmarks, tests).
+ */
+struct hmm_io {
+	uint32_t op;		/* HMM_IO_* (in) */
+	uint32_t len;		/* bytes (in) */
+	uint64_t key;		/* extent key (in, extent ops) */
+	uint64_t off;		/* data-area offset (in, RAW ops) */
+	void *buf;		/* (in) */
+	int result;		/* (out) 0 or -errno, valid in done() */
+	void (*done)(struct hmm_io *io);	/* called from poll/wait; may be NULL */
+	void *priv;		/* caller's */
+	/* store-private below */
+	uint64_t s_off;		/* where the bytes go or come from */
+	uint32_t s_done;	/* bytes transferred so far */
+	uint32_t s_crc;
+	uint32_t s_state;
+};
+
+/* Queue n requests and submit them in one batch.  Returns the number
+ * queued (>= 0) or -errno before any was queued. */
+int hmm_store_submit(struct hmm_store *s, struct hmm_io **ios, unsigned n);
+
+/* Reap completions, calling done(); waits for at least min_complete
+ * (0 = don't wait) or timeout_ms (-1 = forever).  Returns the number
+ * completed or -errno. */
+int hmm_store_poll(struct hmm_store *s, unsigned min_complete, int timeout_ms);
+
+/* Wait until io has completed (reaping others on the way); io->result. */
+int hmm_store_wait(struct hmm_store *s, struct hmm_io *io);
+
+/* Requests submitted and not yet completed. */
+unsigned hmm_store_inflight(struct hmm_store *s);
+
+/* ---- extents and the table ------------------------------------------ */
+
+/* Length of extent key, or -ENOENT. */
+int64_t hmm_store_extent_len(struct hmm_store *s, uint64_t key);
+
+/* Forget an extent; its space is reused after the next flush. */
+int hmm_store_extent_free(struct hmm_store *s, uint64_t key);
+
+/* Call fn for each live extent (in key order) until it returns nonzero. */
+int hmm_store_extent_each(struct hmm_store *s,
+			  int (*fn)(void *arg, uint64_t key, uint32_t len),
+			  void *arg);
+
+/* An opaque blob (e.g. the tensor layer's names) kept with the table. */
+int hmm_store_meta_set(struct hmm_store *s, const void *blob, size_t len);
+int hmm_store_meta_get(struct hmm_store *s, void *blob, size_t cap); /* len */
+
+/* Wait for in-flight writes, write the table and superblock durably. */
+int hmm_store_flush(struct hmm_store *s);
+
+#endif /* HMM_STORE_H */

@@ -1,0 +1,42 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * bench.h — hmm-bench subcommands and the helpers they share.
+ *
+ * Each subcommand is one file in tools/hmm-bench/ that ends with
+ *	HMM_BENCH(io, "store I/O vs fio", bench_io);
+ * and is then found by main.c (the macro puts a descriptor in a linker
+ * section: no table to edit).  A subcommand measures its ceiling in the
+ * same run, interleaved with the code under test, reports medians, and
+ * with --json prints one object as its last line (bench_json_*).
+ */
+#ifndef HMM_BENCH_H
+#define HMM_BENCH_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+struct bench_cmd {
+	const char *name;
+	const char *help;
+	int (*run)(int argc, char **argv);	/* argv[0] is the name */
+};
+
+#define HMM_BENCH(n, h, fn)                                             \
+	static const struct bench_cmd bench_cmd_##n                     \
+		__attribute__((used, section("hmm_bench"), aligned(8))) = { \
+			#n, h, fn }
+
+double bench_now(void);				/* monotonic seconds */
+double bench_median(double *v, int n);		/* sorts v */
+/* Parse "123", "4K", "2M", "1G" (powers of 1024); -1 on junk. */
+int64_t bench_parse_size(const char *s);
+
+/* A JSON object on one line: bench_json_begin(f), then fields, then end. */
+void bench_json_begin(FILE *f, const char *bench);
+void bench_json_str(FILE *f, const char *key, const char *val);
+void bench_json_num(FILE *f, const char *key, double val);
+void bench_json_int(FILE *f, const char *key, int64_t val);
+void bench_json_end(FILE *f);
+
+#endif /* HMM_BENCH_H */

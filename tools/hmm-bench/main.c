@@ -1,0 +1,129 @@
+// SPDX-License-Identifier: MIT
+/*
+ * hmm-bench — benchmarks as tools: each subcommand measures hmm against a
+ * ceiling measured in the same run and prints the ratio (bench.h).
+ */
+#include <ctype.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "bench.h"
+
+extern const struct bench_cmd __start_hmm_bench[] __attribute__((weak));
+extern const struct bench_cmd __stop_hmm_bench[] __attribute__((weak));
+
+double bench_now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return (x > y) - (x < y);
+}
+
+double bench_median(double *v, int n)
+{
+	if (n <= 0)
+		return 0;
+	qsort(v, n, sizeof(*v), cmp_double);
+	return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+int64_t bench_parse_size(const char *s)
+{
+	char *end;
+	unsigned long long v;
+	int shift = 0;
+
+	if (!s || !isdigit((unsigned char)*s))
+		return -1;
+	v = strtoull(s, &end, 10);
+	switch (toupper((unsigned char)*end)) {
+	case 'K': shift = 10; end++; break;
+	case 'M': shift = 20; end++; break;
+	case 'G': shift = 30; end++; break;
+	case 'T': shift = 40; end++; break;
+	}
+	if (*end == 'i' || *end == 'B')
+		end += (*end == 'i') + (end[*end == 'i'] == 'B');
+	if (*end || v > (INT64_MAX >> shift))
+		return -1;
+	return (int64_t)(v << shift);
+}
+
+static int json_first;
+
+void bench_json_begin(FILE *f, const char *bench)
+{
+	fputc('{', f);
+	json_first = 1;
+	bench_json_str(f, "bench", bench);
+}
+
+static void json_key(FILE *f, const char *key)
+{
+	fprintf(f, "%s\"%s\":", json_first ? "" : ",", key);
+	json_first = 0;
+}
+
+void bench_json_str(FILE *f, const char *key, const char *val)
+{
+	json_key(f, key);
+	fputc('"', f);
+	for (; *val; val++) {
+		if (*val == '"' || *val == '\\')
+			fputc('\\', f);
+		if ((unsigned char)*val < 0x20)
+			fprintf(f, "\\u%04x", *val);
+		else
+			fputc(*val, f);
+	}
+	fputc('"', f);
+}
+
+void bench_json_num(FILE *f, const char *key, double val)
+{
+	json_key(f, key);
+	fprintf(f, "%.6g", val);
+}
+
+void bench_json_int(FILE *f, const char *key, int64_t val)
+{
+	json_key(f, key);
+	fprintf(f, "%lld", (long long)val);
+}
+
+void bench_json_end(FILE *f)
+{
+	fputs("}\n", f);
+	fflush(f);
+}
+
+static void usage(FILE *f)
+{
+	fprintf(f, "usage: hmm-bench SUBCOMMAND [options] [--json]\n\n");
+	for (const struct bench_cmd *c = __start_hmm_bench; c < __stop_hmm_bench; c++)
+		fprintf(f, "  %-10s %s\n", c->name, c->help);
+	fprintf(f, "\nhmm-bench SUBCOMMAND --help for its options.\n");
+}
+
+int main(int argc, char **argv)
+{
+	if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
+		usage(argc < 2 ? stderr : stdout);
+		return argc < 2 ? 2 : 0;
+	}
+	for (const struct bench_cmd *c = __start_hmm_bench; c < __stop_hmm_bench; c++)
+		if (!strcmp(c->name, argv[1]))
+			return c->run(argc - 1, argv + 1);
+	fprintf(stderr, "hmm-bench: unknown subcommand '%s'\n", argv[1]);
+	usage(stderr);
+	return 2;
+}
