@@ -1,0 +1,334 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * hmm.h — libhmm, the heterogeneous memory manager: swap-aware tensors
+ * across device memory, host DRAM and an NVMe store, in the trainer's
+ * own process.
+ *
+ * Reading order: constants, the config, the context, tensors, map/unmap,
+ * asynchronous prefetch/evict, steps, stats, errors, regions, DLPack.
+ *
+ * Model.  A tensor is split in chunks (default 2 MiB).  Each chunk has a
+ * set of tiers holding a valid copy, pins per tier, and at most one I/O
+ * in flight.  hmm_map() pins a byte range resident at a tier and returns
+ * a pointer to it; the pointer of a tensor at a tier is stable for the
+ * tensor's life (base + offset), so two maps of the same range return
+ * the same pointer.  hmm_unmap() drops the pin.  Budgets per tier are
+ * byte-exact and never exceeded: when a tier is full, unpinned chunks are
+ * evicted by the policy (dirty ones written back first); when everything
+ * is pinned a map waits (back-pressure) and fails with -ENOMEM only after
+ * hmm_config.wait_ms.
+ *
+ * Errors.  Every function returning int returns 0 (or a count) on success
+ * and a negative errno on failure; it never sets errno, prints, exits or
+ * aborts.  A failing call leaves a sentence naming the thing that failed
+ * (tensor, offset, path) in a per-thread buffer read by hmm_last_error().
+ * A call that fails validation changes nothing.
+ *
+ * Threading.  Unless a function says otherwise, it may be called from any
+ * thread at the same time as any other function on the same context,
+ * except hmm_close() (no call on the context may be running or follow)
+ * and hmm_tensor_free() (no other call on that tensor).  One context lock
+ * serialises state changes; I/O runs on libhmm's own threads.
+ */
+#ifndef HMM_H
+#define HMM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define HMM_VERSION_MAJOR	0
+#define HMM_VERSION_MINOR	1
+
+/* ---- constants ---------------------------------------------------------- */
+
+/* Tiers, fastest first. */
+#define HMM_TIER_DEVICE		0	/* GPU memory (or the "sim" device) */
+#define HMM_TIER_HOST		1	/* host DRAM */
+#define HMM_TIER_STORE		2	/* the NVMe store (not mappable) */
+#define HMM_TIERS		3
+
+/* Access to a mapped range (hmm_map). */
+#define HMM_READ	(1u << 0)	/* contents are read-in before map returns */
+#define HMM_WRITE	(1u << 1)	/* range becomes dirty: other copies stale */
+#define HMM_DISCARD	(1u << 2)	/* contents will be overwritten: no
+					   read-in; implies WRITE; the bytes
+					   seen at map time are unspecified */
+
+/* Element types (hmm_tensor_new). */
+#define HMM_DTYPE_F32		1
+#define HMM_DTYPE_F64		2
+#define HMM_DTYPE_F16		3
+#define HMM_DTYPE_BF16		4
+#define HMM_DTYPE_I8		5
+#define HMM_DTYPE_U8		6
+#define HMM_DTYPE_I32		7
+#define HMM_DTYPE_I64		8
+
+/* Policies (hmm_config.policy). */
+#define HMM_POLICY_LRU		0	/* least recently used, prefetch only
+					   when asked (hmm_prefetch) */
+#define HMM_POLICY_SCHEDULE	1	/* record the first step's accesses,
+					   then prefetch k ahead and evict the
+					   chunk used farthest in the future */
+
+/* hmm_config.flags */
+#define HMM_CONFIG_STORE_BUFFERED (1u << 0) /* store: do not try O_DIRECT */
+#define HMM_CONFIG_STORE_KEEP	  (1u << 1) /* store: keep an existing store
+					       (default: format it) */
+
+/* hmm_map len: from off to the end of the tensor. */
+#define HMM_ALL			UINT64_MAX
+
+#define HMM_MAX_DIMS		8
+
+/* ---- the context --------------------------------------------------------- */
+
+/*
+ * What a context is opened from.  Fill with hmm_config_default() and
+ * change what you need; the strings are copied by hmm_open().
+ */
+struct hmm_config {
+	const char *store_path;	/* file or block device; NULL = no store
+				   tier (the host budget must hold all) */
+	uint64_t store_size;	/* bytes; 0 = the file's current size */
+	uint64_t host_budget;	/* bytes of host memory for chunks (> 0) */
+	uint64_t device_budget;	/* bytes of device memory; 0 = the device's */
+	const char *device;	/* "none" (or NULL), "sim" or "cuda" */
+	const char *daemon;	/* hmmd socket for shared mode; NULL = the
+				   embedded engine (shared mode: -ENOTSUP) */
+	const char *trace_path;	/* Chrome trace JSON; NULL = $HMM_TRACE */
+	uint32_t chunk_bytes;	/* multiple of 4096; 0 = 2 MiB */
+	uint32_t policy;	/* HMM_POLICY_* */
+	uint32_t prefetch_depth; /* schedule policy: chunks ahead; 0 = 8 */
+	uint32_t wait_ms;	/* back-pressure bound; 0 = 10000 */
+	uint64_t sim_bandwidth;	/* "sim" copy bytes/s; 0 = memcpy speed */
+	int numa_node;		/* host memory node; -1 = local */
+	int device_index;	/* CUDA device ordinal */
+	uint32_t flags;		/* HMM_CONFIG_* */
+	uint32_t reserved[7];	/* zero */
+};
+
+struct hmm;			/* a context: hmm_open / hmm_close */
+struct hmm_tensor;		/* hmm_tensor_new / hmm_tensor_free */
+
+/* Defaults: no store, 1 GiB host budget, device "none", LRU.  Any thread. */
+void hmm_config_default(struct hmm_config *cfg);
+
+/*
+ * Open a context: validates cfg, opens (and by default formats) the
+ * store, starts the I/O thread and the device backend.
+ * Returns 0 and *out, or -EINVAL (bad field, named in the detail),
+ * -ENOTSUP (daemon set: shared mode is not built yet), -ENODEV (device
+ * "cuda" with no driver or GPU), or the store's error.  Any thread.
+ */
+int hmm_open(const struct hmm_config *cfg, struct hmm **out);
+
+/*
+ * Close: waits for I/O in flight, frees every tensor, region and the
+ * context.  Does not flush (call hmm_flush() to keep the store's
+ * contents).  No other call on h may run during or after it.
+ */
+void hmm_close(struct hmm *h);
+
+/* ---- tensors ------------------------------------------------------------- */
+
+/* Bytes per element of dtype; 0 when dtype is unknown.  Any thread. */
+size_t hmm_dtype_size(uint32_t dtype);
+
+/*
+ * A new tensor of ndim (1..HMM_MAX_DIMS) dimensions shape[], contents
+ * zero.  name (1..63 bytes) shows in stats and traces; it need not be
+ * unique.  Returns 0 and *out, -EINVAL (unknown dtype, zero or negative
+ * dimension, bad ndim, empty name), -EOVERFLOW (size overflows), -ENOMEM.
+ * Any thread.
+ */
+int hmm_tensor_new(struct hmm *h, const char *name, uint32_t dtype,
+		   unsigned ndim, const int64_t *shape,
+		   struct hmm_tensor **out);
+
+/*
+ * Free a tensor and its copies in every tier.  Returns 0, or -EBUSY when
+ * a range is still mapped (nothing freed).  Waits for its I/O in flight.
+ * No other call on t may run during or after it.
+ */
+int hmm_tensor_free(struct hmm_tensor *t);
+
+/* Accessors; constant for the tensor's life, any thread. */
+const char *hmm_tensor_name(const struct hmm_tensor *t);
+uint64_t hmm_tensor_bytes(const struct hmm_tensor *t);
+uint32_t hmm_tensor_dtype(const struct hmm_tensor *t);
+unsigned hmm_tensor_ndim(const struct hmm_tensor *t);
+const int64_t *hmm_tensor_shape(const struct hmm_tensor *t);
+
+/* ---- map and unmap ------------------------------------------------------- */
+
+/*
+ * Pin bytes [off, off + len) of t resident at tier (HMM_TIER_DEVICE or
+ * HMM_TIER_HOST) with access (HMM_READ, HMM_WRITE, HMM_DISCARD, or'ed)
+ * and return in *ptr the address of byte off at that tier (a device
+ * address for the device tier).  len HMM_ALL = to the end.  Blocks until
+ * the range is resident.  A WRITE or DISCARD map makes the range dirty:
+ * other tiers' copies become stale at once.
+ * Returns 0, -EINVAL (bad range, access or tier; tier with no backend),
+ * -ENOMEM (the tier stayed full of pinned chunks for wait_ms, or the
+ * range is larger than the budget), -EIO and other I/O errors (the range
+ * is left unpinned).  Any thread.
+ */
+int hmm_map(struct hmm_tensor *t, uint64_t off, uint64_t len, int tier,
+	    unsigned access, void **ptr);
+
+/*
+ * Drop the pin of the latest hmm_map() of t that returned ptr.
+ * Returns 0, or -EINVAL when ptr is not mapped (e.g. unmapped twice).
+ * Any thread.
+ */
+int hmm_unmap(struct hmm_tensor *t, void *ptr);
+
+/* ---- asynchronous movement ------------------------------------------------ */
+
+/*
+ * Start moving [off, off + len) of t to tier (device or host) without
+ * pinning it, and return at once; chunks that cannot get space without
+ * evicting pinned ones are skipped.  Returns 0 or -EINVAL.  Any thread.
+ */
+int hmm_prefetch(struct hmm_tensor *t, uint64_t off, uint64_t len, int tier);
+
+/*
+ * Start moving the unpinned chunks of [off, off + len) of t out of tier
+ * (device -> host, host -> store; dirty data is written first) and
+ * return at once.  Returns 0 or -EINVAL (no lower tier).  Any thread.
+ */
+int hmm_evict(struct hmm_tensor *t, uint64_t off, uint64_t len, int tier);
+
+/*
+ * Wait until no prefetch, eviction or write-back of t (of every tensor
+ * when t is NULL) is in flight.  Returns 0, or the first asynchronous
+ * error since the last hmm_wait/hmm_flush (e.g. -EIO of a write-back;
+ * the chunk stays dirty in memory).  Any thread.
+ */
+int hmm_wait(struct hmm *h, struct hmm_tensor *t);
+
+/*
+ * Write every dirty chunk to the store and make the store durable.
+ * Mapped chunks are written as they are.  Returns 0, -ENODEV (no store
+ * tier), or an I/O error.  Any thread.
+ */
+int hmm_flush(struct hmm *h);
+
+/* ---- steps (the schedule-aware policy) ----------------------------------- */
+
+/*
+ * Mark the start and end of a training iteration.  With
+ * HMM_POLICY_SCHEDULE, the chunk accesses of the first complete step are
+ * recorded; later steps follow the record (prefetch ahead, evict the
+ * chunk used farthest in the future) and a step that diverges from it is
+ * recorded anew.  Returns 0 or -EINVAL (unbalanced).  Any thread; the
+ * accesses of all threads form one sequence.
+ */
+int hmm_step_begin(struct hmm *h);
+int hmm_step_end(struct hmm *h);
+
+/* ---- stats --------------------------------------------------------------- */
+
+struct hmm_tier_stats {
+	uint64_t capacity;	/* budget, bytes */
+	uint64_t resident;	/* bytes allocated to chunks now */
+	uint64_t peak;		/* highest resident ever */
+	uint64_t pinned;	/* bytes of pinned chunks now */
+	uint64_t bytes_in;	/* copied into this tier */
+	uint64_t bytes_out;	/* copied out of this tier */
+	uint64_t hits;		/* map found the chunk valid here */
+	uint64_t misses;	/* map had to bring it here */
+	uint64_t evictions;	/* chunks dropped from this tier */
+	uint64_t io_ops;	/* copies into or out of this tier */
+	double stall_s;		/* time maps waited for this tier */
+	double io_s;		/* time copies into/out of it were busy */
+};
+
+/* A snapshot; fields are exact counters since hmm_open(). */
+struct hmm_stats {
+	struct hmm_tier_stats tier[HMM_TIERS];
+	uint64_t tensors, chunks;
+	uint64_t discard_skips;	/* DISCARD maps that skipped a read-in */
+	uint64_t prefetches;	/* chunk moves started by prefetch */
+	uint64_t prefetch_hits;	/* maps served by a prefetched chunk */
+	uint64_t steps;
+	uint64_t recordings;	/* schedule recordings completed */
+	uint64_t divergences;	/* steps that left the record */
+	uint64_t io_errors;	/* failed store or device copies */
+	uint64_t region_faults;
+	uint64_t region_evictions;
+	uint64_t reserved[8];
+};
+
+/* Fill *st.  Returns 0.  Any thread. */
+int hmm_stats(struct hmm *h, struct hmm_stats *st);
+
+/*
+ * Write the stats as one JSON object (no newline) into buf (cap bytes,
+ * always terminated when cap > 0).  Returns the length the whole object
+ * needs (as snprintf), so a return >= cap means it was cut.  Any thread.
+ */
+int hmm_stats_json(struct hmm *h, char *buf, size_t cap);
+
+/* ---- errors -------------------------------------------------------------- */
+
+/* A short text for a negative errno (or 0).  Any thread. */
+const char *hmm_strerror(int err);
+
+/*
+ * The current thread's detail of its latest failure (tensor, offset,
+ * path); "" when none.  Valid until the next libhmm call on this thread.
+ */
+const char *hmm_last_error(void);
+
+/* ---- transparent regions ------------------------------------------------- */
+
+#define HMM_ADVISE_WILLNEED	1	/* fault the range in now */
+#define HMM_ADVISE_COLD		2	/* evict the range to the store now */
+#define HMM_ADVISE_NORMAL	3	/* forget earlier advice */
+
+/*
+ * A region of bytes (rounded up to the region block, 64 KiB) addressed
+ * by a plain pointer: pages are faulted in on access (zeros first, then
+ * the last written contents) and evicted to the store when the host
+ * budget is full.  Backed by userfaultfd; by hmmk.ko when loaded (later).
+ * Returns 0 and *ptr, -EINVAL (zero bytes), -ENODEV (no store tier),
+ * -ENOSYS / -EPERM (userfaultfd unavailable), -ENOMEM.  Any thread.
+ */
+int hmm_region_new(struct hmm *h, uint64_t bytes, void **ptr);
+
+/*
+ * Advise [ptr, ptr + len) of a region (HMM_ADVISE_*).  Returns 0, -EINVAL
+ * (not inside one region, unknown advice) or an I/O error.  Any thread.
+ */
+int hmm_region_advise(struct hmm *h, void *ptr, uint64_t len, int advice);
+
+/*
+ * Free the region starting at ptr.  No thread may touch it during or
+ * after.  Returns 0 or -EINVAL (not a region).
+ */
+int hmm_region_free(struct hmm *h, void *ptr);
+
+/* ---- DLPack -------------------------------------------------------------- */
+
+struct DLManagedTensor;		/* dlpack.h */
+
+/*
+ * Map the whole tensor at tier with access and describe it as a DLPack
+ * DLManagedTensor (shape, dtype, device).  Its deleter unmaps and frees
+ * it; the consumer calls it exactly once.  Returns 0 and *out, or the
+ * errors of hmm_map(), -EINVAL (dtype without a DLPack code).  Any thread.
+ */
+int hmm_dlpack_export(struct hmm_tensor *t, int tier, unsigned access,
+		      struct DLManagedTensor **out);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* HMM_H */
