@@ -1,0 +1,308 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * attn_ref.h — what test_attn_fwd.c and test_attn_bwd.c share: random
+ * inputs, an fp64 reference and a naive fp32 implementation of attention
+ * (materialising each softmax row), and the comparison rule.
+ *
+ * The rule: max |ours - fp64| <= 2 * max |naive fp32 - fp64| + slack, per
+ * tensor, where slack = FLT_EPSILON * max |fp64| (one ulp of the
+ * tensor's largest entry).  The slack is there because the naive error can
+ * be exactly 0 (N = 1 gives o = v exactly; a dead row gives 0), where any
+ * rounding of a different but equally valid summation order would fail a
+ * pure ratio; a real bug (a wrong mask, a lost tile, a bad rescale) is
+ * orders of magnitude larger.  For bf16 outputs each element may also be
+ * off by the final rounding, 2^-8 |fp64|.
+ */
+#ifndef HMM_TESTS_ATTN_REF_H
+#define HMM_TESTS_ATTN_REF_H
+
+#include <float.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "hk.h"
+#include "hk_attn.h"
+#include "t.h"
+
+struct acase {
+	int B, H, Hkv, Nq, Nk, d, causal, dtype;
+	int bs;			/* block size for a paged copy, 0: dense */
+};
+
+static uint64_t ar_seed = 0x9e3779b97f4a7c15ull;
+
+static float ar_rand(void)	/* uniform in [-1, 1) */
+{
+	ar_seed ^= ar_seed << 13;
+	ar_seed ^= ar_seed >> 7;
+	ar_seed ^= ar_seed << 17;
+	return (float)((ar_seed >> 40) / (double)(1 << 23) - 1.0);
+}
+
+static inline uint16_t ar_bf16(float f)
+{
+	uint32_t u;
+
+	memcpy(&u, &f, 4);
+	return (u + 0x7fff + ((u >> 16) & 1)) >> 16;
+}
+
+static inline float ar_f32(uint16_t h)
+{
+	uint32_t u = (uint32_t)h << 16;
+	float f;
+
+	memcpy(&f, &u, 4);
+	return f;
+}
+
+/* n floats uniform in [-amp, amp), rounded to bf16 values if asked. */
+static float *ar_fill(size_t n, float amp, int bf16)
+{
+	float *x = malloc((n ? n : 1) * sizeof(float));
+
+	if (!x)
+		t_fail_all("out of memory");
+	for (size_t i = 0; i < n; i++) {
+		x[i] = amp * ar_rand();
+		if (bf16)
+			x[i] = ar_f32(ar_bf16(x[i]));
+	}
+	return x;
+}
+
+/* The same values in the case's dtype (a new buffer). */
+static void *ar_to(const float *x, size_t n, int dtype)
+{
+	void *p = malloc((n ? n : 1) * (dtype == HK_BF16 ? 2 : 4));
+
+	if (!p)
+		t_fail_all("out of memory");
+	if (dtype == HK_F32)
+		memcpy(p, x, n * 4);
+	else
+		for (size_t i = 0; i < n; i++)
+			((uint16_t *)p)[i] = ar_bf16(x[i]);
+	return p;
+}
+
+static float *ar_from(const void *p, size_t n, int dtype)
+{
+	float *x = malloc((n ? n : 1) * sizeof(float));
+
+	if (!x)
+		t_fail_all("out of memory");
+	for (size_t i = 0; i < n; i++)
+		x[i] = dtype == HK_F32 ? ((const float *)p)[i] :
+					 ar_f32(((const uint16_t *)p)[i]);
+	return x;
+}
+
+static int ar_vis(const struct acase *c, int i)
+{
+	int n = i + c->Nk - c->Nq + 1;
+
+	if (!c->causal)
+		return c->Nk;
+	return n < 0 ? 0 : n > c->Nk ? c->Nk : n;
+}
+
+/*
+ * Attention in fp64 (T = double) or naive fp32 (T = float), one softmax
+ * row at a time.  o, lse: outputs.  With dout: also dq, dk, dv
+ * (zeroed here) as a standard softmax backward.  Inputs are float.
+ */
+#define AR_DEFINE(NAME, T, EXP, LOG)                                         \
+static void NAME(const struct acase *c, const float *q, const float *k,      \
+		 const float *v, const float *dout, T *o, T *lse, T *dq,     \
+		 T *dk, T *dv)                                               \
+{                                                                            \
+	int d = c->d, grp = c->H / c->Hkv;                                   \
+	T scale = (T)1 / (T)sqrt((double)d);                                 \
+	T *p = malloc((c->Nk + 1) * sizeof(T));                              \
+	T *dp = malloc((c->Nk + 1) * sizeof(T));                             \
+	size_t nkv = (size_t)c->B * c->Hkv * c->Nk * d;                      \
+                                                                             \
+	if (dk) {                                                            \
+		memset(dk, 0, nkv * sizeof(T));                              \
+		memset(dv, 0, nkv * sizeof(T));                              \
+	}                                                                    \
+	for (int b = 0; b < c->B; b++)                                       \
+	for (int h = 0; h < c->H; h++)                                       \
+	for (int i = 0; i < c->Nq; i++) {                                    \
+		size_t bh = (size_t)b * c->H + h, row = bh * c->Nq + i;      \
+		size_t kb = ((size_t)b * c->Hkv + h / grp) * c->Nk;          \
+		const float *qi = q + row * d;                               \
+		int n = ar_vis(c, i);                                        \
+		T m = -INFINITY, l = 0, Dr = 0;                              \
+                                                                             \
+		for (int j = 0; j < n; j++) {                                \
+			T s = 0;                                             \
+			for (int x = 0; x < d; x++)                          \
+				s += (T)qi[x] * (T)k[(kb + j) * d + x];      \
+			p[j] = s * scale;                                    \
+			m = p[j] > m ? p[j] : m;                             \
+		}                                                            \
+		for (int j = 0; j < n; j++)                                  \
+			l += p[j] = EXP(p[j] - m);                           \
+		for (int j = 0; j < n; j++)                                  \
+			p[j] /= l;                                           \
+		lse[row] = n ? m + LOG(l) : -INFINITY;                       \
+		for (int x = 0; x < d; x++) {                                \
+			T s = 0;                                             \
+			for (int j = 0; j < n; j++)                          \
+				s += p[j] * (T)v[(kb + j) * d + x];          \
+			o[row * d + x] = s;                                  \
+		}                                                            \
+		if (!dq)                                                     \
+			continue;                                            \
+		for (int j = 0; j < n; j++) {                                \
+			T s = 0;                                             \
+			for (int x = 0; x < d; x++)                          \
+				s += (T)dout[row * d + x] *                  \
+				     (T)v[(kb + j) * d + x];                 \
+			dp[j] = s;                                           \
+			Dr += p[j] * s;                                      \
+		}                                                            \
+		for (int x = 0; x < d; x++)                                  \
+			dq[row * d + x] = 0;                                 \
+		for (int j = 0; j < n; j++) {                                \
+			T ds = p[j] * (dp[j] - Dr) * scale;                  \
+			for (int x = 0; x < d; x++) {                        \
+				dq[row * d + x] += ds * (T)k[(kb + j) * d + x]; \
+				dk[(kb + j) * d + x] += ds * (T)qi[x];       \
+				dv[(kb + j) * d + x] +=                      \
+					p[j] * (T)dout[row * d + x];         \
+			}                                                    \
+		}                                                            \
+	}                                                                    \
+	free(p);                                                             \
+	free(dp);                                                            \
+}
+AR_DEFINE(ar_ref64, double, exp, log)
+AR_DEFINE(ar_naive32, float, expf, logf)
+
+static double ar_maxabs(const double *r, size_t n)
+{
+	double m = 0;
+
+	for (size_t i = 0; i < n; i++)
+		m = fabs(r[i]) > m ? fabs(r[i]) : m;
+	return m;
+}
+
+/*
+ * The rule above for one tensor: ours (float values of the output),
+ * naive fp32, fp64.  Prints both errors on failure; returns 1 if within.
+ */
+static int ar_check(const char *what, const char *name, const float *ours,
+		    const float *naive, const double *ref, size_t n,
+		    int bf16out)
+{
+	double mx = ar_maxabs(ref, n), en = 0, eo = 0, slack;
+	int ok;
+
+	for (size_t i = 0; i < n; i++) {
+		double a = fabs(naive[i] - ref[i]);
+		double b = fabs(ours[i] - ref[i]);
+
+		if (bf16out)
+			b -= ldexp(fabs(ref[i]), -8) * (1 + 1e-3);
+		if (isnan(ours[i]))
+			b = INFINITY;
+		en = a > en ? a : en;
+		eo = b > eo ? b : eo;
+	}
+	slack = FLT_EPSILON * mx;
+	ok = eo <= 2 * en + slack;
+	t_ok(ok, "%s: %s err %.3g <= 2 x naive %.3g + %.3g", name, what, eo,
+	     en, slack);
+	return ok;
+}
+
+static void ar_name(char *buf, size_t n, const struct acase *c,
+		    const char *isa)
+{
+	snprintf(buf, n, "%s B%d H%d/%d Nq%d Nk%d d%d%s%s%s", isa, c->B,
+		 c->H, c->Hkv, c->Nq, c->Nk, c->d, c->causal ? " causal" : "",
+		 c->dtype == HK_BF16 ? " bf16" : "", c->bs ? " paged" : "");
+}
+
+static struct hk_attn ar_attn(const struct acase *c)
+{
+	struct hk_attn a = { .B = c->B, .H = c->H, .Hkv = c->Hkv,
+			     .Nq = c->Nq, .Nk = c->Nk, .d = c->d,
+			     .dtype = c->dtype, .causal = c->causal };
+
+	return a;
+}
+
+/*
+ * A paged copy of dense x [B][Hkv][Nk][d] (elements of esz bytes) placed
+ * by table ([B][maxb]): a pool laid out [blk][Hkv][bs][d].  free() it.
+ */
+static void *ar_place(const struct acase *c, const void *x, size_t esz,
+		      const int32_t *table, int maxb)
+{
+	size_t blk = (size_t)c->Hkv * c->bs * c->d * esz;
+	char *pool = calloc(c->B * maxb + 1, blk);
+
+	if (!pool)
+		t_fail_all("out of memory");
+	for (int b = 0; b < c->B; b++)
+	for (int g = 0; g < c->Hkv; g++)
+	for (int t = 0; t < c->Nk; t++) {
+		int32_t pb = table[b * maxb + t / c->bs];
+		size_t dst = (((size_t)pb * c->Hkv + g) * c->bs + t % c->bs);
+		size_t src = (((size_t)b * c->Hkv + g) * c->Nk + t);
+
+		memcpy(pool + dst * c->d * esz,
+		       (const char *)x + src * c->d * esz, c->d * esz);
+	}
+	return pool;
+}
+
+/*
+ * A block table [B][*maxb] that places the blocks by a random
+ * permutation of B * maxb + 1 slots (one spare, so the indices are not
+ * just 0..n-1).  free() it.
+ */
+static int32_t *ar_table(const struct acase *c, int *maxb)
+{
+	int nb = (c->Nk + c->bs - 1) / c->bs, total = c->B * nb + 1;
+	int32_t *perm = malloc(total * sizeof(int32_t));
+
+	if (!perm)
+		t_fail_all("out of memory");
+	for (int i = 0; i < total; i++)
+		perm[i] = i;
+	for (int i = total - 1; i > 0; i--) {
+		int j, t;
+
+		ar_seed = ar_seed * 6364136223846793005ull + 1;
+		j = (int)((ar_seed >> 33) % (uint64_t)(i + 1));
+		t = perm[i];
+		perm[i] = perm[j];
+		perm[j] = t;
+	}
+	*maxb = nb;
+	return perm;
+}
+
+/* Run each of the CPU's ISA paths: fn(isa name) after forcing it. */
+static void ar_each_isa(void (*fn)(const char *isa))
+{
+	for (int isa = HK_ISA_SCALAR; isa <= HK_ISA_AVX512; isa++) {
+		if (hk_attn_force_isa(isa)) {
+			t_ok(1, "%s # SKIP this CPU has no %s",
+			     hk_isa_name(isa), hk_isa_name(isa));
+			continue;
+		}
+		fn(hk_isa_name(isa));
+	}
+	hk_attn_force_isa(-1);
+}
+
+#endif /* HMM_TESTS_ATTN_REF_H */

@@ -1,0 +1,197 @@
+// SPDX-License-Identifier: MIT
+/*
+ * test_attn_fwd — hk_attn_fwd against fp64 and naive fp32 (attn_ref.h) on
+ * every ISA path this CPU has: N in {1, 63, 64, 65, 1000}, d in {32, 33,
+ * 64, 80, 128, 256}, causal and not, GQA, Nq != Nk (bottom-right causal,
+ * dead rows), bf16, a permuted block table (bit-identical to dense), thread
+ * count independence, and bad arguments.
+ */
+#include "unit/attn_ref.h"
+
+static const struct acase cases[] = {
+	/* B  H Hkv  Nq    Nk    d  causal dtype bs */
+	{ 1, 2, 2, 1, 1, 32, 0, HK_F32, 0 },
+	{ 1, 2, 2, 1, 1, 64, 1, HK_F32, 0 },
+	{ 2, 2, 2, 63, 63, 80, 1, HK_F32, 0 },
+	{ 1, 2, 2, 64, 64, 256, 0, HK_F32, 0 },
+	{ 1, 3, 3, 65, 65, 128, 1, HK_F32, 0 },
+	{ 1, 2, 2, 65, 65, 33, 0, HK_F32, 0 },
+	{ 1, 1, 1, 1000, 1000, 64, 1, HK_F32, 0 },
+	{ 1, 1, 1, 1000, 1000, 32, 0, HK_F32, 0 },
+	{ 1, 4, 2, 65, 65, 64, 1, HK_F32, 0 },		/* GQA */
+	{ 2, 6, 1, 40, 40, 32, 0, HK_F32, 0 },		/* MQA */
+	{ 1, 2, 2, 37, 100, 64, 1, HK_F32, 0 },		/* Nq < Nk */
+	{ 1, 2, 1, 100, 37, 80, 1, HK_F32, 0 },		/* dead rows */
+	{ 1, 2, 2, 130, 130, 64, 1, HK_BF16, 0 },
+	{ 1, 2, 2, 65, 200, 128, 0, HK_BF16, 0 },
+	{ 2, 4, 2, 70, 150, 64, 1, HK_F32, 16 },	/* paged */
+	{ 1, 2, 2, 65, 129, 80, 0, HK_F32, 5 },
+	{ 1, 2, 1, 50, 300, 32, 1, HK_BF16, 64 },
+};
+
+/* o, lse of one run of ours; fails the test on an error return. */
+static void ours(const struct acase *c, const void *q, const void *k,
+		 const void *v, void *o, float *lse, const int32_t *table,
+		 int maxb)
+{
+	struct hk_attn a = ar_attn(c);
+	int r;
+
+	a.block_table = table;
+	a.block_size = c->bs;
+	a.max_blocks = maxb;
+	r = hk_attn_fwd(&a, q, k, v, o, lse);
+	if (r)
+		t_fail_all("hk_attn_fwd: %d %s", r, hk_attn_strerror());
+}
+
+static void check_dead_rows(const struct acase *c, const float *o,
+			    const float *lse, const char *name)
+{
+	int dead = 0, bad = 0;
+
+	for (int bh = 0; bh < c->B * c->H; bh++)
+		for (int i = 0; i < c->Nq; i++) {
+			size_t row = (size_t)bh * c->Nq + i;
+
+			if (ar_vis(c, i))
+				continue;
+			dead++;
+			bad += !(lse[row] == -INFINITY);
+			for (int x = 0; x < c->d; x++)
+				bad += o[row * c->d + x] != 0;
+		}
+	if (dead)
+		t_ok(!bad, "%s: %d dead rows give o = 0, lse = -inf", name,
+		     dead);
+}
+
+static void run_case(const struct acase *c, const char *isa)
+{
+	size_t nq = (size_t)c->B * c->H * c->Nq, nk = (size_t)c->B * c->Hkv * c->Nk;
+	int bf = c->dtype == HK_BF16, esz = bf ? 2 : 4;
+	float *q = ar_fill(nq * c->d, 1.5f, bf), *k = ar_fill(nk * c->d, 1.5f, bf);
+	float *v = ar_fill(nk * c->d, 1.0f, bf);
+	double *o64 = malloc(nq * c->d * 8 + 8), *l64 = malloc(nq * 8 + 8);
+	float *o32 = malloc(nq * c->d * 4 + 4), *l32 = malloc(nq * 4 + 4);
+	float *lse = malloc(nq * 4 + 4), *of;
+	void *qx = ar_to(q, nq * c->d, c->dtype), *kx = ar_to(k, nk * c->d, c->dtype);
+	void *vx = ar_to(v, nk * c->d, c->dtype), *ox = malloc(nq * c->d * esz + 4);
+	char name[160];
+
+	ar_name(name, sizeof(name), c, isa);
+	ar_ref64(c, q, k, v, NULL, o64, l64, NULL, NULL, NULL);
+	ar_naive32(c, q, k, v, NULL, o32, l32, NULL, NULL, NULL);
+	ours(c, qx, kx, vx, ox, lse, NULL, 0);
+	of = ar_from(ox, nq * c->d, c->dtype);
+	ar_check("o", name, of, o32, o64, nq * c->d, bf);
+	{	/* lse: compare only live rows (dead ones checked below) */
+		float *lo = malloc(nq * 4 + 4), *ln = malloc(nq * 4 + 4);
+		double *lr = malloc(nq * 8 + 8);
+
+		for (size_t i = 0; i < nq; i++) {
+			int live = isfinite(l64[i]);
+
+			lo[i] = live ? lse[i] : 0;
+			ln[i] = live ? l32[i] : 0;
+			lr[i] = live ? l64[i] : 0;
+		}
+		ar_check("lse", name, lo, ln, lr, nq, 0);
+		free(lo);
+		free(ln);
+		free(lr);
+	}
+	check_dead_rows(c, of, lse, name);
+	if (c->bs) {	/* the same K/V through a permuted block table */
+		int mb;
+		int32_t *tab = ar_table(c, &mb);
+		void *pk = ar_place(c, kx, esz, tab, mb);
+		void *pv = ar_place(c, vx, esz, tab, mb);
+		void *o2 = malloc(nq * c->d * esz + 4);
+		float *lse2 = malloc(nq * 4 + 4);
+
+		ours(c, qx, pk, pv, o2, lse2, tab, mb);
+		t_ok(!memcmp(o2, ox, nq * c->d * esz) &&
+		     !memcmp(lse2, lse, nq * 4),
+		     "%s: permuted block table (bs %d) bit-identical to dense",
+		     name, c->bs);
+		free(pk);
+		free(pv);
+		free(tab);
+		free(o2);
+		free(lse2);
+	}
+	free(q); free(k); free(v); free(o64); free(l64); free(o32); free(l32);
+	free(lse); free(of); free(qx); free(kx); free(vx); free(ox);
+}
+
+static void run_isa(const char *isa)
+{
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
+		run_case(&cases[i], isa);
+}
+
+/* 1 vs 3 threads: same bytes (items own disjoint outputs). */
+static void threads_test(void)
+{
+	struct acase c = { 2, 3, 3, 150, 150, 64, 1, HK_F32, 0 };
+	size_t n = (size_t)c.B * c.H * c.Nq * c.d;
+	float *q = ar_fill(n, 1, 0), *k = ar_fill(n, 1, 0), *v = ar_fill(n, 1, 0);
+	float *o1 = malloc(n * 4), *o2 = malloc(n * 4);
+	float *l1 = malloc(n * 4), *l2 = malloc(n * 4);
+	int th = hk_threads();
+
+	hk_set_threads(1);
+	ours(&c, q, k, v, o1, l1, NULL, 0);
+	hk_set_threads(3);
+	ours(&c, q, k, v, o2, l2, NULL, 0);
+	hk_set_threads(th);
+	t_ok(!memcmp(o1, o2, n * 4) && !memcmp(l1, l2, c.B * c.H * c.Nq * 4),
+	     "1 and 3 threads give identical bytes");
+	free(q); free(k); free(v); free(o1); free(o2); free(l1); free(l2);
+}
+
+static void bad_args(void)
+{
+	float q[64] = { 0 }, o[64], lse[2];
+	struct hk_attn a = { .B = 1, .H = 2, .Hkv = 2, .Nq = 1, .Nk = 1, .d = 32 };
+	struct hk_attn b;
+
+	memset(o, 0x5a, sizeof(o));
+	b = a;
+	b.d = 0;
+	t_eq(hk_attn_fwd(&b, q, q, q, o, lse), -EINVAL, "d = 0 is refused");
+	t_ok(strstr(hk_attn_strerror(), "d = 0") != NULL,
+	     "the error names d: %s", hk_attn_strerror());
+	b.d = 257;
+	t_eq(hk_attn_fwd(&b, q, q, q, o, lse), -EINVAL, "d = 257 is refused");
+	b = a;
+	b.Hkv = 3;
+	t_eq(hk_attn_fwd(&b, q, q, q, o, lse), -EINVAL, "H %% Hkv != 0 refused");
+	b = a;
+	b.dtype = 7;
+	t_eq(hk_attn_fwd(&b, q, q, q, o, lse), -EINVAL, "unknown dtype refused");
+	b = a;
+	b.scale = -1;
+	t_eq(hk_attn_fwd(&b, q, q, q, o, lse), -EINVAL, "negative scale refused");
+	b = a;
+	b.block_table = (const int32_t *)q;
+	b.block_size = 0;
+	t_eq(hk_attn_fwd(&b, q, q, q, o, lse), -EINVAL, "block_size 0 refused");
+	t_eq(hk_attn_fwd(&a, NULL, q, q, o, lse), -EINVAL, "NULL q refused");
+	t_ok(((unsigned char *)o)[0] == 0x5a && ((unsigned char *)o)[255] == 0x5a,
+	     "refused calls leave o untouched");
+	b = a;
+	b.Nk = 0;
+	t_eq(hk_attn_fwd(&b, q, NULL, NULL, o, lse), 0, "Nk = 0 runs");
+	t_ok(o[0] == 0 && o[63] == 0 && lse[0] == -INFINITY,
+	     "Nk = 0: o = 0, lse = -inf");
+}
+
+int main(void)
+{
+	ar_each_isa(run_isa);
+	threads_test();
+	bad_args();
+	return t_done();
+}
