@@ -1,0 +1,432 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * kmod/daemon.c — the NVMe tier through a userspace daemon (hmmd, or the
+ * test daemon): poll + ioctl.
+ *
+ * A faulting task (FILL) or the EVICT ioctl builds a request, queues it on
+ * hmmk_daemon.pending and sleeps killably with a timeout.  The daemon polls,
+ * takes it with DAEMON_FETCH (the request moves to inflight; for EVICT the
+ * page's bytes are copied out), does its I/O and DAEMON_COMPLETEs it (for
+ * FILL the bytes are copied in).  When the daemon's file is released every
+ * queued or held request fails with -EIO, and with no daemon attached new
+ * requests fail at once: faults get SIGBUS, nothing waits forever.
+ */
+#include <linux/slab.h>
+#include <linux/highmem.h>
+#include <linux/poll.h>
+#include <linux/uaccess.h>
+#include <linux/sched/signal.h>
+
+#include "hmmk.h"
+
+enum { HMMK_REQ_PENDING, HMMK_REQ_INFLIGHT, HMMK_REQ_BUSY, HMMK_REQ_DONE };
+
+/*
+ * struct hmmk_req — one EVICT or FILL.  Allocated by the waiter, which holds
+ * one reference; the daemon queues hold another while it is listed, and
+ * FETCH / COMPLETE take their own while they copy.  Freed at the last put,
+ * dropping its page reference.  state and link are under hmmk_daemon.lock.
+ */
+struct hmmk_req {
+	struct kref ref;
+	struct list_head link;
+	struct completion done;
+	int state;
+	int result;
+	u32 op;
+	u64 id, space, region, index;
+	struct page *page;
+};
+
+/* The one attached daemon.  lock (a spinlock) protects every field. */
+static struct {
+	spinlock_t lock;
+	struct hmmk_space *owner;
+	struct list_head pending;
+	struct list_head inflight;
+	u64 next_id;
+} hmmk_daemon = {
+	.lock = __SPIN_LOCK_UNLOCKED(hmmk_daemon.lock),
+	.pending = LIST_HEAD_INIT(hmmk_daemon.pending),
+	.inflight = LIST_HEAD_INIT(hmmk_daemon.inflight),
+};
+static DECLARE_WAIT_QUEUE_HEAD(hmmk_daemon_wq);	/* poll: pending grew */
+
+static void hmmk_req_release(struct kref *ref)
+{
+	struct hmmk_req *req = container_of(ref, struct hmmk_req, ref);
+
+	put_page(req->page);
+	kfree(req);
+}
+
+static void hmmk_req_put(struct hmmk_req *req)
+{
+	kref_put(&req->ref, hmmk_req_release);
+}
+
+static struct hmmk_req *hmmk_req_new(struct hmmk_block *blk, unsigned int i,
+				     u32 op, struct page *page)
+{
+	struct hmmk_req *req = kzalloc(sizeof(*req), GFP_KERNEL);
+
+	if (!req)
+		return NULL;
+	kref_init(&req->ref);
+	INIT_LIST_HEAD(&req->link);
+	init_completion(&req->done);
+	req->op = op;
+	req->space = blk->region->space->id;
+	req->region = blk->region->handle;
+	req->index = (u64)blk->index * HMMK_BLOCK_PAGES + i;
+	get_page(page);
+	req->page = page;
+	return req;
+}
+
+/* Queues req for the daemon; -EIO when none is attached. */
+static int hmmk_req_submit(struct hmmk_req *req)
+{
+	spin_lock(&hmmk_daemon.lock);
+	if (!hmmk_daemon.owner) {
+		spin_unlock(&hmmk_daemon.lock);
+		return -EIO;
+	}
+	req->id = ++hmmk_daemon.next_id;
+	req->state = HMMK_REQ_PENDING;
+	kref_get(&req->ref);
+	list_add_tail(&req->link, &hmmk_daemon.pending);
+	spin_unlock(&hmmk_daemon.lock);
+	wake_up_interruptible(&hmmk_daemon_wq);
+	return 0;
+}
+
+/*
+ * Ends the waiter's interest in a submitted request: its result if the
+ * daemon finished it, else it is withdrawn and -EIO (or -EINTR when
+ * left < 0, a fatal signal) returned.  The daemon cannot change it after.
+ */
+static int hmmk_req_end(struct hmmk_req *req, long left)
+{
+	int ret;
+
+	spin_lock(&hmmk_daemon.lock);
+	if (req->state == HMMK_REQ_DONE) {
+		ret = req->result;
+	} else {
+		if (req->state != HMMK_REQ_BUSY) {
+			list_del_init(&req->link);
+			kref_put(&req->ref, hmmk_req_release);	/* list ref */
+		}
+		req->state = HMMK_REQ_DONE;
+		req->result = -EIO;
+		ret = left < 0 ? -EINTR : -EIO;
+	}
+	spin_unlock(&hmmk_daemon.lock);
+	return ret;
+}
+
+/* Sleeps killably, at most fill_timeout_ms, then ends the request. */
+static int hmmk_req_wait(struct hmmk_req *req)
+{
+	long left;
+
+	left = wait_for_completion_killable_timeout(&req->done,
+				msecs_to_jiffies(hmmk_fill_timeout_ms));
+	return hmmk_req_end(req, left);
+}
+
+/* Fills page with page i's bytes from the daemon.  blk->lock held. */
+int hmmk_daemon_fill(struct hmmk_block *blk, unsigned int i,
+		     struct page *page)
+{
+	struct hmmk_req *req = hmmk_req_new(blk, i, HMMK_OP_FILL, page);
+	int ret;
+
+	if (!req)
+		return -ENOMEM;
+	ret = hmmk_req_submit(req);
+	if (!ret)
+		ret = hmmk_req_wait(req);
+	hmmk_req_put(req);
+	return ret;
+}
+
+long hmmk_daemon_attach(struct hmmk_space *space)
+{
+	long ret = 0;
+
+	mutex_lock(&space->lock);
+	if (space->nr_regions) {
+		mutex_unlock(&space->lock);
+		return -EINVAL;
+	}
+	spin_lock(&hmmk_daemon.lock);
+	if (hmmk_daemon.owner)
+		ret = -EBUSY;
+	else
+		hmmk_daemon.owner = space;
+	spin_unlock(&hmmk_daemon.lock);
+	if (!ret)
+		space->daemon = true;
+	mutex_unlock(&space->lock);
+	return ret;
+}
+
+/* The daemon's file is released: fail everything it was given. */
+void hmmk_daemon_detach(struct hmmk_space *space)
+{
+	struct hmmk_req *req, *tmp;
+	LIST_HEAD(gone);
+
+	spin_lock(&hmmk_daemon.lock);
+	if (hmmk_daemon.owner == space)
+		hmmk_daemon.owner = NULL;
+	list_splice_init(&hmmk_daemon.pending, &gone);
+	list_splice_init(&hmmk_daemon.inflight, &gone);
+	list_for_each_entry(req, &gone, link) {
+		req->state = HMMK_REQ_DONE;
+		req->result = -EIO;
+	}
+	spin_unlock(&hmmk_daemon.lock);
+
+	list_for_each_entry_safe(req, tmp, &gone, link) {
+		list_del_init(&req->link);
+		complete(&req->done);
+		hmmk_req_put(req);	/* list ref */
+	}
+	space->daemon = false;
+}
+
+__poll_t hmmk_daemon_poll(struct hmmk_space *space, struct file *filp,
+			  struct poll_table_struct *wait)
+{
+	__poll_t mask = 0;
+
+	poll_wait(filp, &hmmk_daemon_wq, wait);
+	spin_lock(&hmmk_daemon.lock);
+	if (!list_empty(&hmmk_daemon.pending))
+		mask = EPOLLIN | EPOLLRDNORM;
+	spin_unlock(&hmmk_daemon.lock);
+	return mask;
+}
+
+/* Ends a request taken off the lists by COMPLETE (or a failed FETCH). */
+static void hmmk_req_finish(struct hmmk_req *req, int result)
+{
+	spin_lock(&hmmk_daemon.lock);
+	if (req->state == HMMK_REQ_BUSY) {
+		req->state = HMMK_REQ_DONE;
+		req->result = result;
+	}
+	spin_unlock(&hmmk_daemon.lock);
+	complete(&req->done);
+	hmmk_req_put(req);	/* list ref */
+}
+
+/* Takes req off the inflight list for finishing; false if it is gone. */
+static bool hmmk_req_take(struct hmmk_req *req)
+{
+	bool ok;
+
+	spin_lock(&hmmk_daemon.lock);
+	ok = req->state == HMMK_REQ_INFLIGHT;
+	if (ok) {
+		list_del_init(&req->link);
+		req->state = HMMK_REQ_BUSY;
+	}
+	spin_unlock(&hmmk_daemon.lock);
+	return ok;
+}
+
+static int hmmk_copy_page_out(void __user *buf, struct page *page)
+{
+	void *p = kmap_local_page(page);
+	unsigned long left = copy_to_user(buf, p, PAGE_SIZE);
+
+	kunmap_local(p);
+	return left ? -EFAULT : 0;
+}
+
+long hmmk_daemon_fetch(struct hmmk_space *space, void __user *arg)
+{
+	struct hmmk_daemon_req dr;
+	struct hmmk_req *req;
+	int ret = 0;
+
+	if (!space->daemon)
+		return -EPERM;
+	if (copy_from_user(&dr, arg, sizeof(dr)))
+		return -EFAULT;
+	if (dr.reserved0)
+		return -EINVAL;
+
+	spin_lock(&hmmk_daemon.lock);
+	req = list_first_entry_or_null(&hmmk_daemon.pending, struct hmmk_req,
+				       link);
+	if (!req) {
+		spin_unlock(&hmmk_daemon.lock);
+		return -EAGAIN;
+	}
+	list_move_tail(&req->link, &hmmk_daemon.inflight);
+	req->state = HMMK_REQ_INFLIGHT;
+	kref_get(&req->ref);
+	spin_unlock(&hmmk_daemon.lock);
+
+	if (req->op == HMMK_OP_EVICT)
+		ret = hmmk_copy_page_out(u64_to_user_ptr(dr.buf), req->page);
+	dr.id = req->id;
+	dr.op = req->op;
+	dr.reserved1 = 0;
+	dr.space = req->space;
+	dr.region = req->region;
+	dr.page = req->index;
+	memset(dr.reserved, 0, sizeof(dr.reserved));
+	if (!ret && copy_to_user(arg, &dr, sizeof(dr)))
+		ret = -EFAULT;
+	if (ret && hmmk_req_take(req))
+		hmmk_req_finish(req, -EIO);	/* the daemon cannot serve it */
+	hmmk_req_put(req);
+	return ret;
+}
+
+static struct hmmk_req *hmmk_req_find(u64 id)
+{
+	struct hmmk_req *req;
+
+	spin_lock(&hmmk_daemon.lock);
+	list_for_each_entry(req, &hmmk_daemon.inflight, link) {
+		if (req->id == id) {
+			list_del_init(&req->link);
+			req->state = HMMK_REQ_BUSY;
+			spin_unlock(&hmmk_daemon.lock);
+			return req;
+		}
+	}
+	spin_unlock(&hmmk_daemon.lock);
+	return NULL;
+}
+
+long hmmk_daemon_complete(struct hmmk_space *space, void __user *arg)
+{
+	struct hmmk_daemon_cmpl dc;
+	struct hmmk_req *req;
+	int result, ret = 0;
+	void *p;
+
+	if (!space->daemon)
+		return -EPERM;
+	if (copy_from_user(&dc, arg, sizeof(dc)))
+		return -EFAULT;
+	if (dc.reserved0 || !hmmk_zero(dc.reserved, sizeof(dc.reserved)))
+		return -EINVAL;
+	req = hmmk_req_find(dc.id);	/* now holds the list ref */
+	if (!req)
+		return -ENOENT;
+
+	result = dc.status ? -EIO : 0;
+	if (!result && req->op == HMMK_OP_FILL) {
+		p = kmap_local_page(req->page);
+		if (copy_from_user(p, u64_to_user_ptr(dc.buf), PAGE_SIZE))
+			ret = -EFAULT;
+		kunmap_local(p);
+		if (ret)
+			result = -EIO;
+	}
+	hmmk_req_finish(req, result);
+	return ret;
+}
+
+/*
+ * Hands pages [lo, hi) of the block to the daemon and frees them once it
+ * has them.  blk->lock held, so faults on the block wait meanwhile.
+ */
+static int hmmk_evict_block(struct hmmk_block *blk, unsigned int lo,
+			    unsigned int hi, u64 *done, u64 *skipped)
+{
+	struct hmmk_req **reqs;
+	unsigned int i;
+	int ret = 0, r;
+
+	reqs = kcalloc(HMMK_BLOCK_PAGES, sizeof(*reqs), GFP_KERNEL);
+	if (!reqs)
+		return -ENOMEM;
+	hmmk_block_unmap(blk, lo, hi - lo);
+	for (i = lo; i < hi && !ret; i++) {
+		struct page *page = blk->pages[i];
+
+		if (hmmk_tier(blk, i) != HMMK_TIER_CPU ||
+		    page_count(page) != 1) {
+			(*skipped)++;
+			continue;
+		}
+		reqs[i] = hmmk_req_new(blk, i, HMMK_OP_EVICT, page);
+		if (!reqs[i])
+			ret = -ENOMEM;
+		else
+			ret = hmmk_req_submit(reqs[i]);
+	}
+	for (i = lo; i < hi; i++) {
+		if (!reqs[i])
+			continue;
+		r = ret ? hmmk_req_end(reqs[i], 0) : hmmk_req_wait(reqs[i]);
+		if (!r) {
+			put_page(blk->pages[i]);
+			hmmk_block_set(blk, i, HMMK_TIER_NVME, NULL);
+			atomic64_inc(&blk->region->c.evictions);
+			(*done)++;
+		} else {
+			(*skipped)++;
+			if (r == -EINTR)
+				ret = r;
+		}
+		hmmk_req_put(reqs[i]);
+	}
+	kfree(reqs);
+	return ret;
+}
+
+long hmmk_evict_ioctl(struct hmmk_space *space, void __user *arg)
+{
+	struct hmmk_region *region;
+	struct hmmk_range r;
+	u64 pg, end;
+	long ret;
+
+	if (copy_from_user(&r, arg, sizeof(r)))
+		return -EFAULT;
+	if (r.node || r.flags || !hmmk_zero(r.reserved, sizeof(r.reserved)))
+		return -EINVAL;
+	if (!READ_ONCE(hmmk_daemon.owner))
+		return -ENODEV;
+	region = hmmk_region_get(space, r.handle);
+	if (!region)
+		return -ENOENT;
+	ret = hmmk_range_check(region, r.start, r.length);
+	if (ret)
+		goto out_put;
+
+	r.done = 0;
+	r.skipped = 0;
+	pg = r.start >> PAGE_SHIFT;
+	end = pg + (r.length >> PAGE_SHIFT);
+	while (pg < end) {
+		struct hmmk_block *blk = &region->blocks[pg / HMMK_BLOCK_PAGES];
+		unsigned int lo = pg % HMMK_BLOCK_PAGES;
+		unsigned int hi = min_t(u64, HMMK_BLOCK_PAGES, lo + end - pg);
+
+		ret = hmmk_block_lock(blk);
+		if (ret)
+			break;
+		ret = hmmk_evict_block(blk, lo, hi, &r.done, &r.skipped);
+		mutex_unlock(&blk->lock);
+		if (ret)
+			break;
+		pg += hi - lo;
+	}
+	if (copy_to_user(arg, &r, sizeof(r)) && !ret)
+		ret = -EFAULT;
+out_put:
+	hmmk_region_put(region);
+	return ret;
+}

@@ -1,0 +1,92 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * kmod/fault.c — the CPU fault handler of region VMAs.
+ *
+ * Under the block lock the page is made resident on a CPU node (zero-fill
+ * on first touch on the preferred node, back from the simdev, or FILL from
+ * the daemon) and inserted with vm_insert_page.  Runs in the faulting
+ * task's context with mmap_lock held for read; may sleep.
+ */
+#include <linux/mm.h>
+
+#include "hmmk.h"
+
+/*
+ * Makes page i of the block resident on a CPU node.  blk->lock held.
+ * Returns 0, -ENOMEM, -EINTR (fatal signal) or -EIO (the daemon failed).
+ */
+int hmmk_make_cpu_resident(struct hmmk_block *blk, unsigned int i)
+{
+	struct hmmk_region *region = blk->region;
+	struct page *page;
+	int ret;
+
+	switch (hmmk_tier(blk, i)) {
+	case HMMK_TIER_CPU:
+		return 0;
+	case HMMK_TIER_NONE:
+		page = hmmk_page_alloc(region->node, false, true);
+		if (!page)
+			return -ENOMEM;
+		hmmk_block_set(blk, i, HMMK_TIER_CPU, page);
+		atomic64_inc(&region->c.zero_fills);
+		return 0;
+	case HMMK_TIER_DEV:
+		return hmmk_simdev_to_cpu(blk, i);
+	case HMMK_TIER_NVME:
+		page = hmmk_page_alloc(region->node, false, false);
+		if (!page)
+			return -ENOMEM;
+		ret = hmmk_daemon_fill(blk, i, page);
+		if (ret) {
+			put_page(page);
+			return ret;
+		}
+		hmmk_block_set(blk, i, HMMK_TIER_CPU, page);
+		atomic64_inc(&region->c.fills);
+		return 0;
+	}
+	return -EIO;
+}
+
+vm_fault_t hmmk_fault(struct vm_fault *vmf)
+{
+	struct hmmk_region *region = vmf->vma->vm_private_data;
+	struct hmmk_block *blk;
+	unsigned int i;
+	u64 idx;
+	int ret;
+
+	if (vmf->pgoff < region->pgoff ||
+	    vmf->pgoff - region->pgoff >= region->nr_pages)
+		return VM_FAULT_SIGBUS;
+	idx = vmf->pgoff - region->pgoff;
+	blk = &region->blocks[idx / HMMK_BLOCK_PAGES];
+	i = idx % HMMK_BLOCK_PAGES;
+	atomic64_inc(&region->c.faults);
+
+	if (hmmk_block_lock(blk))
+		return VM_FAULT_NOPAGE;	/* dying: the access is not retried */
+	ret = hmmk_make_cpu_resident(blk, i);
+	if (!ret) {
+		if (blk->state[i] & HMMK_S_SAMPLED) {
+			blk->state[i] &= ~HMMK_S_SAMPLED;
+			blk->state[i] |= HMMK_S_ACCESSED;
+			atomic64_inc(&region->c.sample_hits);
+		}
+		ret = vm_insert_page(vmf->vma, vmf->address, blk->pages[i]);
+		if (ret == -EBUSY)	/* another thread mapped it first */
+			ret = 0;
+	}
+	mutex_unlock(&blk->lock);
+
+	switch (ret) {
+	case 0:
+	case -EINTR:
+		return VM_FAULT_NOPAGE;
+	case -ENOMEM:
+		return VM_FAULT_OOM;
+	}
+	atomic64_inc(&region->c.sigbus);
+	return VM_FAULT_SIGBUS;
+}

@@ -1,0 +1,185 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * kmod/hmmk.h — hmmk.ko's internal objects and the functions between files.
+ *
+ * Object tree:
+ *   hmmk_space   one per open of /dev/hmmk, bound to the opener's mm
+ *     hmmk_region  one per REGION_CREATE, mapped by VMAs of that mm
+ *       hmmk_block   one per 2 MiB of the region, with its own mutex
+ *         pages[]      the page backing each 4 KiB, on the tier state[] says
+ *
+ * Lock order (outer first):
+ *   mmap_lock (fault path)
+ *   hmmk_region.blocks[i].lock   (at most one block at a time)
+ *   space->mapping.i_mmap_rwsem  (unmap_mapping_range)
+ *   page table locks             (vm_insert_page)
+ *   hmmk_simdev.lock, hmmk_daemon.lock (spinlocks, innermost, never held
+ *                                        while sleeping)
+ *   space->lock protects the region list only and is never held while a
+ *   block lock is taken.
+ */
+#ifndef HMMK_H
+#define HMMK_H
+
+#include <linux/types.h>
+#include <linux/fs.h>
+#include <linux/mm.h>
+#include <linux/mutex.h>
+#include <linux/kref.h>
+#include <linux/list.h>
+#include <linux/atomic.h>
+#include <linux/completion.h>
+#include <linux/wait.h>
+
+#include "../include/uapi/hmmk.h"
+#include "compat.h"
+
+#define HMMK_BLOCK_PAGES	(HMMK_BLOCK_SIZE >> PAGE_SHIFT)
+#define HMMK_MAX_REGION		(16ULL << 30)	/* bytes per region */
+#define HMMK_MAX_REGIONS	1024		/* per space */
+
+/* state[] low bits: the tier (HMMK_TIER_*); high bits: module flags. */
+#define HMMK_S_TIER		0x03
+#define HMMK_S_SAMPLED		0x10	/* unmapped by SAMPLE, not yet hit */
+#define HMMK_S_ACCESSED		0x20	/* hit after SAMPLE */
+#define HMMK_S_PINNED		0x40	/* thrash pin on the CPU */
+
+/*
+ * struct hmmk_block — 2 MiB of a region.  Allocated with the region's block
+ * array, freed with it.  lock protects pages[], state[], moves[] and the
+ * pin/access fields; it is held across page allocation, copies and a wait
+ * for the daemon (so concurrent faults on one page make one FILL).
+ */
+struct hmmk_block {
+	struct mutex lock;
+	struct page *pages[HMMK_BLOCK_PAGES];	/* CPU or simdev page */
+	u8 state[HMMK_BLOCK_PAGES];
+	u8 moves[HMMK_BLOCK_PAGES];	/* CPU<->dev moves this window */
+	unsigned long window;		/* jiffies the window began */
+	unsigned long pin_until;	/* jiffies; thrash pin end */
+	u64 dev_stamp;			/* last DEV_ACCESS (LRU clock) */
+	u32 nr_dev;			/* pages on the simdev */
+	struct list_head dev_node;	/* on hmmk_simdev.blocks if nr_dev */
+	struct hmmk_region *region;	/* back pointer, never changes */
+	u32 index;			/* block number in the region */
+};
+
+/* Per-region counters; see struct hmmk_stats for their meaning. */
+struct hmmk_counters {
+	atomic64_t faults, zero_fills, fills, evictions, migrations;
+	atomic64_t migrated_bytes, dev_in, dev_out, dev_evictions;
+	atomic64_t prefetches, throttles, pins, sampled, sample_hits, sigbus;
+};
+
+/*
+ * struct hmmk_region — a managed range.  Allocated by REGION_CREATE; the
+ * space's list holds one reference and every VMA mapping it one more;
+ * freed (with its pages) at the last kref_put.
+ */
+struct hmmk_region {
+	struct kref ref;
+	struct hmmk_space *space;	/* owner; outlives the region */
+	u64 handle;			/* unique in the module */
+	u64 pgoff;			/* mmap offset in pages */
+	u64 nr_pages;
+	u32 nr_blocks;
+	int node;			/* preferred CPU node */
+	struct list_head node_link;	/* space->regions, under space->lock */
+	struct hmmk_counters c;
+	struct hmmk_block *blocks;	/* kvcalloc'd [nr_blocks] */
+};
+
+/*
+ * struct hmmk_space — one open of /dev/hmmk.  Allocated in open, freed in
+ * release (after every VMA is gone: each holds the file).  mapping is the
+ * address_space the space's VMAs link into, so unmap_mapping_range reaches
+ * exactly this space's mappings.
+ */
+struct hmmk_space {
+	struct address_space mapping;
+	struct mm_struct *mm;		/* mmgrab'd opener mm */
+	u64 id;
+	struct mutex lock;		/* regions, next_pgoff, nr_regions */
+	struct list_head regions;
+	u64 next_pgoff;
+	u32 nr_regions;
+	bool daemon;			/* DAEMON_ATTACH made this the daemon */
+	struct list_head all_link;	/* hmmk_spaces, under hmmk_spaces_lock */
+};
+
+extern struct list_head hmmk_spaces;
+extern struct mutex hmmk_spaces_lock;
+extern unsigned int hmmk_fill_timeout_ms;
+
+/* space.c: region list of a space.  Callers hold no block lock. */
+struct hmmk_space *hmmk_space_new(struct file *filp);
+void hmmk_space_free(struct hmmk_space *space);
+long hmmk_region_create_ioctl(struct hmmk_space *space, void __user *arg);
+long hmmk_region_destroy_ioctl(struct hmmk_space *space, void __user *arg);
+struct hmmk_region *hmmk_region_get(struct hmmk_space *space, u64 handle);
+struct hmmk_region *hmmk_region_find_pgoff(struct hmmk_space *space,
+					   u64 pgoff, u64 nr);
+
+/* region.c: region lifetime and its VMAs. */
+struct hmmk_region *hmmk_region_alloc(struct hmmk_space *space, u64 size,
+				      int node);
+void hmmk_region_put(struct hmmk_region *region);
+int hmmk_region_mmap(struct hmmk_space *space, struct vm_area_struct *vma);
+int hmmk_range_check(struct hmmk_region *region, u64 start, u64 length);
+extern const struct vm_operations_struct hmmk_vm_ops;
+
+/* block.c: page state helpers; all called with blk->lock held. */
+static inline u8 hmmk_tier(struct hmmk_block *blk, unsigned int i)
+{
+	return blk->state[i] & HMMK_S_TIER;
+}
+
+void hmmk_block_set(struct hmmk_block *blk, unsigned int i, u8 tier,
+		    struct page *page);
+void hmmk_block_unmap(struct hmmk_block *blk, unsigned int first,
+		      unsigned int nr);
+struct page *hmmk_page_alloc(int node, bool strict, bool zero);
+int hmmk_block_lock(struct hmmk_block *blk);
+void hmmk_block_free_pages(struct hmmk_block *blk);
+
+/* fault.c: CPU faults.  hmmk_make_cpu_resident needs blk->lock. */
+vm_fault_t hmmk_fault(struct vm_fault *vmf);
+int hmmk_make_cpu_resident(struct hmmk_block *blk, unsigned int i);
+
+/* tier_node.c: MIGRATE between CPU nodes. */
+long hmmk_migrate_ioctl(struct hmmk_space *space, void __user *arg);
+
+/* simdev.c: the simulated device tier. */
+int hmmk_simdev_init(void);
+void hmmk_simdev_exit(void);
+long hmmk_dev_access_ioctl(struct hmmk_space *space, void __user *arg);
+long hmmk_simdev_config_ioctl(void __user *arg);
+int hmmk_simdev_to_cpu(struct hmmk_block *blk, unsigned int i);
+void hmmk_simdev_block_gone(struct hmmk_block *blk);
+u64 hmmk_simdev_used(void);
+
+/* daemon.c: the EVICT / FILL channel. */
+long hmmk_daemon_attach(struct hmmk_space *space);
+void hmmk_daemon_detach(struct hmmk_space *space);
+long hmmk_daemon_fetch(struct hmmk_space *space, void __user *arg);
+long hmmk_daemon_complete(struct hmmk_space *space, void __user *arg);
+__poll_t hmmk_daemon_poll(struct hmmk_space *space, struct file *filp,
+			  struct poll_table_struct *wait);
+int hmmk_daemon_fill(struct hmmk_block *blk, unsigned int i,
+		     struct page *page);
+long hmmk_evict_ioctl(struct hmmk_space *space, void __user *arg);
+
+/* telemetry.c: STATS, SNAPSHOT, SAMPLE, debugfs. */
+long hmmk_stats_ioctl(struct hmmk_space *space, void __user *arg);
+long hmmk_snapshot_ioctl(struct hmmk_space *space, void __user *arg);
+long hmmk_sample_ioctl(struct hmmk_space *space, void __user *arg);
+void hmmk_debugfs_init(void);
+void hmmk_debugfs_exit(void);
+
+/* Copy an ioctl struct in and check its reserved words are zero. */
+static inline bool hmmk_zero(const void *p, size_t n)
+{
+	return !memchr_inv(p, 0, n);
+}
+
+#endif /* HMMK_H */

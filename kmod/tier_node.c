@@ -1,0 +1,115 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * kmod/tier_node.c — the CPU-node tiers: MIGRATE moves resident pages of a
+ * range to one NUMA node (alloc on that node with __GFP_THISNODE, revoke the
+ * CPU mappings, copy, swap the page in the block, free the old page).
+ */
+#include <linux/mm.h>
+#include <linux/highmem.h>
+#include <linux/nodemask.h>
+#include <linux/uaccess.h>
+#include <linux/sched.h>
+
+#include "hmmk.h"
+
+/* A page still referenced after unmapping is pinned (GUP): leave it. */
+static bool hmmk_page_movable(struct page *page)
+{
+	return page_count(page) == 1 && !page_mapped(page);
+}
+
+/*
+ * Moves pages [lo, hi) of the block to node.  blk->lock held.  Adds to
+ * *done and *skipped; returns 0 or -ENOMEM (node full).
+ */
+static int hmmk_migrate_block(struct hmmk_block *blk, unsigned int lo,
+			      unsigned int hi, int node, u64 *done,
+			      u64 *skipped)
+{
+	struct hmmk_region *region = blk->region;
+	unsigned int i, first = hi, last = lo;
+	struct page *new;
+
+	for (i = lo; i < hi; i++) {
+		if (hmmk_tier(blk, i) != HMMK_TIER_CPU) {
+			(*skipped)++;
+			continue;
+		}
+		if (page_to_nid(blk->pages[i]) == node)
+			continue;
+		first = min(first, i);
+		last = max(last, i + 1);
+	}
+	if (first >= last)
+		return 0;
+
+	hmmk_block_unmap(blk, first, last - first);
+	for (i = first; i < last; i++) {
+		struct page *old = blk->pages[i];
+
+		if (hmmk_tier(blk, i) != HMMK_TIER_CPU ||
+		    page_to_nid(old) == node)
+			continue;
+		if (!hmmk_page_movable(old)) {
+			(*skipped)++;
+			continue;
+		}
+		new = hmmk_page_alloc(node, true, false);
+		if (!new)
+			return -ENOMEM;
+		copy_highpage(new, old);
+		blk->pages[i] = new;
+		put_page(old);
+		(*done)++;
+		atomic64_inc(&region->c.migrations);
+		atomic64_add(PAGE_SIZE, &region->c.migrated_bytes);
+	}
+	return 0;
+}
+
+long hmmk_migrate_ioctl(struct hmmk_space *space, void __user *arg)
+{
+	struct hmmk_region *region;
+	struct hmmk_range r;
+	u64 pg, end;
+	long ret;
+
+	if (copy_from_user(&r, arg, sizeof(r)))
+		return -EFAULT;
+	if (r.flags || !hmmk_zero(r.reserved, sizeof(r.reserved)))
+		return -EINVAL;
+	if (r.node >= nr_node_ids || !node_state(r.node, N_MEMORY))
+		return -EINVAL;
+	region = hmmk_region_get(space, r.handle);
+	if (!region)
+		return -ENOENT;
+	ret = hmmk_range_check(region, r.start, r.length);
+	if (ret)
+		goto out_put;
+
+	r.done = 0;
+	r.skipped = 0;
+	pg = r.start >> PAGE_SHIFT;
+	end = pg + (r.length >> PAGE_SHIFT);
+	while (pg < end) {
+		struct hmmk_block *blk = &region->blocks[pg / HMMK_BLOCK_PAGES];
+		unsigned int lo = pg % HMMK_BLOCK_PAGES;
+		unsigned int hi = min_t(u64, HMMK_BLOCK_PAGES, lo + end - pg);
+
+		ret = hmmk_block_lock(blk);
+		if (ret)
+			break;
+		ret = hmmk_migrate_block(blk, lo, hi, r.node, &r.done,
+					 &r.skipped);
+		mutex_unlock(&blk->lock);
+		if (ret)
+			break;
+		pg += hi - lo;
+		cond_resched();
+	}
+	if (copy_to_user(arg, &r, sizeof(r)) && !ret)
+		ret = -EFAULT;
+out_put:
+	hmmk_region_put(region);
+	return ret;
+}
