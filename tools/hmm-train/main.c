@@ -1,0 +1,148 @@
+// SPDX-License-Identifier: MIT
+/*
+ * hmm-train — the main job: train a small GPT whose training state
+ * lives in hmm tensors, by default with a host budget of a quarter of
+ * that state so that the store is really used.  This file is the command
+ * line; train.c runs it.  See man/hmm-train.1.
+ */
+#include <ctype.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "blas.h"
+#include "train.h"
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+"usage: hmm-train [options]\n"
+"  --preset NAME       model size (default: default); --preset list\n"
+"  --steps N           steps to train to (default: the preset's)\n"
+"  --host-budget SIZE  host memory for the training state, e.g. 64M, 2G\n"
+"                      (default: a quarter of the state; a budget larger\n"
+"                      than the state keeps everything in memory)\n"
+"  --store PATH        store file or block device (default: a temporary\n"
+"                      file under build/tmp or $TMPDIR, removed at exit)\n"
+"  --daemon ADDR       use hmmd at this socket (shared mode)\n"
+"  --data FILE         train on a text file, byte by byte (default: a\n"
+"                      synthetic grammar corpus made from --seed)\n"
+"  --seed N            seed for the corpus, the weights, the batches (1)\n"
+"  --ckpt PATH         write a checkpoint at the end\n"
+"  --resume PATH       continue from a checkpoint\n"
+"  --report PATH       write an HTML report (inline SVG) at the end\n"
+"  --json              one JSON object per step, then a summary object\n"
+"  --help\n");
+}
+
+/* "123", "4K", "2M", "1G", "1T" (powers of 1024, optional "iB"/"B"). */
+static int64_t parse_size(const char *s)
+{
+	unsigned long long v;
+	char *end;
+	int shift = 0;
+
+	if (!s || !isdigit((unsigned char)*s))
+		return -1;
+	v = strtoull(s, &end, 10);
+	switch (toupper((unsigned char)*end)) {
+	case 'K': shift = 10; end++; break;
+	case 'M': shift = 20; end++; break;
+	case 'G': shift = 30; end++; break;
+	case 'T': shift = 40; end++; break;
+	}
+	if (shift && !strcasecmp(end, "iB"))
+		end += 2;
+	else if (!strcasecmp(end, "B"))
+		end++;
+	if (*end || v > (unsigned long long)(INT64_MAX >> shift))
+		return -1;
+	return (int64_t)(v << shift);
+}
+
+static int parse_int(const char *s, int64_t *out)
+{
+	char *end;
+	long long v;
+
+	if (!s || !isdigit((unsigned char)*s))
+		return -1;
+	v = strtoll(s, &end, 10);
+	if (*end || v < 0)
+		return -1;
+	*out = v;
+	return 0;
+}
+
+static int bad(const char *flag, const char *val, const char *why)
+{
+	fprintf(stderr, "hmm-train: %s %s: %s\n", flag, val ? val : "", why);
+	return 2;
+}
+
+static void list_presets(void)
+{
+	for (const struct preset *p = preset_list(); p->name; p++)
+		printf("%-8s %2d layers, d %4d, ctx %3d, batch %d, %3d steps: "
+		       "%s\n", p->name, p->cfg.layers, p->cfg.d, p->cfg.ctx,
+		       p->cfg.batch, p->steps, p->about);
+}
+
+int main(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "preset", 1, 0, 'p' }, { "steps", 1, 0, 'n' },
+		{ "host-budget", 1, 0, 'b' }, { "store", 1, 0, 's' },
+		{ "daemon", 1, 0, 'D' }, { "data", 1, 0, 'd' },
+		{ "seed", 1, 0, 'S' }, { "ckpt", 1, 0, 'c' },
+		{ "resume", 1, 0, 'r' }, { "report", 1, 0, 'R' },
+		{ "json", 0, 0, 'j' }, { "help", 0, 0, 'h' }, { 0 }
+	};
+	struct train_opts o = { .host_budget = -1, .seed = 1 };
+	const char *preset = "default";
+	int64_t v;
+	int c;
+
+	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+		switch (c) {
+		case 'p': preset = optarg; break;
+		case 'n':
+			if (parse_int(optarg, &o.steps) || !o.steps)
+				return bad("--steps", optarg, "want a positive integer");
+			break;
+		case 'b':
+			o.host_budget = parse_size(optarg);
+			if (o.host_budget <= 0)
+				return bad("--host-budget", optarg,
+					   "want a size like 512M or 4G");
+			break;
+		case 's': o.store = optarg; break;
+		case 'D': o.daemon = optarg; break;
+		case 'd': o.data = optarg; break;
+		case 'S':
+			if (parse_int(optarg, &v))
+				return bad("--seed", optarg, "want an integer");
+			o.seed = v;
+			break;
+		case 'c': o.ckpt = optarg; break;
+		case 'r': o.resume = optarg; break;
+		case 'R': o.report = optarg; break;
+		case 'j': o.json = 1; break;
+		case 'h': usage(stdout); return 0;
+		default: usage(stderr); return 2;
+		}
+	}
+	if (optind < argc)
+		return bad("argument", argv[optind], "unexpected (see --help)");
+	if (!strcmp(preset, "list")) {
+		list_presets();
+		return 0;
+	}
+	o.preset = preset_find(preset);
+	if (!o.preset)
+		return bad("--preset", preset, "unknown (see --preset list)");
+	blas_setup(argv, stderr);
+	o.blas_core = blas_core();
+	return train_main(&o);
+}

@@ -1,0 +1,386 @@
+// SPDX-License-Identifier: MIT
+/*
+ * model.c — the GPT's layout, initialisation and training step
+ * (model.h).  Rows are tokens: n = batch * ctx rows of d floats,
+ * row-major; weights are [in][out] so that y = x W is gemm(x, W).
+ */
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "attn.h"
+#include "blas.h"
+#include "layers.h"
+#include "model.h"
+
+static double gpt_now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static void layer_layout(const struct gpt_config *c, struct gpt_layer_layout *L)
+{
+	size_t d = c->d, f = 4 * d, o = 0;
+
+	L->wqkv = o, o += d * 3 * d;
+	L->wo = o, o += d * d;
+	L->w1 = o, o += d * f;
+	L->w2 = o, o += f * d;
+	L->decay_end = o;
+	L->bqkv = o, o += 3 * d;
+	L->bo = o, o += d;
+	L->b1 = o, o += f;
+	L->b2 = o, o += d;
+	L->ln1g = o, o += d;
+	L->ln1b = o, o += d;
+	L->ln2g = o, o += d;
+	L->ln2b = o, o += d;
+	L->total = o;
+}
+
+static void embed_layout(const struct gpt_config *c, struct gpt_embed_layout *E)
+{
+	size_t o = 0;
+
+	E->wte = o, o += (size_t)c->vocab * c->d;
+	E->wpe = o, o += (size_t)c->ctx * c->d;
+	E->decay_end = o;
+	E->lnfg = o, o += c->d;
+	E->lnfb = o, o += c->d;
+	E->total = o;
+}
+
+void gpt_block_floats(const struct gpt_config *c, size_t *sizes)
+{
+	struct gpt_layer_layout L;
+	struct gpt_embed_layout E;
+
+	layer_layout(c, &L);
+	embed_layout(c, &E);
+	for (int i = 0; i < c->layers; i++)
+		sizes[i] = L.total;
+	sizes[c->layers] = E.total;
+}
+
+size_t gpt_params(const struct gpt_config *c)
+{
+	struct gpt_layer_layout L;
+	struct gpt_embed_layout E;
+
+	layer_layout(c, &L);
+	embed_layout(c, &E);
+	return L.total * c->layers + E.total;
+}
+
+double gpt_step_flops(const struct gpt_config *c)
+{
+	double n = (double)c->batch * c->ctx, d = c->d, T = c->ctx;
+	double mm = 2 * n * 12 * d * d * c->layers;	/* one pass, blocks */
+	double at = 2 * 2 * n * T / 2 * d * c->layers;	/* causal: half */
+	double head = 2 * n * d * c->vocab;
+
+	/* forward, forward again (recompute), backward = 2x forward */
+	return 4 * (mm + at) + 3 * head;
+}
+
+static float *get(float **buf, size_t n, int *fail)
+{
+	*buf = aligned_alloc(64, (n * sizeof(float) + 63) / 64 * 64);
+	if (!*buf)
+		*fail = 1;
+	return *buf;
+}
+
+int gpt_new(const struct gpt_config *c, struct state *st, struct gpt **out)
+{
+	struct gpt *g;
+	size_t n, d = c->d, f = 4 * c->d;
+	int fail = 0;
+
+	*out = NULL;
+	if (c->d % c->heads || c->vocab < 2 || c->ctx < 1 || c->batch < 1 ||
+	    c->layers < 1)
+		return -EINVAL;
+	g = calloc(1, sizeof(*g));
+	if (!g)
+		return -ENOMEM;
+	g->c = *c;
+	g->st = st;
+	g->n = n = (size_t)c->batch * c->ctx;
+	g->weight_decay = 0.1;
+	layer_layout(c, &g->L);
+	embed_layout(c, &g->E);
+	get(&g->acts, (c->layers + 1) * n * d, &fail);
+	get(&g->h1, n * d, &fail);
+	get(&g->mean1, n, &fail);
+	get(&g->rstd1, n, &fail);
+	get(&g->qkv, n * 3 * d, &fail);
+	get(&g->attw, attn_work_floats(c->batch, c->ctx, d, c->heads), &fail);
+	get(&g->a, n * d, &fail);
+	get(&g->x1, n * d, &fail);
+	get(&g->h2, n * d, &fail);
+	get(&g->mean2, n, &fail);
+	get(&g->rstd2, n, &fail);
+	get(&g->u, n * f, &fail);
+	get(&g->g, n * f, &fail);
+	get(&g->out, n * d, &fail);
+	get(&g->dbig, n * f, &fail);
+	get(&g->dh, n * d, &fail);
+	get(&g->da, n * d, &fail);
+	get(&g->dqkv, n * 3 * d, &fail);
+	get(&g->dx, n * d, &fail);
+	get(&g->y, n * d, &fail);
+	get(&g->meanf, n, &fail);
+	get(&g->rstdf, n, &fail);
+	get(&g->logits, n * c->vocab, &fail);
+	if (fail) {
+		gpt_free(g);
+		return -ENOMEM;
+	}
+	*out = g;
+	return 0;
+}
+
+void gpt_free(struct gpt *g)
+{
+	if (!g)
+		return;
+	free(g->acts);
+	free(g->h1), free(g->mean1), free(g->rstd1), free(g->qkv);
+	free(g->attw), free(g->a), free(g->x1), free(g->h2);
+	free(g->mean2), free(g->rstd2), free(g->u), free(g->g), free(g->out);
+	free(g->dbig), free(g->dh), free(g->da), free(g->dqkv), free(g->dx);
+	free(g->y), free(g->meanf), free(g->rstdf), free(g->logits);
+	free(g);
+}
+
+/* ---- initialisation --------------------------------------------------- */
+
+static uint64_t mix(uint64_t *s)
+{
+	uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
+
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+	return z ^ (z >> 31);
+}
+
+static void normal(float *p, size_t n, float std, uint64_t *s)
+{
+	for (size_t i = 0; i < n; i += 2) {
+		double u1 = ((mix(s) >> 11) + 1) * 0x1.0p-53;
+		double u2 = (mix(s) >> 11) * 0x1.0p-53;
+		double r = sqrt(-2 * log(u1));
+
+		p[i] = std * r * cos(2 * M_PI * u2);
+		if (i + 1 < n)
+			p[i + 1] = std * r * sin(2 * M_PI * u2);
+	}
+}
+
+static void fill(float *p, size_t n, float v)
+{
+	for (size_t i = 0; i < n; i++)
+		p[i] = v;
+}
+
+static int zero_moments(struct gpt *g, int blk, size_t n)
+{
+	for (int k = ST_G; k <= ST_V; k++) {
+		float *p = state_map(g->st, blk, k, SM_DISCARD);
+
+		if (!p)
+			return -EIO;
+		memset(p, 0, n * sizeof(float));
+		state_unmap(g->st, blk, k, p);
+	}
+	return 0;
+}
+
+int gpt_init(struct gpt *g, uint64_t seed)
+{
+	const struct gpt_layer_layout *L = &g->L;
+	const struct gpt_embed_layout *E = &g->E;
+	size_t d = g->c.d, f = 4 * d;
+	float res = 0.02f / sqrtf(2.0f * g->c.layers);
+	float *p;
+
+	for (int l = 0; l <= g->c.layers; l++) {
+		uint64_t s = seed * 1000003u + l;
+
+		p = state_map(g->st, l, ST_P, SM_DISCARD);
+		if (!p)
+			return -EIO;
+		if (l == g->c.layers) {
+			normal(p + E->wte, E->wpe - E->wte, 0.02f, &s);
+			normal(p + E->wpe, E->decay_end - E->wpe, 0.01f, &s);
+			fill(p + E->lnfg, d, 1);
+			fill(p + E->lnfb, d, 0);
+		} else {
+			normal(p + L->wqkv, d * 3 * d, 0.02f, &s);
+			normal(p + L->wo, d * d, res, &s);
+			normal(p + L->w1, d * f, 0.02f, &s);
+			normal(p + L->w2, f * d, res, &s);
+			fill(p + L->decay_end, L->total - L->decay_end, 0);
+			fill(p + L->ln1g, d, 1);
+			fill(p + L->ln2g, d, 1);
+		}
+		state_unmap(g->st, l, ST_P, p);
+		if (zero_moments(g, l, l == g->c.layers ? E->total : L->total))
+			return -EIO;
+	}
+	return 0;
+}
+
+/* ---- the step ---------------------------------------------------------- */
+
+/* AdamW on block blk whose p and gr are mapped; decay on matrices only. */
+static int step_block(struct gpt *g, int blk, const float *gr,
+		      const struct optim_hp *hp)
+{
+	size_t de = blk == g->c.layers ? g->E.decay_end : g->L.decay_end;
+	size_t n = blk == g->c.layers ? g->E.total : g->L.total;
+	double t0 = gpt_now();
+	float *p, *m = NULL, *v = NULL;
+	int err = -EIO;
+
+	p = state_map(g->st, blk, ST_P, SM_READ | SM_WRITE);
+	if (!p)
+		return -EIO;
+	m = state_map(g->st, blk, ST_M, SM_READ | SM_WRITE);
+	if (!m)
+		goto out;
+	v = state_map(g->st, blk, ST_V, SM_READ | SM_WRITE);
+	if (!v)
+		goto out;
+	err = optim_adamw(hp, g->weight_decay, p, gr, m, v, de, "matrices");
+	if (!err)
+		err = optim_adamw(hp, 0, p + de, gr + de, m + de, v + de,
+				  n - de, "vectors");
+out:
+	state_unmap(g->st, blk, ST_V, v);
+	state_unmap(g->st, blk, ST_M, m);
+	state_unmap(g->st, blk, ST_P, p);
+	g->t.opt += gpt_now() - t0;
+	return err;
+}
+
+static void embed_fwd(struct gpt *g, const float *ep, const int *tok)
+{
+	int d = g->c.d, T = g->c.ctx;
+
+	for (int r = 0; r < g->n; r++) {
+		const float *te = ep + g->E.wte + (size_t)tok[r] * d;
+		const float *pe = ep + g->E.wpe + (size_t)(r % T) * d;
+		float *x = g->acts + (size_t)r * d;
+
+		for (int c = 0; c < d; c++)
+			x[c] = te[c] + pe[c];
+	}
+}
+
+static void embed_bwd(struct gpt *g, float *eg, const int *tok)
+{
+	int d = g->c.d, T = g->c.ctx;
+
+	for (int r = 0; r < g->n; r++) {
+		float *te = eg + g->E.wte + (size_t)tok[r] * d;
+		float *pe = eg + g->E.wpe + (size_t)(r % T) * d;
+		const float *dx = g->dx + (size_t)r * d;
+
+		for (int c = 0; c < d; c++) {
+			te[c] += dx[c];
+			pe[c] += dx[c];
+		}
+	}
+}
+
+static int forward(struct gpt *g, const float *ep, const int *tok,
+		   const int *tgt, double *loss)
+{
+	int nl = g->c.layers, n = g->n, d = g->c.d, V = g->c.vocab, err;
+	size_t nd = (size_t)n * d;
+	float *xl = g->acts + nl * nd;
+
+	embed_fwd(g, ep, tok);
+	for (int l = 0; l < nl; l++) {
+		float *p = state_map(g->st, l, ST_P, SM_READ);
+
+		if (!p)
+			return -EIO;
+		err = block_fwd(g, p, g->acts + l * nd, g->acts + (l + 1) * nd);
+		state_unmap(g->st, l, ST_P, p);
+		if (err)
+			return err;
+	}
+	ln_fwd(g->y, g->meanf, g->rstdf, xl, ep + g->E.lnfg, ep + g->E.lnfb,
+	       n, d);
+	gemm(0, 1, n, V, d, 1, g->y, d, ep + g->E.wte, d, 0, g->logits, V);
+	*loss = xent_fwd_bwd(g->logits, g->logits, tgt, n, V);
+	return 0;
+}
+
+static int backward(struct gpt *g, const float *ep, float *eg,
+		    const int *tok, const struct optim_hp *hp)
+{
+	int nl = g->c.layers, n = g->n, d = g->c.d, V = g->c.vocab, err = 0;
+	size_t nd = (size_t)n * d;
+
+	memset(eg, 0, g->E.total * sizeof(float));
+	gemm(1, 0, V, d, n, 1, g->logits, V, g->y, d, 0, eg + g->E.wte, d);
+	gemm(0, 0, n, d, V, 1, g->logits, V, ep + g->E.wte, d, 0, g->dh, d);
+	ln_bwd(g->dx, eg + g->E.lnfg, eg + g->E.lnfb, g->dh, g->acts + nl * nd,
+	       g->meanf, g->rstdf, ep + g->E.lnfg, n, d, 0);
+	for (int l = nl - 1; l >= 0 && !err; l--) {
+		float *p = state_map(g->st, l, ST_P, SM_READ), *gr = NULL;
+
+		err = -EIO;
+		if (p)
+			gr = state_map(g->st, l, ST_G, SM_DISCARD);
+		if (gr)
+			err = block_fwd(g, p, g->acts + l * nd, g->out);
+		if (!err)
+			err = block_bwd(g, p, gr, g->acts + l * nd, g->dx);
+		if (!err && hp)
+			err = step_block(g, l, gr, hp);
+		state_unmap(g->st, l, ST_G, gr);
+		state_unmap(g->st, l, ST_P, p);
+	}
+	if (err)
+		return err;
+	embed_bwd(g, eg, tok);
+	return hp ? step_block(g, nl, eg, hp) : 0;
+}
+
+int gpt_step(struct gpt *g, const int *tok, const int *tgt,
+	     const struct optim_hp *hp, double *loss)
+{
+	int nl = g->c.layers, err = -EIO;
+	double t0 = gpt_now(), t1, opt0 = g->t.opt;
+	float *ep, *eg = NULL;
+
+	state_step(g->st, 1);
+	ep = state_map(g->st, nl, ST_P, SM_READ);
+	if (!ep)
+		goto out;
+	err = forward(g, ep, tok, tgt, loss);
+	t1 = gpt_now();
+	g->t.fwd += t1 - t0;
+	if (err)
+		goto out;
+	err = -EIO;
+	eg = state_map(g->st, nl, ST_G, SM_DISCARD);
+	if (eg)
+		err = backward(g, ep, eg, tok, hp);
+	g->t.bwd += gpt_now() - t1 - (g->t.opt - opt0);
+out:
+	state_unmap(g->st, nl, ST_G, eg);
+	state_unmap(g->st, nl, ST_P, ep);
+	state_step(g->st, 0);
+	return err;
+}

@@ -1,0 +1,108 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * model.h — a small GPT: byte tokens, learned positions, `layers`
+ * pre-LayerNorm blocks (causal self-attention, GELU MLP), a final
+ * LayerNorm and an output head tied to the token embedding, trained
+ * with cross-entropy and AdamW.
+ *
+ * Memory.  Parameters, gradients and AdamW moments live in a struct
+ * state (state.h), one block per layer plus one for the embeddings; the
+ * step maps each block around its use.  Activations are checkpointed per
+ * block: only each block's input is kept through the forward, and the
+ * block is recomputed in the backward.  The AdamW step of a layer runs
+ * right after that layer's backward, while its p and g are mapped, so a
+ * step touches each block's p, g, m, v once in the backward.  (No global
+ * gradient-norm clipping: that would need every gradient first.)
+ *
+ * Determinism: a step's results depend only on the state's bytes, the
+ * tokens and the hyper-parameters — not on the host budget, on where the
+ * bytes lived, or on timing.
+ *
+ * Ownership: gpt_new allocates the model's activations and scratch (not
+ * the state); gpt_free frees them.  Threading: one thread at a time.
+ */
+#ifndef HMM_TRAIN_MODEL_H
+#define HMM_TRAIN_MODEL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "optim.h"
+#include "state.h"
+
+struct gpt_config {
+	int vocab;	/* 256: bytes */
+	int ctx;	/* T, tokens per sequence */
+	int d;		/* model width */
+	int heads;
+	int layers;
+	int batch;	/* B, sequences per step */
+};
+
+/* Offsets (in floats) of each array inside a layer block. */
+struct gpt_layer_layout {
+	size_t wqkv, wo, w1, w2;	/* weight-decayed: [0, decay_end) */
+	size_t decay_end;
+	size_t bqkv, bo, b1, b2, ln1g, ln1b, ln2g, ln2b;
+	size_t total;
+};
+
+/* Offsets inside the embedding block. */
+struct gpt_embed_layout {
+	size_t wte, wpe, decay_end, lnfg, lnfb, total;
+};
+
+/* Seconds spent in each part of the steps so far (cumulative). */
+struct gpt_times {
+	double fwd, bwd, opt, map;
+};
+
+struct gpt {
+	struct gpt_config c;
+	struct gpt_layer_layout L;
+	struct gpt_embed_layout E;
+	struct state *st;		/* not owned */
+	int n;				/* rows per step: batch * ctx */
+	float *acts;			/* [layers + 1][n][d] block inputs */
+	float *h1, *mean1, *rstd1, *qkv, *attw, *a, *x1;
+	float *h2, *mean2, *rstd2, *u, *g, *out;
+	float *dbig, *dh, *da, *dqkv, *dx;
+	float *y, *meanf, *rstdf, *logits;
+	struct gpt_times t;
+	double weight_decay;
+};
+
+/* Parameter count of a config (all blocks' P). */
+size_t gpt_params(const struct gpt_config *c);
+/* Layout of a config's blocks: sizes[layers + 1] floats per array. */
+void gpt_block_floats(const struct gpt_config *c, size_t *sizes);
+/* Training FLOPs of one step (forward, recompute, backward). */
+double gpt_step_flops(const struct gpt_config *c);
+
+int gpt_new(const struct gpt_config *c, struct state *st, struct gpt **out);
+void gpt_free(struct gpt *g);
+
+/* Initialise P (GPT-2 style, from seed) and zero M and V.  0 or -errno. */
+int gpt_init(struct gpt *g, uint64_t seed);
+
+/*
+ * One step on tok[n], tgt[n] (n = batch * ctx; row b*ctx + t).  Writes
+ * the mean loss.  With hp != NULL, applies AdamW with hp; with hp NULL
+ * leaves the gradients in the G arrays (tests).  0 or -errno (a state
+ * error: state_error() says which).
+ */
+int gpt_step(struct gpt *g, const int *tok, const int *tgt,
+	     const struct optim_hp *hp, double *loss);
+
+/*
+ * block.c, used by the step: one transformer block on the n rows of x
+ * with parameters p.  block_fwd writes out and keeps its intermediates in
+ * g's scratch; block_bwd (right after block_fwd on the same x) turns dx,
+ * the gradient of out, into the gradient of x in place and writes every
+ * element of the block's gradient gr.  0 or -errno.
+ */
+int block_fwd(struct gpt *g, const float *p, const float *x, float *out);
+int block_bwd(struct gpt *g, const float *p, float *gr, const float *x,
+	      float *dx);
+
+#endif /* HMM_TRAIN_MODEL_H */

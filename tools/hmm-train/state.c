@@ -1,0 +1,389 @@
+// SPDX-License-Identifier: MIT
+/*
+ * state.c — the training state as hmm tensors (state.h).
+ *
+ * One libhmm context per run.  Before it is opened, the store path is
+ * checked by hand (created, space reserved with posix_fallocate) so that
+ * a read-only or full file system is reported, with the path and the
+ * sizes, before any training starts rather than at the first eviction.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "state.h"
+#ifdef HAVE_LIBHMM
+#include "hmm.h"
+#endif
+
+#define CHUNK_MAX	(2ull << 20)
+#define CHUNK_MIN	(16ull << 10)
+#define ROUND(x)	(((x) + s->chunk - 1) / s->chunk * s->chunk)
+
+struct state {
+	int nblocks;
+	size_t *floats;			/* [nblocks] */
+	uint64_t bytes, budget, store_size;
+	uint64_t chunk;		/* chunk bytes: a quarter of the largest array */
+	int offloaded, unlink_store;
+	char store_path[4096];
+	double map_s;
+#ifdef HAVE_LIBHMM
+	struct hmm *h;
+	struct hmm_tensor **t;		/* [nblocks * ST_KINDS] */
+#else
+	float **mem;			/* [nblocks * ST_KINDS] */
+#endif
+};
+
+static __thread char errbuf[1024];
+
+const char *state_error(void)
+{
+	return errbuf;
+}
+
+static int fail(int err, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(errbuf, sizeof(errbuf), fmt, ap);
+	va_end(ap);
+	return err;
+}
+
+static const char *kind_name(int k)
+{
+	static const char *const n[] = { "p", "g", "m", "v" };
+
+	return n[k];
+}
+
+static __attribute__((unused)) double st_now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static void human(char *buf, size_t cap, uint64_t b)
+{
+	if (b >= 10ull << 30)
+		snprintf(buf, cap, "%.1f GiB", b / 1073741824.0);
+	else if (b >= 10ull << 20)
+		snprintf(buf, cap, "%.1f MiB", b / 1048576.0);
+	else
+		snprintf(buf, cap, "%.1f KiB", b / 1024.0);
+}
+
+static void default_store(char *buf, size_t cap)
+{
+	struct stat st;
+	const char *dir = "build/tmp";
+
+	if (stat("build", &st) || !S_ISDIR(st.st_mode))
+		dir = getenv("TMPDIR") ? getenv("TMPDIR") : "/var/tmp";
+	else
+		mkdir(dir, 0755);
+	snprintf(buf, cap, "%s/hmm-train.%d.store", dir, (int)getpid());
+}
+
+/*
+ * Create the store file (or open the device) and reserve its size, so a
+ * full or read-only file system fails here, named, before training.
+ */
+static int store_preflight(struct state *s)
+{
+	const char *p = s->store_path;
+	struct statvfs vfs;
+	struct stat st;
+	char need[32], have[32];
+	int fd, r;
+
+	fd = open(p, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return fail(-errno, "store %s: cannot open for writing: %s%s",
+			    p, strerror(errno), errno == EROFS ?
+			    " (pick a writable place with --store)" : "");
+	if (fstat(fd, &st) == 0 && S_ISBLK(st.st_mode)) {
+		close(fd);
+		return 0;
+	}
+	r = posix_fallocate(fd, 0, s->store_size);
+	human(need, sizeof(need), s->store_size);
+	if (r == ENOSPC || r == EDQUOT) {
+		uint64_t avail = fstatvfs(fd, &vfs) ? 0 :
+				 (uint64_t)vfs.f_bavail * vfs.f_frsize;
+
+		human(have, sizeof(have), avail);
+		close(fd);
+		if (s->unlink_store)
+			unlink(p);
+		return fail(-ENOSPC, "store %s: the store needs %s but its "
+			    "file system has %s free (pick another place with "
+			    "--store, or a larger --host-budget)", p, need,
+			    have);
+	}
+	close(fd);
+	if (r && r != EOPNOTSUPP && r != EINVAL)
+		return fail(-r, "store %s: cannot reserve %s: %s", p, need,
+			    strerror(r));
+	return 0;
+}
+
+static uint64_t min_budget(const struct state *s)
+{
+	uint64_t big = 0;
+
+	for (int i = 0; i + 1 < s->nblocks; i++)
+		if (s->floats[i] * 4 > big)
+			big = s->floats[i] * 4;
+	/* the embeddings' p and g stay mapped; one layer's p, g, m, v */
+	return 2 * ROUND(s->floats[s->nblocks - 1] * 4) + 4 * ROUND(big);
+}
+
+#ifdef HAVE_LIBHMM
+static int backend_open(struct state *s, const struct state_config *cfg)
+{
+	struct hmm_config hc;
+	int err;
+
+	hmm_config_default(&hc);
+	hc.host_budget = s->budget;
+	hc.chunk_bytes = s->chunk;
+	hc.daemon = cfg->daemon;
+	hc.policy = getenv("HMM_TRAIN_LRU") ? HMM_POLICY_LRU :
+		    HMM_POLICY_SCHEDULE;
+	if (s->offloaded) {
+		hc.store_path = s->store_path;
+		hc.store_size = s->store_size;
+	}
+	err = hmm_open(&hc, &s->h);
+	if (err)
+		return fail(err, "libhmm: %s%s%s", hmm_strerror(err),
+			    *hmm_last_error() ? ": " : "", hmm_last_error());
+	s->t = calloc((size_t)s->nblocks * ST_KINDS, sizeof(*s->t));
+	if (!s->t)
+		return fail(-ENOMEM, "out of memory");
+	for (int i = 0; i < s->nblocks; i++)
+		for (int k = 0; k < ST_KINDS; k++) {
+			int64_t shape = s->floats[i];
+			char name[64];
+
+			snprintf(name, sizeof(name), "%s.%s", cfg->names[i],
+				 kind_name(k));
+			err = hmm_tensor_new(s->h, name, HMM_DTYPE_F32, 1,
+					     &shape, &s->t[i * ST_KINDS + k]);
+			if (err)
+				return fail(err, "tensor %s: %s", name,
+					    hmm_last_error());
+		}
+	return 0;
+}
+
+static void backend_close(struct state *s)
+{
+	if (s->h)
+		hmm_close(s->h);	/* frees the tensors */
+	free(s->t);
+}
+
+float *state_map(struct state *s, int blk, int kind, unsigned access)
+{
+	struct hmm_tensor *t = s->t[blk * ST_KINDS + kind];
+	double t0 = st_now();
+	void *p = NULL;
+	int err;
+
+	err = hmm_map(t, 0, HMM_ALL, HMM_TIER_HOST, access, &p);
+	s->map_s += st_now() - t0;
+	if (err) {
+		fail(err, "map %s: %s: %s", hmm_tensor_name(t),
+		     hmm_strerror(err), hmm_last_error());
+		return NULL;
+	}
+	return p;
+}
+
+void state_unmap(struct state *s, int blk, int kind, float *p)
+{
+	if (p)
+		hmm_unmap(s->t[blk * ST_KINDS + kind], p);
+}
+
+void state_sample(struct state *s, struct state_sample *o)
+{
+	struct hmm_stats st;
+
+	memset(o, 0, sizeof(*o));
+	o->map_s = s->map_s;
+	if (hmm_stats(s->h, &st))
+		return;
+	o->host_resident = st.tier[HMM_TIER_HOST].resident;
+	o->host_peak = st.tier[HMM_TIER_HOST].peak;
+	o->store_resident = st.tier[HMM_TIER_STORE].resident;
+	o->store_read_bytes = st.tier[HMM_TIER_STORE].bytes_out;
+	o->store_write_bytes = st.tier[HMM_TIER_STORE].bytes_in;
+	o->stall_s = st.tier[HMM_TIER_HOST].stall_s;
+}
+
+void state_step(struct state *s, int begin)
+{
+	if (begin)
+		hmm_step_begin(s->h);
+	else
+		hmm_step_end(s->h);
+}
+#else
+static int backend_open(struct state *s, const struct state_config *cfg)
+{
+	s->mem = calloc((size_t)s->nblocks * ST_KINDS, sizeof(*s->mem));
+	if (!s->mem)
+		return fail(-ENOMEM, "out of memory");
+	for (int i = 0; i < s->nblocks * ST_KINDS; i++) {
+		s->mem[i] = calloc(s->floats[i / ST_KINDS], sizeof(float));
+		if (!s->mem[i])
+			return fail(-ENOMEM, "out of memory for %s.%s",
+				    cfg->names[i / ST_KINDS],
+				    kind_name(i % ST_KINDS));
+	}
+	return 0;
+}
+
+static void backend_close(struct state *s)
+{
+	if (s->mem)
+		for (int i = 0; i < s->nblocks * ST_KINDS; i++)
+			free(s->mem[i]);
+	free(s->mem);
+}
+
+float *state_map(struct state *s, int blk, int kind, unsigned access)
+{
+	return s->mem[blk * ST_KINDS + kind];
+}
+
+void state_unmap(struct state *s, int blk, int kind, float *p)
+{
+}
+
+void state_sample(struct state *s, struct state_sample *o)
+{
+	memset(o, 0, sizeof(*o));
+	o->host_resident = o->host_peak = s->bytes;
+}
+
+void state_step(struct state *s, int begin)
+{
+}
+#endif
+
+int state_open(const struct state_config *cfg, struct state **out)
+{
+	struct state *s;
+	size_t big = 0;
+	int err;
+
+	*out = NULL;
+	if (cfg->nblocks < 2)
+		return fail(-EINVAL, "state: need at least 2 blocks");
+	s = calloc(1, sizeof(*s));
+	if (!s)
+		return fail(-ENOMEM, "out of memory");
+	s->nblocks = cfg->nblocks;
+	s->floats = calloc(cfg->nblocks, sizeof(*s->floats));
+	if (!s->floats) {
+		free(s);
+		return fail(-ENOMEM, "out of memory");
+	}
+	for (int i = 0; i < cfg->nblocks; i++)
+		big = cfg->floats[i] > big ? cfg->floats[i] : big;
+	s->chunk = CHUNK_MAX;
+	while (s->chunk > CHUNK_MIN && s->chunk * 4 > big * 4)
+		s->chunk /= 2;
+	for (int i = 0; i < cfg->nblocks; i++) {
+		s->floats[i] = cfg->floats[i];
+		s->bytes += (uint64_t)cfg->floats[i] * 4 * ST_KINDS;
+		s->store_size += ROUND(cfg->floats[i] * 4) * ST_KINDS;
+	}
+	s->store_size = s->store_size + s->store_size / 4 + (64ull << 20);
+	s->budget = cfg->host_budget;
+	s->offloaded = cfg->host_budget < s->bytes;
+	if (!s->offloaded)	/* everything fits: room for whole chunks */
+		s->budget = s->store_size;
+	if (s->offloaded && s->budget < min_budget(s)) {
+		char b[32], m[32];
+
+		human(b, sizeof(b), s->budget);
+		human(m, sizeof(m), min_budget(s));
+		err = fail(-EINVAL, "host budget %s is below the %s this model "
+			   "needs mapped at once (one layer's p, g, m, v and "
+			   "the embeddings' p, g)", b, m);
+		goto out_free;
+	}
+	if (s->offloaded) {
+		if (cfg->store_path) {
+			snprintf(s->store_path, sizeof(s->store_path), "%s",
+				 cfg->store_path);
+		} else {
+			default_store(s->store_path, sizeof(s->store_path));
+			s->unlink_store = 1;
+		}
+		err = store_preflight(s);
+		if (err)
+			goto out_free;
+	}
+	err = backend_open(s, cfg);
+	if (err)
+		goto out_close;
+	*out = s;
+	return 0;
+out_close:
+	backend_close(s);
+	if (s->unlink_store)
+		unlink(s->store_path);
+out_free:
+	free(s->floats);
+	free(s);
+	return err;
+}
+
+void state_close(struct state *s)
+{
+	if (!s)
+		return;
+	backend_close(s);
+	if (s->unlink_store)
+		unlink(s->store_path);
+	free(s->floats);
+	free(s);
+}
+
+uint64_t state_bytes(const struct state *s)
+{
+	return s->bytes;
+}
+
+uint64_t state_budget(const struct state *s)
+{
+	return s->budget;
+}
+
+int state_offloaded(const struct state *s)
+{
+	return s->offloaded;
+}
+
+const char *state_store_path(const struct state *s)
+{
+	return s->offloaded ? s->store_path : "";
+}

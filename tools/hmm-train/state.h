@@ -1,0 +1,75 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * state.h — where hmm-train keeps its training state: for each block
+ * (one per transformer layer, plus the embeddings) four float arrays,
+ * the parameters P, gradients G and AdamW moments M and V.
+ *
+ * Each array is an hmm tensor ("layer3.m", "embed.p") in one libhmm
+ * context whose host budget is the run's --host-budget and whose store
+ * is --store: the model maps a block's arrays around their use and
+ * unmaps them after, and libhmm moves chunks between DRAM and the store
+ * to stay within the budget.  When the budget holds the whole state no
+ * store is opened.  Built without libhmm (no HAVE_LIBHMM) the arrays are
+ * plain memory and the budget is reported but not enforced.
+ *
+ * Ownership: state_open allocates, state_close frees (and removes a store
+ * file it created).  Pointers from state_map are valid until the matching
+ * state_unmap.  Threading: one thread (the training loop).
+ * Errors: 0 or -errno; state_error() says what failed, naming the path,
+ * block and array.
+ */
+#ifndef HMM_TRAIN_STATE_H
+#define HMM_TRAIN_STATE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define ST_P	0
+#define ST_G	1
+#define ST_M	2
+#define ST_V	3
+#define ST_KINDS 4
+
+/* state_map access (the values of HMM_READ / HMM_WRITE / HMM_DISCARD) */
+#define SM_READ		(1u << 0)
+#define SM_WRITE	(1u << 1)
+#define SM_DISCARD	(1u << 2)
+
+struct state_config {
+	uint64_t host_budget;	/* bytes; >= state bytes: all in memory */
+	const char *store_path;	/* NULL: a temporary file, removed at close */
+	const char *daemon;	/* hmmd socket or NULL */
+	int nblocks;
+	const size_t *floats;	/* [nblocks]: floats per array of block i */
+	const char *const *names;	/* [nblocks]: "layer0", "embed" */
+};
+
+/* Counters for progress and the report; cumulative since state_open. */
+struct state_sample {
+	uint64_t host_resident;		/* bytes of state in DRAM now */
+	uint64_t host_peak;
+	uint64_t store_resident;	/* bytes of state held by the store */
+	uint64_t store_read_bytes, store_write_bytes;
+	double stall_s;			/* maps waiting for the store */
+	double map_s;			/* wall time inside state_map */
+};
+
+struct state;
+
+int state_open(const struct state_config *cfg, struct state **out);
+void state_close(struct state *s);
+
+uint64_t state_bytes(const struct state *s);	/* all arrays, exact */
+uint64_t state_budget(const struct state *s);	/* host budget in force */
+int state_offloaded(const struct state *s);	/* 1: a store is in use */
+const char *state_store_path(const struct state *s);
+
+float *state_map(struct state *s, int blk, int kind, unsigned access);
+void state_unmap(struct state *s, int blk, int kind, float *p);
+void state_sample(struct state *s, struct state_sample *out);
+/* Mark a training step for libhmm's schedule-aware policy. */
+void state_step(struct state *s, int begin);
+
+const char *state_error(void);
+
+#endif /* HMM_TRAIN_STATE_H */

@@ -1,0 +1,255 @@
+// SPDX-License-Identifier: MIT
+/*
+ * train.c — the training loop (train.h): data, state, model, optional
+ * resume, the steps with their records, checkpoint, summary and report.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "attn.h"
+#include "ckpt.h"
+#include "data.h"
+#include "run.h"
+#include "train.h"
+
+#define SYNTH_BYTES	(2u << 20)
+
+static double now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static uint64_t peak_rss(void)
+{
+	struct rusage ru;
+
+	return getrusage(RUSAGE_SELF, &ru) ? 0 : (uint64_t)ru.ru_maxrss * 1024;
+}
+
+static int open_state(const struct train_opts *o, struct run *r,
+		      struct state **st)
+{
+	int nb = r->cfg.layers + 1, err;
+	size_t *sizes = calloc(nb, sizeof(*sizes));
+	const char **names = calloc(nb, sizeof(*names));
+	char (*buf)[16] = calloc(nb, sizeof(*buf));
+	struct state_config sc = { .store_path = o->store, .daemon = o->daemon,
+				   .nblocks = nb };
+
+	if (!sizes || !names || !buf) {
+		err = -ENOMEM;
+		goto out;
+	}
+	gpt_block_floats(&r->cfg, sizes);
+	for (int i = 0; i < nb; i++) {
+		snprintf(buf[i], sizeof(buf[i]), i + 1 < nb ? "layer%d" : "embed",
+			 i);
+		names[i] = buf[i];
+	}
+	sc.floats = sizes;
+	sc.names = names;
+	r->state_bytes = (uint64_t)gpt_params(&r->cfg) * 4 * ST_KINDS;
+	sc.host_budget = o->host_budget < 0 ? r->state_bytes / 4 :
+			 (uint64_t)o->host_budget;
+	err = state_open(&sc, st);
+	if (err)
+		fprintf(stderr, "hmm-train: %s\n", state_error());
+out:
+	free(sizes);
+	free(names);
+	free(buf);
+	return err;
+}
+
+static void record(struct run *r, struct gpt *g, struct state *st,
+		   int64_t step, double loss, double t0, double step_s)
+{
+	struct step_rec *s = &r->rec[r->nrec++];
+	struct state_sample ss;
+
+	state_sample(st, &ss);
+	s->step = step;
+	s->loss = loss;
+	s->t = now() - t0;
+	s->step_s = step_s;
+	s->tok_s = step_s > 0 ? r->cfg.batch * r->cfg.ctx / step_s : 0;
+	s->host_resident = ss.host_resident;
+	s->store_resident = ss.store_resident;
+	s->store_read_bytes = ss.store_read_bytes;
+	s->store_write_bytes = ss.store_write_bytes;
+	s->fwd_s = g->t.fwd;
+	s->bwd_s = g->t.bwd;
+	s->opt_s = g->t.opt;
+	s->stall_s = ss.stall_s > 0 ? ss.stall_s : ss.map_s;
+}
+
+static int start(const struct train_opts *o, struct run *r, struct gpt *g,
+		 const struct data *d, uint64_t dhash)
+{
+	struct ckpt_info ci;
+	char err[512];
+	int e;
+
+	if (!o->resume) {
+		e = gpt_init(g, r->seed);
+		if (e)
+			fprintf(stderr, "hmm-train: initialising: %s\n",
+				state_error());
+		return e;
+	}
+	e = ckpt_load(g, o->resume, &ci, err, sizeof(err));
+	if (!e && (ci.data_len != d->len || ci.data_hash != dhash)) {
+		snprintf(err, sizeof(err), "--resume %s: made on other data "
+			 "(%llu bytes) than this run's %s", o->resume,
+			 (unsigned long long)ci.data_len, d->source);
+		e = -EINVAL;
+	}
+	if (e) {
+		fprintf(stderr, "hmm-train: %s\n", err);
+		return e;
+	}
+	r->first_step = ci.step + 1;
+	r->seed = ci.seed;
+	return 0;
+}
+
+static int loop(struct run *r, struct gpt *g, struct state *st,
+		const struct data *d, const struct preset *p)
+{
+	int n = r->cfg.batch * r->cfg.ctx;
+	int *tok = malloc(2 * n * sizeof(int)), *tgt = tok + n;
+	double t0 = now();
+
+	if (!tok)
+		return -ENOMEM;
+	progress_begin(r);
+	for (int64_t s = r->first_step; s <= r->steps; s++) {
+		struct optim_hp hp = { .beta1 = 0.9, .beta2 = 0.95,
+				       .eps = 1e-8, .step = s };
+		double loss, ts = now();
+		int err;
+
+		hp.lr = p->lr * (s < p->warmup ? (double)s / p->warmup : 1);
+		data_batch(d, r->seed, s, r->cfg.batch, r->cfg.ctx, tok, tgt);
+		err = gpt_step(g, tok, tgt, &hp, &loss);
+		if (err) {
+			if (r->tty && !r->json)
+				fputc('\n', r->out);
+			fprintf(stderr, "hmm-train: step %lld: %s\n",
+				(long long)s, err == -EIO ? state_error() :
+				strerror(-err));
+			free(tok);
+			return err;
+		}
+		record(r, g, st, s, loss, t0, now() - ts);
+		progress_step(r, &r->rec[r->nrec - 1]);
+	}
+	r->wall_s = now() - t0;
+	free(tok);
+	return 0;
+}
+
+static int finish(const struct train_opts *o, struct run *r, struct gpt *g,
+		  const struct data *d, uint64_t dhash)
+{
+	char err[512];
+	int e;
+
+	if (o->ckpt) {
+		struct ckpt_info ci = { .step = r->first_step + r->nrec - 1,
+					.seed = r->seed, .data_len = d->len,
+					.data_hash = dhash };
+
+		e = ckpt_save(g, o->ckpt, &ci, err, sizeof(err));
+		if (e) {
+			fprintf(stderr, "hmm-train: %s\n", err);
+			return 1;
+		}
+		if (!r->json)
+			fprintf(r->out, "hmm-train: checkpoint at step %lld "
+				"written to %s\n", (long long)ci.step, o->ckpt);
+	}
+	r->peak_rss_bytes = peak_rss();
+	progress_end(r);
+	if (o->report) {
+		e = report_write(r, o->report, err, sizeof(err));
+		if (e) {
+			fprintf(stderr, "hmm-train: %s\n", err);
+			return 1;
+		}
+		if (!r->json)
+			fprintf(r->out, "hmm-train: report written to %s\n",
+				o->report);
+	}
+	return 0;
+}
+
+int train_main(const struct train_opts *o)
+{
+	const struct preset *p = o->preset;
+	struct run r = { .preset = p->name, .cfg = p->cfg, .seed = o->seed,
+			 .first_step = 1, .json = o->json, .out = stdout,
+			 .blas_core = o->blas_core, .attn = attn_impl(),
+			 .optim = optim_impl(), .lr = p->lr };
+	struct state *st = NULL;
+	struct gpt *g = NULL;
+	struct data d;
+	char err[512];
+	uint64_t dhash;
+	int e, rc = 1;
+
+	r.steps = o->steps > 0 ? o->steps : p->steps;
+	r.tty = isatty(STDOUT_FILENO);
+	r.params = gpt_params(&r.cfg);
+	r.step_flops = gpt_step_flops(&r.cfg);
+	if (o->data)
+		e = data_load(&d, o->data, r.cfg.ctx, err, sizeof(err));
+	else
+		e = data_synth(&d, o->seed, SYNTH_BYTES);
+	if (e) {
+		fprintf(stderr, "hmm-train: %s\n", o->data ? err :
+			"out of memory for the corpus");
+		return 2;
+	}
+	r.data_source = d.source;
+	dhash = ckpt_hash(d.text, d.len, CKPT_HASH0);
+	e = open_state(o, &r, &st);
+	if (e) {
+		rc = e == -EINVAL ? 2 : 1;
+		goto out_data;
+	}
+	r.host_budget = state_budget(st);
+	r.offloaded = state_offloaded(st);
+	r.store_path = state_store_path(st);
+	e = gpt_new(&r.cfg, st, &g);
+	if (e) {
+		fprintf(stderr, "hmm-train: model: %s\n", strerror(-e));
+		goto out_state;
+	}
+	e = start(o, &r, g, &d, dhash);
+	if (e) {
+		rc = e == -EIO ? 1 : 2;
+		goto out_model;
+	}
+	r.rec = calloc(r.steps > r.first_step ? r.steps - r.first_step + 1 : 1,
+		       sizeof(*r.rec));
+	if (!r.rec)
+		goto out_model;
+	if (!loop(&r, g, st, &d, p))
+		rc = finish(o, &r, g, &d, dhash);
+	free(r.rec);
+out_model:
+	gpt_free(g);
+out_state:
+	state_close(st);
+out_data:
+	data_free(&d);
+	return rc;
+}

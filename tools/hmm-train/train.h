@@ -1,0 +1,27 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * train.h — one training run from parsed options (main.c parses).
+ * train_main() prints progress on stdout, problems on stderr, and returns
+ * the process exit status: 0, 1 (training failed) or 2 (bad input: the
+ * message says which flag and why).
+ */
+#ifndef HMM_TRAIN_TRAIN_H
+#define HMM_TRAIN_TRAIN_H
+
+#include <stdint.h>
+
+#include "preset.h"
+
+struct train_opts {
+	const struct preset *preset;
+	int64_t steps;			/* 0 = preset's */
+	int64_t host_budget;		/* -1 = a quarter of the state */
+	const char *store, *daemon, *data, *ckpt, *resume, *report;
+	uint64_t seed;
+	int json;
+	const char *blas_core;
+};
+
+int train_main(const struct train_opts *o);
+
+#endif /* HMM_TRAIN_TRAIN_H */
