@@ -15,6 +15,9 @@
 
 #include "attn.h"
 #include "hk.h"
+#ifndef HMM_TRAIN_NAIVE		/* -DHMM_TRAIN_NAIVE: the reference below */
+#define HAVE_HK_ATTN 1
+#endif
 #ifdef HAVE_HK_ATTN
 #include "hk_attn.h"
 #endif

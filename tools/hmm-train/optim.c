@@ -5,6 +5,9 @@
 #include <math.h>
 
 #include "optim.h"
+#ifndef HMM_TRAIN_NAIVE		/* -DHMM_TRAIN_NAIVE: the plain loop below */
+#define HAVE_HK_ADAMW 1
+#endif
 #ifdef HAVE_HK_ADAMW
 #include "hk_adamw.h"
 #endif
