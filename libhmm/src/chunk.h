@@ -1,0 +1,113 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * chunk.h — tensors, chunks and the chunk state machine.
+ *
+ * A tensor owns one virtual range per mappable tier (host: an anonymous
+ * mapping; device: the backend's reservation), so that a mapped range is
+ * contiguous and a tensor's address at a tier never changes.  Memory
+ * behind a chunk is "resident" (counted in the tier's budget) or dropped
+ * (MADV_DONTNEED / depopulated).
+ *
+ * Chunk state, all under h->lock:
+ *   res    tiers where the chunk has memory (DEVICE, HOST bits)
+ *   valid  tiers holding the current contents (DEVICE, HOST, STORE bits)
+ *   zero   never written: the contents are zeros, valid everywhere
+ *   busy   one copy in flight (CH_IO_*); nobody touches the chunk's bytes
+ *          at either end until it completes
+ *   pins   per tier; a pinned chunk is never evicted from that tier
+ * A chunk is dirty at tier X when X is its only valid tier (and !zero).
+ * Transitions:
+ *   map READ at X:   X resident, then valid at X (copy from the nearest
+ *                    valid tier: store -> host -> device)
+ *   map WRITE at X:  as READ, then valid = {X} (others stale)
+ *   map DISCARD at X: X resident, valid = {X}, no copy
+ *   evict from host: clean -> drop; dirty -> write to store, then drop
+ *   evict from dev:  clean -> drop; dirty -> copy to host, then drop
+ */
+#ifndef HMM_CHUNK_H
+#define HMM_CHUNK_H
+
+#include "ctx.h"
+
+#define TB(tier)	(1u << (tier))	/* tier bit */
+
+/* chunk.busy */
+#define CH_IO_NONE	0
+#define CH_IO_READ	1	/* store -> host */
+#define CH_IO_WRITE	2	/* host -> store */
+#define CH_IO_H2D	3	/* host -> device */
+#define CH_IO_D2H	4	/* device -> host */
+
+/* Part of a tensor (t->chunks[], allocated with the tensor). */
+struct hmm_chunk {
+	struct hmm_tensor *t;
+	uint32_t idx;
+	uint32_t bytes;		/* payload (the last chunk may be short) */
+	uint32_t alloc;		/* bytes rounded to 4 KiB: what budgets count */
+	uint8_t res, valid, zero, busy;
+	uint8_t want;		/* tiers a prefetch asked for */
+	uint8_t evicting;	/* tier bits to drop when the copy is done */
+	uint8_t prefetched;	/* brought by a prefetch, not mapped since */
+	uint8_t nowb;		/* write-back failed: not a victim until
+				   written again */
+	int err;		/* last failed copy, for the next map */
+	uint32_t pins[2];	/* DEVICE, HOST */
+	struct hmm_list lru[2];	/* on h->tier[X].lru while resident at X */
+	struct hmm_list wlink;	/* on h->wantq while a prefetch waits */
+	uint8_t stored;		/* the store holds an extent for it */
+	uint32_t *pos;		/* schedule: positions in the record */
+	uint32_t npos;
+	struct hmm_ioreq req;	/* the store copy (one at a time) */
+	double t0;		/* the current copy's start */
+};
+
+/* One hmm_map() not yet unmapped (on t->maps). */
+struct hmm_mapping {
+	struct hmm_list link;
+	void *ptr;
+	uint64_t off, len;
+	int tier;
+	unsigned access;
+};
+
+/* Allocated by hmm_tensor_new, freed by hmm_tensor_free / hmm_close. */
+struct hmm_tensor {
+	struct hmm *h;
+	uint32_t id;		/* index in h->tensors; store key high half */
+	char name[64];
+	uint32_t dtype;
+	unsigned ndim;
+	int64_t shape[HMM_MAX_DIMS];
+	uint64_t bytes;
+	uint64_t span;		/* bytes rounded up to 4 KiB */
+	uint32_t nchunks;
+	struct hmm_chunk *chunks;
+	char *host;		/* host range (mmap) */
+	uint64_t dev;		/* device range (backend), 0 = none */
+	struct hmm_list maps;	/* struct hmm_mapping, under h->lock */
+	uint32_t inflight;	/* chunks busy */
+};
+
+static inline uint64_t hmm_chunk_key(const struct hmm_chunk *c)
+{
+	return (uint64_t)c->t->id << 32 | c->idx;
+}
+
+static inline uint64_t hmm_chunk_off(const struct hmm_chunk *c)
+{
+	return (uint64_t)c->idx * c->t->h->chunk_bytes;
+}
+
+/* chunk.c, all with h->lock held. */
+#define HMM_STEP_MAP		0	/* a map: may wait, evict anything */
+#define HMM_STEP_PREFETCH	1	/* never waits for space */
+int hmm_chunk_step(struct hmm *h, struct hmm_chunk *c, int tier,
+		   unsigned access, int mode, uint64_t limit);
+int hmm_chunk_evict(struct hmm *h, struct hmm_chunk *c, int tier);
+void hmm_chunk_drop(struct hmm *h, struct hmm_chunk *c, int tier);
+int hmm_chunk_evictable(struct hmm *h, struct hmm_chunk *c, int tier);
+void hmm_chunk_written(struct hmm *h, struct hmm_chunk *c, int tier);
+int hmm_chunk_writeback(struct hmm *h, struct hmm_chunk *c);
+void hmm_chunk_want(struct hmm *h, struct hmm_chunk *c, int tier);
+
+#endif /* HMM_CHUNK_H */

@@ -1,0 +1,238 @@
+// SPDX-License-Identifier: MIT
+/*
+ * ctx.c — opening and closing a context, steps, hmm_strerror.
+ */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "chunk.h"
+#include "dev.h"
+#include "err.h"
+
+double hmm_now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* Keep the first asynchronous error for hmm_wait (h->lock held). */
+void hmm_async_error(struct hmm *h, int err, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (h->async_err)
+		return;
+	h->async_err = err;
+	va_start(ap, fmt);
+	vsnprintf(h->async_detail, sizeof(h->async_detail), fmt, ap);
+	va_end(ap);
+}
+
+void hmm_config_default(struct hmm_config *cfg)
+{
+	memset(cfg, 0, sizeof(*cfg));
+	cfg->host_budget = 1ull << 30;
+	cfg->device = "none";
+	cfg->chunk_bytes = 2u << 20;
+	cfg->policy = HMM_POLICY_LRU;
+	cfg->prefetch_depth = 8;
+	cfg->wait_ms = 10000;
+	cfg->numa_node = -1;
+}
+
+static int config_check(const struct hmm_config *c)
+{
+	unsigned i;
+
+	if (c->daemon)
+		return hmm_err(-ENOTSUP, "config.daemon '%s': shared mode "
+			       "(hmmd) is not built yet; leave daemon NULL for "
+			       "the embedded engine", c->daemon);
+	if (!c->host_budget)
+		return hmm_err(-EINVAL, "config.host_budget: must be > 0");
+	if (c->chunk_bytes % HMM_PAGE || c->chunk_bytes > (1u << 30))
+		return hmm_err(-EINVAL, "config.chunk_bytes %u: must be a "
+			       "multiple of 4096, at most 1 GiB",
+			       c->chunk_bytes);
+	if (c->policy > HMM_POLICY_SCHEDULE)
+		return hmm_err(-EINVAL, "config.policy %u: unknown",
+			       c->policy);
+	if (c->device && strcmp(c->device, "none") &&
+	    strcmp(c->device, "sim") && strcmp(c->device, "cuda"))
+		return hmm_err(-EINVAL, "config.device '%s': not none, sim "
+			       "or cuda", c->device);
+	if (c->store_path && !*c->store_path)
+		return hmm_err(-EINVAL, "config.store_path: empty");
+	for (i = 0; i < sizeof(c->reserved) / sizeof(c->reserved[0]); i++)
+		if (c->reserved[i])
+			return hmm_err(-EINVAL, "config.reserved[%u]: must "
+				       "be zero", i);
+	return 0;
+}
+
+static int ctx_dev_open(struct hmm *h, const struct hmm_config *cfg)
+{
+	uint64_t cap = 0;
+	int r;
+
+	if (!cfg->device || !strcmp(cfg->device, "none"))
+		return 0;
+	h->dev = !strcmp(cfg->device, "sim") ? &hmm_dev_sim : &hmm_dev_cuda;
+	r = h->dev->open(cfg, &h->dev_priv, &cap);
+	if (r < 0) {
+		h->dev = NULL;
+		return r;
+	}
+	h->tier[HMM_TIER_DEVICE].cap = cap;
+	return 0;
+}
+
+static void ctx_init(struct hmm *h, const struct hmm_config *cfg)
+{
+	pthread_condattr_t ca;
+	int i;
+
+	pthread_mutex_init(&h->lock, NULL);
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&h->cond, &ca);
+	pthread_cond_init(&h->io_cond, &ca);
+	pthread_condattr_destroy(&ca);
+	pthread_mutex_init(&h->trace_lock, NULL);
+	h->cfg = *cfg;
+	h->cfg.store_path = h->cfg.device = h->cfg.daemon = NULL;
+	h->cfg.trace_path = NULL;
+	if (!h->cfg.chunk_bytes)
+		h->cfg.chunk_bytes = 2u << 20;
+	if (!h->cfg.prefetch_depth)
+		h->cfg.prefetch_depth = 8;
+	if (!h->cfg.wait_ms)
+		h->cfg.wait_ms = 10000;
+	h->chunk_bytes = h->cfg.chunk_bytes;
+	for (i = 0; i < HMM_TIERS; i++)
+		hmm_list_init(&h->tier[i].lru);
+	h->tier[HMM_TIER_HOST].cap = cfg->host_budget;
+	h->tier[HMM_TIER_STORE].cap = cfg->store_size;
+	hmm_list_init(&h->ioq);
+	hmm_list_init(&h->wantq);
+	hmm_list_init(&h->regions);
+	h->t_open = hmm_now();
+}
+
+int hmm_open(const struct hmm_config *cfg, struct hmm **out)
+{
+	const char *trace;
+	struct hmm *h;
+	int r;
+
+	if (!cfg || !out)
+		return hmm_err(-EINVAL, "hmm_open: cfg and out are required");
+	r = config_check(cfg);
+	if (r < 0)
+		return r;
+	h = calloc(1, sizeof(*h));
+	if (!h)
+		return hmm_err(-ENOMEM, "hmm_open: no memory for the context");
+	ctx_init(h, cfg);
+	trace = cfg->trace_path ? cfg->trace_path : getenv("HMM_TRACE");
+	if (trace && *trace) {
+		r = hmm_trace_open(h, trace);
+		if (r < 0)
+			goto out_free;
+	}
+	r = ctx_dev_open(h, cfg);
+	if (r < 0)
+		goto out_trace;
+	if (h->dev && cfg->device_budget &&
+	    cfg->device_budget < h->tier[HMM_TIER_DEVICE].cap)
+		h->tier[HMM_TIER_DEVICE].cap = cfg->device_budget;
+	if (cfg->store_path) {
+		r = hmm_iot_start(h, cfg);
+		if (r < 0)
+			goto out_dev;
+	}
+	*out = h;
+	return 0;
+
+out_dev:
+	if (h->dev)
+		h->dev->close(h->dev_priv);
+out_trace:
+	hmm_trace_close(h);
+out_free:
+	free(h);
+	return r;
+}
+
+void hmm_tensor_destroy(struct hmm_tensor *t);
+
+void hmm_close(struct hmm *h)
+{
+	uint32_t i;
+
+	if (!h)
+		return;
+	hmm_region_fini(h);
+	for (i = 0; i < h->ntensors; i++)
+		if (h->tensors[i])
+			hmm_tensor_destroy(h->tensors[i]);
+	hmm_iot_stop(h);
+	if (h->dev)
+		h->dev->close(h->dev_priv);
+	hmm_policy_fini(h);
+	hmm_trace_close(h);
+	free(h->tensors);
+	pthread_cond_destroy(&h->io_cond);
+	pthread_cond_destroy(&h->cond);
+	pthread_mutex_destroy(&h->lock);
+	pthread_mutex_destroy(&h->trace_lock);
+	free(h);
+}
+
+int hmm_step_begin(struct hmm *h)
+{
+	int r;
+
+	if (!h)
+		return hmm_err(-EINVAL, "hmm_step_begin: no context");
+	pthread_mutex_lock(&h->lock);
+	r = hmm_policy_step_begin(h);
+	pthread_mutex_unlock(&h->lock);
+	return r;
+}
+
+int hmm_step_end(struct hmm *h)
+{
+	int r;
+
+	if (!h)
+		return hmm_err(-EINVAL, "hmm_step_end: no context");
+	pthread_mutex_lock(&h->lock);
+	r = hmm_policy_step_end(h);
+	pthread_mutex_unlock(&h->lock);
+	return r;
+}
+
+const char *hmm_strerror(int err)
+{
+	switch (-err) {
+	case 0: return "success";
+	case EINVAL: return "invalid argument";
+	case ENOMEM: return "out of memory (tier full of pinned chunks)";
+	case ENOTSUP: return "not supported";
+	case ENODEV: return "no such device or tier";
+	case EBUSY: return "busy (still mapped)";
+	case EIO: return "I/O error";
+	case ENOSPC: return "no space left in the store";
+	case EOVERFLOW: return "size overflows";
+	case ENOENT: return "not found";
+	case ENOSYS: return "not implemented by the kernel";
+	case EPERM: return "not permitted";
+	default: return strerror(-err);
+	}
+}

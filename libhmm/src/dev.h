@@ -1,0 +1,45 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * dev.h — the device tier's backend: one small ops table.
+ *
+ * A backend gives each tensor a contiguous device address range
+ * (reserve/release) whose chunks are backed by device memory only while
+ * resident (populate/depopulate), and copies between a host address and
+ * a device address asynchronously.  "sim" is host memory posing as a
+ * device (dev_sim.c); "cuda" is the CUDA driver API loaded at run time
+ * (dev_cuda.c).
+ *
+ * Threading: reserve/release/populate/depopulate are called with h->lock
+ * held and must not block on a copy.  copy() queues and returns; done()
+ * runs later on the backend's copy thread, without h->lock.  Copies of
+ * one backend complete in the order they were queued.
+ */
+#ifndef HMM_DEV_H
+#define HMM_DEV_H
+
+#include <stdint.h>
+
+#include "hmm.h"
+
+#define HMM_H2D	0
+#define HMM_D2H	1
+
+struct hmm_dev_ops {
+	const char *name;
+	/* Returns 0, *priv and the device's capacity in bytes, or -errno. */
+	int (*open)(const struct hmm_config *cfg, void **priv,
+		    uint64_t *capacity);
+	void (*close)(void *priv);	/* after every copy completed */
+	int (*reserve)(void *priv, uint64_t bytes, uint64_t *addr);
+	void (*release)(void *priv, uint64_t addr, uint64_t bytes);
+	int (*populate)(void *priv, uint64_t addr, uint64_t bytes);
+	void (*depopulate)(void *priv, uint64_t addr, uint64_t bytes);
+	int (*copy)(void *priv, int dir, uint64_t dev, void *host,
+		    uint64_t bytes, void (*done)(void *arg, int err),
+		    void *arg);
+};
+
+extern const struct hmm_dev_ops hmm_dev_sim;
+extern const struct hmm_dev_ops hmm_dev_cuda;
+
+#endif /* HMM_DEV_H */

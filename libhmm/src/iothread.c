@@ -1,0 +1,220 @@
+// SPDX-License-Identifier: MIT
+/*
+ * iothread.c — the one thread that owns the store.
+ *
+ * The store is single-threaded (its ring is SINGLE_ISSUER), so every
+ * store call of the tensor layer goes through this thread: it opens the
+ * store, takes requests from h->ioq (queued under h->lock), submits them
+ * in batches, reaps completions (calling each request's done() without
+ * h->lock), and closes the store when told to stop.  HMM_IOREQ_FREE and
+ * HMM_IOREQ_FLUSH are carried out synchronously on this thread.
+ */
+#include <errno.h>
+#include <string.h>
+
+#include "chunk.h"
+#include "err.h"
+
+#define IOT_BATCH	64
+
+struct iot_start {
+	struct hmm *h;
+	struct hmm_store_config scfg;
+	int result;
+	int done;
+	char detail[512];
+};
+
+void hmm_iot_queue(struct hmm *h, struct hmm_ioreq *r)
+{
+	r->io.result = 0;
+	r->complete = 0;
+	r->t0 = hmm_now();
+	hmm_list_add_tail(&h->ioq, &r->link);
+	h->io_inflight++;
+	pthread_cond_signal(&h->io_cond);
+}
+
+static void iot_sync_done(struct hmm_ioreq *r)
+{
+	pthread_mutex_lock(&r->h->lock);
+	r->complete = 1;
+	pthread_cond_broadcast(&r->h->cond);
+	pthread_mutex_unlock(&r->h->lock);
+}
+
+int hmm_iot_sync(struct hmm *h, struct hmm_ioreq *r)
+{
+	r->h = h;
+	r->done = iot_sync_done;
+	hmm_iot_queue(h, r);
+	while (!r->complete)
+		pthread_cond_wait(&h->cond, &h->lock);
+	return r->io.result;
+}
+
+/* The store's done() hook: hand over to the request's own. */
+static void iot_io_done(struct hmm_io *io)
+{
+	struct hmm_ioreq *r = hmm_container_of(io, struct hmm_ioreq, io);
+	struct hmm *h = r->h;
+
+	pthread_mutex_lock(&h->lock);
+	h->io_inflight--;
+	pthread_mutex_unlock(&h->lock);
+	r->done(r);
+}
+
+static void iot_sync_op(struct hmm *h, struct hmm_ioreq *r)
+{
+	if (r->io.op == HMM_IOREQ_FREE)
+		r->io.result = hmm_store_extent_free(h->store, r->io.key);
+	else
+		r->io.result = hmm_store_flush(h->store);
+	if (r->io.result < 0 && r->io.op == HMM_IOREQ_FLUSH)
+		hmm_async_error(h, r->io.result, "store flush: %s",
+				hmm_last_error());
+	iot_io_done(&r->io);
+}
+
+static void iot_submit(struct hmm *h, struct hmm_io **ios, unsigned n)
+{
+	unsigned done = 0;
+
+	while (done < n) {
+		int r = hmm_store_submit(h->store, ios + done, n - done);
+
+		if (r > 0) {
+			done += r;
+			continue;
+		}
+		if (r == 0 || r == -EBUSY || r == -EAGAIN) {
+			/* ring full: make room by reaping */
+			if (hmm_store_poll(h->store, 1, 100) >= 0)
+				continue;
+		}
+		/* the rest fail as a whole */
+		for (; done < n; done++) {
+			ios[done]->result = r < 0 ? r : -EIO;
+			iot_io_done(ios[done]);
+		}
+	}
+}
+
+static void iot_loop(struct hmm *h)
+{
+	struct hmm_io *ios[IOT_BATCH];
+
+	for (;;) {
+		unsigned n = 0, pending;
+
+		pthread_mutex_lock(&h->lock);
+		pending = hmm_store_inflight(h->store);
+		while (hmm_list_empty(&h->ioq) && !pending && !h->io_stop)
+			pthread_cond_wait(&h->io_cond, &h->lock);
+		if (h->io_stop && hmm_list_empty(&h->ioq) && !pending) {
+			pthread_mutex_unlock(&h->lock);
+			return;
+		}
+		while (!hmm_list_empty(&h->ioq) && n < IOT_BATCH) {
+			struct hmm_ioreq *r = hmm_container_of(h->ioq.next,
+						struct hmm_ioreq, link);
+
+			hmm_list_del(&r->link);
+			ios[n++] = &r->io;
+		}
+		pthread_mutex_unlock(&h->lock);
+
+		if (n) {
+			struct hmm_io *async[IOT_BATCH];
+			unsigned i, na = 0;
+
+			for (i = 0; i < n; i++) {
+				struct hmm_ioreq *r = hmm_container_of(ios[i],
+							struct hmm_ioreq, io);
+
+				if (ios[i]->op >= HMM_IOREQ_FREE) {
+					iot_sync_op(h, r);
+					continue;
+				}
+				ios[i]->done = iot_io_done;
+				async[na++] = ios[i];
+			}
+			if (na)
+				iot_submit(h, async, na);
+		}
+		if (hmm_store_inflight(h->store))
+			hmm_store_poll(h->store, 1, 1);
+	}
+}
+
+static void *iot_main(void *arg)
+{
+	struct iot_start *st = arg;
+	struct hmm *h = st->h;
+	int r;
+
+	r = hmm_store_open(&st->scfg, &h->store);
+	pthread_mutex_lock(&h->lock);
+	st->result = r;
+	if (r < 0)
+		snprintf(st->detail, sizeof(st->detail), "%s",
+			 hmm_last_error());
+	st->done = 1;
+	pthread_cond_broadcast(&h->cond);
+	pthread_mutex_unlock(&h->lock);
+	if (r < 0)
+		return NULL;
+	iot_loop(h);
+	hmm_store_close(h->store);
+	return NULL;
+}
+
+/* Open the store on a new I/O thread.  Returns 0 or the store's error. */
+int hmm_iot_start(struct hmm *h, const struct hmm_config *cfg)
+{
+	struct iot_start st;
+	int r;
+
+	memset(&st, 0, sizeof(st));
+	st.h = h;
+	st.scfg.path = cfg->store_path;
+	st.scfg.size = cfg->store_size;
+	st.scfg.flags = HMM_STORE_CREATE;
+	if (!(cfg->flags & HMM_CONFIG_STORE_KEEP))
+		st.scfg.flags |= HMM_STORE_TRUNCATE;
+	if (cfg->flags & HMM_CONFIG_STORE_BUFFERED)
+		st.scfg.flags |= HMM_STORE_BUFFERED;
+	st.scfg.queue_depth = 64;
+	st.scfg.pool_bytes = 4u << 20;
+	st.scfg.numa_node = cfg->numa_node;
+	r = pthread_create(&h->io_thread, NULL, iot_main, &st);
+	if (r)
+		return hmm_err(-r, "store %s: cannot start the I/O thread",
+			       cfg->store_path);
+	pthread_mutex_lock(&h->lock);
+	while (!st.done)
+		pthread_cond_wait(&h->cond, &h->lock);
+	pthread_mutex_unlock(&h->lock);
+	if (st.result < 0) {
+		pthread_join(h->io_thread, NULL);
+		h->store = NULL;
+		return hmm_err(st.result, "%s", st.detail);
+	}
+	h->io_started = 1;
+	return 0;
+}
+
+/* Finish every queued request, close the store, join the thread. */
+void hmm_iot_stop(struct hmm *h)
+{
+	if (!h->io_started)
+		return;
+	pthread_mutex_lock(&h->lock);
+	h->io_stop = 1;
+	pthread_cond_signal(&h->io_cond);
+	pthread_mutex_unlock(&h->lock);
+	pthread_join(h->io_thread, NULL);
+	h->io_started = 0;
+	h->store = NULL;
+}

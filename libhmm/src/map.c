@@ -1,0 +1,412 @@
+// SPDX-License-Identifier: MIT
+/*
+ * map.c — hmm_map/hmm_unmap, hmm_prefetch/hmm_evict, hmm_wait, hmm_flush:
+ * the public calls that drive the chunk state machine (chunk.c).
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "chunk.h"
+#include "err.h"
+
+static const char *const tier_names[] = { "device", "host", "store" };
+
+/* Validate a range call; resolves HMM_ALL.  Changes nothing. */
+static int range_check(const char *fn, struct hmm_tensor *t, uint64_t off,
+		       uint64_t *len, int tier, int mappable)
+{
+	struct hmm *h;
+
+	if (!t)
+		return hmm_err(-EINVAL, "%s: no tensor", fn);
+	h = t->h;
+	if (tier != HMM_TIER_HOST && tier != HMM_TIER_DEVICE &&
+	    (mappable || tier != HMM_TIER_STORE))
+		return hmm_err(-EINVAL, "%s: tensor %s: tier %d is not %s",
+			       fn, t->name, tier, mappable ?
+			       "device or host" : "a tier");
+	if (tier == HMM_TIER_DEVICE && !h->dev)
+		return hmm_err(-EINVAL, "%s: tensor %s: the device tier has no "
+			       "backend (config.device is \"none\")", fn,
+			       t->name);
+	if (off >= t->bytes)
+		return hmm_err(-EINVAL, "%s: tensor %s: offset %llu past the "
+			       "end (%llu bytes)", fn, t->name,
+			       (unsigned long long)off,
+			       (unsigned long long)t->bytes);
+	if (*len == HMM_ALL)
+		*len = t->bytes - off;
+	if (!*len || *len > t->bytes - off)
+		return hmm_err(-EINVAL, "%s: tensor %s: range [%llu, +%llu) "
+			       "outside [0, %llu)", fn, t->name,
+			       (unsigned long long)off,
+			       (unsigned long long)*len,
+			       (unsigned long long)t->bytes);
+	return 0;
+}
+
+static void map_unpin(struct hmm *h, struct hmm_tensor *t, uint32_t first,
+		      uint32_t last, int tier)
+{
+	uint32_t i;
+
+	for (i = first; i <= last; i++) {
+		struct hmm_chunk *c = &t->chunks[i];
+
+		if (--c->pins[tier] == 0)
+			h->tier[tier].pinned -= c->alloc;
+	}
+	pthread_cond_broadcast(&h->cond);
+}
+
+static void map_pin(struct hmm *h, struct hmm_tensor *t, uint32_t first,
+		    uint32_t last, int tier, unsigned access)
+{
+	uint32_t i;
+
+	for (i = first; i <= last; i++) {
+		struct hmm_chunk *c = &t->chunks[i];
+
+		if (c->pins[tier]++ == 0)
+			h->tier[tier].pinned += c->alloc;
+		if (!c->busy)
+			c->err = 0;	/* a stale failure is not ours */
+		if ((access & HMM_DISCARD) && !c->zero &&
+		    !(c->valid & TB(tier)))
+			h->st.discard_skips++;	/* a read-in saved */
+		if (c->prefetched && (c->valid & TB(tier)))
+			h->st.prefetch_hits++;
+		c->prefetched = 0;
+		if ((c->valid & TB(tier)) && (c->res & TB(tier)))
+			h->tier[tier].st.hits++;
+		else
+			h->tier[tier].st.misses++;
+		hmm_policy_touch(h, c, tier);
+		hmm_policy_access(h, c, tier);
+	}
+}
+
+static void cond_wait_until(struct hmm *h, double until)
+{
+	struct timespec ts;
+	double now = hmm_now();
+
+	if (until - now > 0.05)
+		until = now + 0.05;
+	ts.tv_sec = (time_t)until;
+	ts.tv_nsec = (long)((until - ts.tv_sec) * 1e9);
+	pthread_cond_timedwait(&h->cond, &h->lock, &ts);
+}
+
+/* Step every chunk until all are ready; h->lock held. */
+static int map_wait(struct hmm *h, struct hmm_tensor *t, uint32_t first,
+		    uint32_t last, int tier, unsigned access)
+{
+	double t0 = hmm_now(), starved_at = 0;
+	int waited = 0;
+
+	for (;;) {
+		int all = 1, starved = 0;
+		uint32_t i;
+
+		for (i = first; i <= last; i++) {
+			int r = hmm_chunk_step(h, &t->chunks[i], tier, access,
+					       HMM_STEP_MAP, HMM_NO_LIMIT);
+
+			if (r < 0)
+				return r;
+			if (r != HMM_READY)
+				all = 0;
+			if (r == HMM_STARVED)
+				starved = 1;
+		}
+		if (all)
+			break;
+		waited = 1;
+		if (starved) {
+			double now = hmm_now();
+
+			if (!starved_at)
+				starved_at = now;
+			if (now - starved_at > h->cfg.wait_ms / 1000.0)
+				return hmm_err(-ENOMEM, "tensor %s: %s tier "
+				    "full of pinned chunks for %u ms (budget "
+				    "%llu, used %llu, pinned %llu bytes)",
+				    t->name, tier_names[tier], h->cfg.wait_ms,
+				    (unsigned long long)h->tier[tier].cap,
+				    (unsigned long long)h->tier[tier].used,
+				    (unsigned long long)h->tier[tier].pinned);
+			cond_wait_until(h, starved_at +
+					h->cfg.wait_ms / 1000.0 + 0.001);
+		} else {
+			starved_at = 0;
+			pthread_cond_wait(&h->cond, &h->lock);
+		}
+	}
+	if (waited) {
+		double t1 = hmm_now();
+
+		h->tier[tier].st.stall_s += t1 - t0;
+		hmm_trace_event(h, "stall", tier == HMM_TIER_HOST ?
+				"map wait host" : "map wait device", t->name,
+				first, (uint64_t)(last - first + 1) *
+				h->chunk_bytes, t0, t1, 0);
+	}
+	return 0;
+}
+
+int hmm_map(struct hmm_tensor *t, uint64_t off, uint64_t len, int tier,
+	    unsigned access, void **ptr)
+{
+	struct hmm_mapping *m;
+	uint32_t first, last, i;
+	struct hmm *h;
+	uint64_t need = 0;
+	int r;
+
+	r = range_check("hmm_map", t, off, &len, tier, 1);
+	if (r < 0)
+		return r;
+	if (!access || (access & ~(HMM_READ | HMM_WRITE | HMM_DISCARD)))
+		return hmm_err(-EINVAL, "hmm_map: tensor %s: access %#x: not "
+			       "READ, WRITE, DISCARD", t->name, access);
+	if (!ptr)
+		return hmm_err(-EINVAL, "hmm_map: tensor %s: ptr is NULL",
+			       t->name);
+	h = t->h;
+	if (access & HMM_DISCARD)
+		access |= HMM_WRITE;
+	first = off / h->chunk_bytes;
+	last = (off + len - 1) / h->chunk_bytes;
+	for (i = first; i <= last; i++)
+		need += t->chunks[i].alloc;
+	if (need > h->tier[tier].cap)
+		return hmm_err(-ENOMEM, "hmm_map: tensor %s: %llu bytes do not "
+			       "fit the %s budget (%llu)", t->name,
+			       (unsigned long long)need, tier_names[tier],
+			       (unsigned long long)h->tier[tier].cap);
+	m = calloc(1, sizeof(*m));
+	if (!m)
+		return hmm_err(-ENOMEM, "hmm_map: tensor %s: no memory",
+			       t->name);
+	m->off = off;
+	m->len = len;
+	m->tier = tier;
+	m->access = access;
+	m->ptr = tier == HMM_TIER_HOST ? (void *)(t->host + off) :
+		 (void *)(uintptr_t)(t->dev + off);
+
+	pthread_mutex_lock(&h->lock);
+	map_pin(h, t, first, last, tier, access);
+	r = map_wait(h, t, first, last, tier, access);
+	if (r < 0) {
+		map_unpin(h, t, first, last, tier);
+		pthread_mutex_unlock(&h->lock);
+		free(m);
+		return r;
+	}
+	if (access & HMM_WRITE)
+		for (i = first; i <= last; i++)
+			hmm_chunk_written(h, &t->chunks[i], tier);
+	hmm_list_add_tail(&t->maps, &m->link);
+	pthread_mutex_unlock(&h->lock);
+	*ptr = m->ptr;
+	return 0;
+}
+
+int hmm_unmap(struct hmm_tensor *t, void *ptr)
+{
+	struct hmm_mapping *m = NULL;
+	struct hmm_list *p;
+	struct hmm *h;
+	uint32_t i, first, last;
+
+	if (!t)
+		return hmm_err(-EINVAL, "hmm_unmap: no tensor");
+	h = t->h;
+	pthread_mutex_lock(&h->lock);
+	for (p = t->maps.prev; p != &t->maps; p = p->prev) {
+		struct hmm_mapping *x = hmm_container_of(p, struct hmm_mapping,
+							 link);
+
+		if (x->ptr == ptr) {
+			m = x;
+			break;
+		}
+	}
+	if (!m) {
+		pthread_mutex_unlock(&h->lock);
+		return hmm_err(-EINVAL, "hmm_unmap: tensor %s: %p is not "
+			       "mapped (unmapped twice?)", t->name, ptr);
+	}
+	hmm_list_del(&m->link);
+	first = m->off / h->chunk_bytes;
+	last = (m->off + m->len - 1) / h->chunk_bytes;
+	/* bytes written through the mapping after a flush are dirty again */
+	if (m->access & HMM_WRITE)
+		for (i = first; i <= last; i++)
+			hmm_chunk_written(h, &t->chunks[i], m->tier);
+	map_unpin(h, t, first, last, m->tier);
+	pthread_mutex_unlock(&h->lock);
+	free(m);
+	return 0;
+}
+
+int hmm_prefetch(struct hmm_tensor *t, uint64_t off, uint64_t len, int tier)
+{
+	uint32_t i, first, last;
+	struct hmm *h;
+	int r;
+
+	r = range_check("hmm_prefetch", t, off, &len, tier, 1);
+	if (r < 0)
+		return r;
+	h = t->h;
+	first = off / h->chunk_bytes;
+	last = (off + len - 1) / h->chunk_bytes;
+	pthread_mutex_lock(&h->lock);
+	for (i = first; i <= last; i++) {
+		struct hmm_chunk *c = &t->chunks[i];
+
+		if (c->want || ((c->valid & TB(tier)) && (c->res & TB(tier))))
+			continue;
+		h->st.prefetches++;
+		c->prefetched = 1;
+		hmm_chunk_want(h, c, tier);
+	}
+	pthread_mutex_unlock(&h->lock);
+	return 0;
+}
+
+int hmm_evict(struct hmm_tensor *t, uint64_t off, uint64_t len, int tier)
+{
+	uint32_t i, first, last;
+	struct hmm *h;
+	int r;
+
+	r = range_check("hmm_evict", t, off, &len, tier, 1);
+	if (r < 0)
+		return r;
+	h = t->h;
+	if (tier == HMM_TIER_HOST && !h->store)
+		return hmm_err(-EINVAL, "hmm_evict: tensor %s: no store tier "
+			       "to evict the host copy to", t->name);
+	first = off / h->chunk_bytes;
+	last = (off + len - 1) / h->chunk_bytes;
+	pthread_mutex_lock(&h->lock);
+	for (i = first; i <= last; i++) {
+		struct hmm_chunk *c = &t->chunks[i];
+
+		if (hmm_chunk_evictable(h, c, tier))
+			hmm_chunk_evict(h, c, tier);
+	}
+	pthread_mutex_unlock(&h->lock);
+	return 0;
+}
+
+static int tensor_quiet(struct hmm_tensor *t)
+{
+	uint32_t i;
+
+	if (t->inflight)
+		return 0;
+	for (i = 0; i < t->nchunks; i++)
+		if (t->chunks[i].want)
+			return 0;
+	return 1;
+}
+
+static int all_quiet(struct hmm *h)
+{
+	uint32_t i;
+
+	if (!hmm_list_empty(&h->wantq))
+		return 0;
+	for (i = 0; i < h->ntensors; i++)
+		if (h->tensors[i] && h->tensors[i]->inflight)
+			return 0;
+	return 1;
+}
+
+static int take_async_error(struct hmm *h)
+{
+	int r = h->async_err;
+
+	if (r)
+		hmm_err(r, "%s", h->async_detail);
+	h->async_err = 0;
+	return r;
+}
+
+int hmm_wait(struct hmm *h, struct hmm_tensor *t)
+{
+	int r;
+
+	if (!h)
+		return hmm_err(-EINVAL, "hmm_wait: no context");
+	pthread_mutex_lock(&h->lock);
+	while (t ? !tensor_quiet(t) : !all_quiet(h))
+		pthread_cond_wait(&h->cond, &h->lock);
+	r = take_async_error(h);
+	pthread_mutex_unlock(&h->lock);
+	return r;
+}
+
+/* One pass over every chunk: start write-backs; 1 while any is pending. */
+static int flush_pass(struct hmm *h, int *err)
+{
+	int pending = 0;
+	uint32_t i, j;
+
+	for (i = 0; i < h->ntensors; i++) {
+		struct hmm_tensor *t = h->tensors[i];
+
+		for (j = 0; t && j < t->nchunks; j++) {
+			struct hmm_chunk *c = &t->chunks[j];
+			int r;
+
+			if (c->nowb == 1)	/* its write failed */
+				continue;
+			r = hmm_chunk_writeback(h, c);
+			if (r < 0 && !*err)
+				*err = r;
+			if (r == HMM_AGAIN || r == HMM_STARVED)
+				pending = 1;
+		}
+	}
+	return pending;
+}
+
+int hmm_flush(struct hmm *h)
+{
+	struct hmm_ioreq req;
+	double t0 = hmm_now();
+	int err = 0, r;
+
+	if (!h)
+		return hmm_err(-EINVAL, "hmm_flush: no context");
+	if (!h->store)
+		return hmm_err(-ENODEV, "hmm_flush: no store tier "
+			       "(config.store_path is NULL)");
+	pthread_mutex_lock(&h->lock);
+	while (flush_pass(h, &err) && !err)
+		pthread_cond_wait(&h->cond, &h->lock);
+	while (!all_quiet(h))
+		pthread_cond_wait(&h->cond, &h->lock);
+	if (!err)
+		err = take_async_error(h);
+	if (!err) {
+		memset(&req, 0, sizeof(req));
+		req.io.op = HMM_IOREQ_FLUSH;
+		r = hmm_iot_sync(h, &req);
+		if (r < 0)
+			err = take_async_error(h);
+	}
+	hmm_trace_event(h, "io", "flush", "", 0, 0, t0, hmm_now(), 1);
+	pthread_mutex_unlock(&h->lock);
+	if (err && !*hmm_last_error())
+		hmm_err(err, "hmm_flush: %s", hmm_strerror(err));
+	return err;
+}

@@ -1,0 +1,271 @@
+// SPDX-License-Identifier: MIT
+/*
+ * tensor.c — tensors and the calls on them: map/unmap, prefetch/evict,
+ * wait and flush.  The state machine they drive is in chunk.c.
+ */
+#include <errno.h>
+#include <numaif.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#include "chunk.h"
+#include "dev.h"
+#include "err.h"
+
+static const uint8_t dtype_size[] = {
+	[HMM_DTYPE_F32] = 4, [HMM_DTYPE_F64] = 8, [HMM_DTYPE_F16] = 2,
+	[HMM_DTYPE_BF16] = 2, [HMM_DTYPE_I8] = 1, [HMM_DTYPE_U8] = 1,
+	[HMM_DTYPE_I32] = 4, [HMM_DTYPE_I64] = 8,
+};
+
+size_t hmm_dtype_size(uint32_t dtype)
+{
+	return dtype < sizeof(dtype_size) ? dtype_size[dtype] : 0;
+}
+
+/* ---- new and free ----------------------------------------------------------- */
+
+static int tensor_check(struct hmm *h, const char *name, uint32_t dtype,
+			unsigned ndim, const int64_t *shape, uint64_t *bytes)
+{
+	uint64_t n = hmm_dtype_size(dtype);
+	unsigned i;
+
+	if (!h)
+		return hmm_err(-EINVAL, "hmm_tensor_new: no context");
+	if (!name || !*name || strlen(name) > 63)
+		return hmm_err(-EINVAL, "hmm_tensor_new: name must be 1..63 "
+			       "bytes");
+	if (!n)
+		return hmm_err(-EINVAL, "tensor %s: unknown dtype %u", name,
+			       dtype);
+	if (!ndim || ndim > HMM_MAX_DIMS || !shape)
+		return hmm_err(-EINVAL, "tensor %s: ndim %u: must be 1..%d "
+			       "with a shape", name, ndim, HMM_MAX_DIMS);
+	for (i = 0; i < ndim; i++) {
+		if (shape[i] <= 0)
+			return hmm_err(-EINVAL, "tensor %s: shape[%u] = %lld: "
+				       "must be > 0", name, i,
+				       (long long)shape[i]);
+		if (__builtin_mul_overflow(n, (uint64_t)shape[i], &n) ||
+		    n > (1ull << 46))
+			return hmm_err(-EOVERFLOW, "tensor %s: size overflows "
+				       "at shape[%u]", name, i);
+	}
+	if ((n + h->chunk_bytes - 1) / h->chunk_bytes > UINT32_MAX)
+		return hmm_err(-EOVERFLOW, "tensor %s: too many chunks", name);
+	*bytes = n;
+	return 0;
+}
+
+static int tensor_host_map(struct hmm *h, struct hmm_tensor *t)
+{
+	void *p = mmap(NULL, t->span, PROT_READ | PROT_WRITE,
+		       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+
+	if (p == MAP_FAILED)
+		return hmm_err(-errno, "tensor %s: cannot reserve %llu bytes "
+			       "of address space", t->name,
+			       (unsigned long long)t->span);
+	if (h->cfg.numa_node >= 0) {
+		unsigned long mask = 1ul << h->cfg.numa_node;
+
+		/* best effort: a single-node machine refuses nothing */
+		mbind(p, t->span, MPOL_PREFERRED, &mask, sizeof(mask) * 8, 0);
+	}
+	t->host = p;
+	return 0;
+}
+
+static int tensor_register(struct hmm *h, struct hmm_tensor *t)
+{
+	if (h->ntensors == h->tensors_cap) {
+		uint32_t cap = h->tensors_cap ? h->tensors_cap * 2 : 64;
+		void *p = realloc(h->tensors, cap * sizeof(*h->tensors));
+
+		if (!p)
+			return -ENOMEM;
+		h->tensors = p;
+		h->tensors_cap = cap;
+	}
+	t->id = h->ntensors;
+	h->tensors[h->ntensors++] = t;
+	h->live_tensors++;
+	h->live_chunks += t->nchunks;
+	return 0;
+}
+
+static void tensor_chunks_init(struct hmm *h, struct hmm_tensor *t)
+{
+	uint32_t i;
+
+	for (i = 0; i < t->nchunks; i++) {
+		struct hmm_chunk *c = &t->chunks[i];
+		uint64_t off = (uint64_t)i * h->chunk_bytes;
+		uint64_t left = t->bytes - off;
+
+		c->t = t;
+		c->idx = i;
+		c->bytes = left < h->chunk_bytes ? left : h->chunk_bytes;
+		c->alloc = HMM_ROUND_UP(c->bytes, HMM_PAGE);
+		c->zero = 1;
+		hmm_list_init(&c->lru[0]);
+		hmm_list_init(&c->lru[1]);
+		hmm_list_init(&c->wlink);
+	}
+}
+
+int hmm_tensor_new(struct hmm *h, const char *name, uint32_t dtype,
+		   unsigned ndim, const int64_t *shape,
+		   struct hmm_tensor **out)
+{
+	struct hmm_tensor *t;
+	uint64_t bytes = 0;
+	int r;
+
+	r = tensor_check(h, name, dtype, ndim, shape, &bytes);
+	if (r < 0)
+		return r;
+	if (!out)
+		return hmm_err(-EINVAL, "tensor %s: out is NULL", name);
+	t = calloc(1, sizeof(*t));
+	if (!t)
+		return hmm_err(-ENOMEM, "tensor %s: no memory", name);
+	t->h = h;
+	snprintf(t->name, sizeof(t->name), "%s", name);
+	t->dtype = dtype;
+	t->ndim = ndim;
+	memcpy(t->shape, shape, ndim * sizeof(*shape));
+	t->bytes = bytes;
+	t->span = HMM_ROUND_UP(bytes, HMM_PAGE);
+	t->nchunks = (bytes + h->chunk_bytes - 1) / h->chunk_bytes;
+	hmm_list_init(&t->maps);
+	t->chunks = calloc(t->nchunks, sizeof(*t->chunks));
+	if (!t->chunks) {
+		r = hmm_err(-ENOMEM, "tensor %s: no memory for %u chunks",
+			    name, t->nchunks);
+		goto out_free;
+	}
+	tensor_chunks_init(h, t);
+	r = tensor_host_map(h, t);
+	if (r < 0)
+		goto out_chunks;
+	if (h->dev) {
+		r = h->dev->reserve(h->dev_priv, t->span, &t->dev);
+		if (r < 0) {
+			r = hmm_err(r, "tensor %s: cannot reserve %llu bytes of "
+				    "device address space", name,
+				    (unsigned long long)t->span);
+			goto out_host;
+		}
+	}
+	pthread_mutex_lock(&h->lock);
+	r = tensor_register(h, t);
+	pthread_mutex_unlock(&h->lock);
+	if (r < 0) {
+		r = hmm_err(r, "tensor %s: no memory", name);
+		goto out_dev;
+	}
+	*out = t;
+	return 0;
+
+out_dev:
+	if (h->dev)
+		h->dev->release(h->dev_priv, t->dev, t->span);
+out_host:
+	munmap(t->host, t->span);
+out_chunks:
+	free(t->chunks);
+out_free:
+	free(t);
+	return r;
+}
+
+static void tensor_free_extent(struct hmm_ioreq *r)
+{
+	free(r);
+}
+
+/* Drop every copy of t (h->lock held, no I/O of t in flight). */
+static void tensor_drop_all(struct hmm *h, struct hmm_tensor *t)
+{
+	uint32_t i;
+
+	for (i = 0; i < t->nchunks; i++) {
+		struct hmm_chunk *c = &t->chunks[i];
+		struct hmm_ioreq *r;
+
+		if (!hmm_list_empty(&c->wlink))
+			hmm_list_del(&c->wlink);
+		if (c->res & TB(HMM_TIER_HOST))
+			hmm_chunk_drop(h, c, HMM_TIER_HOST);
+		if (c->res & TB(HMM_TIER_DEVICE))
+			hmm_chunk_drop(h, c, HMM_TIER_DEVICE);
+		if (!c->stored || !h->store || h->io_stop)
+			continue;
+		r = calloc(1, sizeof(*r));
+		if (!r)
+			continue;	/* the extent leaks until reformat */
+		r->io.op = HMM_IOREQ_FREE;
+		r->io.key = hmm_chunk_key(c);
+		r->h = h;
+		r->done = tensor_free_extent;
+		hmm_iot_queue(h, r);
+	}
+}
+
+/* Free t whatever its state (hmm_close, and hmm_tensor_free's end). */
+void hmm_tensor_destroy(struct hmm_tensor *t)
+{
+	struct hmm *h = t->h;
+
+	pthread_mutex_lock(&h->lock);
+	while (t->inflight)
+		pthread_cond_wait(&h->cond, &h->lock);
+	while (!hmm_list_empty(&t->maps)) {
+		struct hmm_list *p = t->maps.next;
+
+		hmm_list_del(p);
+		free(hmm_container_of(p, struct hmm_mapping, link));
+	}
+	for (uint32_t i = 0; i < t->nchunks; i++)
+		t->chunks[i].pins[0] = t->chunks[i].pins[1] = 0;
+	tensor_drop_all(h, t);
+	hmm_policy_forget(h, t);
+	h->tensors[t->id] = NULL;
+	h->live_tensors--;
+	h->live_chunks -= t->nchunks;
+	pthread_mutex_unlock(&h->lock);
+	if (h->dev)
+		h->dev->release(h->dev_priv, t->dev, t->span);
+	munmap(t->host, t->span);
+	free(t->chunks);
+	free(t);
+}
+
+int hmm_tensor_free(struct hmm_tensor *t)
+{
+	struct hmm *h;
+
+	if (!t)
+		return hmm_err(-EINVAL, "hmm_tensor_free: no tensor");
+	h = t->h;
+	pthread_mutex_lock(&h->lock);
+	if (!hmm_list_empty(&t->maps)) {
+		pthread_mutex_unlock(&h->lock);
+		return hmm_err(-EBUSY, "tensor %s: still mapped", t->name);
+	}
+	pthread_mutex_unlock(&h->lock);
+	hmm_tensor_destroy(t);
+	return 0;
+}
+
+const char *hmm_tensor_name(const struct hmm_tensor *t) { return t->name; }
+uint64_t hmm_tensor_bytes(const struct hmm_tensor *t) { return t->bytes; }
+uint32_t hmm_tensor_dtype(const struct hmm_tensor *t) { return t->dtype; }
+unsigned hmm_tensor_ndim(const struct hmm_tensor *t) { return t->ndim; }
+const int64_t *hmm_tensor_shape(const struct hmm_tensor *t)
+{
+	return t->shape;
+}

@@ -1,0 +1,191 @@
+// SPDX-License-Identifier: MIT
+/*
+ * test_tensor_basic — the core path with a store: tensors totalling 4x
+ * the host budget are written, evicted and read back exact; DISCARD maps
+ * read nothing from the store (counted); prefetch/evict/wait/flush; the
+ * sim device tier round-trips through host and store.
+ */
+#include "t.h"
+
+#include "hmm.h"
+
+#define NT	8
+#define TBYTES	(1 << 20)
+#define CHUNK	(64 << 10)
+
+static struct hmm *h;
+static struct hmm_tensor *ts[NT];
+
+static void stats(struct hmm_stats *st)
+{
+	hmm_stats(h, st);
+}
+
+static int verify(struct hmm_tensor *t, uint64_t seed, int tier)
+{
+	uint8_t *p, *want = malloc(TBYTES);
+	void *hp;
+	int ok;
+
+	if (hmm_map(t, 0, HMM_ALL, tier, HMM_READ, &hp)) {
+		t_diag("map %s: %s", hmm_tensor_name(t), hmm_last_error());
+		free(want);
+		return 0;
+	}
+	p = hp;
+	t_fill(want, TBYTES, seed);
+	ok = !memcmp(p, want, TBYTES);
+	hmm_unmap(t, hp);
+	free(want);
+	return ok;
+}
+
+static int write_seed(struct hmm_tensor *t, uint64_t seed, int tier,
+		      unsigned access)
+{
+	void *p;
+
+	if (hmm_map(t, 0, HMM_ALL, tier, access, &p)) {
+		t_diag("map %s: %s", hmm_tensor_name(t), hmm_last_error());
+		return -1;
+	}
+	t_fill(p, TBYTES, seed);
+	return hmm_unmap(t, p);
+}
+
+int main(void)
+{
+	struct hmm_config cfg;
+	struct hmm_stats st, st2;
+	char path[4200], name[16];
+	int64_t n = TBYTES;
+	int i, ok;
+	void *p;
+
+	snprintf(path, sizeof(path), "%s/store", t_tmpdir());
+	hmm_config_default(&cfg);
+	cfg.store_path = path;
+	cfg.store_size = 64 << 20;
+	cfg.host_budget = 2 << 20;
+	cfg.chunk_bytes = CHUNK;
+	cfg.device = "sim";
+	cfg.device_budget = 1 << 20;
+	if (hmm_open(&cfg, &h))
+		t_fail_all("hmm_open: %s", hmm_last_error());
+
+	for (i = 0; i < NT; i++) {
+		snprintf(name, sizeof(name), "t%d", i);
+		if (hmm_tensor_new(h, name, HMM_DTYPE_U8, 1, &n, &ts[i]))
+			t_fail_all("tensor: %s", hmm_last_error());
+	}
+	/* fresh tensors read as zeros, without any store read */
+	stats(&st);
+	if (hmm_map(ts[0], 0, HMM_ALL, HMM_TIER_HOST, HMM_READ, &p))
+		t_fail_all("map: %s", hmm_last_error());
+	ok = 1;
+	for (i = 0; i < TBYTES; i++)
+		ok &= ((uint8_t *)p)[i] == 0;
+	t_ok(ok, "a new tensor reads as zeros");
+	hmm_unmap(ts[0], p);
+
+	/* write everything: 4x the host budget, so most goes to the store */
+	ok = 1;
+	for (i = 0; i < NT; i++)
+		ok &= write_seed(ts[i], 100 + i, HMM_TIER_HOST, HMM_WRITE) == 0;
+	t_ok(ok, "wrote %d tensors (%d MiB, budget 2 MiB)", NT,
+	     NT * TBYTES >> 20);
+	stats(&st);
+	t_ok(st.tier[HMM_TIER_HOST].peak <= cfg.host_budget,
+	     "host peak %llu <= budget", (unsigned long long)
+	     st.tier[HMM_TIER_HOST].peak);
+	t_ok(st.tier[HMM_TIER_STORE].bytes_in >= (NT - 2) * (uint64_t)TBYTES,
+	     "evicted dirty chunks were written to the store (%llu bytes)",
+	     (unsigned long long)st.tier[HMM_TIER_STORE].bytes_in);
+	ok = 1;
+	for (i = NT - 1; i >= 0; i--)
+		ok &= verify(ts[i], 100 + i, HMM_TIER_HOST);
+	t_ok(ok, "every tensor reads back exact from the store");
+
+	/* DISCARD never reads */
+	for (i = 0; i < NT; i++)
+		hmm_evict(ts[i], 0, HMM_ALL, HMM_TIER_HOST);
+	t_eq(hmm_wait(h, NULL), 0, "wait after evict");
+	stats(&st);
+	t_eq(st.tier[HMM_TIER_HOST].resident, 0, "evict emptied the host");
+	for (i = 0; i < NT; i++)
+		ok &= write_seed(ts[i], 200 + i, HMM_TIER_HOST, HMM_DISCARD) == 0;
+	stats(&st2);
+	t_eq(st2.tier[HMM_TIER_STORE].bytes_out,
+	     st.tier[HMM_TIER_STORE].bytes_out,
+	     "DISCARD maps read 0 bytes from the store");
+	t_ok(st2.discard_skips >= (uint64_t)NT * TBYTES / CHUNK,
+	     "discard skips counted (%llu)",
+	     (unsigned long long)st2.discard_skips);
+	ok = 1;
+	for (i = 0; i < NT; i++)
+		ok &= verify(ts[i], 200 + i, HMM_TIER_HOST);
+	t_ok(ok, "DISCARD-written tensors read back exact");
+
+	/* prefetch, then a map that hits */
+	hmm_evict(ts[3], 0, HMM_ALL, HMM_TIER_HOST);
+	hmm_wait(h, ts[3]);
+	t_eq(hmm_prefetch(ts[3], 0, HMM_ALL, HMM_TIER_HOST), 0, "prefetch");
+	t_eq(hmm_wait(h, ts[3]), 0, "wait for the prefetch");
+	stats(&st);
+	t_ok(verify(ts[3], 203, HMM_TIER_HOST), "prefetched tensor exact");
+	stats(&st2);
+	t_eq(st2.tier[HMM_TIER_STORE].bytes_out,
+	     st.tier[HMM_TIER_STORE].bytes_out, "the map after the prefetch "
+	     "read nothing more");
+	t_ok(st2.prefetch_hits > st.prefetch_hits, "prefetch hits counted");
+
+	/* the device tier (sim): write there, read back on the host */
+	ok = 1;
+	for (i = 0; i < 4; i++)
+		ok &= write_seed(ts[i], 300 + i, HMM_TIER_DEVICE, HMM_WRITE) == 0;
+	t_ok(ok, "wrote 4 tensors at the device tier (budget 1 MiB)");
+	ok = 1;
+	for (i = 0; i < 4; i++)
+		ok &= verify(ts[i], 300 + i, HMM_TIER_HOST);
+	t_ok(ok, "device-written tensors read back exact on the host");
+	ok = 1;
+	for (i = 4; i < NT; i++)
+		ok &= verify(ts[i], 200 + i, HMM_TIER_DEVICE);
+	t_ok(ok, "store-resident tensors read back exact at the device");
+	stats(&st);
+	t_ok(st.tier[HMM_TIER_DEVICE].peak <= cfg.device_budget,
+	     "device peak %llu <= budget", (unsigned long long)
+	     st.tier[HMM_TIER_DEVICE].peak);
+
+	/* a partial range map at an offset inside a chunk */
+	if (hmm_map(ts[5], 100000, 300000, HMM_TIER_HOST, HMM_WRITE, &p))
+		t_fail_all("range map: %s", hmm_last_error());
+	memset(p, 0xab, 300000);
+	hmm_unmap(ts[5], p);
+	{
+		uint8_t *want = malloc(TBYTES);
+		void *q;
+
+		t_fill(want, TBYTES, 205);
+		memset(want + 100000, 0xab, 300000);
+		hmm_evict(ts[5], 0, HMM_ALL, HMM_TIER_HOST);
+		hmm_wait(h, NULL);
+		hmm_map(ts[5], 0, HMM_ALL, HMM_TIER_HOST, HMM_READ, &q);
+		t_ok(!memcmp(q, want, TBYTES), "a range write lands exactly");
+		hmm_unmap(ts[5], q);
+		free(want);
+	}
+
+	t_eq(hmm_flush(h), 0, "flush (%s)", hmm_last_error());
+	char js[4096];
+	hmm_stats_json(h, js, sizeof(js));
+	t_diag("%s", js);
+	for (i = 0; i < NT; i++)
+		t_eq(hmm_tensor_free(ts[i]), 0, "free t%d", i);
+	stats(&st);
+	t_eq(st.tier[HMM_TIER_HOST].resident, 0, "nothing resident on the "
+	     "host after free");
+	t_eq(st.tier[HMM_TIER_DEVICE].resident, 0, "nor on the device");
+	hmm_close(h);
+	return t_done();
+}
