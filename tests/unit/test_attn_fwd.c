@@ -84,7 +84,7 @@ static void run_case(const struct acase *c, const char *isa)
 	ar_naive32(c, q, k, v, NULL, o32, l32, NULL, NULL, NULL);
 	ours(c, qx, kx, vx, ox, lse, NULL, 0);
 	of = ar_from(ox, nq * c->d, c->dtype);
-	ar_check("o", name, of, o32, o64, nq * c->d, bf);
+	ar_check("o", name, of, o32, o64, nq * c->d, bf, 0);
 	{	/* lse: compare only live rows (dead ones checked below) */
 		float *lo = malloc(nq * 4 + 4), *ln = malloc(nq * 4 + 4);
 		double *lr = malloc(nq * 8 + 8);
@@ -96,7 +96,7 @@ static void run_case(const struct acase *c, const char *isa)
 			ln[i] = live ? l32[i] : 0;
 			lr[i] = live ? l64[i] : 0;
 		}
-		ar_check("lse", name, lo, ln, lr, nq, 0);
+		ar_check("lse", name, lo, ln, lr, nq, 0, 0);
 		free(lo);
 		free(ln);
 		free(lr);
