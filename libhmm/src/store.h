@@ -53,6 +53,8 @@ struct hmm_store_config {
 	uint32_t flags;		/* HMM_STORE_* */
 	size_t pool_bytes;	/* pinned pool to create; 0 = 64 MiB */
 	int numa_node;		/* pool's node; -1 = local */
+	/* added by the store after the first version: */
+	uint32_t meta_bytes;	/* meta blob capacity at format; 0 = 1 MiB */
 };
 
 /* Statistics, a snapshot; bytes are exact. */
@@ -74,6 +76,13 @@ struct hmm_store_stats {
 	uint32_t ring_flags;		/* IORING_SETUP_* actually in use */
 	uint32_t queue_depth;
 	uint64_t pool_bytes, pool_used_bytes, pool_huge;	/* pinned pool */
+	/* added by the store after the first version: */
+	uint64_t quarantined_bytes;	/* freed, reusable after next flush */
+	uint64_t data_offset;		/* where the data area starts */
+	uint32_t block_size;		/* allocation unit */
+	uint32_t pool_locked;		/* 1 = pool mlock'd */
+	uint32_t tmpfs;			/* 1 = the file is on tmpfs */
+	uint32_t inflight;		/* requests not completed */
 };
 
 int hmm_store_open(const struct hmm_store_config *cfg, struct hmm_store **out);
@@ -83,6 +92,11 @@ void hmm_store_close(struct hmm_store *s);
 struct hmm_pool *hmm_store_pool(struct hmm_store *s);
 
 void hmm_store_stats(struct hmm_store *s, struct hmm_store_stats *st);
+
+/* One line saying what fell back at open (O_DIRECT refused, buffers not
+ * registered, no SINGLE_ISSUER...), "" when nothing did.  Lives as long
+ * as the store; the library never prints it: callers may. */
+const char *hmm_store_note(struct hmm_store *s);
 
 /* ---- asynchronous extent I/O ---------------------------------------- */
 
@@ -112,6 +126,10 @@ struct hmm_io {
 	uint32_t s_done;	/* bytes transferred so far */
 	uint32_t s_crc;
 	uint32_t s_state;
+	/* added by the store after the first version: */
+	struct hmm_io *s_next;	/* backlog link */
+	uint32_t s_fault;	/* HMM_FAULT_* chosen for this request */
+	uint32_t s_zero;	/* zero-byte completions in a row */
 };
 
 /* Queue n requests and submit them in one batch.  Returns the number
@@ -133,6 +151,11 @@ unsigned hmm_store_inflight(struct hmm_store *s);
 
 /* Length of extent key, or -ENOENT. */
 int64_t hmm_store_extent_len(struct hmm_store *s, uint64_t key);
+
+/* Byte offset in the file where extent key's data starts: 0 or -ENOENT
+ * (tests use it to damage an extent on purpose). */
+int hmm_store_extent_where(struct hmm_store *s, uint64_t key,
+			   uint64_t *file_off);
 
 /* Forget an extent; its space is reused after the next flush. */
 int hmm_store_extent_free(struct hmm_store *s, uint64_t key);

@@ -1,0 +1,185 @@
+// SPDX-License-Identifier: MIT
+/*
+ * crc32c.c — CRC-32C, hardware (SSE4.2) with a slicing-by-8 fallback.
+ *
+ * The "raw" functions below update a CRC register without the initial
+ * and final inversion; the public ones add them.  Raw CRC is linear, so
+ * the register after a||b equals shift(reg after a, |b|) ^ raw(0, b):
+ * the hardware path runs three streams of STRIDE bytes side by side (the
+ * crc32 instruction has a latency of 3 and a throughput of 1) and joins
+ * them with shift(), a multiplication by x^(8*STRIDE) mod P done with
+ * four 256-entry tables.
+ */
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "crc32c.h"
+
+#define POLY	0x82f63b78u	/* Castagnoli, reflected */
+#define STRIDE	4096u
+
+static uint32_t soft_tab[8][256];
+static uint32_t shift_tab[4][256];	/* x^(8*STRIDE) times each byte */
+static int use_hw;
+static pthread_once_t crc_once = PTHREAD_ONCE_INIT;
+
+/* a * b mod P, both reflected (bit 31 is x^0). */
+static uint32_t multmodp(uint32_t a, uint32_t b)
+{
+	uint32_t m = 1u << 31, p = 0;
+
+	for (;;) {
+		if (a & m) {
+			p ^= b;
+			if ((a & (m - 1)) == 0)
+				break;
+		}
+		m >>= 1;
+		b = b & 1 ? (b >> 1) ^ POLY : b >> 1;
+	}
+	return p;
+}
+
+/* x^(8*n) mod P, reflected. */
+static uint32_t xpow8n(uint64_t n)
+{
+	uint32_t r = 1u << 31, sq = 1u << 23;	/* x^0, x^8 */
+
+	while (n) {
+		if (n & 1)
+			r = multmodp(sq, r);
+		sq = multmodp(sq, sq);
+		n >>= 1;
+	}
+	return r;
+}
+
+static void crc_init(void)
+{
+	const char *env = getenv("HMM_CRC32C");
+	uint32_t k;
+
+	for (unsigned i = 0; i < 256; i++) {
+		uint32_t c = i;
+
+		for (int j = 0; j < 8; j++)
+			c = c & 1 ? (c >> 1) ^ POLY : c >> 1;
+		soft_tab[0][i] = c;
+	}
+	for (unsigned i = 0; i < 256; i++)
+		for (int t = 1; t < 8; t++)
+			soft_tab[t][i] = (soft_tab[t - 1][i] >> 8) ^
+					 soft_tab[0][soft_tab[t - 1][i] & 0xff];
+	k = xpow8n(STRIDE);
+	for (unsigned t = 0; t < 4; t++)
+		for (unsigned i = 0; i < 256; i++)
+			shift_tab[t][i] = multmodp(k, i << (8 * t));
+	__builtin_cpu_init();
+	use_hw = __builtin_cpu_supports("sse4.2") &&
+		 !(env && !strcmp(env, "soft"));
+}
+
+static uint32_t shift_stride(uint32_t c)
+{
+	return shift_tab[0][c & 0xff] ^ shift_tab[1][(c >> 8) & 0xff] ^
+	       shift_tab[2][(c >> 16) & 0xff] ^ shift_tab[3][c >> 24];
+}
+
+static uint32_t raw_soft(uint32_t c, const uint8_t *p, size_t n)
+{
+	while (n && ((uintptr_t)p & 7)) {
+		c = (c >> 8) ^ soft_tab[0][(c ^ *p++) & 0xff];
+		n--;
+	}
+	while (n >= 8) {
+		uint64_t w;
+
+		memcpy(&w, p, 8);	/* little-endian host */
+		w ^= c;
+		c = soft_tab[7][w & 0xff] ^ soft_tab[6][(w >> 8) & 0xff] ^
+		    soft_tab[5][(w >> 16) & 0xff] ^
+		    soft_tab[4][(w >> 24) & 0xff] ^
+		    soft_tab[3][(w >> 32) & 0xff] ^
+		    soft_tab[2][(w >> 40) & 0xff] ^
+		    soft_tab[1][(w >> 48) & 0xff] ^ soft_tab[0][w >> 56];
+		p += 8;
+		n -= 8;
+	}
+	while (n--)
+		c = (c >> 8) ^ soft_tab[0][(c ^ *p++) & 0xff];
+	return c;
+}
+
+__attribute__((target("sse4.2")))
+static uint32_t raw_hw1(uint32_t c, const uint8_t *p, size_t n)
+{
+	uint64_t c64;
+
+	while (n && ((uintptr_t)p & 7)) {
+		c = __builtin_ia32_crc32qi(c, *p++);
+		n--;
+	}
+	c64 = c;
+	for (; n >= 8; n -= 8, p += 8) {
+		uint64_t w;
+
+		memcpy(&w, p, 8);
+		c64 = __builtin_ia32_crc32di(c64, w);
+	}
+	c = (uint32_t)c64;
+	while (n--)
+		c = __builtin_ia32_crc32qi(c, *p++);
+	return c;
+}
+
+__attribute__((target("sse4.2")))
+static uint32_t raw_hw3(uint32_t c, const uint8_t *p, size_t n)
+{
+	while (n >= 3 * STRIDE) {
+		uint64_t a = c, b = 0, d = 0, w0, w1, w2;
+		const uint8_t *q = p;
+
+		for (unsigned i = 0; i < STRIDE; i += 8, q += 8) {
+			memcpy(&w0, q, 8);
+			memcpy(&w1, q + STRIDE, 8);
+			memcpy(&w2, q + 2 * STRIDE, 8);
+			a = __builtin_ia32_crc32di(a, w0);
+			b = __builtin_ia32_crc32di(b, w1);
+			d = __builtin_ia32_crc32di(d, w2);
+		}
+		c = shift_stride((uint32_t)a) ^ (uint32_t)b;
+		c = shift_stride(c) ^ (uint32_t)d;
+		p += 3 * STRIDE;
+		n -= 3 * STRIDE;
+	}
+	return raw_hw1(c, p, n);
+}
+
+uint32_t hmm_crc32c_soft(uint32_t crc, const void *buf, size_t len)
+{
+	pthread_once(&crc_once, crc_init);
+	return ~raw_soft(~crc, buf, len);
+}
+
+uint32_t hmm_crc32c_hw(uint32_t crc, const void *buf, size_t len)
+{
+	pthread_once(&crc_once, crc_init);
+	if (!__builtin_cpu_supports("sse4.2"))
+		return ~raw_soft(~crc, buf, len);
+	return ~raw_hw3(~crc, buf, len);
+}
+
+uint32_t hmm_crc32c(uint32_t crc, const void *buf, size_t len)
+{
+	pthread_once(&crc_once, crc_init);
+	if (use_hw)
+		return ~raw_hw3(~crc, buf, len);
+	return ~raw_soft(~crc, buf, len);
+}
+
+int hmm_crc32c_is_hw(void)
+{
+	pthread_once(&crc_once, crc_init);
+	return use_hw;
+}

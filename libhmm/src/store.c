@@ -1,0 +1,676 @@
+// SPDX-License-Identifier: MIT
+/*
+ * store.c — the NVMe tier: open (format or load), close, flush, the
+ * extent table and the stats.  The request engine is store_io.c; the
+ * on-disk format is table.c.  See store.h for the contract.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/fs.h>
+#include <linux/magic.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "crc32c.h"
+#include "err.h"
+#include "fault.h"
+#include "pool.h"
+#include "store_int.h"
+
+#define DEF_DEPTH	32u
+#define MAX_DEPTH	4096u
+#define DEF_BLOCK	4096u
+#define DEF_POOL	(64ul << 20)
+#define DEF_META	(1u << 20)
+#define KNOWN_FLAGS	(HMM_STORE_CREATE | HMM_STORE_SQPOLL | \
+			 HMM_STORE_BUFFERED | HMM_STORE_TRUNCATE)
+
+static void note(struct hmm_store *s, const char *fmt, ...)
+{
+	size_t n = strlen(s->note);
+	va_list ap;
+
+	if (n && n + 2 < sizeof(s->note)) {
+		strcpy(s->note + n, "; ");
+		n += 2;
+	}
+	va_start(ap, fmt);
+	vsnprintf(s->note + n, sizeof(s->note) - n, fmt, ap);
+	va_end(ap);
+}
+
+static const char *errstr(int err)
+{
+	const char *d = strerrordesc_np(err < 0 ? -err : err);
+
+	return d ? d : "unknown error";
+}
+
+static void *aligned(size_t len)
+{
+	void *p = NULL;
+
+	if (posix_memalign(&p, 4096, len))
+		return NULL;
+	memset(p, 0, len);
+	return p;
+}
+
+/* pread/pwrite all of len, through short transfers: 0 or -errno. */
+static int sync_rw(int fd, int write, void *buf, size_t len, uint64_t off)
+{
+	size_t done = 0;
+
+	while (done < len) {
+		ssize_t r = write ? pwrite(fd, (char *)buf + done, len - done,
+					   off + done)
+				  : pread(fd, (char *)buf + done, len - done,
+					  off + done);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0)
+			return -errno;
+		if (r == 0)
+			return -EIO;	/* end of file */
+		done += r;
+	}
+	return 0;
+}
+
+/* Drop O_DIRECT on the open file: tmpfs, or a file system refusing it. */
+static void go_buffered(struct hmm_store *s, const char *why)
+{
+	int fl = fcntl(s->fd, F_GETFL);
+
+	if (fl >= 0)
+		fcntl(s->fd, F_SETFL, fl & ~O_DIRECT);
+	s->direct = 0;
+	note(s, "O_DIRECT %s: running buffered", why);
+}
+
+static int open_file(struct hmm_store *s, const struct hmm_store_config *cfg,
+		     int *created, uint64_t *bytes)
+{
+	int fl = O_RDWR | O_CLOEXEC, existed;
+	struct stat st;
+	struct statfs fs;
+
+	existed = stat(s->path, &st) == 0;
+	if (cfg->flags & HMM_STORE_CREATE)
+		fl |= O_CREAT;
+	s->fd = -1;
+	if (!(cfg->flags & HMM_STORE_BUFFERED)) {
+		s->fd = open(s->path, fl | O_DIRECT, 0600);
+		s->direct = s->fd >= 0;
+		if (s->fd < 0 && errno == EINVAL)
+			note(s, "O_DIRECT refused by open");
+	}
+	if (s->fd < 0 && (cfg->flags & HMM_STORE_BUFFERED || errno == EINVAL))
+		s->fd = open(s->path, fl, 0600);
+	if (s->fd < 0)
+		return hmm_err(-errno, "store %s: open: %s", s->path,
+			       errstr(errno));
+	*created = !existed;
+	if (fstat(s->fd, &st))
+		return hmm_err(-errno, "store %s: stat: %s", s->path,
+			       errstr(errno));
+	if (S_ISDIR(st.st_mode))
+		return hmm_err(-EISDIR, "store %s: is a directory", s->path);
+	if (S_ISBLK(st.st_mode)) {
+		if (ioctl(s->fd, BLKGETSIZE64, bytes))
+			return hmm_err(-errno, "store %s: BLKGETSIZE64: %s",
+				       s->path, errstr(errno));
+	} else if (S_ISREG(st.st_mode)) {
+		*bytes = st.st_size;
+	} else {
+		return hmm_err(-EINVAL, "store %s: not a regular file or "
+			       "block device", s->path);
+	}
+	if (fstatfs(s->fd, &fs) == 0 && (fs.f_type == TMPFS_MAGIC ||
+					 fs.f_type == RAMFS_MAGIC)) {
+		s->tmpfs = 1;
+		if (s->direct)
+			go_buffered(s, "means nothing on tmpfs");
+	}
+	return 0;
+}
+
+/* Allocate the file's space for a store of size bytes. */
+static int grow_file(struct hmm_store *s, uint64_t size, uint64_t have,
+		     int blk)
+{
+	if (have >= size)
+		return 0;
+	if (blk)
+		return hmm_err(-ENOSPC, "store %s: device has %llu bytes, "
+			       "%llu wanted", s->path,
+			       (unsigned long long)have,
+			       (unsigned long long)size);
+	if (fallocate(s->fd, 0, 0, size) == 0)
+		return 0;
+	if (errno == ENOSPC)
+		return hmm_err(-ENOSPC, "store %s: no space for %llu bytes on "
+			       "its file system", s->path,
+			       (unsigned long long)size);
+	if (errno != EOPNOTSUPP && errno != ENOSYS)
+		return hmm_err(-errno, "store %s: fallocate %llu bytes: %s",
+			       s->path, (unsigned long long)size,
+			       errstr(errno));
+	if (ftruncate(s->fd, size))
+		return hmm_err(-errno, "store %s: ftruncate %llu bytes: %s",
+			       s->path, (unsigned long long)size,
+			       errstr(errno));
+	return 0;
+}
+
+static int format(struct hmm_store *s, const struct hmm_store_config *cfg,
+		  uint64_t have, int blk)
+{
+	uint64_t size = cfg->size ? cfg->size : have, need;
+	uint8_t *buf;
+	int err;
+
+	if (!size)
+		return hmm_err(-EINVAL, "store %s: a new store needs a size",
+			       s->path);
+	err = hmm_sb_layout(size, cfg->block_size ? cfg->block_size : DEF_BLOCK,
+			    cfg->max_extents,
+			    cfg->meta_bytes ? cfg->meta_bytes : DEF_META,
+			    &s->sb, &need);
+	if (err == -ENOSPC)
+		return hmm_err(err, "store %s: %llu bytes cannot hold a store "
+			       "(needs at least %llu)", s->path,
+			       (unsigned long long)size,
+			       (unsigned long long)need);
+	if (err)
+		return hmm_err(err, "store %s: bad block size %u", s->path,
+			       cfg->block_size);
+	err = grow_file(s, size, have, blk);
+	if (err)
+		return err;
+	s->sb.generation = 1;
+	s->sb.slot = 0;
+	if (getrandom(&s->sb.uuid, sizeof(s->sb.uuid), 0) < 0)
+		s->sb.uuid = (uint64_t)getpid() << 32 ^ (uint64_t)time(NULL);
+	buf = aligned(2 * HMM_SB_BYTES);
+	if (!buf)
+		return hmm_err(-ENOMEM, "store %s: out of memory", s->path);
+	hmm_sb_encode(&s->sb, buf);	/* slot 1 stays zero: invalid */
+	err = sync_rw(s->fd, 1, buf, 2 * HMM_SB_BYTES, 0);
+	free(buf);
+	if (!err && fdatasync(s->fd))
+		err = -errno;
+	if (err)
+		return hmm_err(err, "store %s: writing the superblocks at "
+			       "offset 0: %s", s->path, errstr(err));
+	return 0;
+}
+
+/* Fill map, ext and meta from a table image; -EIO when inconsistent. */
+static int load_table(struct hmm_store *s, const uint8_t *t)
+{
+	const struct hmm_sb *sb = &s->sb;
+	struct hmm_xent e, old;
+	int err;
+
+	if (hmm_xmap_reserve(&s->map, sb->nextents))
+		return -ENOMEM;
+	for (uint64_t i = 0; i < sb->nextents; i++) {
+		uint64_t nblk;
+
+		hmm_table_entry(t, i, &e);
+		nblk = (e.len + (uint64_t)sb->block_size - 1) / sb->block_size;
+		if (!e.len || e.len % 4096 || e.blk >= s->blocks ||
+		    nblk > s->blocks - e.blk)
+			return hmm_err(-EIO, "store %s: table entry %llu (extent "
+				       "%#llx) is out of range", s->path,
+				       (unsigned long long)i,
+				       (unsigned long long)e.key);
+		err = hmm_ext_reserve(&s->ext, e.blk, nblk);
+		if (err == -ENOMEM)
+			return err;
+		e.on_disk = 1;
+		if (err || hmm_xmap_put(&s->map, &e, &old) || old.used)
+			return hmm_err(-EIO, "store %s: table entry %llu (extent "
+				       "%#llx) overlaps another", s->path,
+				       (unsigned long long)i,
+				       (unsigned long long)e.key);
+	}
+	if (sb->meta_len) {
+		s->meta = malloc(sb->meta_len);
+		if (!s->meta)
+			return -ENOMEM;
+		memcpy(s->meta, t + sb->nextents * HMM_TENT_BYTES, sb->meta_len);
+		s->meta_len = sb->meta_len;
+	}
+	return 0;
+}
+
+/* Read and check the table sb names; 0, -EBADMSG (crc) or -errno. */
+static int read_table(struct hmm_store *s, const struct hmm_sb *sb,
+		      uint8_t **out)
+{
+	uint64_t n = hmm_table_bytes(sb->nextents, sb->meta_len);
+	uint64_t len = (n + 4095) / 4096 * 4096;
+	uint8_t *t = aligned(len ? len : 4096);
+	int err;
+
+	if (!t)
+		return -ENOMEM;
+	err = len ? sync_rw(s->fd, 0, t, len, sb->table_off[sb->slot]) : 0;
+	if (!err && hmm_crc32c(0, t, n) != sb->table_crc)
+		err = -EBADMSG;
+	if (err) {
+		free(t);
+		return err;
+	}
+	*out = t;
+	return 0;
+}
+
+static int setup_tables(struct hmm_store *s)
+{
+	s->blocks = s->sb.data_bytes / s->sb.block_size;
+	if (hmm_ext_init(&s->ext, s->blocks) ||
+	    hmm_xmap_init(&s->map, 64))
+		return hmm_err(-ENOMEM, "store %s: out of memory", s->path);
+	return 0;
+}
+
+/* Pick the newest superblock whose table checks out, and load it. */
+static int load(struct hmm_store *s, struct hmm_sb sb[2], int ok[2])
+{
+	int order[2] = { 0, 1 }, err = -EIO;
+
+	if (ok[0] && ok[1] && sb[1].generation > sb[0].generation) {
+		order[0] = 1;
+		order[1] = 0;
+	}
+	for (int k = 0; k < 2; k++) {
+		int i = order[k];
+		uint8_t *t;
+
+		if (!ok[i])
+			continue;
+		s->sb = sb[i];
+		err = read_table(s, &sb[i], &t);
+		if (err == -EBADMSG) {
+			note(s, "superblock %d (generation %llu) names a damaged "
+			     "table: using the other", i,
+			     (unsigned long long)sb[i].generation);
+			continue;
+		}
+		if (err)
+			return hmm_err(err, "store %s: reading the table at "
+				       "offset %llu: %s", s->path,
+				       (unsigned long long)sb[i].table_off[i],
+				       errstr(err));
+		err = setup_tables(s);
+		if (!err)
+			err = load_table(s, t);
+		free(t);
+		return err == -ENOMEM ? hmm_err(err, "store %s: out of memory",
+						s->path) : err;
+	}
+	return hmm_err(-EIO, "store %s: no superblock names an intact table",
+		       s->path);
+}
+
+static int all_zero(const uint8_t *p, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (p[i])
+			return 0;
+	return 1;
+}
+
+/* Load the store in the file, or format one; see hmm_store_config. */
+static int format_or_load(struct hmm_store *s,
+			  const struct hmm_store_config *cfg, uint64_t have,
+			  int blk)
+{
+	struct hmm_sb sb[2];
+	int ok[2] = { 0, 0 }, r[2] = { -ENODATA, -ENODATA }, err = 0;
+	uint8_t *slots = aligned(2 * HMM_SB_BYTES);
+	int empty = 1;
+
+	if (!slots)
+		return hmm_err(-ENOMEM, "store %s: out of memory", s->path);
+	if (have >= 2 * HMM_SB_BYTES) {
+		err = sync_rw(s->fd, 0, slots, 2 * HMM_SB_BYTES, 0);
+		if (err == -EINVAL && s->direct) {
+			go_buffered(s, "refused by the file system");
+			err = sync_rw(s->fd, 0, slots, 2 * HMM_SB_BYTES, 0);
+		}
+		if (err) {
+			free(slots);
+			return hmm_err(err, "store %s: reading the superblocks "
+				       "at offset 0: %s", s->path, errstr(err));
+		}
+		for (int i = 0; i < 2; i++) {
+			r[i] = hmm_sb_decode(slots + i * HMM_SB_BYTES, have, &sb[i]);
+			ok[i] = r[i] == 0 && sb[i].slot == (uint32_t)i;
+		}
+		empty = all_zero(slots, 2 * HMM_SB_BYTES);
+	} else if (have) {
+		empty = 0;
+	}
+	free(slots);
+	if (cfg->flags & HMM_STORE_TRUNCATE)
+		goto fmt;
+	if (ok[0] || ok[1])
+		return load(s, sb, ok);
+	if (r[0] == -EPROTONOSUPPORT || r[1] == -EPROTONOSUPPORT)
+		return hmm_err(-EPROTONOSUPPORT, "store %s: written by another "
+			       "version of the format", s->path);
+	if (r[0] == -EBADMSG || r[1] == -EBADMSG)
+		return hmm_err(-EIO, "store %s: both superblocks are damaged",
+			       s->path);
+	if (!(cfg->flags & HMM_STORE_CREATE))
+		return hmm_err(-ENODATA, "store %s: no store here (open with "
+			       "HMM_STORE_CREATE to make one)", s->path);
+	if (!empty)
+		return hmm_err(-EEXIST, "store %s: holds other data (open with "
+			       "HMM_STORE_TRUNCATE to overwrite it)", s->path);
+fmt:
+	err = format(s, cfg, have, blk);
+	if (err)
+		return err;
+	return setup_tables(s);
+}
+
+static int setup_io(struct hmm_store *s, const struct hmm_store_config *cfg)
+{
+	unsigned depth = cfg->queue_depth ? cfg->queue_depth : DEF_DEPTH;
+	int err;
+
+	err = hmm_pool_new(cfg->pool_bytes ? cfg->pool_bytes : DEF_POOL,
+			   cfg->numa_node, 0, &s->pool);
+	if (err)
+		return err;
+	if (!hmm_pool_locked(s->pool))
+		note(s, "pool not mlock'd (RLIMIT_MEMLOCK)");
+	err = hmm_uring_init(&s->u, depth, s->fd,
+			     !!(cfg->flags & HMM_STORE_SQPOLL));
+	if (err)
+		return hmm_err(err, "store %s: io_uring_setup with %u entries: "
+			       "%s", s->path, depth, errstr(err));
+	s->ring_up = 1;
+	if ((cfg->flags & HMM_STORE_SQPOLL) &&
+	    !(s->u.flags & IORING_SETUP_SQPOLL))
+		note(s, "SQPOLL refused");
+	if (!(s->u.flags & IORING_SETUP_SINGLE_ISSUER))
+		note(s, "no SINGLE_ISSUER ring");
+	if (!s->u.fixed_file)
+		note(s, "file not registered with io_uring");
+	err = hmm_uring_register_buffers(&s->u, hmm_pool_base(s->pool),
+					 hmm_pool_size(s->pool));
+	s->bufs_registered = !err;
+	if (err)
+		note(s, "pool buffers not registered (%s): plain reads and "
+		     "writes", errstr(err));
+	return 0;
+}
+
+static void refresh(struct hmm_store *s)
+{
+	pthread_mutex_lock(&s->stat_lock);
+	s->st.used_bytes = hmm_ext_used(&s->ext) * s->sb.block_size;
+	s->st.quarantined_bytes = s->ext.quar_units * s->sb.block_size;
+	s->st.extents = s->map.n;
+	s->st.generation = s->sb.generation;
+	pthread_mutex_unlock(&s->stat_lock);
+}
+
+int hmm_store_open(const struct hmm_store_config *cfg, struct hmm_store **out)
+{
+	struct hmm_store *s;
+	uint64_t have = 0;
+	int created = 0, err;
+	struct stat st;
+
+	if (!cfg || !out || !cfg->path || !*cfg->path)
+		return hmm_err(-EINVAL, "store: no configuration or path");
+	if (cfg->flags & ~KNOWN_FLAGS || cfg->queue_depth > MAX_DEPTH ||
+	    (cfg->block_size && (cfg->block_size < 4096 ||
+				 (cfg->block_size & (cfg->block_size - 1)))))
+		return hmm_err(-EINVAL, "store %s: bad flags %#x, queue depth "
+			       "%u or block size %u", cfg->path, cfg->flags,
+			       cfg->queue_depth, cfg->block_size);
+	err = hmm_fault_init_env();
+	if (err)
+		return hmm_err(err, "store %s: HMM_FAULT is malformed",
+			       cfg->path);
+	s = calloc(1, sizeof(*s));
+	if (!s || !(s->path = strdup(cfg->path))) {
+		free(s);
+		return hmm_err(-ENOMEM, "store %s: out of memory", cfg->path);
+	}
+	pthread_mutex_init(&s->stat_lock, NULL);
+	s->flags = cfg->flags;
+	err = open_file(s, cfg, &created, &have);
+	if (err)
+		goto out_close;
+	fstat(s->fd, &st);
+	err = format_or_load(s, cfg, have, S_ISBLK(st.st_mode));
+	if (err)
+		goto out_close;
+	err = setup_io(s, cfg);
+	if (err)
+		goto out_close;
+	refresh(s);
+	*out = s;
+	return 0;
+
+out_close:
+	if (created && s->fd >= 0)
+		unlink(s->path);	/* leave nothing we made */
+	hmm_store_close(s);
+	return err;
+}
+
+void hmm_store_close(struct hmm_store *s)
+{
+	if (!s)
+		return;
+	if (s->ring_up && s->inflight && hmm_uring_claim(&s->u) == 0)
+		store_drain(s);
+	if (s->ring_up)
+		hmm_uring_fini(&s->u);
+	hmm_pool_delete(s->pool);
+	if (s->fd >= 0)
+		close(s->fd);
+	hmm_ext_fini(&s->ext);
+	hmm_xmap_fini(&s->map);
+	pthread_mutex_destroy(&s->stat_lock);
+	free(s->meta);
+	free(s->path);
+	free(s);
+}
+
+struct hmm_pool *hmm_store_pool(struct hmm_store *s)
+{
+	return s->pool;
+}
+
+const char *hmm_store_note(struct hmm_store *s)
+{
+	return s->note;
+}
+
+void hmm_store_stats(struct hmm_store *s, struct hmm_store_stats *st)
+{
+	pthread_mutex_lock(&s->stat_lock);
+	*st = s->st;
+	pthread_mutex_unlock(&s->stat_lock);
+	st->capacity_bytes = s->sb.data_bytes;
+	st->direct = s->direct;
+	st->tmpfs = s->tmpfs;
+	st->registered_files = s->u.fixed_file;
+	st->registered_buffers = s->bufs_registered;
+	st->sqpoll = !!(s->u.flags & IORING_SETUP_SQPOLL);
+	st->ring_flags = s->u.flags & ~IORING_SETUP_R_DISABLED;
+	st->queue_depth = s->u.depth;
+	st->pool_bytes = hmm_pool_size(s->pool);
+	st->pool_used_bytes = hmm_pool_used(s->pool);
+	st->pool_huge = hmm_pool_huge(s->pool);
+	st->pool_locked = hmm_pool_locked(s->pool);
+	st->data_offset = s->sb.data_off;
+	st->block_size = s->sb.block_size;
+	st->inflight = __atomic_load_n(&s->inflight, __ATOMIC_RELAXED);
+}
+
+/* ---- extents and the table ------------------------------------------ */
+
+int64_t hmm_store_extent_len(struct hmm_store *s, uint64_t key)
+{
+	struct hmm_xent *e = hmm_xmap_get(&s->map, key);
+
+	return e ? (int64_t)e->len : -ENOENT;
+}
+
+int hmm_store_extent_where(struct hmm_store *s, uint64_t key,
+			   uint64_t *file_off)
+{
+	struct hmm_xent *e = hmm_xmap_get(&s->map, key);
+
+	if (!e)
+		return hmm_err(-ENOENT, "store %s: no extent %#llx", s->path,
+			       (unsigned long long)key);
+	*file_off = s->sb.data_off + e->blk * s->sb.block_size;
+	return 0;
+}
+
+int hmm_store_extent_free(struct hmm_store *s, uint64_t key)
+{
+	struct hmm_xent old;
+
+	if (hmm_xmap_del(&s->map, key, &old))
+		return hmm_err(-ENOENT, "store %s: no extent %#llx", s->path,
+			       (unsigned long long)key);
+	store_release_place(s, &old);
+	refresh(s);
+	return 0;
+}
+
+int hmm_store_extent_each(struct hmm_store *s,
+			  int (*fn)(void *arg, uint64_t key, uint32_t len),
+			  void *arg)
+{
+	size_t n;
+	struct hmm_xent *v = hmm_xmap_sorted(&s->map, &n);
+	int r = 0;
+
+	if (!v && n)
+		return hmm_err(-ENOMEM, "store %s: out of memory", s->path);
+	for (size_t i = 0; i < n && !r; i++)
+		r = fn(arg, v[i].key, v[i].len);
+	free(v);
+	return r;
+}
+
+int hmm_store_meta_set(struct hmm_store *s, const void *blob, size_t len)
+{
+	void *m = NULL;
+
+	if (len > s->sb.meta_cap)
+		return hmm_err(-ENOSPC, "store %s: meta blob of %zu bytes, room "
+			       "for %u", s->path, len, s->sb.meta_cap);
+	if (len && !blob)
+		return hmm_err(-EINVAL, "store %s: meta blob is NULL", s->path);
+	if (len && !(m = malloc(len)))
+		return hmm_err(-ENOMEM, "store %s: out of memory", s->path);
+	if (len)
+		memcpy(m, blob, len);
+	free(s->meta);
+	s->meta = m;
+	s->meta_len = (uint32_t)len;
+	return 0;
+}
+
+int hmm_store_meta_get(struct hmm_store *s, void *blob, size_t cap)
+{
+	if (cap && !blob)
+		return hmm_err(-EINVAL, "store %s: meta buffer is NULL", s->path);
+	memcpy(blob, s->meta, cap < s->meta_len ? cap : s->meta_len);
+	return (int)s->meta_len;
+}
+
+/* Write len bytes of buf at file offset off through the ring; wait. */
+static int ring_write(struct hmm_store *s, void *buf, uint32_t len,
+		      uint64_t off)
+{
+	struct hmm_io io = { .buf = buf, .len = len, .s_off = off };
+	int err = store_queue_abs_write(s, &io);
+
+	if (err && io.s_state != ST_QUEUED && io.s_state != ST_RING)
+		return err;
+	return hmm_store_wait(s, &io);
+}
+
+static int sync_file(struct hmm_store *s, const char *what)
+{
+	if (fdatasync(s->fd) == 0)
+		return 0;
+	return hmm_err(-errno, "store %s: fdatasync after %s: %s", s->path,
+		       what, errstr(errno));
+}
+
+int hmm_store_flush(struct hmm_store *s)
+{
+	struct hmm_sb nsb = s->sb;
+	struct hmm_xent *v;
+	uint64_t tbytes, len;
+	uint8_t *buf = NULL;
+	size_t n;
+	int err;
+
+	err = store_drain(s);
+	if (err)
+		return err;
+	v = hmm_xmap_sorted(&s->map, &n);
+	tbytes = hmm_table_bytes(n, s->meta_len);
+	len = (tbytes + 4095) / 4096 * 4096;
+	if (len < HMM_SB_BYTES)
+		len = HMM_SB_BYTES;
+	if ((!v && n) || !(buf = aligned(len))) {
+		err = hmm_err(-ENOMEM, "store %s: out of memory", s->path);
+		goto out;
+	}
+	nsb.slot = 1 - s->sb.slot;
+	nsb.generation = s->sb.generation + 1;
+	nsb.nextents = n;
+	nsb.meta_len = s->meta_len;
+	nsb.table_crc = hmm_table_encode(buf, v, n, s->meta, s->meta_len);
+	err = ring_write(s, buf, (uint32_t)len, nsb.table_off[nsb.slot]);
+	if (!err)
+		err = sync_file(s, "the data and table");
+	if (err)
+		goto out;
+	hmm_sb_encode(&nsb, buf);
+	err = ring_write(s, buf, HMM_SB_BYTES, nsb.slot * HMM_SB_BYTES);
+	if (!err)
+		err = sync_file(s, "the superblock");
+	if (err)
+		goto out;
+	s->sb = nsb;
+	for (size_t i = 0; i < s->map.cap; i++)
+		s->map.v[i].on_disk = s->map.v[i].used;
+	hmm_ext_release(&s->ext);
+	pthread_mutex_lock(&s->stat_lock);
+	s->st.flushes++;
+	pthread_mutex_unlock(&s->stat_lock);
+	refresh(s);
+out:
+	free(buf);
+	free(v);
+	return err;
+}

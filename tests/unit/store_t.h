@@ -1,0 +1,51 @@
+/* SPDX-License-Identifier: MIT */
+/* store_t.h — helpers shared by the store's unit tests (header-only). */
+#ifndef HMM_TESTS_STORE_T_H
+#define HMM_TESTS_STORE_T_H
+
+#include "t.h"
+#include "err.h"
+#include "fault.h"
+#include "pool.h"
+#include "store.h"
+
+/* Open (or die) a store at dir/name with size bytes. */
+static inline struct hmm_store *st_open(const char *path, uint64_t size,
+					uint32_t flags, uint32_t qd)
+{
+	struct hmm_store_config c = { .path = path, .size = size,
+				      .flags = flags, .queue_depth = qd,
+				      .pool_bytes = 16 << 20, .numa_node = -1 };
+	struct hmm_store *s = NULL;
+	int r = hmm_store_open(&c, &s);
+
+	if (r)
+		t_fail_all("open %s: %d %s", path, r, hmm_last_error());
+	return s;
+}
+
+/* One synchronous request; returns its result (or the submit error). */
+static inline int st_io(struct hmm_store *s, uint32_t op, uint64_t key,
+			uint64_t off, void *buf, uint32_t len)
+{
+	struct hmm_io io = { .op = op, .key = key, .off = off, .buf = buf,
+			     .len = len };
+	struct hmm_io *p = &io;
+	int r = hmm_store_submit(s, &p, 1);
+
+	if (r < 0)
+		return r;
+	return hmm_store_wait(s, &io);
+}
+
+static inline char *st_path(const char *name)
+{
+	static char p[8][4096];
+	static int k;
+	char *out = p[k++ & 7];
+
+	snprintf(out, 4096, "%s/%s", t_tmpdir(), name);
+	return out;
+}
+
+#endif
