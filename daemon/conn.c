@@ -1,0 +1,247 @@
+// SPDX-License-Identifier: MIT
+/*
+ * conn.c — one client of hmmd: receive a datagram, decode it with the
+ * wire codec (libhmm/src/proto.c), answer it.
+ *
+ * A client that breaks the protocol (a malformed message, a reply type,
+ * anything before hello, a second hello, file descriptors sent to the
+ * daemon, not reading its replies) gets one ERROR saying why, and its
+ * connection is closed with the reason logged; no other client notices.
+ * Requests that need the engine are answered with -ENOSYS (see hmmd.h).
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "err.h"
+#include "hmmd.h"
+#include "proto.h"
+
+/* Allocated by hmmd_conn_new, freed by hmmd_conn_free; owns fd. */
+struct hmmd_conn {
+	int fd;
+	uint64_t id;			/* this daemon run's client number */
+	struct ucred cred;		/* SO_PEERCRED at accept */
+	int version;			/* negotiated; 0 before hello */
+	char name[HMM_PROTO_NAME_MAX];	/* from hello */
+	uint64_t msgs;			/* messages served */
+	const struct hmmd_config *cfg;
+};
+
+#define MSGS_PER_TURN	64	/* then let the other clients in */
+#define FDS_MAX		8	/* fds we can receive (only to close them) */
+
+int hmmd_conn_new(int fd, uint64_t id, const struct hmmd_config *cfg,
+		  struct hmmd_conn **out)
+{
+	socklen_t len = sizeof(struct ucred);
+	struct hmmd_conn *c = calloc(1, sizeof(*c));
+
+	if (!c)
+		return -ENOMEM;
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &c->cred, &len) < 0) {
+		int err = -errno;
+
+		free(c);
+		return err;
+	}
+	c->fd = fd;
+	c->id = id;
+	c->cfg = cfg;
+	*out = c;
+	return 0;
+}
+
+int hmmd_conn_fd(const struct hmmd_conn *c)
+{
+	return c->fd;
+}
+
+void hmmd_conn_free(struct hmmd_conn *c)
+{
+	close(c->fd);
+	free(c);
+}
+
+/* Send one ERROR; -EAGAIN when the client does not read its replies. */
+static int send_error(int fd, uint64_t seq, int err, const char *detail)
+{
+	uint8_t buf[HMM_PROTO_HDR_SIZE + 264];
+	struct hmm_proto_error e;
+	int n;
+
+	hmm_proto_error_fill(&e, err, "%s", detail);
+	n = hmm_proto_error_encode(buf, sizeof(buf), seq, &e);
+	if (n < 0)
+		return n;
+	if (send(fd, buf, n, MSG_DONTWAIT | MSG_NOSIGNAL) < 0)
+		return -errno;
+	return 0;
+}
+
+void hmmd_conn_refuse(int fd, int err, const char *detail)
+{
+	send_error(fd, 0, err, detail);
+}
+
+/* Answer seq with ERROR err and close: log the reason, return err. */
+static int fail(struct hmmd_conn *c, uint64_t seq, int err,
+		const char *why)
+{
+	hmmd_log("client %llu (pid %d uid %d%s%s): closing: %s",
+		 (unsigned long long)c->id, (int)c->cred.pid,
+		 (int)c->cred.uid, c->name[0] ? " " : "", c->name, why);
+	send_error(c->fd, seq, err, why);
+	return err;
+}
+
+/* Send a reply that keeps the connection; failing to send closes it. */
+static int reply_error(struct hmmd_conn *c, uint64_t seq, int err,
+		       const char *detail)
+{
+	int ret = send_error(c->fd, seq, err, detail);
+
+	if (ret == -EAGAIN)
+		return fail(c, seq, -ENOBUFS, "not reading its replies");
+	if (ret) {
+		hmmd_log("client %llu: closing: send: %s",
+			 (unsigned long long)c->id, strerror(-ret));
+		return ret;
+	}
+	return 0;
+}
+
+static int on_hello(struct hmmd_conn *c, const struct hmm_proto_msg *m)
+{
+	const struct hmm_proto_hello *h = &m->u.hello;
+	char detail[HMM_PROTO_DETAIL_MAX];
+	int v;
+
+	if (c->version)
+		return fail(c, m->hdr.seq, -EPROTO, "a second hello");
+	v = hmm_proto_negotiate(h);
+	if (v < 0)
+		return fail(c, m->hdr.seq, v, hmm_last_error());
+	c->version = v;
+	memcpy(c->name, h->name, sizeof(c->name));
+	hmmd_log("client %llu (pid %d uid %d %s): hello: version %d, asks "
+		 "device %llu host %llu store %llu bytes",
+		 (unsigned long long)c->id, (int)c->cred.pid,
+		 (int)c->cred.uid, c->name[0] ? c->name : "-", v,
+		 (unsigned long long)h->quota[HMM_TIER_DEVICE],
+		 (unsigned long long)h->quota[HMM_TIER_HOST],
+		 (unsigned long long)h->quota[HMM_TIER_STORE]);
+	snprintf(detail, sizeof(detail),
+		 "hello: protocol version %d agreed, but hmmd's engine "
+		 "(quotas, the shared host tier) is not built yet", v);
+	return reply_error(c, m->hdr.seq, -ENOSYS, detail);
+}
+
+/* One decoded message. */
+static int on_msg(struct hmmd_conn *c, const struct hmm_proto_msg *m)
+{
+	const char *name = hmm_proto_type_name(m->hdr.type);
+	char why[HMM_PROTO_DETAIL_MAX];
+
+	if (c->cfg->verbose)
+		hmmd_log("client %llu: %s seq %llu", (unsigned long long)c->id,
+			 name, (unsigned long long)m->hdr.seq);
+	if (!hmm_proto_is_request(m->hdr.type)) {
+		snprintf(why, sizeof(why),
+			 "message %s: a reply type, sent to the daemon", name);
+		return fail(c, m->hdr.seq, -EPROTO, why);
+	}
+	if (m->hdr.type == HMM_PROTO_HELLO)
+		return on_hello(c, m);
+	if (!c->version) {
+		snprintf(why, sizeof(why), "message %s: before hello", name);
+		return fail(c, m->hdr.seq, -EPROTO, why);
+	}
+	snprintf(why, sizeof(why),
+		 "%s: not built: hmmd has no engine yet (tensors, maps, "
+		 "flush, stats, sharing and quotas wait for libhmm's engine)",
+		 name);
+	return reply_error(c, m->hdr.seq, -ENOSYS, why);
+}
+
+/* Close every fd that came with msg; 1 when there were any. */
+static int drop_fds(struct msghdr *mh)
+{
+	struct cmsghdr *cm;
+	int any = 0;
+
+	for (cm = CMSG_FIRSTHDR(mh); cm; cm = CMSG_NXTHDR(mh, cm)) {
+		size_t i, n;
+		int fd;
+
+		if (cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS)
+			continue;
+		n = (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+		for (i = 0; i < n; i++) {
+			memcpy(&fd, CMSG_DATA(cm) + i * sizeof(int), sizeof(fd));
+			close(fd);
+		}
+		any = 1;
+	}
+	return any;
+}
+
+/* Receive and handle one datagram: 1 handled, 0 none queued, <0 close. */
+static int serve_one(struct hmmd_conn *c)
+{
+	static uint8_t buf[HMM_PROTO_MSG_MAX + 1];
+	union {
+		char b[CMSG_SPACE(FDS_MAX * sizeof(int))];
+		struct cmsghdr align;
+	} ctl;
+	struct iovec iov = { buf, sizeof(buf) };
+	struct msghdr mh = {
+		.msg_iov = &iov, .msg_iovlen = 1,
+		.msg_control = ctl.b, .msg_controllen = sizeof(ctl.b),
+	};
+	struct hmm_proto_msg m;
+	ssize_t n;
+	int ret;
+
+	n = recvmsg(c->fd, &mh, MSG_DONTWAIT | MSG_TRUNC | MSG_CMSG_CLOEXEC);
+	if (n < 0 && (errno == EAGAIN || errno == EINTR))
+		return 0;
+	if (n < 0) {
+		ret = -errno;
+		hmmd_log("client %llu: closing: recv: %s",
+			 (unsigned long long)c->id, strerror(errno));
+		return ret;
+	}
+	if (n == 0) {
+		if (c->cfg->verbose)
+			hmmd_log("client %llu: gone after %llu messages",
+				 (unsigned long long)c->id,
+				 (unsigned long long)c->msgs);
+		return -ENOTCONN;
+	}
+	if (drop_fds(&mh) || (mh.msg_flags & MSG_CTRUNC))
+		return fail(c, 0, -EPROTO,
+			    "sent file descriptors: the daemon takes none");
+	ret = hmm_proto_decode(buf, (size_t)n < sizeof(buf) ? (size_t)n :
+			       sizeof(buf), &m);
+	if (ret < 0)
+		return fail(c, 0, ret, hmm_last_error());
+	c->msgs++;
+	ret = on_msg(c, &m);
+	return ret < 0 ? ret : 1;
+}
+
+int hmmd_conn_serve(struct hmmd_conn *c)
+{
+	int i, ret;
+
+	for (i = 0; i < MSGS_PER_TURN; i++) {
+		ret = serve_one(c);
+		if (ret <= 0)
+			return ret;
+	}
+	return 0;
+}

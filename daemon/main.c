@@ -1,0 +1,175 @@
+// SPDX-License-Identifier: MIT
+/*
+ * main.c — hmmd, the shared-mode daemon of hmm: flags, the config file,
+ * signals, readiness for systemd, then the server loop (server.c).
+ *
+ *   hmmd [--config FILE] [--socket PATH] [--store PATH] [--group NAME] [-v]
+ *
+ * Runs in the foreground.  Flags override the config file, whatever
+ * their order.  When $NOTIFY_SOCKET is set (systemd Type=notify) it
+ * sends "READY=1" once the socket listens and "STOPPING=1" on SIGTERM.
+ * Exit status: 0 after SIGTERM/SIGINT, 1 on a runtime failure, 2 on a
+ * usage or config error.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "hmmd.h"
+#include "proto.h"
+
+void hmmd_log(const char *fmt, ...)
+{
+	char line[1024];
+	va_list ap;
+	int n;
+
+	n = snprintf(line, sizeof(line), "hmmd: ");
+	va_start(ap, fmt);
+	vsnprintf(line + n, sizeof(line) - n - 1, fmt, ap);
+	va_end(ap);
+	n = strlen(line);
+	line[n++] = '\n';
+	if (write(STDERR_FILENO, line, n) < 0) {
+		/* nowhere left to say it */
+	}
+}
+
+/* sd_notify(3) without libsystemd: one datagram to $NOTIFY_SOCKET. */
+static void notify(const char *state)
+{
+	const char *path = getenv("NOTIFY_SOCKET");
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	socklen_t len;
+	int fd;
+
+	if (!path || !*path || strlen(path) >= sizeof(sa.sun_path))
+		return;
+	memcpy(sa.sun_path, path, strlen(path));
+	if (sa.sun_path[0] == '@')	/* abstract namespace */
+		sa.sun_path[0] = 0;
+	len = offsetof(struct sockaddr_un, sun_path) + strlen(path);
+	fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return;
+	if (sendto(fd, state, strlen(state), MSG_NOSIGNAL,
+		   (struct sockaddr *)&sa, len) < 0)
+		hmmd_log("NOTIFY_SOCKET %s: %s", path, strerror(errno));
+	close(fd);
+}
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+"usage: hmmd [--config FILE] [--socket PATH] [--store PATH] [--group NAME] [-v]\n"
+"  --config FILE  INI file, section [hmmd] (see daemon/hmmd.conf.example)\n"
+"  --socket PATH  listen here (default %s)\n"
+"  --store PATH   the store file or block device\n"
+"  --group NAME   group owning the socket (mode 0660)\n"
+"  -v, --verbose  log every message\n"
+"Flags override the config file.  Foreground; SIGTERM stops it.\n",
+		HMMD_SOCKET_DEFAULT);
+}
+
+/* Parse argv into cfg: config file first, then the flags over it. */
+static int parse_args(int argc, char **argv, struct hmmd_config *cfg)
+{
+	static const struct option opts[] = {
+		{ "config", required_argument, NULL, 'c' },
+		{ "socket", required_argument, NULL, 's' },
+		{ "store", required_argument, NULL, 'S' },
+		{ "group", required_argument, NULL, 'g' },
+		{ "verbose", no_argument, NULL, 'v' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 }
+	};
+	const char *config = NULL, *keys[8], *vals[8];
+	char err[512];
+	int o, n = 0, i;
+
+	while ((o = getopt_long(argc, argv, "c:s:S:g:vh", opts, NULL)) != -1) {
+		switch (o) {
+		case 'c': config = optarg; break;
+		case 's': keys[n] = "socket"; vals[n++] = optarg; break;
+		case 'S': keys[n] = "store"; vals[n++] = optarg; break;
+		case 'g': keys[n] = "socket_group"; vals[n++] = optarg; break;
+		case 'v': keys[n] = "verbose"; vals[n++] = "1"; break;
+		case 'h': usage(stdout); exit(0);
+		default: usage(stderr); return -EINVAL;
+		}
+		if (n == 8) {
+			hmmd_log("too many flags");
+			return -EINVAL;
+		}
+	}
+	if (optind < argc) {
+		hmmd_log("unexpected argument \"%s\"", argv[optind]);
+		usage(stderr);
+		return -EINVAL;
+	}
+	if (config && hmmd_config_load(cfg, config, err, sizeof(err))) {
+		hmmd_log("config %s", err);
+		return -EINVAL;
+	}
+	for (i = 0; i < n; i++)
+		if (hmmd_config_set(cfg, keys[i], vals[i], err, sizeof(err))) {
+			hmmd_log("flag: %s", err);
+			return -EINVAL;
+		}
+	if (!cfg->socket_path &&
+	    hmmd_config_set(cfg, "socket", HMMD_SOCKET_DEFAULT, err,
+			    sizeof(err)))
+		return -ENOMEM;
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	struct hmmd_config cfg;
+	struct hmmd_server *s;
+	sigset_t sigs;
+	int ret;
+
+	hmmd_config_init(&cfg);
+	if (parse_args(argc, argv, &cfg)) {
+		hmmd_config_fini(&cfg);
+		return 2;
+	}
+	/* SIGTERM and SIGINT are read from a signalfd in the loop. */
+	sigemptyset(&sigs);
+	sigaddset(&sigs, SIGTERM);
+	sigaddset(&sigs, SIGINT);
+	sigprocmask(SIG_BLOCK, &sigs, NULL);
+	signal(SIGPIPE, SIG_IGN);
+
+	if (cfg.store_path)
+		hmmd_log("store %s: not opened: hmmd's engine is not built yet",
+			 cfg.store_path);
+	ret = hmmd_server_open(&cfg, &s);
+	if (ret) {
+		hmmd_log("cannot serve %s: %s", cfg.socket_path,
+			 strerror(-ret));
+		hmmd_config_fini(&cfg);
+		return 1;
+	}
+	hmmd_log("listening on %s (protocol %d..%d, pid %d)", cfg.socket_path,
+		 HMM_PROTO_VERSION_MIN, HMM_PROTO_VERSION_MAX, (int)getpid());
+	notify("READY=1\nSTATUS=serving (engine not built: requests "
+	       "answer -ENOSYS)");
+	ret = hmmd_server_run(s);
+	notify("STOPPING=1");
+	hmmd_server_close(s);
+	if (ret)
+		hmmd_log("event loop: %s", strerror(-ret));
+	else
+		hmmd_log("stopped");
+	hmmd_config_fini(&cfg);
+	return ret ? 1 : 0;
+}

@@ -1,0 +1,293 @@
+// SPDX-License-Identifier: MIT
+/*
+ * server.c — hmmd's listening socket and event loop: one epoll set with
+ * the listener, a signalfd (SIGTERM, SIGINT) and every client.
+ */
+#include <errno.h>
+#include <grp.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "hmmd.h"
+
+/* Allocated by hmmd_server_open, freed by hmmd_server_close. */
+struct hmmd_server {
+	const struct hmmd_config *cfg;
+	int lfd;			/* the listener */
+	int sfd;			/* signalfd: SIGTERM, SIGINT */
+	int ep;				/* epoll: lfd, sfd, every client */
+	struct hmmd_conn **conns;	/* [cfg->max_clients]; NULL = free */
+	unsigned nconns;
+	uint64_t next_id;
+};
+
+/* epoll data for the two fixed fds; clients carry their slot + 2. */
+#define EV_LISTEN	0
+#define EV_SIGNAL	1
+
+static int addr_of(const char *path, struct sockaddr_un *sa)
+{
+	memset(sa, 0, sizeof(*sa));
+	sa->sun_family = AF_UNIX;
+	if (strlen(path) >= sizeof(sa->sun_path)) {
+		hmmd_log("socket %s: path longer than %zu bytes", path,
+			 sizeof(sa->sun_path) - 1);
+		return -ENAMETOOLONG;
+	}
+	strcpy(sa->sun_path, path);
+	return 0;
+}
+
+/* A socket file nobody listens on may go; a live one may not. */
+static int clear_stale(const char *path, const struct sockaddr_un *sa)
+{
+	struct stat st;
+	int fd, ret;
+
+	if (lstat(path, &st) < 0)
+		return 0;
+	if (!S_ISSOCK(st.st_mode)) {
+		hmmd_log("socket %s: exists and is not a socket", path);
+		return -EEXIST;
+	}
+	fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -errno;
+	ret = connect(fd, (const struct sockaddr *)sa, sizeof(*sa));
+	close(fd);
+	if (ret == 0) {
+		hmmd_log("socket %s: another hmmd serves it", path);
+		return -EADDRINUSE;
+	}
+	if (unlink(path) < 0 && errno != ENOENT) {
+		hmmd_log("socket %s: stale, cannot remove: %s", path,
+			 strerror(errno));
+		return -errno;
+	}
+	return 0;
+}
+
+/* Mode 0660 and the configured group, before anyone may connect. */
+static int set_owner(const struct hmmd_config *cfg)
+{
+	const char *path = cfg->socket_path;
+	struct group *g;
+
+	if (cfg->socket_group) {
+		g = getgrnam(cfg->socket_group);
+		if (!g) {
+			hmmd_log("socket_group %s: no such group",
+				 cfg->socket_group);
+			return -EINVAL;
+		}
+		if (chown(path, (uid_t)-1, g->gr_gid) < 0) {
+			hmmd_log("socket %s: chown to group %s: %s", path,
+				 cfg->socket_group, strerror(errno));
+			return -errno;
+		}
+	}
+	if (chmod(path, 0660) < 0) {
+		hmmd_log("socket %s: chmod 0660: %s", path, strerror(errno));
+		return -errno;
+	}
+	return 0;
+}
+
+static int listen_on(const struct hmmd_config *cfg)
+{
+	struct sockaddr_un sa;
+	mode_t old;
+	int fd, ret;
+
+	ret = addr_of(cfg->socket_path, &sa);
+	if (!ret)
+		ret = clear_stale(cfg->socket_path, &sa);
+	if (ret)
+		return ret;
+	fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	if (fd < 0)
+		return -errno;
+	old = umask(0117);		/* never world-connectable, even briefly */
+	ret = bind(fd, (struct sockaddr *)&sa, sizeof(sa));
+	umask(old);
+	if (ret < 0) {
+		ret = -errno;
+		hmmd_log("socket %s: bind: %s", cfg->socket_path,
+			 strerror(errno));
+		goto out_close;
+	}
+	ret = set_owner(cfg);
+	if (ret)
+		goto out_unlink;
+	if (listen(fd, 64) < 0) {
+		ret = -errno;
+		hmmd_log("socket %s: listen: %s", cfg->socket_path,
+			 strerror(errno));
+		goto out_unlink;
+	}
+	return fd;
+
+out_unlink:
+	unlink(cfg->socket_path);
+out_close:
+	close(fd);
+	return ret;
+}
+
+static int ep_add(int ep, int fd, uint64_t data)
+{
+	struct epoll_event ev = { .events = EPOLLIN, .data.u64 = data };
+
+	return epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev) < 0 ? -errno : 0;
+}
+
+int hmmd_server_open(const struct hmmd_config *cfg, struct hmmd_server **out)
+{
+	struct hmmd_server *s;
+	sigset_t sigs;
+	int ret;
+
+	s = calloc(1, sizeof(*s));
+	if (!s)
+		return -ENOMEM;
+	s->cfg = cfg;
+	s->lfd = s->sfd = s->ep = -1;
+	s->conns = calloc(cfg->max_clients, sizeof(*s->conns));
+	if (!s->conns) {
+		ret = -ENOMEM;
+		goto out_free;
+	}
+	sigemptyset(&sigs);
+	sigaddset(&sigs, SIGTERM);
+	sigaddset(&sigs, SIGINT);
+	s->sfd = signalfd(-1, &sigs, SFD_CLOEXEC | SFD_NONBLOCK);
+	s->ep = epoll_create1(EPOLL_CLOEXEC);
+	if (s->sfd < 0 || s->ep < 0) {
+		ret = -errno;
+		goto out_fds;
+	}
+	ret = listen_on(cfg);
+	if (ret < 0)
+		goto out_fds;
+	s->lfd = ret;
+	ret = ep_add(s->ep, s->lfd, EV_LISTEN);
+	if (!ret)
+		ret = ep_add(s->ep, s->sfd, EV_SIGNAL);
+	if (ret)
+		goto out_listen;
+	*out = s;
+	return 0;
+
+out_listen:
+	close(s->lfd);
+	unlink(cfg->socket_path);
+out_fds:
+	if (s->ep >= 0)
+		close(s->ep);
+	if (s->sfd >= 0)
+		close(s->sfd);
+	free(s->conns);
+out_free:
+	free(s);
+	return ret;
+}
+
+static void drop(struct hmmd_server *s, unsigned slot)
+{
+	hmmd_conn_free(s->conns[slot]);	/* closing the fd leaves epoll */
+	s->conns[slot] = NULL;
+	s->nconns--;
+}
+
+static void accept_one(struct hmmd_server *s)
+{
+	struct hmmd_conn *c;
+	unsigned slot;
+	int fd, ret;
+
+	fd = accept4(s->lfd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+	if (fd < 0) {
+		if (errno != EAGAIN && errno != EINTR)
+			hmmd_log("accept: %s", strerror(errno));
+		return;
+	}
+	for (slot = 0; slot < s->cfg->max_clients && s->conns[slot]; slot++)
+		;
+	if (slot == s->cfg->max_clients) {
+		hmmd_log("refusing a client: %u connected (max_clients)",
+			 s->nconns);
+		hmmd_conn_refuse(fd, -EUSERS, "hmmd: too many clients");
+		close(fd);
+		return;
+	}
+	ret = hmmd_conn_new(fd, ++s->next_id, s->cfg, &c);
+	if (ret) {
+		hmmd_log("client %llu: cannot take it: %s",
+			 (unsigned long long)s->next_id, strerror(-ret));
+		close(fd);
+		return;
+	}
+	ret = ep_add(s->ep, fd, slot + 2);
+	if (ret) {
+		hmmd_log("client %llu: epoll: %s",
+			 (unsigned long long)s->next_id, strerror(-ret));
+		hmmd_conn_free(c);
+		return;
+	}
+	s->conns[slot] = c;
+	s->nconns++;
+}
+
+int hmmd_server_run(struct hmmd_server *s)
+{
+	struct epoll_event evs[32];
+	struct signalfd_siginfo si;
+	int i, n;
+
+	for (;;) {
+		n = epoll_wait(s->ep, evs, 32, -1);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return -errno;
+		for (i = 0; i < n; i++) {
+			uint64_t d = evs[i].data.u64;
+
+			if (d == EV_LISTEN) {
+				accept_one(s);
+			} else if (d == EV_SIGNAL) {
+				if (read(s->sfd, &si, sizeof(si)) == sizeof(si)) {
+					hmmd_log("%s: shutting down",
+						 strsignal(si.ssi_signo));
+					return 0;
+				}
+			} else if (s->conns[d - 2] &&
+				   hmmd_conn_serve(s->conns[d - 2]) < 0) {
+				drop(s, d - 2);
+			}
+		}
+	}
+}
+
+void hmmd_server_close(struct hmmd_server *s)
+{
+	unsigned i;
+
+	for (i = 0; i < s->cfg->max_clients; i++)
+		if (s->conns[i])
+			drop(s, i);
+	close(s->lfd);
+	unlink(s->cfg->socket_path);
+	close(s->ep);
+	close(s->sfd);
+	free(s->conns);
+	free(s);
+}
