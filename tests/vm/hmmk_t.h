@@ -149,10 +149,11 @@ static inline uint64_t t_check(const char *p, uint64_t pages, uint32_t seed)
 }
 
 /*
- * Starts the test daemon with args ("" or e.g. "--stall-fill") and waits
- * until it is attached.  Returns its pid, or -errno.
+ * Starts the test daemon with up to two extra arguments (NULL for none,
+ * e.g. "--stall-fill") and waits until it is attached.  Returns its pid,
+ * or -errno.
  */
-static inline pid_t t_daemon_start(const char *mode)
+static inline pid_t t_daemon_start(const char *a1, const char *a2)
 {
 	char ready[64];
 	int pfd[2];
@@ -168,8 +169,8 @@ static inline pid_t t_daemon_start(const char *mode)
 
 		close(pfd[0]);
 		snprintf(fdarg, sizeof(fdarg), "%d", pfd[1]);
-		execl(HMMK_TESTD, HMMK_TESTD, "--ready-fd", fdarg,
-		      mode && *mode ? mode : NULL, (char *)NULL);
+		execl(HMMK_TESTD, HMMK_TESTD, "--ready-fd", fdarg, a1, a2,
+		      (char *)NULL);
 		_exit(127);
 	}
 	close(pfd[1]);

@@ -1,0 +1,263 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * tests/vm/hmmk_daemon.c — kselftests of the NVMe tier through the test
+ * daemon (tests/vm/hmmk_testd.c): evict then refault integrity, no daemon
+ * -> SIGBUS, daemon killed mid-flight -> SIGBUS without a hang, a silent
+ * daemon -> SIGBUS after fill_timeout_ms, N threads faulting one evicted
+ * page -> one FILL.
+ */
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdatomic.h>
+#include <sys/stat.h>
+
+#include "hmmk_t.h"
+#include "kselftest_harness.h"
+
+#define TIMEOUT_PARAM	"/sys/module/hmmk/parameters/fill_timeout_ms"
+
+static __thread sigjmp_buf bus_jmp;
+static __thread volatile int bus_armed;
+
+static void on_sigbus(int sig)
+{
+	if (bus_armed)
+		siglongjmp(bus_jmp, 1);
+	_exit(99);
+}
+
+/* Reads one byte at p; returns it, or -1 if the read raised SIGBUS. */
+static int touch(volatile char *p)
+{
+	int v;
+
+	if (sigsetjmp(bus_jmp, 1)) {
+		bus_armed = 0;
+		return -1;
+	}
+	bus_armed = 1;
+	v = (unsigned char)*p;
+	bus_armed = 0;
+	return v;
+}
+
+static int write_param(const char *path, int v)
+{
+	FILE *f = fopen(path, "w");
+
+	if (!f)
+		return -errno;
+	fprintf(f, "%d\n", v);
+	return fclose(f) ? -errno : 0;
+}
+
+FIXTURE(daemon) {
+	int fd;
+	pid_t daemon;
+};
+
+FIXTURE_SETUP(daemon)
+{
+	struct sigaction sa = { .sa_handler = on_sigbus };
+
+	self->daemon = -1;
+	self->fd = t_open();
+	if (self->fd < 0)
+		SKIP(return, "no %s", HMMK_DEVICE);
+	if (access(HMMK_TESTD, X_OK))
+		SKIP(return, "no %s", HMMK_TESTD);
+	sigaction(SIGBUS, &sa, NULL);
+}
+
+FIXTURE_TEARDOWN(daemon)
+{
+	t_daemon_stop(self->daemon);
+	if (self->fd >= 0)
+		close(self->fd);
+	write_param(TIMEOUT_PARAM, 10000);
+}
+
+TEST_F(daemon, evict_then_refault_integrity)
+{
+	const uint64_t pages = 1024 + 5;
+	struct hmmk_region_create rc;
+	struct hmmk_range r;
+	struct hmmk_stats s;
+	char *p;
+
+	self->daemon = t_daemon_start(NULL, NULL);
+	ASSERT_LT(0, self->daemon);
+	p = t_map(self->fd, pages * T_PAGE, HMMK_NODE_ANY, &rc);
+	ASSERT_NE(NULL, p);
+	t_fill(p, pages, 77);
+	ASSERT_EQ(0, t_range(self->fd, HMMK_IOC_EVICT, rc.handle, 0,
+			     pages * T_PAGE, 0, 0, &r));
+	EXPECT_EQ(pages, r.done);
+	EXPECT_EQ(0, r.skipped);
+	EXPECT_EQ(HMMK_TIER_NVME, t_info(self->fd, rc.handle, 0).tier);
+	EXPECT_EQ(HMMK_TIER_NVME, t_info(self->fd, rc.handle, pages - 1).tier);
+	EXPECT_EQ(0, t_check(p, pages, 77));
+	EXPECT_EQ(HMMK_TIER_CPU, t_info(self->fd, rc.handle, 0).tier);
+	ASSERT_EQ(0, t_stats(self->fd, rc.handle, &s));
+	EXPECT_EQ(pages, s.evictions);
+	EXPECT_EQ(pages, s.fills);
+	/* Evict again after rewriting half: the new bytes come back. */
+	t_fill(p, pages / 2, 78);
+	ASSERT_EQ(0, t_range(self->fd, HMMK_IOC_EVICT, rc.handle, 0,
+			     pages * T_PAGE, 0, 0, &r));
+	EXPECT_EQ(pages, r.done);
+	EXPECT_EQ(0, t_check(p, pages / 2, 78));
+	EXPECT_EQ((char)t_pat(pages - 1, 0, 77), p[(pages - 1) * T_PAGE]);
+	/* Untouched pages are not evicted. */
+	munmap(p, pages * T_PAGE);
+}
+
+TEST_F(daemon, evict_without_daemon_enodev)
+{
+	struct hmmk_region_create rc;
+	char *p;
+
+	p = t_map(self->fd, 4 * T_PAGE, HMMK_NODE_ANY, &rc);
+	ASSERT_NE(NULL, p);
+	p[0] = 5;
+	EXPECT_EQ(-ENODEV, t_range(self->fd, HMMK_IOC_EVICT, rc.handle, 0,
+				   4 * T_PAGE, 0, 0, NULL));
+	EXPECT_EQ(5, p[0]);
+	munmap(p, 4 * T_PAGE);
+}
+
+TEST_F(daemon, second_daemon_ebusy)
+{
+	int fd2 = t_open();
+
+	self->daemon = t_daemon_start(NULL, NULL);
+	ASSERT_LT(0, self->daemon);
+	ASSERT_LE(0, fd2);
+	EXPECT_EQ(-EBUSY, t_ioctl(fd2, HMMK_IOC_DAEMON_ATTACH, NULL));
+	close(fd2);
+}
+
+TEST_F(daemon, no_daemon_sigbus)
+{
+	struct hmmk_region_create rc;
+	struct hmmk_stats s;
+	char *p;
+
+	self->daemon = t_daemon_start(NULL, NULL);
+	ASSERT_LT(0, self->daemon);
+	p = t_map(self->fd, 4 * T_PAGE, HMMK_NODE_ANY, &rc);
+	ASSERT_NE(NULL, p);
+	t_fill(p, 4, 2);
+	ASSERT_EQ(0, t_range(self->fd, HMMK_IOC_EVICT, rc.handle, 0,
+			     4 * T_PAGE, 0, 0, NULL));
+	t_daemon_stop(self->daemon);
+	self->daemon = -1;
+	EXPECT_EQ(-1, touch(p));
+	EXPECT_EQ(-1, touch(p + 3 * T_PAGE));
+	EXPECT_EQ(HMMK_TIER_NVME, t_info(self->fd, rc.handle, 0).tier);
+	ASSERT_EQ(0, t_stats(self->fd, rc.handle, &s));
+	EXPECT_EQ(2, s.sigbus);
+	munmap(p, 4 * T_PAGE);
+}
+
+TEST_F(daemon, daemon_killed_midflight_sigbus)
+{
+	struct hmmk_region_create rc;
+	pid_t killer;
+	char *p;
+	int st;
+
+	self->daemon = t_daemon_start("--stall-fill", NULL);
+	ASSERT_LT(0, self->daemon);
+	p = t_map(self->fd, 4 * T_PAGE, HMMK_NODE_ANY, &rc);
+	ASSERT_NE(NULL, p);
+	t_fill(p, 4, 3);
+	ASSERT_EQ(0, t_range(self->fd, HMMK_IOC_EVICT, rc.handle, 0,
+			     4 * T_PAGE, 0, 0, NULL));
+	killer = fork();
+	ASSERT_LE(0, killer);
+	if (!killer) {
+		/* Kill the daemon once it holds our FILL. */
+		for (int i = 0; i < 500; i++) {
+			if (!access("/tmp/hmmk_testd.stalled", F_OK)) {
+				kill(self->daemon, SIGKILL);
+				_exit(0);
+			}
+			usleep(10000);
+		}
+		_exit(1);
+	}
+	EXPECT_EQ(-1, touch(p));	/* sleeps until the daemon dies */
+	ASSERT_EQ(killer, waitpid(killer, &st, 0));
+	EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	t_daemon_stop(self->daemon);
+	self->daemon = -1;
+	EXPECT_EQ(-1, touch(p + T_PAGE));	/* and later faults too */
+	munmap(p, 4 * T_PAGE);
+}
+
+TEST_F(daemon, silent_daemon_times_out)
+{
+	struct hmmk_region_create rc;
+	char *p;
+
+	ASSERT_EQ(0, write_param(TIMEOUT_PARAM, 300));
+	self->daemon = t_daemon_start("--stall-fill", NULL);
+	ASSERT_LT(0, self->daemon);
+	p = t_map(self->fd, 2 * T_PAGE, HMMK_NODE_ANY, &rc);
+	ASSERT_NE(NULL, p);
+	p[0] = 1;
+	ASSERT_EQ(0, t_range(self->fd, HMMK_IOC_EVICT, rc.handle, 0,
+			     T_PAGE, 0, 0, NULL));
+	EXPECT_EQ(-1, touch(p));
+	EXPECT_EQ(HMMK_TIER_NVME, t_info(self->fd, rc.handle, 0).tier);
+	munmap(p, 2 * T_PAGE);
+}
+
+struct crowd {
+	volatile char *p;
+	pthread_barrier_t go;
+	int got[8];
+};
+
+static void *crowd_touch(void *arg)
+{
+	struct crowd *c = arg;
+	static atomic_int next;
+	int me = atomic_fetch_add(&next, 1) % 8;
+
+	pthread_barrier_wait(&c->go);
+	c->got[me] = touch(c->p);
+	return NULL;
+}
+
+TEST_F(daemon, concurrent_faults_one_fill)
+{
+	struct hmmk_region_create rc;
+	struct crowd c = { 0 };
+	struct hmmk_stats s;
+	pthread_t th[8];
+	char *p;
+
+	self->daemon = t_daemon_start("--fill-delay-ms", "200");
+	ASSERT_LT(0, self->daemon);
+	p = t_map(self->fd, 4 * T_PAGE, HMMK_NODE_ANY, &rc);
+	ASSERT_NE(NULL, p);
+	p[0] = 42;
+	ASSERT_EQ(0, t_range(self->fd, HMMK_IOC_EVICT, rc.handle, 0,
+			     T_PAGE, 0, 0, NULL));
+	c.p = p;
+	pthread_barrier_init(&c.go, NULL, 8);
+	for (int i = 0; i < 8; i++)
+		ASSERT_EQ(0, pthread_create(&th[i], NULL, crowd_touch, &c));
+	for (int i = 0; i < 8; i++)
+		pthread_join(th[i], NULL);
+	for (int i = 0; i < 8; i++)
+		EXPECT_EQ(42, c.got[i]);
+	ASSERT_EQ(0, t_stats(self->fd, rc.handle, &s));
+	EXPECT_EQ(1, s.fills);
+	EXPECT_EQ(1, s.evictions);
+	munmap(p, 4 * T_PAGE);
+}
+
+TEST_HARNESS_MAIN
