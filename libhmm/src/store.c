@@ -393,7 +393,7 @@ static int setup_io(struct hmm_store *s, const struct hmm_store_config *cfg)
 	int err;
 
 	err = hmm_pool_new(cfg->pool_bytes ? cfg->pool_bytes : DEF_POOL,
-			   cfg->numa_node, 0, &s->pool);
+			   cfg->numa_node, cfg->pool_flags, &s->pool);
 	if (err)
 		return err;
 	if (!hmm_pool_locked(s->pool))

@@ -55,6 +55,7 @@ struct hmm_store_config {
 	int numa_node;		/* pool's node; -1 = local */
 	/* added by the store after the first version: */
 	uint32_t meta_bytes;	/* meta blob capacity at format; 0 = 1 MiB */
+	uint32_t pool_flags;	/* HMM_POOL_* (pool.h): NOHUGE, NOLOCK */
 };
 
 /* Statistics, a snapshot; bytes are exact. */
