@@ -111,9 +111,10 @@ static void chunk_copy_end(struct hmm *h, struct hmm_chunk *c, int err)
 					c->t->name, c->idx, io_names[io],
 					strerror(-err));
 		}
-	} else if (c->nowb == 2 && io == CH_IO_WRITE) {
-		/* written again while the write was in flight: still dirty */
-		c->nowb = 0;
+	} else if (c->copy_gen != c->gen) {
+		/* written while the copy ran: its bytes are stale */
+		if (io == CH_IO_WRITE)
+			c->stored = 1;
 		evict = -1;
 	} else {
 		c->valid |= TB(to);
@@ -165,6 +166,7 @@ static void chunk_copy_start(struct hmm *h, struct hmm_chunk *c, int io,
 	c->busy = io;
 	c->t->inflight++;
 	c->t0 = hmm_now();
+	c->copy_gen = c->gen;
 	io_busy(h, io == CH_IO_READ || io == CH_IO_WRITE ? HMM_TIER_STORE :
 		HMM_TIER_DEVICE, 1, c->t0);
 	if (evict >= 0) {
@@ -248,6 +250,8 @@ int hmm_chunk_step(struct hmm *h, struct hmm_chunk *c, int tier,
 {
 	if (c->busy)
 		return HMM_AGAIN;
+	if (mode == HMM_STEP_PREFETCH && c->wpins)
+		return HMM_STARVED;	/* being written: nothing to fetch */
 	if (c->err) {
 		int err = c->err;
 
@@ -269,7 +273,8 @@ void hmm_chunk_written(struct hmm *h, struct hmm_chunk *c, int tier)
 
 	c->valid = TB(tier);
 	c->zero = 0;
-	c->nowb = c->busy == CH_IO_WRITE ? 2 : 0;
+	c->nowb = 0;
+	c->gen++;
 	if ((c->res & TB(other)) && !c->pins[other] && !c->busy)
 		hmm_chunk_drop(h, c, other);
 }

@@ -51,6 +51,10 @@ struct hmm_chunk {
 	uint8_t nowb;		/* write-back failed: not a victim until
 				   written again */
 	int err;		/* last failed copy, for the next map */
+	uint32_t gen;		/* bumped by every write (hmm_chunk_written) */
+	uint32_t copy_gen;	/* gen when the copy in flight started: a
+				   copy that raced a write makes nothing valid */
+	uint32_t wpins;		/* write mappings: no prefetch copies out */
 	uint32_t pins[2];	/* DEVICE, HOST */
 	struct hmm_list lru[2];	/* on h->tier[X].lru while resident at X */
 	struct hmm_list wlink;	/* on h->wantq while a prefetch waits */

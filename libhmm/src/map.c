@@ -208,8 +208,10 @@ int hmm_map(struct hmm_tensor *t, uint64_t off, uint64_t len, int tier,
 		return r;
 	}
 	if (access & HMM_WRITE)
-		for (i = first; i <= last; i++)
+		for (i = first; i <= last; i++) {
 			hmm_chunk_written(h, &t->chunks[i], tier);
+			t->chunks[i].wpins++;
+		}
 	hmm_list_add_tail(&t->maps, &m->link);
 	pthread_mutex_unlock(&h->lock);
 	*ptr = m->ptr;
@@ -246,8 +248,10 @@ int hmm_unmap(struct hmm_tensor *t, void *ptr)
 	last = (m->off + m->len - 1) / h->chunk_bytes;
 	/* bytes written through the mapping after a flush are dirty again */
 	if (m->access & HMM_WRITE)
-		for (i = first; i <= last; i++)
+		for (i = first; i <= last; i++) {
 			hmm_chunk_written(h, &t->chunks[i], m->tier);
+			t->chunks[i].wpins--;
+		}
 	map_unpin(h, t, first, last, m->tier);
 	pthread_mutex_unlock(&h->lock);
 	free(m);

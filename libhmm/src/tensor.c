@@ -230,7 +230,8 @@ void hmm_tensor_destroy(struct hmm_tensor *t)
 		free(hmm_container_of(p, struct hmm_mapping, link));
 	}
 	for (uint32_t i = 0; i < t->nchunks; i++)
-		t->chunks[i].pins[0] = t->chunks[i].pins[1] = 0;
+		t->chunks[i].pins[0] = t->chunks[i].pins[1] =
+			t->chunks[i].wpins = 0;
 	tensor_drop_all(h, t);
 	hmm_policy_forget(h, t);
 	h->tensors[t->id] = NULL;

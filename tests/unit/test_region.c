@@ -1,0 +1,93 @@
+// SPDX-License-Identifier: MIT
+/*
+ * test_region — a transparent region 4x the host budget: a pattern
+ * written over all of it reads back exact, the budget is never exceeded,
+ * blocks went to the store and came back; advice COLD evicts, WILLNEED
+ * faults in; bad arguments fail with -EINVAL.  t: tsan
+ */
+#include "t.h"
+
+#include "hmm.h"
+
+#define BUDGET	(4u << 20)
+#define RBYTES	(4ull * BUDGET)
+
+int main(void)
+{
+	struct hmm_config cfg;
+	struct hmm_stats st, st2;
+	struct hmm *h;
+	char path[4200];
+	uint64_t *p, seed, bad = 0;
+	void *vp;
+	int r;
+
+	snprintf(path, sizeof(path), "%s/store", t_tmpdir());
+	hmm_config_default(&cfg);
+	cfg.store_path = path;
+	cfg.store_size = 64 << 20;
+	cfg.host_budget = BUDGET;
+	if (hmm_open(&cfg, &h))
+		t_fail_all("hmm_open: %s", hmm_last_error());
+	r = hmm_region_new(h, RBYTES, &vp);
+	if (r == -ENOSYS || r == -EPERM)
+		t_skip_all("userfaultfd unavailable: %s", hmm_last_error());
+	if (r)
+		t_fail_all("region: %s", hmm_last_error());
+	p = vp;
+
+	/* untouched memory reads as zeros */
+	t_ok(p[12345] == 0 && p[RBYTES / 8 - 1] == 0, "fresh region reads 0");
+
+	seed = 7;
+	for (uint64_t i = 0; i < RBYTES / 8; i++)
+		p[i] = i * 0x9e3779b97f4a7c15ull ^ seed;
+	hmm_stats(h, &st);
+	t_ok(st.tier[HMM_TIER_HOST].peak <= BUDGET, "host peak %llu <= "
+	     "budget %u while writing 4x the budget",
+	     (unsigned long long)st.tier[HMM_TIER_HOST].peak, BUDGET);
+	t_ok(st.region_evictions >= (RBYTES - BUDGET) / (64 << 10),
+	     "blocks were evicted to the store (%llu)",
+	     (unsigned long long)st.region_evictions);
+	for (uint64_t i = 0; i < RBYTES / 8; i++)
+		bad += p[i] != (i * 0x9e3779b97f4a7c15ull ^ seed);
+	t_eq(bad, 0, "the pattern reads back exact");
+	/* again backwards, with a new pattern on every other word */
+	for (uint64_t i = RBYTES / 8; i-- > 0;)
+		if (i & 1)
+			p[i] = ~i;
+	bad = 0;
+	for (uint64_t i = 0; i < RBYTES / 8; i++)
+		bad += p[i] != ((i & 1) ? ~i : i * 0x9e3779b97f4a7c15ull ^ seed);
+	t_eq(bad, 0, "a second pass reads back exact");
+	hmm_stats(h, &st);
+	t_ok(st.tier[HMM_TIER_HOST].peak <= BUDGET, "peak still within "
+	     "budget");
+	t_ok(st.region_faults > RBYTES / (64 << 10), "faults counted (%llu)",
+	     (unsigned long long)st.region_faults);
+
+	/* advice */
+	t_eq(hmm_region_advise(h, p, 1 << 20, HMM_ADVISE_COLD), 0, "COLD");
+	hmm_wait(h, NULL);
+	hmm_stats(h, &st);
+	t_eq(hmm_region_advise(h, p, 1 << 20, HMM_ADVISE_WILLNEED), 0,
+	     "WILLNEED");
+	hmm_stats(h, &st2);
+	t_ok(st2.region_faults >= st.region_faults + 16, "WILLNEED faulted "
+	     "the range in (%llu faults)", (unsigned long long)
+	     (st2.region_faults - st.region_faults));
+	t_ok(p[2] == (2 * 0x9e3779b97f4a7c15ull ^ seed) && p[5] == ~5ull,
+	     "contents survive COLD + WILLNEED");
+
+	t_eq(hmm_region_advise(h, p, RBYTES + 1, HMM_ADVISE_COLD), -EINVAL,
+	     "advise past the end: %s", hmm_last_error());
+	t_eq(hmm_region_advise(h, p, 4096, 99), -EINVAL, "unknown advice");
+	t_eq(hmm_region_free(h, p + 1), -EINVAL, "free of a non-start: %s",
+	     hmm_last_error());
+	t_eq(hmm_region_new(h, 0, &vp), -EINVAL, "zero-byte region");
+	t_eq(hmm_region_free(h, p), 0, "free");
+	hmm_stats(h, &st);
+	t_eq(st.tier[HMM_TIER_HOST].resident, 0, "free gave the budget back");
+	hmm_close(h);
+	return t_done();
+}
