@@ -131,8 +131,9 @@ int blas_setup(char **argv, FILE *log)
 	openblas_set_num_threads(1);	/* gemm() splits; see blas.h */
 	cpu_vendor(vendor, &family);
 	if (core_is_avx2(core) || !cpu_has_avx2_fma()) {
-		fprintf(log, "blas: OpenBLAS core %s on %s family %u%s\n", core,
-			vendor, family, set ? " (OPENBLAS_CORETYPE set)" : "");
+		if (set)	/* the line before the re-exec said why */
+			fprintf(log, "blas: OpenBLAS now runs core %s "
+				"(OPENBLAS_CORETYPE=%s)\n", core, set);
 		return 0;
 	}
 	want = strcmp(vendor, "AuthenticAMD") ? "Haswell" : "Zen";

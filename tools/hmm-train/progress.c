@@ -69,10 +69,12 @@ void progress_begin(struct run *r)
 
 static void json_step(FILE *f, const struct step_rec *s)
 {
-	fprintf(f, "{\"step\":%lld,\"loss\":%.6f,\"step_s\":%.4f,"
+	fprintf(f, "{\"step\":%lld,\"loss\":%.6f,\"loss_hex\":\"%a\","
+		"\"step_s\":%.4f,"
 		"\"tok_s\":%.1f,\"host_bytes\":%llu,\"store_bytes\":%llu,"
 		"\"store_read_bytes\":%llu,\"store_write_bytes\":%llu,"
-		"\"stall_s\":%.4f}\n", (long long)s->step, s->loss, s->step_s,
+		"\"stall_s\":%.4f}\n", (long long)s->step, s->loss, s->loss,
+		s->step_s,
 		s->tok_s, (unsigned long long)s->host_resident,
 		(unsigned long long)s->store_resident,
 		(unsigned long long)s->store_read_bytes,

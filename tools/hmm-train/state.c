@@ -19,6 +19,9 @@
 #include <unistd.h>
 
 #include "state.h"
+#ifndef HMM_TRAIN_NO_LIBHMM	/* -DHMM_TRAIN_NO_LIBHMM: plain memory */
+#define HAVE_LIBHMM 1
+#endif
 #ifdef HAVE_LIBHMM
 #include "hmm.h"
 #endif
@@ -107,9 +110,13 @@ static int store_preflight(struct state *s)
 	struct statvfs vfs;
 	struct stat st;
 	char need[32], have[32];
-	int fd, r;
+	int fd, r, created = 1;
 
-	fd = open(p, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+	fd = open(p, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+	if (fd < 0 && errno == EEXIST) {
+		created = 0;
+		fd = open(p, O_RDWR | O_CLOEXEC);
+	}
 	if (fd < 0)
 		return fail(-errno, "store %s: cannot open for writing: %s%s",
 			    p, strerror(errno), errno == EROFS ?
@@ -126,7 +133,7 @@ static int store_preflight(struct state *s)
 
 		human(have, sizeof(have), avail);
 		close(fd);
-		if (s->unlink_store)
+		if (created)
 			unlink(p);
 		return fail(-ENOSPC, "store %s: the store needs %s but its "
 			    "file system has %s free (pick another place with "
@@ -134,6 +141,8 @@ static int store_preflight(struct state *s)
 			    have);
 	}
 	close(fd);
+	if (r && r != EOPNOTSUPP && r != EINVAL && created)
+		unlink(p);
 	if (r && r != EOPNOTSUPP && r != EINVAL)
 		return fail(-r, "store %s: cannot reserve %s: %s", p, need,
 			    strerror(r));
@@ -230,7 +239,11 @@ void state_sample(struct state *s, struct state_sample *o)
 		return;
 	o->host_resident = st.tier[HMM_TIER_HOST].resident;
 	o->host_peak = st.tier[HMM_TIER_HOST].peak;
+	/* libhmm does not count store residency; every byte of the state
+	 * not in DRAM has its only copy in the store */
 	o->store_resident = st.tier[HMM_TIER_STORE].resident;
+	if (!o->store_resident && s->offloaded && s->bytes > o->host_resident)
+		o->store_resident = s->bytes - o->host_resident;
 	o->store_read_bytes = st.tier[HMM_TIER_STORE].bytes_out;
 	o->store_write_bytes = st.tier[HMM_TIER_STORE].bytes_in;
 	o->stall_s = st.tier[HMM_TIER_HOST].stall_s;

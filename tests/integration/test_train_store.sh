@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# test_train_store — a store on a full or a read-only file system, or in
+# a place that cannot hold files, is reported with the path and the
+# reason before training starts (no step runs, exit status non-zero).
+# The full and read-only cases mount small tmpfs instances (root needed;
+# they are skipped otherwise); the others need nothing.
+set -u
+B=${HMM_BUILD:-build}
+bin=$B/bin/hmm-train
+dir=${HMM_TEST_DIR:-build/tmp}/train-store.$$
+n=0 failed=0 mounted=()
+ok() { n=$((n + 1)); if [ "$1" = 0 ]; then echo "ok $n - $2"; else echo "not ok $n - $2"; failed=1; fi; }
+skip() { n=$((n + 1)); echo "ok $n # SKIP $1"; }
+[ -x "$bin" ] || { echo "1..0 # SKIP $bin not built"; exit 77; }
+cleanup() { for m in "${mounted[@]}"; do umount "$m" 2>/dev/null; done; rm -rf "$dir"; }
+mkdir -p "$dir" && trap cleanup EXIT
+
+refused() {	# store-path pattern what
+	"$bin" --preset tiny --steps 2 --store "$1" >"$dir/out" 2>"$dir/err"
+	rc=$?
+	echo "# $(grep -v '^blas' "$dir/err")"
+	ok $([ $rc -ne 0 ] && grep -q -- "store $1" "$dir/err" && grep -qi "$2" "$dir/err" && ! grep -q '^step' "$dir/out"; echo $?) "$3: refused before training (rc $rc)"
+}
+
+mkdir -p "$dir/full" "$dir/ro"
+if mount -t tmpfs -o size=1m tmpfs "$dir/full" 2>/dev/null; then
+	mounted+=("$dir/full")
+	refused "$dir/full/store" "needs .* free" "store on a full (1 MiB) file system"
+	ok $([ ! -e "$dir/full/store" ]; echo $?) "no partial store file left behind"
+else
+	skip "cannot mount a tmpfs here (not root?)"; skip "same"
+fi
+if mount -t tmpfs -o ro,size=1m tmpfs "$dir/ro" 2>/dev/null; then
+	mounted+=("$dir/ro")
+	refused "$dir/ro/store" "read-only file system" "store on a read-only file system"
+else
+	skip "cannot mount a read-only tmpfs here (not root?)"
+fi
+refused "$dir/no/such/dir/store" "no such file or directory" "store in a missing directory"
+refused "/proc/hmm-train.store" "cannot open" "store under /proc"
+echo "1..$n"
+exit $failed

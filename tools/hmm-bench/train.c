@@ -1,0 +1,213 @@
+// SPDX-License-Identifier: MIT
+/*
+ * hmm-bench train — the main job's cost of offloading: hmm-train's preset
+ * with the host budget at a quarter of the training state (the store in
+ * use) against the same preset with an unlimited budget (all in memory),
+ * runs interleaved, medians of the runs' median step times.  Also the
+ * tokens/s and the fraction of the machine's FMA peak (an AVX2 FMA loop
+ * on every thread, measured between the runs) that the step's FLOPs
+ * reach.  The runs are the hmm-train binary next to this one, so what is
+ * measured is exactly what a user runs.
+ *
+ * Last line (--json): {"bench":"train",...,"offload_step_s","inmem_step_s",
+ * "ratio","tok_s","inmem_tok_s","gflops","peak_gflops","fraction",
+ * "peak_rss_bytes","rss_limit_bytes"}.  Target: ratio <= 1.30, peak RSS
+ * <= host budget + 128 MiB.
+ */
+#include <immintrin.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "bench.h"
+#include "hk.h"
+
+#define FMA_ITERS 3000000L
+
+__attribute__((target("avx2,fma"))) static void fma_part(void *arg, int i,
+							 int n)
+{
+	__m256 a[10], m = _mm256_set1_ps(0.999999f), c = _mm256_set1_ps(1e-6f);
+	float out[8];
+
+	for (int k = 0; k < 10; k++)
+		a[k] = _mm256_set1_ps(k);
+	for (long it = 0; it < FMA_ITERS; it++)
+		for (int k = 0; k < 10; k++)
+			a[k] = _mm256_fmadd_ps(a[k], m, c);
+	for (int k = 1; k < 10; k++)
+		a[0] = _mm256_add_ps(a[0], a[k]);
+	_mm256_storeu_ps(out, a[0]);
+	((float *)arg)[i] = out[0];
+}
+
+/* GFLOP/s of the FMA loop on every thread at once; 0 without AVX2. */
+static double fma_peak(void)
+{
+	float sink[64];
+	double t;
+	int n = hk_threads();
+
+	if (!hk_isa_supported(HK_ISA_AVX2))
+		return 0;
+	t = bench_now();
+	hk_parallel(n, fma_part, sink);
+	t = bench_now() - t;
+	return n * FMA_ITERS * 10.0 * 8 * 2 / t / 1e9;
+}
+
+struct summary {
+	double step_s, tok_s, flops;
+	int64_t rss, budget, state, rd, wr;
+};
+
+static double num(const char *line, const char *key)
+{
+	char k[64];
+	const char *p;
+
+	snprintf(k, sizeof(k), "\"%s\":", key);
+	p = strstr(line, k);
+	return p ? strtod(p + strlen(k), NULL) : -1;
+}
+
+/* Run hmm-train with args; parse its summary line.  0 or -1. */
+static int run_train(const char *bin, const char *args, struct summary *s)
+{
+	char cmd[PATH_MAX + 512], line[4096], last[4096] = "";
+	FILE *p;
+
+	snprintf(cmd, sizeof(cmd), "'%s' --json %s 2>&1", bin, args);
+	p = popen(cmd, "r");
+	if (!p)
+		return -1;
+	while (fgets(line, sizeof(line), p))
+		if (strstr(line, "\"summary\":true"))
+			snprintf(last, sizeof(last), "%s", line);
+		else if (line[0] != '{')
+			fprintf(stderr, "hmm-train: %s", line);
+	if (pclose(p) != 0 || !last[0]) {
+		fprintf(stderr, "hmm-bench train: %s failed\n", cmd);
+		return -1;
+	}
+	s->step_s = num(last, "step_s_median");
+	s->tok_s = num(last, "tok_s");
+	s->flops = num(last, "step_flops");
+	s->rss = num(last, "peak_rss_bytes");
+	s->budget = num(last, "host_budget");
+	s->state = num(last, "state_bytes");
+	s->rd = num(last, "store_read_bytes");
+	s->wr = num(last, "store_write_bytes");
+	return 0;
+}
+
+static void sibling(char *buf, size_t cap)
+{
+	ssize_t n = readlink("/proc/self/exe", buf, cap - 16);
+	char *slash;
+
+	buf[n > 0 ? n : 0] = 0;
+	slash = strrchr(buf, '/');
+	snprintf(slash ? slash + 1 : buf, cap - (slash ? slash + 1 - buf : 0),
+		 "hmm-train");
+}
+
+static void usage(FILE *f)
+{
+	fprintf(f, "usage: hmm-bench train [--preset NAME] [--steps N] "
+		"[--reps N] [--store PATH] [--json]\n"
+		"  default preset at a quarter host budget vs unlimited, "
+		"interleaved (default: 10 steps, 3 reps)\n");
+}
+
+static int bench_train(int argc, char **argv)
+{
+	const char *preset = "default", *store = NULL;
+	int steps = 10, reps = 3, json = 0;
+	double off[16], mem[16], otok[16], mtok[16], peak = 0;
+	struct summary o = { 0 }, m = { 0 };
+	int64_t rss = 0;
+	char bin[PATH_MAX], a_off[PATH_MAX + 128], a_mem[128];
+
+	for (int i = 1; i < argc; i++) {
+		if (!strcmp(argv[i], "--json"))
+			json = 1;
+		else if (!strcmp(argv[i], "--preset") && i + 1 < argc)
+			preset = argv[++i];
+		else if (!strcmp(argv[i], "--steps") && i + 1 < argc)
+			steps = atoi(argv[++i]);
+		else if (!strcmp(argv[i], "--reps") && i + 1 < argc)
+			reps = atoi(argv[++i]);
+		else if (!strcmp(argv[i], "--store") && i + 1 < argc)
+			store = argv[++i];
+		else {
+			usage(strcmp(argv[i], "--help") ? stderr : stdout);
+			return strcmp(argv[i], "--help") ? 2 : 0;
+		}
+	}
+	if (steps < 2 || reps < 1 || reps > 16) {
+		usage(stderr);
+		return 2;
+	}
+	sibling(bin, sizeof(bin));
+	if (access(bin, X_OK)) {
+		fprintf(stderr, "hmm-bench train: %s not found (make)\n", bin);
+		return 1;
+	}
+	snprintf(a_off, sizeof(a_off), "--preset %s --steps %d%s%s", preset,
+		 steps, store ? " --store " : "", store ? store : "");
+	snprintf(a_mem, sizeof(a_mem), "--preset %s --steps %d --host-budget 1T",
+		 preset, steps);
+	for (int r = 0; r < reps; r++) {
+		double p = fma_peak();
+
+		peak = p > peak ? p : peak;
+		if (run_train(bin, a_mem, &m) || run_train(bin, a_off, &o))
+			return 1;
+		mem[r] = m.step_s, mtok[r] = m.tok_s;
+		off[r] = o.step_s, otok[r] = o.tok_s;
+		rss = o.rss > rss ? o.rss : rss;
+		if (!json)
+			printf("rep %d: in memory %.3f s/step, offloaded %.3f "
+			       "s/step (store read %.1f MiB, written %.1f MiB), "
+			       "FMA peak %.1f GFLOP/s\n", r + 1, m.step_s,
+			       o.step_s, o.rd / 1048576.0, o.wr / 1048576.0, p);
+	}
+	{
+		double os = bench_median(off, reps), ms = bench_median(mem, reps);
+		double gf = o.flops / os / 1e9;
+		FILE *f = stdout;
+
+		if (!json)
+			printf("offloaded %.3f s/step vs in memory %.3f: ratio %.3f "
+			       "(target <= 1.30); %.1f GFLOP/s = %.2f of FMA peak "
+			       "%.1f; peak RSS %.1f MiB (limit %.1f)\n", os, ms,
+			       os / ms, gf, peak > 0 ? gf / peak : 0, peak,
+			       rss / 1048576.0,
+			       (o.budget + (128 << 20)) / 1048576.0);
+		bench_json_begin(f, "train");
+		bench_json_str(f, "preset", preset);
+		bench_json_int(f, "steps", steps);
+		bench_json_int(f, "reps", reps);
+		bench_json_num(f, "offload_step_s", os);
+		bench_json_num(f, "inmem_step_s", ms);
+		bench_json_num(f, "ratio", os / ms);
+		bench_json_num(f, "tok_s", bench_median(otok, reps));
+		bench_json_num(f, "inmem_tok_s", bench_median(mtok, reps));
+		bench_json_num(f, "step_flops", o.flops);
+		bench_json_num(f, "gflops", gf);
+		bench_json_num(f, "peak_gflops", peak);
+		bench_json_num(f, "fraction", peak > 0 ? gf / peak : 0);
+		bench_json_int(f, "host_budget", o.budget);
+		bench_json_int(f, "state_bytes", o.state);
+		bench_json_int(f, "store_read_bytes", o.rd);
+		bench_json_int(f, "store_write_bytes", o.wr);
+		bench_json_int(f, "peak_rss_bytes", rss);
+		bench_json_int(f, "rss_limit_bytes", o.budget + (128 << 20));
+		bench_json_end(f);
+	}
+	return 0;
+}
+
+HMM_BENCH(train, "hmm-train: quarter host budget vs in memory", bench_train);
