@@ -1,0 +1,367 @@
+// SPDX-License-Identifier: MIT
+/*
+ * test_hmmd_proto — hmmd on a temporary socket keeps serving a good
+ * client while others send garbage, truncated, oversized, wrong-version,
+ * out-of-order messages or file descriptors: each bad one gets one ERROR
+ * naming the problem and its connection closes, with the reason in the
+ * daemon's log.  Also: readiness through $NOTIFY_SOCKET, socket mode
+ * 0660, a second daemon refused on a live socket, the config file with
+ * flags over it, max_clients, a bad config line, SIGTERM exit 0.
+ *
+ * The daemon has no engine yet: hello and every request are answered
+ * with -ENOSYS, which this test asserts (a stub success would be a lie).
+ */
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <time.h>
+
+#include "t.h"
+#include "err.h"
+#include "proto.h"
+
+static char hmmd[4096], dir[1024];
+static uint8_t buf[HMM_PROTO_MSG_MAX + 1024];
+
+/* ---- the daemon ------------------------------------------------------------ */
+
+static int notify_sock(const char *path)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	int fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
+	unlink(path);
+	if (fd < 0 || bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0)
+		t_fail_all("notify socket %s: %s", path, strerror(errno));
+	return fd;
+}
+
+/* Start hmmd with args (NULL-terminated), stderr into log. */
+static pid_t spawn(const char *const *args, const char *log,
+		   const char *notify)
+{
+	char *argv[16];
+	pid_t pid;
+	int i, fd;
+
+	argv[0] = hmmd;
+	for (i = 0; args[i] && i < 14; i++)
+		argv[i + 1] = (char *)args[i];
+	argv[i + 1] = NULL;
+	pid = fork();
+	if (pid < 0)
+		t_fail_all("fork: %s", strerror(errno));
+	if (pid == 0) {
+		fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+		if (fd >= 0)
+			dup2(fd, 2);
+		if (notify)
+			setenv("NOTIFY_SOCKET", notify, 1);
+		else
+			unsetenv("NOTIFY_SOCKET");
+		execv(hmmd, argv);
+		_exit(127);
+	}
+	return pid;
+}
+
+/* The next datagram on the notify socket within secs, or "". */
+static const char *notified(int nfd, int secs)
+{
+	static char msg[256];
+	struct pollfd p = { nfd, POLLIN, 0 };
+	ssize_t n;
+
+	msg[0] = 0;
+	if (poll(&p, 1, secs * 1000) == 1) {
+		n = recv(nfd, msg, sizeof(msg) - 1, 0);
+		msg[n > 0 ? n : 0] = 0;
+	}
+	return msg;
+}
+
+/* The exit status of pid within secs; -1 (and killed) when it hangs. */
+static int wait_exit(pid_t pid, int secs)
+{
+	int st, i;
+
+	for (i = 0; i < secs * 50; i++) {
+		if (waitpid(pid, &st, WNOHANG) == pid)
+			return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+		usleep(20000);
+	}
+	kill(pid, SIGKILL);
+	waitpid(pid, &st, 0);
+	return -1;
+}
+
+static int file_has(const char *path, const char *what)
+{
+	static char text[65536];
+	FILE *f = fopen(path, "r");
+	size_t n;
+
+	if (!f)
+		return 0;
+	n = fread(text, 1, sizeof(text) - 1, f);
+	fclose(f);
+	text[n] = 0;
+	return strstr(text, what) != NULL;
+}
+
+/* ---- clients ------------------------------------------------------------ */
+
+static int client(const char *path)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	struct timeval tv = { 5, 0 };
+	int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
+	if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0)
+		t_fail_all("connect %s: %s", path, strerror(errno));
+	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	return fd;
+}
+
+static int hello(uint8_t *out, uint64_t seq, unsigned lo, unsigned hi)
+{
+	struct hmm_proto_hello h = { lo, hi, HMM_PROTO_FEAT_MEMFD,
+				     { 0, 1ull << 30, 0 }, "test" };
+
+	return hmm_proto_hello_encode(out, HMM_PROTO_MSG_MAX, seq, &h);
+}
+
+/* Receive one reply: an ERROR with seq, err and a detail holding what. */
+static void want_error(int fd, uint64_t seq, int err, const char *what,
+		       const char *who)
+{
+	struct hmm_proto_error e;
+	struct hmm_proto_hdr h;
+	ssize_t n = recv(fd, buf, sizeof(buf), 0);
+	int r = n > 0 ? hmm_proto_error_decode(buf, n, &h, &e) : -EIO;
+
+	if (!t_eq(r, 0, "%s: an ERROR reply", who)) {
+		t_diag("recv %zd: %s", n, n < 0 ? strerror(errno) :
+		       hmm_last_error());
+		return;
+	}
+	t_ok(e.err == err && h.seq == seq, "%s: err %d seq %llu", who, err,
+	     (unsigned long long)seq);
+	if (!t_ok(strstr(e.detail, what) != NULL, "%s: detail names \"%s\"",
+		  who, what))
+		t_diag("detail: %s", e.detail);
+}
+
+static void want_eof(int fd, const char *who)
+{
+	ssize_t n = recv(fd, buf, sizeof(buf), 0);
+
+	t_eq(n, 0, "%s: connection closed by hmmd", who);
+	close(fd);
+}
+
+static void send_fd(int fd, const void *msg, size_t len, int passed)
+{
+	union {
+		char b[CMSG_SPACE(sizeof(int))];
+		struct cmsghdr align;
+	} ctl;
+	struct iovec iov = { (void *)msg, len };
+	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1,
+			     .msg_control = ctl.b,
+			     .msg_controllen = sizeof(ctl.b) };
+	struct cmsghdr *cm = CMSG_FIRSTHDR(&mh);
+
+	cm->cmsg_level = SOL_SOCKET;
+	cm->cmsg_type = SCM_RIGHTS;
+	cm->cmsg_len = CMSG_LEN(sizeof(int));
+	memcpy(CMSG_DATA(cm), &passed, sizeof(int));
+	if (sendmsg(fd, &mh, 0) != (ssize_t)len)
+		t_diag("sendmsg: %s", strerror(errno));
+}
+
+/* ---- the tests -------------------------------------------------------------- */
+
+/* One good client served throughout while bad ones come and go. */
+static void test_isolation(const char *sock, const char *log)
+{
+	struct hmm_proto_range map = { 42, 0, 4096, HMM_TIER_HOST, HMM_READ };
+	uint8_t msg[HMM_PROTO_MSG_MAX];
+	int good, bad, n, p[2];
+
+	good = client(sock);
+	n = hello(msg, 11, 1, 1);
+	send(good, msg, n, 0);
+	want_error(good, 11, -ENOSYS, "protocol version 1 agreed", "good hello");
+
+	bad = client(sock);
+	t_fill(buf, 100, 7);
+	send(bad, buf, 100, 0);
+	want_error(bad, 0, -EPROTO, "field magic", "garbage");
+	want_eof(bad, "garbage");
+
+	n = hmm_proto_stats_encode(msg, sizeof(msg), 12);
+	send(good, msg, n, 0);
+	want_error(good, 12, -ENOSYS, "stats: not built", "good stats");
+
+	bad = client(sock);
+	n = hello(msg, 1, 1, 1);
+	send(bad, msg, n - 46, 0);
+	want_error(bad, 0, -EMSGSIZE,
+		   "field length: 96 but the datagram carries 50", "truncated");
+	want_eof(bad, "truncated");
+
+	bad = client(sock);
+	memset(buf, 0, 5000);
+	memcpy(buf, msg, n);
+	send(bad, buf, 5000, 0);
+	want_error(bad, 0, -EMSGSIZE, "longer than 4096", "oversized");
+	want_eof(bad, "oversized");
+
+	bad = client(sock);
+	msg[4] = 2;
+	send(bad, msg, n, 0);
+	want_error(bad, 0, -EPROTO, "field version: 2 not spoken", "version 2");
+	want_eof(bad, "version 2");
+
+	bad = client(sock);
+	n = hello(msg, 3, 2, 3);
+	send(bad, msg, n, 0);
+	want_error(bad, 3, -EPROTO, "client speaks versions 2..3",
+		   "hello 2..3");
+	want_eof(bad, "hello 2..3");
+
+	bad = client(sock);
+	n = hmm_proto_map_encode(msg, sizeof(msg), 4, &map);
+	send(bad, msg, n, 0);
+	want_error(bad, 4, -EPROTO, "message map: before hello", "early map");
+	want_eof(bad, "early map");
+
+	bad = client(sock);
+	n = hmm_proto_ok_encode(msg, sizeof(msg), 5);
+	send(bad, msg, n, 0);
+	want_error(bad, 5, -EPROTO, "a reply type", "reply type");
+	want_eof(bad, "reply type");
+
+	bad = client(sock);
+	n = hello(msg, 6, 1, 1);
+	send(bad, msg, n, 0);
+	want_error(bad, 6, -ENOSYS, "agreed", "second client hello");
+	send(bad, msg, n, 0);
+	want_error(bad, 6, -EPROTO, "a second hello", "second hello");
+	want_eof(bad, "second hello");
+
+	bad = client(sock);
+	if (pipe(p) == 0) {
+		send_fd(bad, msg, n, p[0]);
+		want_error(bad, 0, -EPROTO, "file descriptors", "fd passed");
+		want_eof(bad, "fd passed");
+		close(p[0]);
+		close(p[1]);
+	}
+
+	n = hmm_proto_map_encode(msg, sizeof(msg), 13, &map);
+	send(good, msg, n, 0);
+	want_error(good, 13, -ENOSYS, "map: not built", "good map after all");
+	close(good);
+	t_ok(file_has(log, "closing: message header: field magic"),
+	     "hmmd's log gives the garbage client's reason");
+	t_ok(file_has(log, "closing: sent file descriptors"),
+	     "hmmd's log gives the fd client's reason");
+}
+
+/* A config file with a flag over it, max_clients, a bad line. */
+static void test_config(const char *notify, int nfd)
+{
+	char conf[4096], sock[4096], log[4096], msg[HMM_PROTO_MSG_MAX];
+	int a, b, n;
+	pid_t pid;
+	FILE *f;
+
+	snprintf(conf, sizeof(conf), "%s/hmmd.conf", dir);
+	snprintf(sock, sizeof(sock), "%s/cfg.sock", dir);
+	snprintf(log, sizeof(log), "%s/cfg.log", dir);
+	f = fopen(conf, "w");
+	fprintf(f, "; test\n[hmmd]\nsocket = %s/not-this.sock\n"
+		"max_clients = 1\nhost_budget = 2G\n", dir);
+	fclose(f);
+	pid = spawn((const char *[]){ "--config", conf, "--socket", sock,
+				      NULL }, log, notify);
+	t_ok(!strncmp(notified(nfd, 10), "READY=1", 7),
+	     "config: READY=1");
+	a = client(sock);
+	n = hello((uint8_t *)msg, 1, 1, 1);
+	send(a, msg, n, 0);
+	want_error(a, 1, -ENOSYS, "agreed", "config: the --socket flag wins");
+	b = client(sock);
+	want_error(b, 0, -EUSERS, "too many clients", "config: max_clients 1");
+	want_eof(b, "config: max_clients 1");
+	close(a);
+	kill(pid, SIGTERM);
+	t_eq(wait_exit(pid, 10), 0, "config: SIGTERM: exit 0");
+	notified(nfd, 1);	/* STOPPING=1 */
+
+	f = fopen(conf, "w");
+	fprintf(f, "[hmmd]\nbogus = 1\n");
+	fclose(f);
+	pid = spawn((const char *[]){ "--config", conf, NULL }, log, NULL);
+	t_eq(wait_exit(pid, 10), 2, "bad config: exit 2");
+	t_ok(file_has(log, "hmmd.conf:2: unknown key \"bogus\""),
+	     "bad config: the log names file, line and key");
+}
+
+int main(void)
+{
+	char sock[4096], log[4096], log2[4096], notify[4096];
+	const char *b = getenv("HMM_BUILD");
+	struct stat st;
+	pid_t pid, pid2;
+	int nfd;
+
+	snprintf(hmmd, sizeof(hmmd), "%s/bin/hmmd", b ? b : "build");
+	if (access(hmmd, X_OK))
+		t_skip_all("%s not built", hmmd);
+	signal(SIGPIPE, SIG_IGN);
+	if (strlen(t_tmpdir()) >= sizeof(dir))
+		t_skip_all("temporary dir %s: too long", t_tmpdir());
+	strcpy(dir, t_tmpdir());
+	snprintf(sock, sizeof(sock), "%s/hmmd.sock", dir);
+	snprintf(log, sizeof(log), "%s/hmmd.log", dir);
+	snprintf(log2, sizeof(log2), "%s/hmmd2.log", dir);
+	snprintf(notify, sizeof(notify), "%s/notify", dir);
+	if (strlen(notify) >= sizeof(((struct sockaddr_un *)0)->sun_path))
+		t_skip_all("temporary dir %s: too long for a socket path", dir);
+	nfd = notify_sock(notify);
+
+	pid = spawn((const char *[]){ "--socket", sock, "--store",
+				      "/nonexistent", NULL }, log, notify);
+	if (!t_ok(!strncmp(notified(nfd, 10), "READY=1", 7),
+		  "hmmd says READY=1 on $NOTIFY_SOCKET")) {
+		kill(pid, SIGKILL);
+		return t_done();
+	}
+	t_ok(stat(sock, &st) == 0 && S_ISSOCK(st.st_mode) &&
+	     (st.st_mode & 0777) == 0660, "socket %s: mode 0660", sock);
+
+	pid2 = spawn((const char *[]){ "--socket", sock, NULL }, log2, NULL);
+	t_eq(wait_exit(pid2, 10), 1, "a second hmmd on a live socket: exit 1");
+	t_ok(file_has(log2, "another hmmd serves it"),
+	     "second hmmd: says why");
+
+	test_isolation(sock, log);
+
+	kill(pid, SIGTERM);
+	t_eq(wait_exit(pid, 10), 0, "SIGTERM: exit 0");
+	t_ok(!strncmp(notified(nfd, 1), "STOPPING=1", 10), "STOPPING=1");
+	t_ok(access(sock, F_OK) && errno == ENOENT, "socket file removed");
+
+	test_config(notify, nfd);
+	close(nfd);
+	return t_done();
+}
