@@ -27,7 +27,8 @@
  *	bf16 states:			as above with state_dtype bf16: m and v
  *					are read as bf16, computed in fp32, stored
  *					rounded to nearest even
- * Any length, any alignment of any pointer; arrays must not overlap.
+ * Any length; pointers need only the alignment of their element type (4
+ * bytes for fp32, 2 for bf16), nothing more; arrays must not overlap.
  *
  * Non-finite gradients (mixed precision): the step is skipped, nothing
  * written, when args.found_inf is set by the caller, or when the flag

@@ -133,10 +133,12 @@ static void arrays_new(struct arrays *a, const struct variant *vr, size_t n,
 	size_t gs = vr->gdt ? 2 : 4, ss = vr->sdt ? 2 : 4;
 
 	a->n = n;
+	/* misaligned: off any 32- and 64-byte boundary, each differently,
+	 * but aligned to the element (the API asks for that) */
 	a->p = buf_new(&a->bp, n * 4, mis ? 4 : 0);
-	a->g = buf_new(&a->bg, n * gs, mis ? 2 : 0);
-	a->m = buf_new(&a->bm, n * ss, mis ? 6 : 0);
-	a->v = buf_new(&a->bv, n * ss, mis ? 10 : 0);
+	a->g = buf_new(&a->bg, n * gs, mis ? 12 / (4 / gs) : 0);
+	a->m = buf_new(&a->bm, n * ss, mis ? 20 / (4 / ss) : 0);
+	a->v = buf_new(&a->bv, n * ss, mis ? 28 / (4 / ss) : 0);
 	a->h = vr->pout ? buf_new(&a->bh, n * 2, mis ? 14 : 0) : NULL;
 }
 
@@ -590,6 +592,7 @@ static void test_bad_args(void)
 		{ "weight_decay inf", "weight_decay" },
 		{ "grad_scale -1", "grad_scale" },
 		{ "grad_dtype 5", "grad_dtype" }, { "flags 0x10", "flags" },
+		{ "exp_avg at an odd address", "aligned" },
 	};
 	int untouched = 1;
 
@@ -613,6 +616,7 @@ static void test_bad_args(void)
 		case 7: b.grad_scale = -1; break;
 		case 8: b.grad_dtype = 5; break;
 		case 9: b.flags = 0x10; break;
+		case 10: b.exp_avg = (char *)b.exp_avg + 1; break;
 		}
 		t_eq(hk_adamw_step(&b), -EINVAL, "%s: -EINVAL", cases[i].what);
 		t_ok(strstr(hk_adamw_error(), cases[i].word) &&

@@ -73,6 +73,11 @@ static int bad_dtype(int dt)
 	return dt != HK_ADAMW_F32 && dt != HK_ADAMW_BF16;
 }
 
+static int misaligned(const void *p, uintptr_t size)
+{
+	return ((uintptr_t)p & (size - 1)) != 0;
+}
+
 static int validate(const struct hk_adamw_args *a)
 {
 	if (!a)
@@ -84,6 +89,12 @@ static int validate(const struct hk_adamw_args *a)
 			    a->grad_dtype, a->state_dtype);
 	if (a->n && (!a->param || !a->grad || !a->exp_avg || !a->exp_avg_sq))
 		return fail(a, "param, grad, exp_avg or exp_avg_sq is NULL");
+	if (misaligned(a->param, 4) || misaligned(a->param_bf16, 2) ||
+	    misaligned(a->grad, a->grad_dtype ? 2 : 4) ||
+	    misaligned(a->exp_avg, a->state_dtype ? 2 : 4) ||
+	    misaligned(a->exp_avg_sq, a->state_dtype ? 2 : 4))
+		return fail(a, "param, param_bf16, grad, exp_avg or exp_avg_sq "
+			    "not aligned to its element size");
 	if (a->step < 1)
 		return fail(a, "step %lld < 1", (long long)a->step);
 	if (!(a->beta1 >= 0 && a->beta1 < 1) || !(a->beta2 >= 0 && a->beta2 < 1))
