@@ -383,6 +383,17 @@ static int flush_pass(struct hmm *h, int *err)
 	return pending;
 }
 
+/* A flush tries again the chunks whose write-back failed before. */
+static void flush_retry_failed(struct hmm *h)
+{
+	uint32_t i, j;
+
+	for (i = 0; i < h->ntensors; i++)
+		for (j = 0; h->tensors[i] && j < h->tensors[i]->nchunks; j++)
+			if (h->tensors[i]->chunks[j].nowb == 1)
+				h->tensors[i]->chunks[j].nowb = 0;
+}
+
 int hmm_flush(struct hmm *h)
 {
 	struct hmm_ioreq req;
@@ -395,6 +406,7 @@ int hmm_flush(struct hmm *h)
 		return hmm_err(-ENODEV, "hmm_flush: no store tier "
 			       "(config.store_path is NULL)");
 	pthread_mutex_lock(&h->lock);
+	flush_retry_failed(h);
 	while (flush_pass(h, &err) && !err)
 		pthread_cond_wait(&h->cond, &h->lock);
 	while (!all_quiet(h))

@@ -1,0 +1,124 @@
+// SPDX-License-Identifier: MIT
+/*
+ * test_tensor_fault — injected store errors (the store's fault setter,
+ * as HMM_FAULT would) surface as errors from the call that needed the
+ * I/O, with a detail naming the tensor; the failing chunk keeps its data
+ * (a failed write-back leaves it dirty in memory), other tensors stay
+ * intact, and the same call succeeds once the fault is gone.
+ */
+#include "t.h"
+
+#include "fault.h"
+#include "hmm.h"
+
+#define TB	(256 << 10)
+#define CHUNK	(64 << 10)
+
+static struct hmm *h;
+
+static int fill(struct hmm_tensor *t, uint64_t seed)
+{
+	void *p;
+
+	if (hmm_map(t, 0, HMM_ALL, HMM_TIER_HOST, HMM_DISCARD, &p))
+		return -1;
+	t_fill(p, TB, seed);
+	return hmm_unmap(t, p);
+}
+
+static int check(struct hmm_tensor *t, uint64_t seed)
+{
+	static uint8_t want[TB];
+	void *p;
+	int r, ok;
+
+	r = hmm_map(t, 0, HMM_ALL, HMM_TIER_HOST, HMM_READ, &p);
+	if (r)
+		return r;
+	t_fill(want, TB, seed);
+	ok = !memcmp(p, want, TB);
+	hmm_unmap(t, p);
+	return ok ? 0 : 1;
+}
+
+static void evict(struct hmm_tensor *t)
+{
+	hmm_evict(t, 0, HMM_ALL, HMM_TIER_HOST);
+	hmm_wait(h, t);
+}
+
+int main(void)
+{
+	struct hmm_config cfg;
+	struct hmm_tensor *a, *b;
+	struct hmm_stats st;
+	int64_t n = TB;
+	char path[4200];
+	int r;
+
+	snprintf(path, sizeof(path), "%s/store", t_tmpdir());
+	hmm_config_default(&cfg);
+	cfg.store_path = path;
+	cfg.store_size = 32 << 20;
+	cfg.host_budget = 1 << 20;
+	cfg.chunk_bytes = CHUNK;
+	if (hmm_open(&cfg, &h))
+		t_fail_all("hmm_open: %s", hmm_last_error());
+	if (hmm_tensor_new(h, "alpha", HMM_DTYPE_U8, 1, &n, &a) ||
+	    hmm_tensor_new(h, "beta", HMM_DTYPE_U8, 1, &n, &b))
+		t_fail_all("tensor: %s", hmm_last_error());
+	t_ok(!fill(a, 1) && !fill(b, 2), "filled alpha and beta");
+	evict(a);
+	evict(b);
+
+	/* a failed read */
+	t_eq(hmm_fault_set("eio@1"), 0, "inject eio on the next store op");
+	r = check(a, 1);
+	t_eq(r, -EIO, "map of alpha fails with -EIO");
+	t_ok(strstr(hmm_last_error(), "alpha") != NULL, "detail names the "
+	     "tensor: %s", hmm_last_error());
+	hmm_fault_set(NULL);
+	t_eq(check(b, 2), 0, "beta intact");
+	t_eq(check(a, 1), 0, "alpha reads exact once the fault is gone");
+	hmm_stats(h, &st);
+	t_ok(st.io_errors >= 1, "io_errors counted (%llu)",
+	     (unsigned long long)st.io_errors);
+	t_eq(st.tier[HMM_TIER_HOST].pinned, 0, "the failed map left no pin");
+
+	/* a failed write-back */
+	t_ok(!fill(a, 3), "alpha rewritten (dirty)");
+	t_eq(hmm_fault_set("eio@1,eio@2,eio@3,eio@4"), 0, "inject eio on "
+	     "the next 4 store ops");
+	hmm_evict(a, 0, HMM_ALL, HMM_TIER_HOST);
+	r = hmm_wait(h, a);
+	t_eq(r, -EIO, "the write-back's error comes out of hmm_wait");
+	t_ok(strstr(hmm_last_error(), "alpha") != NULL, "detail: %s",
+	     hmm_last_error());
+	hmm_fault_set(NULL);
+	t_eq(check(a, 3), 0, "alpha's new contents stayed in memory");
+	t_eq(check(b, 2), 0, "beta intact");
+
+	/* ENOSPC on flush, then a clean flush */
+	t_ok(!fill(b, 4), "beta rewritten");
+	t_eq(hmm_fault_set("enospc@1"), 0, "inject enospc");
+	r = hmm_flush(h);
+	t_ok(r == -ENOSPC || r == -EIO, "flush fails: %s (%s)",
+	     hmm_strerror(r), hmm_last_error());
+	hmm_fault_set(NULL);
+	t_eq(hmm_flush(h), 0, "flush succeeds after (%s)", hmm_last_error());
+	evict(a);
+	evict(b);
+	t_eq(check(a, 3), 0, "alpha exact from the store");
+	t_eq(check(b, 4), 0, "beta exact from the store");
+
+	/* short transfers are resubmitted by the store: no error at all */
+	evict(a);
+	t_eq(hmm_fault_set("short@1,short@2"), 0, "inject short reads");
+	t_eq(check(a, 3), 0, "short transfers are invisible");
+	hmm_fault_set(NULL);
+
+	hmm_tensor_free(a);
+	hmm_tensor_free(b);
+	hmm_close(h);
+	return t_done();
+}
