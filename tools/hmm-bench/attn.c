@@ -8,8 +8,9 @@
  * backward 2.5x the forward (five matmuls, S recomputed).  Exp, masking
  * and packing are not counted.  The peak is an AVX2 FMA loop (12
  * independent accumulators) on the same number of threads through the
- * same hk_parallel pool, run before each forward and backward repetition
- * (interleaved, medians reported), so noise from other processes hits both.
+ * same hk_parallel pool, run right after each forward and each backward
+ * repetition for as long as that pass took (interleaved, medians
+ * reported), so a busy machine takes the same share from both.
  *
  * --vs-torch times Debian's torch 1.13 (/usr/bin/python3) doing naive
  * attention at the same shape and threads: matmul, softmax, matmul, and
@@ -25,40 +26,59 @@
 #include "hk.h"
 #include "hk_attn.h"
 
-#define PEAK_ITERS 4000000
+#define PEAK_CHUNK 100000L	/* FMA loop iterations between clock reads */
 
 struct opts {
 	int B, H, N, d, threads, reps, json, vs_torch, causal;
 };
 
+/* One thread's FMA loop: runs until `secs` passed; flops counted. */
+struct peak_part {
+	double secs;
+	double flops[64];
+	float sink[64 * 16];
+};
+
 __attribute__((target("avx2,fma"))) static void fma_part(void *arg, int i,
 							 int n)
 {
+	struct peak_part *pp = arg;
 	__m256 a[12], m = _mm256_set1_ps(0.999999f), c = _mm256_set1_ps(1e-7f);
-	float *sink = arg;
+	double t0 = bench_now();
+	long its = 0;
 
 #pragma GCC unroll 12
 	for (int k = 0; k < 12; k++)
 		a[k] = _mm256_set1_ps((float)k);
-	for (long it = 0; it < PEAK_ITERS; it++)
+	do {
+		for (long it = 0; it < PEAK_CHUNK; it++)
 #pragma GCC unroll 12
-		for (int k = 0; k < 12; k++)
-			a[k] = _mm256_fmadd_ps(a[k], m, c);
+			for (int k = 0; k < 12; k++)
+				a[k] = _mm256_fmadd_ps(a[k], m, c);
+		its += PEAK_CHUNK;
+	} while (bench_now() - t0 < pp->secs);
 #pragma GCC unroll 12
 	for (int k = 1; k < 12; k++)
 		a[0] = _mm256_add_ps(a[0], a[k]);
-	sink[i * 16] = _mm256_cvtss_f32(a[0]);
+	pp->sink[i * 16] = _mm256_cvtss_f32(a[0]);
+	pp->flops[i] = its * 12.0 * 8 * 2;
 }
 
-/* GFLOP/s of the FMA loop on every thread at once. */
-static double peak_gflops(int threads)
+/*
+ * GFLOP/s of the FMA loop on every thread at once, run for as long as
+ * the pass it is compared with (so both see the same share of a busy
+ * machine).
+ */
+static double peak_gflops(int threads, double secs)
 {
-	float sink[64 * 16];
-	double t = bench_now();
+	struct peak_part pp = { .secs = secs > 0.02 ? secs : 0.02 };
+	double t = bench_now(), f = 0;
 
-	hk_parallel(threads, fma_part, sink);
+	hk_parallel(threads, fma_part, &pp);
 	t = bench_now() - t;
-	return threads * (double)PEAK_ITERS * 12 * 8 * 2 / t * 1e-9;
+	for (int i = 0; i < threads; i++)
+		f += pp.flops[i];
+	return f / t * 1e-9;
 }
 
 static float *rnd(size_t n)
@@ -134,16 +154,15 @@ static int run_shape(const struct opts *o)
 		flop /= 2;
 	hk_attn_fwd(&a, q, k, v, out, lse);	/* warm up */
 	for (int i = 0; i < o->reps; i++) {
-		double t;
+		double t = bench_now();
 
-		pf[i] = peak_gflops(o->threads);
-		t = bench_now();
 		hk_attn_fwd(&a, q, k, v, out, lse);
 		tf[i] = bench_now() - t;
-		pb[i] = peak_gflops(o->threads);
+		pf[i] = peak_gflops(o->threads, tf[i]);
 		t = bench_now();
 		hk_attn_bwd(&a, q, k, v, out, lse, dout, dq, dk, dv);
 		tb[i] = bench_now() - t;
+		pb[i] = peak_gflops(o->threads, tb[i]);
 	}
 	if (o->vs_torch && torch_times(o, &tor_f, &tor_b))
 		fprintf(stderr, "hmm-bench attn: torch (/usr/bin/python3) "

@@ -1,12 +1,21 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * attn.h — inside the CPU attention (attn.c): the three primitives each
- * ISA provides.  attn.c owns the tiling, masking, online softmax and
- * threading; attn_scalar.c / attn_avx2.c / attn_avx512.c fill one
- * hk_attn_ops each.  All buffers are fp32, allocated by attn.c.
+ * attn.h — inside the CPU attention.  attn.c: validation, packing,
+ * threading, the forward; attn_bwd.c: the backward; attn_scalar.c /
+ * attn_avx2.c / attn_avx512.c: one hk_attn_ops each, the primitives the
+ * tiles run on.  All buffers here are fp32, allocated by attn.c / attn_bwd.c
+ * for one call and freed before it returns.
  */
 #ifndef HK_CPU_ATTN_H
 #define HK_CPU_ATTN_H
+
+#include <stdatomic.h>
+#include <stddef.h>
+
+#include "hk_attn.h"
+
+#define HK_ATTN_BR	64	/* query rows per tile */
+#define HK_ATTN_BC	64	/* keys per tile */
 
 struct hk_attn_ops {
 	const char *name;
@@ -25,10 +34,58 @@ struct hk_attn_ops {
 	 * returns the sum of the new x.  n is a multiple of 8.
 	 */
 	float (*exp_sum)(float *x, int n, float mul, float sub);
+	/* ds[i] = mul * p[i] * (ds[i] - sub), n a multiple of 8 */
+	void (*dsoft)(float *ds, const float *p, int n, float sub, float mul);
 };
 
 extern const struct hk_attn_ops hk_attn_scalar_ops;
 extern const struct hk_attn_ops hk_attn_avx2_ops;
 extern const struct hk_attn_ops hk_attn_avx512_ops;
+
+/*
+ * One call's state, on the caller's stack for the length of one
+ * hk_attn_fwd / hk_attn_bwd.  The f32 views (qf, kf, ...) have rows of dp
+ * floats: the caller's own arrays when they are dense fp32 with d % 8 == 0,
+ * else packed copies (*_own set, freed by hk_attn_ctx_fini).
+ */
+struct hk_attn_ctx {
+	struct hk_attn a;		/* defaults resolved */
+	const struct hk_attn_ops *ops;
+	int grp, dp, off, ntq, ntk;	/* H/Hkv, d rounded to 8, Nk - Nq */
+	const void *q, *k, *v, *o, *dout;
+	void *out, *dq, *dk, *dv;
+	float *lse;
+	const float *lse_in;
+	const float *qf, *dof, *kf, *vf;	/* [bh or bg][N][dp] */
+	float *kt, *vt;			/* [bg][tile][d][BC] transposed */
+	float *own[6];			/* packed copies to free */
+	float *D;			/* [B*H*Nq], backward */
+	float *dqf;			/* [nchunk][B*H*Nq][dp] or dq itself */
+	int nchunk, per_chunk;		/* kv tiles per chunk */
+	int pack_v_t;			/* also pack V transposed */
+	/* the job hk_parallel runs */
+	void (*item)(struct hk_attn_ctx *c, float *slot, int i);
+	int nitems;
+	atomic_int next;
+	float *slots;			/* nparts * slot_floats */
+	size_t slot_floats;
+};
+
+int hk_attn_setup(struct hk_attn_ctx *c, const struct hk_attn *a);
+int hk_attn_bad(const char *fmt, int v);	/* -EINVAL, message kept */
+/* Pack what the call needs (kt, vt, f32 views); -ENOMEM. */
+int hk_attn_pack(struct hk_attn_ctx *c, int need_dout);
+void hk_attn_ctx_fini(struct hk_attn_ctx *c);
+/* Run item(c, slot, i) for i < nitems on hk_parallel; -ENOMEM. */
+int hk_attn_run(struct hk_attn_ctx *c, int nitems, size_t slot_floats,
+		void (*item)(struct hk_attn_ctx *, float *, int));
+int hk_attn_vis(const struct hk_attn_ctx *c, int i);	/* keys row i sees */
+void hk_attn_store_row(void *base, size_t off, const float *src, int d,
+		       int dtype, float mul);
+
+static inline int hk_round8(int n)
+{
+	return (n + 7) & ~7;
+}
 
 #endif /* HK_CPU_ATTN_H */

@@ -176,9 +176,23 @@ static float exp_sum_avx2(float *x, int n, float mul, float sub)
 	return hsum8(acc);
 }
 
+static void dsoft_avx2(float *ds, const float *p, int n, float sub,
+		       float mul)
+{
+	__m256 vs = _mm256_set1_ps(sub), vm = _mm256_set1_ps(mul);
+
+	for (int i = 0; i < n; i += 8) {
+		__m256 x = _mm256_sub_ps(_mm256_loadu_ps(ds + i), vs);
+
+		x = _mm256_mul_ps(_mm256_mul_ps(vm, _mm256_loadu_ps(p + i)), x);
+		_mm256_storeu_ps(ds + i, x);
+	}
+}
+
 const struct hk_attn_ops hk_attn_avx2_ops = {
 	.name = "avx2",
 	.gemm = gemm_avx2,
 	.rowmax = rowmax_avx2,
 	.exp_sum = exp_sum_avx2,
+	.dsoft = dsoft_avx2,
 };

@@ -158,9 +158,26 @@ static float exp_sum_avx512(float *x, int n, float mul, float sub)
 	return _mm512_reduce_add_ps(acc);
 }
 
+static void dsoft_avx512(float *ds, const float *p, int n, float sub,
+			 float mul)
+{
+	__m512 vs = _mm512_set1_ps(sub), vm = _mm512_set1_ps(mul);
+
+	for (int i = 0; i < n; i += 16) {
+		__mmask16 mk = n - i >= 16 ? 0xffff : 0x00ff;
+		__m512 x = _mm512_maskz_loadu_ps(mk, ds + i);
+
+		x = _mm512_sub_ps(x, vs);
+		x = _mm512_mul_ps(_mm512_mul_ps(vm,
+				  _mm512_maskz_loadu_ps(mk, p + i)), x);
+		_mm512_mask_storeu_ps(ds + i, mk, x);
+	}
+}
+
 const struct hk_attn_ops hk_attn_avx512_ops = {
 	.name = "avx512",
 	.gemm = gemm_avx512,
 	.rowmax = rowmax_avx512,
 	.exp_sum = exp_sum_avx512,
+	.dsoft = dsoft_avx512,
 };

@@ -48,9 +48,17 @@ static float exp_sum_scalar(float *x, int n, float mul, float sub)
 	return sum;
 }
 
+static void dsoft_scalar(float *ds, const float *p, int n, float sub,
+			 float mul)
+{
+	for (int i = 0; i < n; i++)
+		ds[i] = mul * p[i] * (ds[i] - sub);
+}
+
 const struct hk_attn_ops hk_attn_scalar_ops = {
 	.name = "scalar",
 	.gemm = gemm_scalar,
 	.rowmax = rowmax_scalar,
 	.exp_sum = exp_sum_scalar,
+	.dsoft = dsoft_scalar,
 };

@@ -1,0 +1,257 @@
+// SPDX-License-Identifier: MIT
+/*
+ * attn_bwd.c — FlashAttention-2 backward on the CPU (hk_attn.h).
+ *
+ * D = rowsum(dout * o) first, one item per (batch, head).  Then one work
+ * item per (batch, kv head, kv chunk): for each KV tile of the chunk the
+ * dK, dV accumulators (BC x dp) stay in the item's slot while every query
+ * head of the group and every q tile that sees the tile goes past:
+ *
+ *	S = Q Kt, P = exp(scale S - lse)	(recomputed, masked rows 0)
+ *	dV += P^T dO
+ *	dP = dO Vt, dS = scale P (dP - D)
+ *	dK += dS^T Q, dQ += dS K
+ *
+ * dQ rows are owned by one item when the key axis is not split (then, for
+ * dense fp32 with d % 8 == 0, the gemm adds straight into the caller's
+ * dq); otherwise each chunk adds into its own fp32 copy and a last pass
+ * sums the copies in chunk order.  The chunk count comes from the shape
+ * only, so results never depend on the number of threads.
+ */
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "hk.h"
+#include "attn.h"
+
+#define BR HK_ATTN_BR
+#define BC HK_ATTN_BC
+#define MAX_CHUNKS 4
+
+/* D[bh][i] = sum_p dout * o (in double), one item per (batch, head). */
+static void d_item(struct hk_attn_ctx *c, float *slot, int bh)
+{
+	const struct hk_attn *a = &c->a;
+
+	for (int i = 0; i < a->Nq; i++) {
+		size_t row = (size_t)bh * a->Nq + i, off = row * a->d;
+		const float *x = c->dof + row * c->dp;
+		double s = 0;
+
+		if (a->dtype == HK_F32) {
+			const float *y = (const float *)c->o + off;
+
+			for (int p = 0; p < a->d; p++)
+				s += (double)x[p] * y[p];
+		} else {
+			const uint16_t *y = (const uint16_t *)c->o + off;
+
+			for (int p = 0; p < a->d; p++) {
+				union { uint32_t u; float f; } v;
+
+				v.u = (uint32_t)y[p] << 16;
+				s += (double)x[p] * v.f;
+			}
+		}
+		c->D[row] = (float)s;
+	}
+}
+
+/* P = exp(scale S - lse) in S, masked and dead rows zero. */
+static void probs(struct hk_attn_ctx *c, float *S, int bh, int i0, int mr,
+		  int j0, int nc)
+{
+	int ncp = hk_round8(nc);
+
+	for (int r = 0; r < mr; r++) {
+		float *s = S + r * BC;
+		float lse = c->lse_in[(size_t)bh * c->a.Nq + i0 + r];
+		int lim = hk_attn_vis(c, i0 + r) - j0;
+
+		lim = lim < 0 ? 0 : lim > nc ? nc : lim;
+		if (lim == 0 || lse == -INFINITY) {
+			memset(s, 0, ncp * sizeof(float));
+			continue;
+		}
+		for (int j = lim; j < ncp; j++)
+			s[j] = -INFINITY;
+		c->ops->exp_sum(s, ncp, c->a.scale, lse);
+	}
+}
+
+/* The slot of one backward item. */
+struct bwd_buf {
+	float *dK, *dV, *S, *dP;	/* BC x dp, BC x dp, BR x BC, BR x BC */
+};
+
+static size_t bwd_slot(int dp)
+{
+	return 2 * (size_t)BC * dp + 2 * BR * BC;
+}
+
+/* One q tile [i0, i0 + mr) of head bh against kv tile t of head bg. */
+static void pair(struct hk_attn_ctx *c, struct bwd_buf *w, int bh, int bg,
+		 int i0, int mr, int t, float *dq)
+{
+	const struct hk_attn_ops *ops = c->ops;
+	int d = c->a.d, dp = c->dp, j0 = t * BC;
+	int nc = c->a.Nk - j0 < BC ? c->a.Nk - j0 : BC, ncp = hk_round8(nc);
+	size_t tile = ((size_t)bg * c->ntk + t) * d * BC;
+	size_t qrow = (size_t)bh * c->a.Nq + i0;
+	const float *Q = c->qf + qrow * dp, *dO = c->dof + qrow * dp;
+	const float *K = c->kf + ((size_t)bg * c->a.Nk + j0) * dp;
+	const float *D = c->D + qrow;
+
+	ops->gemm(mr, ncp, d, Q, dp, 1, c->kt + tile, BC, w->S, BC, 0);
+	probs(c, w->S, bh, i0, mr, j0, nc);
+	ops->gemm(nc, dp, mr, w->S, 1, BC, dO, dp, w->dV, dp, 1);
+	ops->gemm(mr, ncp, d, dO, dp, 1, c->vt + tile, BC, w->dP, BC, 0);
+	for (int r = 0; r < mr; r++)
+		ops->dsoft(w->dP + r * BC, w->S + r * BC, ncp, D[r],
+			   c->a.scale);
+	ops->gemm(nc, dp, mr, w->dP, 1, BC, Q, dp, w->dK, dp, 1);
+	ops->gemm(mr, dp, nc, w->dP, BC, 1, K, dp, dq + (size_t)i0 * dp, dp,
+		  1);
+}
+
+static void tile(struct hk_attn_ctx *c, struct bwd_buf *w, int bg, int ch,
+		 int t)
+{
+	const struct hk_attn *a = &c->a;
+	int b = bg / a->Hkv, g = bg % a->Hkv, dp = c->dp, j0 = t * BC;
+	int nc = a->Nk - j0 < BC ? a->Nk - j0 : BC;
+	int istart = a->causal ? j0 - c->off : 0;
+	size_t per = (size_t)a->B * a->H * a->Nq * dp;
+
+	istart = istart < 0 ? 0 : istart / BR * BR;
+	memset(w->dK, 0, (size_t)nc * dp * sizeof(float));
+	memset(w->dV, 0, (size_t)nc * dp * sizeof(float));
+	for (int h = g * c->grp; h < (g + 1) * c->grp; h++) {
+		int bh = b * a->H + h;
+		float *dq = c->dqf + ch * per + (size_t)bh * a->Nq * dp;
+
+		for (int i0 = istart; i0 < a->Nq; i0 += BR)
+			pair(c, w, bh, bg, i0,
+			     a->Nq - i0 < BR ? a->Nq - i0 : BR, t, dq);
+	}
+	for (int j = 0; j < nc; j++) {
+		size_t off = ((size_t)bg * a->Nk + j0 + j) * a->d;
+
+		hk_attn_store_row(c->dk, off, w->dK + (size_t)j * dp, a->d,
+				  a->dtype, 1.0f);
+		hk_attn_store_row(c->dv, off, w->dV + (size_t)j * dp, a->d,
+				  a->dtype, 1.0f);
+	}
+}
+
+static void kv_item(struct hk_attn_ctx *c, float *slot, int it)
+{
+	int ch = it % c->nchunk, bg = it / c->nchunk;
+	int t0 = ch * c->per_chunk, t1 = t0 + c->per_chunk;
+	struct bwd_buf w;
+
+	w.dK = slot;
+	w.dV = w.dK + BC * c->dp;
+	w.S = w.dV + BC * c->dp;
+	w.dP = w.S + BR * BC;
+	for (int t = t0; t < t1 && t < c->ntk; t++)
+		tile(c, &w, bg, ch, t);
+}
+
+/* dq = sum over chunks of dqf (in chunk order), converted; per (b, h). */
+static void dq_item(struct hk_attn_ctx *c, float *slot, int bh)
+{
+	const struct hk_attn *a = &c->a;
+	size_t per = (size_t)a->B * a->H * a->Nq * c->dp;
+
+	for (int i = 0; i < a->Nq; i++) {
+		size_t row = (size_t)bh * a->Nq + i;
+
+		for (int p = 0; p < a->d; p++) {
+			float s = 0;
+
+			for (int ch = 0; ch < c->nchunk; ch++)
+				s += c->dqf[ch * per + row * c->dp + p];
+			slot[p] = s;
+		}
+		hk_attn_store_row(c->dq, row * a->d, slot, a->d, a->dtype, 1);
+	}
+}
+
+/* How many chunks the key axis of one (b, kv head) is split into: from
+ * the shape only, so results do not depend on the thread count. */
+static void chunks(struct hk_attn_ctx *c)
+{
+	const struct hk_attn *a = &c->a;
+	int want = (8 + a->B * a->Hkv - 1) / (a->B * a->Hkv);
+
+	want = want > MAX_CHUNKS ? MAX_CHUNKS : want;
+	want = want > c->ntk ? c->ntk : want;
+	want = want < 1 ? 1 : want;
+	c->per_chunk = c->ntk ? (c->ntk + want - 1) / want : 1;
+	c->nchunk = c->ntk ? (c->ntk + c->per_chunk - 1) / c->per_chunk : 1;
+}
+
+static int bwd_run(struct hk_attn_ctx *c)
+{
+	const struct hk_attn *a = &c->a;
+	size_t nq = (size_t)a->B * a->H * a->Nq;
+	int own_dq, r;
+
+	chunks(c);
+	own_dq = c->nchunk > 1 || a->dtype != HK_F32 || a->d % 8;
+	c->D = malloc((nq + 1) * sizeof(float));
+	c->dqf = own_dq ? calloc(c->nchunk * nq * c->dp + 1, sizeof(float)) :
+		 c->dq;
+	if (!c->D || (nq && !c->dqf)) {
+		r = -ENOMEM;
+		goto out;
+	}
+	if (!own_dq)
+		memset(c->dq, 0, nq * a->d * sizeof(float));
+	r = hk_attn_pack(c, 1);
+	if (!r)
+		r = hk_attn_run(c, a->B * a->H, 0, d_item);
+	if (!r)
+		r = hk_attn_run(c, a->B * a->Hkv * c->nchunk,
+				bwd_slot(c->dp), kv_item);
+	if (!r && own_dq)
+		r = hk_attn_run(c, a->B * a->H, a->d, dq_item);
+out:
+	if (own_dq)
+		free(c->dqf);
+	free(c->D);
+	hk_attn_ctx_fini(c);
+	return r;
+}
+
+int hk_attn_bwd(const struct hk_attn *a, const void *q, const void *k,
+		const void *v, const void *o, const float *lse,
+		const void *dout, void *dq, void *dk, void *dv)
+{
+	struct hk_attn_ctx c;
+	int r = hk_attn_setup(&c, a);
+
+	if (r)
+		return r;
+	a = &c.a;
+	if (!a->B || !a->H)
+		return 0;
+	if (a->Nq && (!q || !o || !lse || !dout || !dq))
+		return hk_attn_bad("hk_attn_bwd: NULL q, o, lse, dout or dq%.0d",
+				   0);
+	if (a->Nk && (!k || !v || !dk || !dv))
+		return hk_attn_bad("hk_attn_bwd: NULL k, v, dk or dv%.0d", 0);
+	c.q = q;
+	c.k = k;
+	c.v = v;
+	c.o = o;
+	c.lse_in = lse;
+	c.dout = dout;
+	c.dq = dq;
+	c.dk = dk;
+	c.dv = dv;
+	return bwd_run(&c);
+}
