@@ -8,11 +8,17 @@
  * daemon, not reading its replies) gets one ERROR saying why, and its
  * connection is closed with the reason logged; no other client notices.
  * Requests that need the engine are answered with -ENOSYS (see hmmd.h).
+ *
+ * Back-pressure: a reply the client's socket has no room for is kept
+ * (one per client) and the client is not read again until it has been
+ * sent, so a client that pipelines requests without reading stalls only
+ * itself, and the daemon's memory per client stays bounded.
  */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -29,6 +35,8 @@ struct hmmd_conn {
 	char name[HMM_PROTO_NAME_MAX];	/* from hello */
 	uint64_t msgs;			/* messages served */
 	const struct hmmd_config *cfg;
+	size_t out_len;			/* bytes in out; 0 = none waiting */
+	uint8_t out[HMM_PROTO_MSG_MAX];	/* a reply waiting for room */
 };
 
 #define MSGS_PER_TURN	64	/* then let the other clients in */
@@ -66,19 +74,43 @@ void hmmd_conn_free(struct hmmd_conn *c)
 	free(c);
 }
 
-/* Send one ERROR; -EAGAIN when the client does not read its replies. */
-static int send_error(int fd, uint64_t seq, int err, const char *detail)
+int hmmd_conn_events(const struct hmmd_conn *c)
 {
-	uint8_t buf[HMM_PROTO_HDR_SIZE + 264];
+	return c->out_len ? EPOLLOUT : EPOLLIN;
+}
+
+/* An ERROR of err with detail into buf; its length. */
+static int error_msg(uint8_t *buf, size_t cap, uint64_t seq, int err,
+		     const char *detail)
+{
 	struct hmm_proto_error e;
-	int n;
 
 	hmm_proto_error_fill(&e, err, "%s", detail);
-	n = hmm_proto_error_encode(buf, sizeof(buf), seq, &e);
-	if (n < 0)
-		return n;
-	if (send(fd, buf, n, MSG_DONTWAIT | MSG_NOSIGNAL) < 0)
+	return hmm_proto_error_encode(buf, cap, seq, &e);
+}
+
+/* Best effort, for a connection about to close. */
+static void send_error(int fd, uint64_t seq, int err, const char *detail)
+{
+	uint8_t buf[HMM_PROTO_HDR_SIZE + 264];
+	int n = error_msg(buf, sizeof(buf), seq, err, detail);
+
+	if (n > 0 && send(fd, buf, n, MSG_DONTWAIT | MSG_NOSIGNAL) < 0) {
+		/* the client is going anyway */
+	}
+}
+
+/* Send what waits in c->out; 0 (sent or still waiting) or -errno. */
+static int flush_out(struct hmmd_conn *c)
+{
+	if (send(c->fd, c->out, c->out_len, MSG_DONTWAIT | MSG_NOSIGNAL) < 0) {
+		if (errno == EAGAIN)
+			return 0;
+		hmmd_log("client %llu: closing: send: %s",
+			 (unsigned long long)c->id, strerror(errno));
 		return -errno;
+	}
+	c->out_len = 0;
 	return 0;
 }
 
@@ -98,20 +130,20 @@ static int fail(struct hmmd_conn *c, uint64_t seq, int err,
 	return err;
 }
 
-/* Send a reply that keeps the connection; failing to send closes it. */
+/* A reply that keeps the connection: sent now, or kept until room. */
 static int reply_error(struct hmmd_conn *c, uint64_t seq, int err,
 		       const char *detail)
 {
-	int ret = send_error(c->fd, seq, err, detail);
+	int n = error_msg(c->out, sizeof(c->out), seq, err, detail);
 
-	if (ret == -EAGAIN)
-		return fail(c, seq, -ENOBUFS, "not reading its replies");
-	if (ret) {
-		hmmd_log("client %llu: closing: send: %s",
-			 (unsigned long long)c->id, strerror(-ret));
-		return ret;
-	}
-	return 0;
+	if (n < 0)
+		return n;
+	c->out_len = n;
+	n = flush_out(c);
+	if (!n && c->out_len && c->cfg->verbose)
+		hmmd_log("client %llu: not reading its replies: stalled",
+			 (unsigned long long)c->id);
+	return n;
 }
 
 static int on_hello(struct hmmd_conn *c, const struct hmm_proto_msg *m)
@@ -239,6 +271,11 @@ int hmmd_conn_serve(struct hmmd_conn *c)
 	int i, ret;
 
 	for (i = 0; i < MSGS_PER_TURN; i++) {
+		if (c->out_len) {
+			ret = flush_out(c);
+			if (ret || c->out_len)
+				return ret;	/* wait for EPOLLOUT */
+		}
 		ret = serve_one(c);
 		if (ret <= 0)
 			return ret;

@@ -89,13 +89,17 @@ int hmmd_conn_new(int fd, uint64_t id, const struct hmmd_config *cfg,
 		  struct hmmd_conn **out);
 
 /*
- * fd is readable: receive and answer every queued message.  Returns 0 to
- * keep the connection, or -errno (reason logged) when the server must
- * free it with hmmd_conn_free().
+ * fd is ready (hmmd_conn_events): send the reply waiting, then receive
+ * and answer queued messages (up to a turn's worth).  Returns 0 to keep
+ * the connection, or -errno (reason logged) when the server must free it
+ * with hmmd_conn_free().
  */
 int hmmd_conn_serve(struct hmmd_conn *c);
 
 int hmmd_conn_fd(const struct hmmd_conn *c);
+
+/* What to wait for next: EPOLLIN, or EPOLLOUT while a reply waits. */
+int hmmd_conn_events(const struct hmmd_conn *c);
 
 /* Close fd and free c. */
 void hmmd_conn_free(struct hmmd_conn *c);

@@ -25,6 +25,7 @@ struct hmmd_server {
 	int sfd;			/* signalfd: SIGTERM, SIGINT */
 	int ep;				/* epoll: lfd, sfd, every client */
 	struct hmmd_conn **conns;	/* [cfg->max_clients]; NULL = free */
+	uint32_t *events;		/* [cfg->max_clients]: epoll'ed for */
 	unsigned nconns;
 	uint64_t next_id;
 };
@@ -161,7 +162,8 @@ int hmmd_server_open(const struct hmmd_config *cfg, struct hmmd_server **out)
 	s->cfg = cfg;
 	s->lfd = s->sfd = s->ep = -1;
 	s->conns = calloc(cfg->max_clients, sizeof(*s->conns));
-	if (!s->conns) {
+	s->events = calloc(cfg->max_clients, sizeof(*s->events));
+	if (!s->conns || !s->events) {
 		ret = -ENOMEM;
 		goto out_free;
 	}
@@ -194,8 +196,9 @@ out_fds:
 		close(s->ep);
 	if (s->sfd >= 0)
 		close(s->sfd);
-	free(s->conns);
 out_free:
+	free(s->events);
+	free(s->conns);
 	free(s);
 	return ret;
 }
@@ -243,7 +246,29 @@ static void accept_one(struct hmmd_server *s)
 		return;
 	}
 	s->conns[slot] = c;
+	s->events[slot] = EPOLLIN;
 	s->nconns++;
+}
+
+/* Serve a ready client; follow what it waits for next, or drop it. */
+static void serve(struct hmmd_server *s, unsigned slot)
+{
+	struct hmmd_conn *c = s->conns[slot];
+	struct epoll_event ev = { .data.u64 = slot + 2 };
+
+	if (hmmd_conn_serve(c) < 0) {
+		drop(s, slot);
+		return;
+	}
+	ev.events = hmmd_conn_events(c);
+	if (ev.events == s->events[slot])
+		return;
+	if (epoll_ctl(s->ep, EPOLL_CTL_MOD, hmmd_conn_fd(c), &ev) < 0) {
+		hmmd_log("client: epoll: %s: dropped", strerror(errno));
+		drop(s, slot);
+		return;
+	}
+	s->events[slot] = ev.events;
 }
 
 int hmmd_server_run(struct hmmd_server *s)
@@ -269,9 +294,8 @@ int hmmd_server_run(struct hmmd_server *s)
 						 strsignal(si.ssi_signo));
 					return 0;
 				}
-			} else if (s->conns[d - 2] &&
-				   hmmd_conn_serve(s->conns[d - 2]) < 0) {
-				drop(s, d - 2);
+			} else if (s->conns[d - 2]) {
+				serve(s, d - 2);
 			}
 		}
 	}
@@ -288,6 +312,7 @@ void hmmd_server_close(struct hmmd_server *s)
 	unlink(s->cfg->socket_path);
 	close(s->ep);
 	close(s->sfd);
+	free(s->events);
 	free(s->conns);
 	free(s);
 }

@@ -19,6 +19,16 @@
 #include "err.h"
 #include "proto.h"
 
+/*
+ * The Makefile's fuzz rule lets UBSan recover (print and go on); a
+ * finding must stop the run like an ASan one, so that it fails check.
+ */
+const char *__ubsan_default_options(void);
+const char *__ubsan_default_options(void)
+{
+	return "halt_on_error=1:print_stacktrace=1";
+}
+
 static void must(int cond)
 {
 	if (!cond)

@@ -188,6 +188,48 @@ static void send_fd(int fd, const void *msg, size_t len, int passed)
 
 /* ---- the tests -------------------------------------------------------------- */
 
+/*
+ * A client that sends without reading fills its socket both ways: hmmd
+ * keeps the reply that did not fit and stops reading it, the good client
+ * is served meanwhile, and once the slow one reads, every reply arrives
+ * in order.  Nobody is disconnected, nothing is lost.
+ */
+static void test_pipeline(const char *sock, int good)
+{
+	uint8_t msg[HMM_PROTO_MSG_MAX];
+	struct hmm_proto_error e;
+	struct hmm_proto_hdr h;
+	int slow, n, k, i, in_order = 0;
+	ssize_t got;
+
+	slow = client(sock);
+	n = hello(msg, 1, 1, 1);
+	send(slow, msg, n, 0);
+	want_error(slow, 1, -ENOSYS, "agreed", "slow hello");
+	for (k = 0; k < 20000; k++) {
+		n = hmm_proto_stats_encode(msg, sizeof(msg), 1000 + k);
+		if (send(slow, msg, n, MSG_DONTWAIT) < 0)
+			break;
+	}
+	t_ok(k > 0 && k < 20000 && errno == EAGAIN,
+	     "a client sending without reading stalls (%d requests in)", k);
+	n = hmm_proto_stats_encode(msg, sizeof(msg), 14);
+	send(good, msg, n, 0);
+	want_error(good, 14, -ENOSYS, "stats", "good client served meanwhile");
+	for (i = 0; i < k; i++) {
+		got = recv(slow, buf, sizeof(buf), 0);
+		if (got <= 0 || hmm_proto_error_decode(buf, got, &h, &e) ||
+		    h.seq != 1000 + (uint64_t)i || e.err != -ENOSYS)
+			break;
+		in_order++;
+	}
+	t_eq(in_order, k, "all %d replies arrive, in order", k);
+	n = hmm_proto_stats_encode(msg, sizeof(msg), 99);
+	send(slow, msg, n, 0);
+	want_error(slow, 99, -ENOSYS, "stats", "slow client still served");
+	close(slow);
+}
+
 /* One good client served throughout while bad ones come and go. */
 static void test_isolation(const char *sock, const char *log)
 {
@@ -265,6 +307,8 @@ static void test_isolation(const char *sock, const char *log)
 		close(p[0]);
 		close(p[1]);
 	}
+
+	test_pipeline(sock, good);
 
 	n = hmm_proto_map_encode(msg, sizeof(msg), 13, &map);
 	send(good, msg, n, 0);
