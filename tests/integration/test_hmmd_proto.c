@@ -12,6 +12,8 @@
  * with -ENOSYS, which this test asserts (a stub success would be a lie).
  */
 #include <fcntl.h>
+#include <grp.h>
+#include <limits.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/socket.h>
@@ -186,6 +188,55 @@ static void send_fd(int fd, const void *msg, size_t len, int passed)
 		t_diag("sendmsg: %s", strerror(errno));
 }
 
+/*
+ * In a child running as uid:gid, connect to sock and say hello.  Returns
+ * 0 when hmmd answered (its -ENOSYS), else the errno that stopped it.
+ */
+static int connect_as(const char *sock, uid_t uid, gid_t gid)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	uint8_t msg[HMM_PROTO_MSG_MAX];
+	struct hmm_proto_error e;
+	pid_t pid;
+	int st, fd, n;
+
+	pid = fork();
+	if (pid == 0) {
+		if (setgroups(0, NULL) || setgid(gid) || setuid(uid))
+			_exit(100);
+		snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", sock);
+		fd = socket(AF_UNIX, SOCK_SEQPACKET, 0);
+		if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0)
+			_exit(errno);
+		n = hello(msg, 1, 1, 1);
+		send(fd, msg, n, 0);
+		n = recv(fd, msg, sizeof(msg), 0);
+		_exit(n > 0 && !hmm_proto_error_decode(msg, n, NULL, &e) &&
+		      e.err == -ENOSYS ? 0 : 101);
+	}
+	if (pid < 0 || waitpid(pid, &st, 0) != pid || !WIFEXITED(st))
+		return -1;
+	return WEXITSTATUS(st);
+}
+
+/* Can a uid other than ours reach dir (every ancestor searchable)? */
+static int others_reach(const char *d)
+{
+	char path[PATH_MAX], *slash;
+	struct stat st;
+
+	if (!realpath(d, path))
+		return 0;
+	for (;;) {
+		if (stat(path, &st) || !(st.st_mode & S_IXOTH))
+			return 0;
+		slash = strrchr(path, '/');
+		if (!slash || slash == path)
+			return 1;
+		*slash = 0;
+	}
+}
+
 /* ---- the tests -------------------------------------------------------------- */
 
 /*
@@ -323,6 +374,9 @@ static void test_isolation(const char *sock, const char *log)
 /* A config file with a flag over it, max_clients, a bad line. */
 static void test_config(const char *notify, int nfd)
 {
+	int as_root = geteuid() == 0 && others_reach(dir) &&
+		      getgrnam("nogroup") &&
+		      getgrnam("nogroup")->gr_gid == 65534;
 	char conf[4096], sock[4096], log[4096], msg[HMM_PROTO_MSG_MAX];
 	int a, b, n;
 	pid_t pid;
@@ -333,12 +387,20 @@ static void test_config(const char *notify, int nfd)
 	snprintf(log, sizeof(log), "%s/cfg.log", dir);
 	f = fopen(conf, "w");
 	fprintf(f, "; test\n[hmmd]\nsocket = %s/not-this.sock\n"
-		"max_clients = 1\nhost_budget = 2G\n", dir);
+		"max_clients = 1\nhost_budget = 2G\n%s\n", dir,
+		as_root ? "socket_group = nogroup" : "");
 	fclose(f);
 	pid = spawn((const char *[]){ "--config", conf, "--socket", sock,
 				      NULL }, log, notify);
 	t_ok(!strncmp(notified(nfd, 10), "READY=1", 7),
 	     "config: READY=1");
+	if (as_root) {
+		t_eq(connect_as(sock, 65534, 65534), 0,
+		     "socket_group nogroup: uid 65534 in it is served");
+		t_eq(connect_as(sock, 65533, 65533), EACCES,
+		     "uid 65533, not in it: EACCES");
+		t_ok(file_has(log, "uid 65534"), "hmmd logs the peer's uid");
+	}
 	a = client(sock);
 	n = hello((uint8_t *)msg, 1, 1, 1);
 	send(a, msg, n, 0);
@@ -375,6 +437,7 @@ int main(void)
 	if (strlen(t_tmpdir()) >= sizeof(dir))
 		t_skip_all("temporary dir %s: too long", t_tmpdir());
 	strcpy(dir, t_tmpdir());
+	chmod(dir, 0711);	/* others may reach the socket: its mode decides */
 	snprintf(sock, sizeof(sock), "%s/hmmd.sock", dir);
 	snprintf(log, sizeof(log), "%s/hmmd.log", dir);
 	snprintf(log2, sizeof(log2), "%s/hmmd2.log", dir);
@@ -392,6 +455,12 @@ int main(void)
 	}
 	t_ok(stat(sock, &st) == 0 && S_ISSOCK(st.st_mode) &&
 	     (st.st_mode & 0777) == 0660, "socket %s: mode 0660", sock);
+	if (geteuid() == 0 && others_reach(dir))
+		t_eq(connect_as(sock, 65534, 65534), EACCES,
+		     "another uid, not in the socket's group: EACCES");
+	else
+		t_diag("not root, or %s not reachable by others: the "
+		       "other-uid checks are skipped", dir);
 
 	pid2 = spawn((const char *[]){ "--socket", sock, NULL }, log2, NULL);
 	t_eq(wait_exit(pid2, 10), 1, "a second hmmd on a live socket: exit 1");
