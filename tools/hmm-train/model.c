@@ -239,33 +239,45 @@ int gpt_init(struct gpt *g, uint64_t seed)
 
 /* ---- the step ---------------------------------------------------------- */
 
-/* AdamW on block blk whose p and gr are mapped; decay on matrices only. */
+/*
+ * AdamW on block blk, whose gradient gr is mapped; decay on matrices only.
+ * Streams the block in libhmm-chunk pieces, mapping p, m and v one piece
+ * at a time, so the moments never need to be resident whole (libhmm's
+ * schedule-aware policy prefetches the pieces ahead).  AdamW is
+ * elementwise: the pieces give the same bits as one call.
+ */
 static int step_block(struct gpt *g, int blk, const float *gr,
 		      const struct optim_hp *hp)
 {
 	size_t de = blk == g->c.layers ? g->E.decay_end : g->L.decay_end;
 	size_t n = blk == g->c.layers ? g->E.total : g->L.total;
+	size_t c = state_chunk_floats(g->st);
 	double t0 = gpt_now();
-	float *p, *m = NULL, *v = NULL;
-	int err = -EIO;
+	int err = 0;
 
-	p = state_map(g->st, blk, ST_P, SM_READ | SM_WRITE);
-	if (!p)
-		return -EIO;
-	m = state_map(g->st, blk, ST_M, SM_READ | SM_WRITE);
-	if (!m)
-		goto out;
-	v = state_map(g->st, blk, ST_V, SM_READ | SM_WRITE);
-	if (!v)
-		goto out;
-	err = optim_adamw(hp, g->weight_decay, p, gr, m, v, de, "matrices");
-	if (!err)
-		err = optim_adamw(hp, 0, p + de, gr + de, m + de, v + de,
-				  n - de, "vectors");
-out:
-	state_unmap(g->st, blk, ST_V, v);
-	state_unmap(g->st, blk, ST_M, m);
-	state_unmap(g->st, blk, ST_P, p);
+	for (size_t o = 0; o < n && !err; o += c) {
+		size_t len = n - o < c ? n - o : c;
+		size_t a = o < de ? (de < o + len ? de : o + len) - o : 0;
+		float *p, *m = NULL, *v = NULL;
+
+		err = -EIO;
+		p = state_map_range(g->st, blk, ST_P, o, len, SM_READ | SM_WRITE);
+		if (p)
+			m = state_map_range(g->st, blk, ST_M, o, len,
+					    SM_READ | SM_WRITE);
+		if (m)
+			v = state_map_range(g->st, blk, ST_V, o, len,
+					    SM_READ | SM_WRITE);
+		if (v)
+			err = optim_adamw(hp, g->weight_decay, p, gr + o, m, v,
+					  a, "matrices");
+		if (v && !err)
+			err = optim_adamw(hp, 0, p + a, gr + o + a, m + a,
+					  v + a, len - a, "vectors");
+		state_unmap(g->st, blk, ST_V, v);
+		state_unmap(g->st, blk, ST_M, m);
+		state_unmap(g->st, blk, ST_P, p);
+	}
 	g->t.opt += gpt_now() - t0;
 	return err;
 }

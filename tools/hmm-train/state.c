@@ -33,6 +33,8 @@
 struct state {
 	int nblocks;
 	size_t *floats;			/* [nblocks] */
+	int shared_grad;		/* see state_config */
+	size_t grad_floats;		/* the shared gradient's size */
 	uint64_t bytes, budget, store_size;
 	uint64_t chunk;		/* chunk bytes: a quarter of the largest array */
 	int offloaded, unlink_store;
@@ -156,8 +158,26 @@ static uint64_t min_budget(const struct state *s)
 	for (int i = 0; i + 1 < s->nblocks; i++)
 		if (s->floats[i] * 4 > big)
 			big = s->floats[i] * 4;
-	/* the embeddings' p and g stay mapped; one layer's p, g, m, v */
-	return 2 * ROUND(s->floats[s->nblocks - 1] * 4) + 4 * ROUND(big);
+	/* mapped at once: the embeddings' p and g, one layer's p and g,
+	 * and the optimizer's m and v chunks */
+	return 2 * ROUND(s->floats[s->nblocks - 1] * 4) + 2 * ROUND(big) +
+	       4 * s->chunk;
+}
+
+/* Is array (blk, kind) the shared layer gradient? */
+static int shares_grad(const struct state *s, int blk, int kind)
+{
+	return s->shared_grad && kind == ST_G && blk < s->nblocks - 1;
+}
+
+float *state_map(struct state *s, int blk, int kind, unsigned access)
+{
+	return state_map_range(s, blk, kind, 0, s->floats[blk], access);
+}
+
+size_t state_chunk_floats(const struct state *s)
+{
+	return s->chunk / 4;
 }
 
 #ifdef HAVE_LIBHMM
@@ -188,8 +208,17 @@ static int backend_open(struct state *s, const struct state_config *cfg)
 			int64_t shape = s->floats[i];
 			char name[64];
 
-			snprintf(name, sizeof(name), "%s.%s", cfg->names[i],
-				 kind_name(k));
+			if (shares_grad(s, i, k)) {
+				if (i > 0) {
+					s->t[i * ST_KINDS + k] = s->t[k];
+					continue;
+				}
+				shape = s->grad_floats;
+				snprintf(name, sizeof(name), "layers.g");
+			} else {
+				snprintf(name, sizeof(name), "%s.%s",
+					 cfg->names[i], kind_name(k));
+			}
 			err = hmm_tensor_new(s->h, name, HMM_DTYPE_F32, 1,
 					     &shape, &s->t[i * ST_KINDS + k]);
 			if (err)
@@ -201,23 +230,30 @@ static int backend_open(struct state *s, const struct state_config *cfg)
 
 static void backend_close(struct state *s)
 {
+	char buf[8192];
+
+	if (s->h && getenv("HMM_TRAIN_STATS") &&
+	    hmm_stats_json(s->h, buf, sizeof(buf)) > 0)
+		fprintf(stderr, "hmm-train: libhmm stats: %s\n", buf);
 	if (s->h)
 		hmm_close(s->h);	/* frees the tensors */
 	free(s->t);
 }
 
-float *state_map(struct state *s, int blk, int kind, unsigned access)
+float *state_map_range(struct state *s, int blk, int kind, size_t off,
+		       size_t n, unsigned access)
 {
 	struct hmm_tensor *t = s->t[blk * ST_KINDS + kind];
 	double t0 = st_now();
 	void *p = NULL;
 	int err;
 
-	err = hmm_map(t, 0, HMM_ALL, HMM_TIER_HOST, access, &p);
+	err = hmm_map(t, off * 4, n * 4, HMM_TIER_HOST, access, &p);
 	s->map_s += st_now() - t0;
 	if (err) {
-		fail(err, "map %s: %s: %s", hmm_tensor_name(t),
-		     hmm_strerror(err), hmm_last_error());
+		fail(err, "map %s [%zu, %zu): %s: %s", hmm_tensor_name(t),
+		     off * 4, (off + n) * 4, hmm_strerror(err),
+		     hmm_last_error());
 		return NULL;
 	}
 	return p;
@@ -263,7 +299,13 @@ static int backend_open(struct state *s, const struct state_config *cfg)
 	if (!s->mem)
 		return fail(-ENOMEM, "out of memory");
 	for (int i = 0; i < s->nblocks * ST_KINDS; i++) {
-		s->mem[i] = calloc(s->floats[i / ST_KINDS], sizeof(float));
+		if (shares_grad(s, i / ST_KINDS, i % ST_KINDS) && i >= ST_KINDS) {
+			s->mem[i] = s->mem[i % ST_KINDS];
+			continue;
+		}
+		s->mem[i] = calloc(shares_grad(s, i / ST_KINDS, i % ST_KINDS) ?
+				   s->grad_floats : s->floats[i / ST_KINDS],
+				   sizeof(float));
 		if (!s->mem[i])
 			return fail(-ENOMEM, "out of memory for %s.%s",
 				    cfg->names[i / ST_KINDS],
@@ -276,13 +318,16 @@ static void backend_close(struct state *s)
 {
 	if (s->mem)
 		for (int i = 0; i < s->nblocks * ST_KINDS; i++)
-			free(s->mem[i]);
+			if (!(i >= ST_KINDS &&
+			      shares_grad(s, i / ST_KINDS, i % ST_KINDS)))
+				free(s->mem[i]);
 	free(s->mem);
 }
 
-float *state_map(struct state *s, int blk, int kind, unsigned access)
+float *state_map_range(struct state *s, int blk, int kind, size_t off,
+		       size_t n, unsigned access)
 {
-	return s->mem[blk * ST_KINDS + kind];
+	return s->mem[blk * ST_KINDS + kind] + off;
 }
 
 void state_unmap(struct state *s, int blk, int kind, float *p)
@@ -323,14 +368,24 @@ int state_open(const struct state_config *cfg, struct state **out)
 	s->chunk = CHUNK_MAX;
 	while (s->chunk > CHUNK_MIN && s->chunk * 4 > big * 4)
 		s->chunk /= 2;
+	s->shared_grad = cfg->shared_grad;
 	for (int i = 0; i < cfg->nblocks; i++) {
+		int arrays = ST_KINDS;
+
 		s->floats[i] = cfg->floats[i];
-		s->bytes += (uint64_t)cfg->floats[i] * 4 * ST_KINDS;
-		s->store_size += ROUND(cfg->floats[i] * 4) * ST_KINDS;
+		if (shares_grad(s, i, ST_G)) {
+			arrays--;
+			if (cfg->floats[i] > s->grad_floats)
+				s->grad_floats = cfg->floats[i];
+		}
+		s->bytes += (uint64_t)cfg->floats[i] * 4 * arrays;
+		s->store_size += ROUND(cfg->floats[i] * 4) * arrays;
 	}
+	s->bytes += (uint64_t)s->grad_floats * 4;
+	s->store_size += ROUND(s->grad_floats * 4);
 	s->store_size = s->store_size + s->store_size / 4 + (64ull << 20);
-	s->budget = cfg->host_budget;
-	s->offloaded = cfg->host_budget < s->bytes;
+	s->budget = cfg->host_budget ? cfg->host_budget : s->bytes / 4;
+	s->offloaded = s->budget < s->bytes;
 	if (!s->offloaded)	/* everything fits: room for whole chunks */
 		s->budget = s->store_size;
 	if (s->offloaded && s->budget < min_budget(s)) {
@@ -339,8 +394,8 @@ int state_open(const struct state_config *cfg, struct state **out)
 		human(b, sizeof(b), s->budget);
 		human(m, sizeof(m), min_budget(s));
 		err = fail(-EINVAL, "host budget %s is below the %s this model "
-			   "needs mapped at once (one layer's p, g, m, v and "
-			   "the embeddings' p, g)", b, m);
+			   "needs mapped at once (one layer's p and g, the "
+			   "embeddings' p and g, optimizer chunks)", b, m);
 		goto out_free;
 	}
 	if (s->offloaded) {

@@ -36,12 +36,21 @@
 #define SM_DISCARD	(1u << 2)
 
 struct state_config {
-	uint64_t host_budget;	/* bytes; >= state bytes: all in memory */
+	uint64_t host_budget;	/* bytes; 0: a quarter of the state;
+				   >= state bytes: all in memory */
 	const char *store_path;	/* NULL: a temporary file, removed at close */
 	const char *daemon;	/* hmmd socket or NULL */
 	int nblocks;
 	const size_t *floats;	/* [nblocks]: floats per array of block i */
 	const char *const *names;	/* [nblocks]: "layer0", "embed" */
+	/*
+	 * 1: the layers (blocks 0 .. nblocks-2) share one gradient tensor
+	 * "layers.g", sized for the largest: a layer's gradient is written
+	 * in its backward and consumed by its AdamW step right after, so
+	 * one buffer serves all, stays hot in DRAM and is never written
+	 * back to the store.  0: one G per block (tests read them all).
+	 */
+	int shared_grad;
 };
 
 /* Counters for progress and the report; cumulative since state_open. */
@@ -65,6 +74,10 @@ int state_offloaded(const struct state *s);	/* 1: a store is in use */
 const char *state_store_path(const struct state *s);
 
 float *state_map(struct state *s, int blk, int kind, unsigned access);
+/* Floats [off, off + n) of an array; unmap with state_unmap. */
+float *state_map_range(struct state *s, int blk, int kind, size_t off,
+		       size_t n, unsigned access);
+size_t state_chunk_floats(const struct state *s);	/* libhmm's chunk */
 void state_unmap(struct state *s, int blk, int kind, float *p);
 void state_sample(struct state *s, struct state_sample *out);
 /* Mark a training step for libhmm's schedule-aware policy. */

@@ -55,12 +55,13 @@ static int open_state(const struct train_opts *o, struct run *r,
 	}
 	sc.floats = sizes;
 	sc.names = names;
-	r->state_bytes = (uint64_t)gpt_params(&r->cfg) * 4 * ST_KINDS;
-	sc.host_budget = o->host_budget < 0 ? r->state_bytes / 4 :
-			 (uint64_t)o->host_budget;
+	sc.host_budget = o->host_budget < 0 ? 0 : (uint64_t)o->host_budget;
+	sc.shared_grad = 1;
 	err = state_open(&sc, st);
 	if (err)
 		fprintf(stderr, "hmm-train: %s\n", state_error());
+	else
+		r->state_bytes = state_bytes(*st);
 out:
 	free(sizes);
 	free(names);

@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# test_train_report — hmm-train --report writes one self-contained HTML
+# page (no script, no external reference) that headless Chromium renders
+# to a PNG; the rendered DOM holds the summary table and the four charts
+# (loss, bytes per tier, store bandwidth, stall breakdown) with data in
+# them.  Skipped when chromium is not installed (scripts/deps.sh has it).
+set -u
+B=${HMM_BUILD:-build}
+bin=$B/bin/hmm-train
+dir=$(realpath -m "${HMM_TEST_DIR:-build/tmp}/train-report.$$")
+n=0 failed=0
+ok() { n=$((n + 1)); if [ "$1" = 0 ]; then echo "ok $n - $2"; else echo "not ok $n - $2"; failed=1; fi; }
+[ -x "$bin" ] || { echo "1..0 # SKIP $bin not built"; exit 77; }
+chrome=$(command -v chromium || command -v chromium-browser) || { echo "1..0 # SKIP chromium not installed (scripts/deps.sh)"; exit 77; }
+mkdir -p "$dir" && trap 'rm -rf "$dir"' EXIT
+flags=(--headless --no-sandbox --disable-gpu --disable-background-networking
+       --user-data-dir="$dir/profile" --window-size=800,1500)
+
+"$bin" --preset tiny --steps 12 --report "$dir/r.html" >"$dir/out" 2>&1
+ok $? "hmm-train --report runs"
+ok $(grep -q "report written to $dir/r.html" "$dir/out"; echo $?) "it says where the report is"
+ok $([ -s "$dir/r.html" ]; echo $?) "report written"
+ok $(! grep -qiE '<script|https?://|src=|<link' "$dir/r.html"; echo $?) "self-contained: no script, link or URL"
+
+timeout 120 "$chrome" "${flags[@]}" --screenshot="$dir/r.png" "file://$dir/r.html" >"$dir/chrome.log" 2>&1
+ok $([ -s "$dir/r.png" ] && [ "$(head -c 8 "$dir/r.png" | od -An -tx1 | tr -d ' \n')" = 89504e470d0a1a0a ]; echo $?) "rendered to a PNG ($(stat -c %s "$dir/r.png" 2>/dev/null) bytes)"
+timeout 120 "$chrome" "${flags[@]}" --dump-dom "file://$dir/r.html" >"$dir/dom.html" 2>>"$dir/chrome.log"
+ok $([ -s "$dir/dom.html" ]; echo $?) "chromium parsed the page (DOM dumped)"
+for id in "table id=\"summary\"" "svg id=\"loss\"" "svg id=\"tiers\"" "svg id=\"bandwidth\"" "svg id=\"stalls\""; do
+	ok $(grep -q "<$id" "$dir/dom.html"; echo $?) "element <$id> in the rendered page"
+done
+pts=$(awk '/<svg id="loss"/,/<\/svg>/' "$dir/dom.html" | grep -o 'points="[^"]*"' | head -1 | wc -w)
+ok $([ "$pts" -ge 12 ]; echo $?) "loss curve has a point per step ($pts)"
+ok $([ "$(grep -c 'class="series"' "$dir/dom.html")" -ge 5 ]; echo $?) "five data series drawn"
+ok $([ "$(grep -c 'class="bar"' "$dir/dom.html")" -ge 5 ]; echo $?) "stall breakdown bars drawn"
+echo "1..$n"
+exit $failed
