@@ -1,0 +1,325 @@
+// SPDX-License-Identifier: MIT
+/*
+ * hmm-bench tensors — a forward-then-backward layer trace over tensors
+ * four times the host budget, replayed under three policies:
+ *
+ *   none   LRU eviction, no prefetch at all
+ *   lru    LRU eviction, the trainer hints the next layer (hmm_prefetch)
+ *   sched  the schedule-aware policy, no hints: it records the first step
+ *
+ * Each step maps every layer (READ) in order 0..L-1 then L-1..0 and
+ * "computes" on it for compute_ratio x the time its bytes take to read
+ * from the store.  Reported per policy: stall_s (time maps waited),
+ * store_read_bytes, total_s; and floor_s = the bytes that must move (the
+ * reads of Belady's MIN on the same trace and budget, simulated here) /
+ * the store's read bandwidth measured in the same run, between policies.
+ *
+ * Targets: sched stall <= 0.2 x none stall, sched total <= 1.15 x
+ * max(floor, compute).
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "bench.h"
+#include "hmm.h"
+
+struct opts {
+	int layers, steps, depth;
+	int64_t layer_bytes, chunk;
+	double compute_ratio;
+	const char *store;
+	int json;
+};
+
+struct result {
+	double stall_s, total_s, compute_s;
+	uint64_t read_bytes, prefetch_hits;
+};
+
+static int open_ctx(const struct opts *o, uint32_t policy, struct hmm **h,
+		    struct hmm_tensor **ts)
+{
+	struct hmm_config cfg;
+	char name[32];
+	int64_t n = o->layer_bytes;
+	int l, r;
+
+	hmm_config_default(&cfg);
+	cfg.store_path = o->store;
+	cfg.store_size = (uint64_t)o->layers * o->layer_bytes * 2 + (64 << 20);
+	cfg.host_budget = (uint64_t)o->layers * o->layer_bytes / 4;
+	cfg.chunk_bytes = o->chunk;
+	cfg.policy = policy;
+	cfg.prefetch_depth = o->depth;
+	r = hmm_open(&cfg, h);
+	if (r)
+		return r;
+	for (l = 0; l < o->layers; l++) {
+		void *p;
+
+		snprintf(name, sizeof(name), "layer%d", l);
+		r = hmm_tensor_new(*h, name, HMM_DTYPE_U8, 1, &n, &ts[l]);
+		if (!r)
+			r = hmm_map(ts[l], 0, HMM_ALL, HMM_TIER_HOST,
+				    HMM_DISCARD, &p);
+		if (r)
+			return r;
+		memset(p, l + 1, n);
+		hmm_unmap(ts[l], p);
+	}
+	for (l = 0; l < o->layers; l++)
+		hmm_evict(ts[l], 0, HMM_ALL, HMM_TIER_HOST);
+	return hmm_wait(*h, NULL);
+}
+
+/* Store read bandwidth through libhmm: prefetch a budget's worth. */
+static double measure_bw(const struct opts *o)
+{
+	struct hmm_tensor **ts = calloc(o->layers, sizeof(*ts));
+	struct hmm *h;
+	double t0, t1;
+	int l, n = o->layers / 4;
+
+	if (open_ctx(o, HMM_POLICY_LRU, &h, ts)) {
+		fprintf(stderr, "hmm-bench tensors: %s\n", hmm_last_error());
+		exit(1);
+	}
+	t0 = bench_now();
+	for (l = 0; l < n; l++)
+		hmm_prefetch(ts[l], 0, HMM_ALL, HMM_TIER_HOST);
+	hmm_wait(h, NULL);
+	t1 = bench_now();
+	hmm_close(h);
+	free(ts);
+	return (double)n * o->layer_bytes / (t1 - t0);
+}
+
+/*
+ * The layer's compute: touch each page, then sleep the rest of secs, as
+ * a GPU kernel would leave the CPU to the I/O thread (a spin would only
+ * measure CPU contention on a small machine).
+ */
+static void compute(const uint8_t *p, int64_t n, double secs)
+{
+	double end = bench_now() + secs;
+	volatile uint64_t s = 0;
+	struct timespec ts;
+	int64_t i;
+
+	for (i = 0; i < n; i += 4096)
+		s += p[i];
+	ts.tv_sec = (time_t)end;
+	ts.tv_nsec = (long)((end - ts.tv_sec) * 1e9);
+	while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL))
+		;
+}
+
+static int run(const struct opts *o, int mode, double bw, struct result *res)
+{
+	struct hmm_tensor **ts = calloc(o->layers, sizeof(*ts));
+	struct hmm_stats st0, st;
+	double per_layer = o->compute_ratio * o->layer_bytes / bw, t0 = 0, tc;
+	struct hmm *h;
+	int s, i, r;
+
+	r = open_ctx(o, mode == 2 ? HMM_POLICY_SCHEDULE : HMM_POLICY_LRU, &h,
+		     ts);
+	if (r)
+		return r;
+	memset(res, 0, sizeof(*res));
+	for (s = 0; s <= o->steps; s++) {
+		if (s == 1) {	/* step 0 is the warm-up (and the record) */
+			hmm_stats(h, &st0);
+			t0 = bench_now();
+		}
+		hmm_step_begin(h);
+		for (i = 0; i < 2 * o->layers; i++) {
+			int l = i < o->layers ? i : 2 * o->layers - 1 - i;
+			int nx = i + 1 < 2 * o->layers ? (i + 1 < o->layers ?
+				 i + 1 : 2 * o->layers - 2 - i) : 0;
+			void *p;
+
+			r = hmm_map(ts[l], 0, HMM_ALL, HMM_TIER_HOST, HMM_READ,
+				    &p);
+			if (r)
+				goto out;
+			if (mode == 1)
+				hmm_prefetch(ts[nx], 0, HMM_ALL, HMM_TIER_HOST);
+			tc = bench_now();
+			compute(p, o->layer_bytes, per_layer);
+			if (s)
+				res->compute_s += bench_now() - tc;
+			hmm_unmap(ts[l], p);
+		}
+		hmm_step_end(h);
+	}
+	res->total_s = bench_now() - t0;
+	hmm_stats(h, &st);
+	res->stall_s = st.tier[HMM_TIER_HOST].stall_s -
+		       st0.tier[HMM_TIER_HOST].stall_s;
+	res->read_bytes = st.tier[HMM_TIER_STORE].bytes_out -
+			  st0.tier[HMM_TIER_STORE].bytes_out;
+	res->prefetch_hits = st.prefetch_hits - st0.prefetch_hits;
+out:
+	hmm_close(h);
+	free(ts);
+	return r;
+}
+
+/* Reads of Belady's MIN per step on the same trace (chunks, steady state). */
+static uint64_t belady_bytes(const struct opts *o)
+{
+	int cpl = (o->layer_bytes + o->chunk - 1) / o->chunk;
+	int len = 2 * o->layers * cpl, cap = o->layers * cpl / 4;
+	int total = o->layers * cpl, steps = 3, n = len * steps, i, j;
+	int *seq = malloc(n * sizeof(int)), *res = calloc(total, sizeof(int));
+	uint64_t misses = 0;
+	int nres = 0;
+
+	for (i = 0; i < n; i++) {
+		int k = i % len, l = k / cpl, c = k % cpl;
+
+		if (l >= o->layers)
+			l = 2 * o->layers - 1 - l;
+		seq[i] = l * cpl + c;
+	}
+	for (i = 0; i < n; i++) {
+		if (res[seq[i]])
+			continue;
+		if (i >= len * (steps - 1))
+			misses++;	/* count the last, steady step */
+		if (nres == cap) {	/* evict the one used farthest */
+			int victim = -1, far = -1;
+
+			for (j = 0; j < total; j++) {
+				int d;
+
+				if (!res[j] || j == seq[i])
+					continue;
+				for (d = i + 1; d < n && seq[d] != j; d++)
+					;
+				if (d > far) {
+					far = d;
+					victim = j;
+				}
+			}
+			res[victim] = 0;
+			nres--;
+		}
+		res[seq[i]] = 1;
+		nres++;
+	}
+	free(seq);
+	free(res);
+	return misses * (uint64_t)o->chunk;
+}
+
+static void usage(void)
+{
+	fprintf(stderr, "usage: hmm-bench tensors [--layers N] [--layer-size "
+		"SIZE] [--chunk SIZE] [--steps N]\n"
+		"  [--depth CHUNKS] [--compute-ratio R] [--store PATH] "
+		"[--json]\n");
+}
+
+static int bench_tensors(int argc, char **argv)
+{
+	static const struct option lo[] = {
+		{ "layers", 1, 0, 'L' }, { "layer-size", 1, 0, 's' },
+		{ "chunk", 1, 0, 'c' }, { "steps", 1, 0, 'n' },
+		{ "depth", 1, 0, 'd' }, { "compute-ratio", 1, 0, 'r' },
+		{ "store", 1, 0, 'S' }, { "json", 0, 0, 'j' },
+		{ "help", 0, 0, 'h' }, { 0 },
+	};
+	static const char *const names[] = { "none", "lru", "sched" };
+	struct opts o = { 16, 3, 0, 8 << 20, 2 << 20, 1.0, NULL, 0 };
+	struct result res[3];
+	double bw[4], bwm, floor_s;
+	char key[64], path[4200];
+	uint64_t must;
+	int c, m;
+
+	while ((c = getopt_long(argc, argv, "", lo, NULL)) != -1) {
+		switch (c) {
+		case 'L': o.layers = atoi(optarg); break;
+		case 's': o.layer_bytes = bench_parse_size(optarg); break;
+		case 'c': o.chunk = bench_parse_size(optarg); break;
+		case 'n': o.steps = atoi(optarg); break;
+		case 'd': o.depth = atoi(optarg); break;
+		case 'r': o.compute_ratio = atof(optarg); break;
+		case 'S': o.store = optarg; break;
+		case 'j': o.json = 1; break;
+		default: usage(); return c == 'h' ? 0 : 2;
+		}
+	}
+	if (o.layers < 4 || o.steps < 1 || o.layer_bytes <= 0 ||
+	    o.chunk <= 0 || o.chunk % 4096) {
+		usage();
+		return 2;
+	}
+	if (!o.depth)	/* two layers ahead */
+		o.depth = 2 * ((o.layer_bytes + o.chunk - 1) / o.chunk);
+	if (!o.store) {
+		const char *d = getenv("HMM_TEST_DIR");
+
+		snprintf(path, sizeof(path), "%s/bench-tensors.store",
+			 d ? d : "build/tmp");
+		if (!d && system("mkdir -p build/tmp"))
+			return 1;
+		o.store = path;
+	}
+	bw[0] = measure_bw(&o);
+	for (m = 0; m < 3; m++) {
+		if (run(&o, m, bw[0], &res[m])) {
+			fprintf(stderr, "hmm-bench tensors: %s: %s\n", names[m],
+				hmm_last_error());
+			return 1;
+		}
+		bw[m + 1] = measure_bw(&o);
+	}
+	bwm = bench_median(bw, 4);
+	must = belady_bytes(&o) * o.steps;
+	floor_s = must / bwm;
+	for (m = 0; m < 3; m++)
+		printf("%-6s stall %.3f s  compute %.3f s  total %.3f s  store "
+		       "read %llu MiB  prefetch hits %llu\n", names[m],
+		       res[m].stall_s, res[m].compute_s, res[m].total_s,
+		       (unsigned long long)res[m].read_bytes >> 20,
+		       (unsigned long long)res[m].prefetch_hits);
+	printf("store %.0f MiB/s, must move %llu MiB -> floor %.3f s, compute "
+	       "%.3f s; sched stall / none %.3f, sched total / floor %.3f\n",
+	       bwm / (1 << 20), (unsigned long long)must >> 20, floor_s,
+	       res[2].compute_s, res[2].stall_s / res[0].stall_s,
+	       res[2].total_s / floor_s);
+	if (!o.json)
+		return 0;
+	bench_json_begin(stdout, "tensors");
+	bench_json_int(stdout, "layers", o.layers);
+	bench_json_int(stdout, "layer_bytes", o.layer_bytes);
+	bench_json_int(stdout, "chunk_bytes", o.chunk);
+	bench_json_int(stdout, "steps", o.steps);
+	for (m = 0; m < 3; m++) {
+		snprintf(key, sizeof(key), "%s_stall_s", names[m]);
+		bench_json_num(stdout, key, res[m].stall_s);
+		snprintf(key, sizeof(key), "%s_total_s", names[m]);
+		bench_json_num(stdout, key, res[m].total_s);
+		snprintf(key, sizeof(key), "%s_store_read_bytes", names[m]);
+		bench_json_int(stdout, key, res[m].read_bytes);
+	}
+	bench_json_num(stdout, "compute_s", res[2].compute_s);
+	bench_json_num(stdout, "store_bw_Bps", bwm);
+	bench_json_int(stdout, "must_move_bytes", must);
+	bench_json_num(stdout, "floor_s", floor_s);
+	bench_json_num(stdout, "sched_stall_over_none",
+		       res[0].stall_s > 0 ? res[2].stall_s / res[0].stall_s : 0);
+	bench_json_num(stdout, "sched_total_over_floor",
+		       res[2].total_s / floor_s);
+	bench_json_end(stdout);
+	return 0;
+}
+
+HMM_BENCH(tensors, "layer trace under no-prefetch, LRU and schedule-aware",
+	  bench_tensors);
