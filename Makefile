@@ -182,7 +182,7 @@ endif
 # ---- fuzz (clang libFuzzer) -------------------------------------------------
 FUZZ_BINS := $(patsubst tests/fuzz/%.c,$(B)/fuzz/%,$(FUZZ_SRC))
 fuzz: $(FUZZ_BINS)
-FUZZ_LINK_fuzz_proto := libhmm/src/proto.c libhmm/src/err.c
+FUZZ_LINK_fuzz_proto := libhmm/src/proto.c libhmm/src/proto_msg.c libhmm/src/err.c
 $(B)/fuzz/%: tests/fuzz/%.c $(LIBHMM_SRC) $(DAEMON_SRC)
 	@mkdir -p $(@D)
 	$(CLANG) $(CPPFLAGS) -Idaemon -std=gnu11 -g -O1 -fsanitize=fuzzer,address,undefined \
