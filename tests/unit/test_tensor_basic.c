@@ -53,11 +53,36 @@ static int write_seed(struct hmm_tensor *t, uint64_t seed, int tier,
 	return hmm_unmap(t, p);
 }
 
+/* The Chrome trace: one JSON array with I/O, evictions and stalls. */
+static void check_trace(const char *path)
+{
+	FILE *f = fopen(path, "r");
+	static char buf[1 << 22];
+	size_t n = f ? fread(buf, 1, sizeof(buf) - 1, f) : 0;
+	char cmd[4400];
+
+	if (f)
+		fclose(f);
+	buf[n] = 0;
+	t_ok(n > 2 && buf[0] == '[' && strstr(buf, "\n]\n"),
+	     "trace is a JSON array (%zu bytes)", n);
+	t_ok(strstr(buf, "\"store read t") && strstr(buf, "\"store write t") &&
+	     strstr(buf, "\"host to device t") && strstr(buf, "drop host") &&
+	     strstr(buf, "map wait host"), "trace has reads, writes, device "
+	     "copies, evictions and stalls, with tensor names");
+	if (access("/usr/bin/python3", X_OK))
+		return;
+	snprintf(cmd, sizeof(cmd), "/usr/bin/python3 -c 'import json,sys; "
+		 "e=json.load(open(sys.argv[1])); sys.exit(0 if all(\"ph\" in x "
+		 "for x in e) else 1)' '%s'", path);
+	t_eq(system(cmd), 0, "python's json module loads the trace");
+}
+
 int main(void)
 {
 	struct hmm_config cfg;
 	struct hmm_stats st, st2;
-	char path[4200], name[16];
+	char path[4200], name[16], trace[4200];
 	int64_t n = TBYTES;
 	int i, ok;
 	void *p;
@@ -70,6 +95,8 @@ int main(void)
 	cfg.chunk_bytes = CHUNK;
 	cfg.device = "sim";
 	cfg.device_budget = 1 << 20;
+	snprintf(trace, sizeof(trace), "%s/trace.json", t_tmpdir());
+	cfg.trace_path = trace;
 	if (hmm_open(&cfg, &h))
 		t_fail_all("hmm_open: %s", hmm_last_error());
 
@@ -187,5 +214,6 @@ int main(void)
 	     "host after free");
 	t_eq(st.tier[HMM_TIER_DEVICE].resident, 0, "nor on the device");
 	hmm_close(h);
+	check_trace(trace);
 	return t_done();
 }
