@@ -290,21 +290,31 @@ static int check(const struct hk_attn *a)
 	return 0;
 }
 
+int hk_attn_resolve(const struct hk_attn *a, struct hk_attn *out)
+{
+	int r;
+
+	if (!a)
+		return hk_attn_bad("hk_attn: NULL arguments%.0d", 0);
+	*out = *a;
+	if (out->Hkv == 0)
+		out->Hkv = a->H;
+	r = check(out);
+	if (r)
+		return r;
+	if (out->scale == 0)
+		out->scale = 1.0f / sqrtf((float)a->d);
+	return 0;
+}
+
 int hk_attn_setup(struct hk_attn_ctx *c, const struct hk_attn *a)
 {
 	int r;
 
 	memset(c, 0, sizeof(*c));
-	if (!a)
-		return hk_attn_bad("hk_attn: NULL arguments%.0d", 0);
-	c->a = *a;
-	if (c->a.Hkv == 0)
-		c->a.Hkv = a->H;
-	r = check(&c->a);
+	r = hk_attn_resolve(a, &c->a);
 	if (r)
 		return r;
-	if (c->a.scale == 0)
-		c->a.scale = 1.0f / sqrtf((float)a->d);
 	c->grp = c->a.H ? c->a.H / c->a.Hkv : 1;
 	c->dp = hk_round8(a->d);
 	c->off = a->Nk - a->Nq;

@@ -72,7 +72,13 @@ struct hk_attn_ctx {
 };
 
 int hk_attn_setup(struct hk_attn_ctx *c, const struct hk_attn *a);
-int hk_attn_bad(const char *fmt, int v);	/* -EINVAL, message kept */
+/*
+ * Also called by cuda/attn.cu (declared there, extern "C"): validate *a
+ * and resolve its defaults (Hkv, scale) into *out; and keep a message for
+ * hk_attn_strerror() and return -EINVAL.
+ */
+int hk_attn_resolve(const struct hk_attn *a, struct hk_attn *out);
+int hk_attn_bad(const char *fmt, int v);
 /* Pack what the call needs (kt, vt, f32 views); -ENOMEM. */
 int hk_attn_pack(struct hk_attn_ctx *c, int need_dout);
 void hk_attn_ctx_fini(struct hk_attn_ctx *c);
