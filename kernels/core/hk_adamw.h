@@ -122,6 +122,24 @@ int hk_adamw_force_isa(int isa);
 
 #ifndef HK_BF16_CONV	/* shared by any kernel header that needs them */
 #define HK_BF16_CONV
+/*
+ * CUDA (kernels/core/cuda/adamw.cu, in libhk_cuda.a): the same step over
+ * count tensors whose arrays are device (or managed) pointers, enqueued
+ * on `stream` (a cudaStream_t; NULL = the default stream), many tensors
+ * per launch, the same bits as the CPU paths.  found_inf is a device int
+ * or NULL: when set, the step kernel reads it and does nothing if it is
+ * nonzero (a flag the trainer's own unscale pass may have set); tensors
+ * with HK_ADAMW_CHECK_FINITE first have their grads checked on the device
+ * and the flag set to 1 if one is inf/NaN (then found_inf is required).
+ * The caller zeroes the flag before the step and reads it after the
+ * stream syncs to learn whether the step was skipped.
+ * Returns 0 when enqueued, HK_ADAMW_SKIPPED if some args.found_inf is set
+ * (nothing enqueued), -EINVAL for bad arguments, -EIO when a launch
+ * failed (detail in hk_adamw_error()).  Threading as for CUDA streams.
+ */
+int hk_adamw_step_cuda(const struct hk_adamw_args *a, size_t count,
+		       int *found_inf, void *stream);
+
 /* fp32 -> bf16, round to nearest even; NaN stays NaN (quieted), the sign
  * kept; values past the largest bf16 round to infinity as IEEE says. */
 static inline uint16_t hk_bf16_from_f32(float f)

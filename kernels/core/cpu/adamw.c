@@ -14,6 +14,8 @@
 
 /* Below this many elements a step runs on the caller alone. */
 #define ADAMW_PAR_MIN	32768
+/* Parts are at most this many elements (1 MiB of each fp32 array). */
+#define ADAMW_PART	(1u << 18)
 /* Split boundaries are multiples of this many elements: 128 bytes of
  * fp32, 64 of bf16, so no two threads write one cache line. */
 #define ADAMW_ALIGN	64
@@ -25,9 +27,7 @@ const char *hk_adamw_error(void)
 	return err_detail;
 }
 
-static int fail(const struct hk_adamw_args *a, const char *fmt, ...)
-	__attribute__((format(printf, 2, 3)));
-static int fail(const struct hk_adamw_args *a, const char *fmt, ...)
+int hk_adamw_fail(const struct hk_adamw_args *a, const char *fmt, ...)
 {
 	va_list ap;
 	int n;
@@ -78,40 +78,48 @@ static int misaligned(const void *p, uintptr_t size)
 	return ((uintptr_t)p & (size - 1)) != 0;
 }
 
-static int validate(const struct hk_adamw_args *a)
+int hk_adamw_validate(const struct hk_adamw_args *a)
 {
+	const int gs = a && a->grad_dtype ? 2 : 4;
+	const int ss = a && a->state_dtype ? 2 : 4;
+
 	if (!a)
-		return fail(a, "args is NULL");
+		return hk_adamw_fail(a, "args is NULL");
 	if (a->flags & ~HK_ADAMW_F_ALL)
-		return fail(a, "unknown flags 0x%x", a->flags);
+		return hk_adamw_fail(a, "unknown flags 0x%x", a->flags);
 	if (bad_dtype(a->grad_dtype) || bad_dtype(a->state_dtype))
-		return fail(a, "grad_dtype %d / state_dtype %d not F32 or BF16",
-			    a->grad_dtype, a->state_dtype);
+		return hk_adamw_fail(a, "grad_dtype %d / state_dtype %d "
+				     "not F32 or BF16",
+				     a->grad_dtype, a->state_dtype);
 	if (a->n && (!a->param || !a->grad || !a->exp_avg || !a->exp_avg_sq))
-		return fail(a, "param, grad, exp_avg or exp_avg_sq is NULL");
+		return hk_adamw_fail(a, "param, grad, exp_avg or exp_avg_sq "
+				     "is NULL");
 	if (misaligned(a->param, 4) || misaligned(a->param_bf16, 2) ||
-	    misaligned(a->grad, a->grad_dtype ? 2 : 4) ||
-	    misaligned(a->exp_avg, a->state_dtype ? 2 : 4) ||
-	    misaligned(a->exp_avg_sq, a->state_dtype ? 2 : 4))
-		return fail(a, "param, param_bf16, grad, exp_avg or exp_avg_sq "
-			    "not aligned to its element size");
+	    misaligned(a->grad, gs) || misaligned(a->exp_avg, ss) ||
+	    misaligned(a->exp_avg_sq, ss))
+		return hk_adamw_fail(a, "param, param_bf16, grad, exp_avg or "
+				     "exp_avg_sq not aligned to its element");
 	if (a->step < 1)
-		return fail(a, "step %lld < 1", (long long)a->step);
-	if (!(a->beta1 >= 0 && a->beta1 < 1) || !(a->beta2 >= 0 && a->beta2 < 1))
-		return fail(a, "beta1 %g / beta2 %g not in [0, 1)",
-			    a->beta1, a->beta2);
+		return hk_adamw_fail(a, "step %lld < 1", (long long)a->step);
+	if (!(a->beta1 >= 0 && a->beta1 < 1) ||
+	    !(a->beta2 >= 0 && a->beta2 < 1))
+		return hk_adamw_fail(a, "beta1 %g / beta2 %g not in [0, 1)",
+				     a->beta1, a->beta2);
 	if (!(a->lr >= 0 && isfinite(a->lr)) ||
 	    !(a->eps >= 0 && isfinite(a->eps)) ||
 	    !(a->weight_decay >= 0 && isfinite(a->weight_decay)))
-		return fail(a, "lr %g, eps %g or weight_decay %g not finite >= 0",
-			    a->lr, a->eps, a->weight_decay);
+		return hk_adamw_fail(a, "lr %g, eps %g or weight_decay %g "
+				     "not finite >= 0",
+				     a->lr, a->eps, a->weight_decay);
 	if (!(a->grad_scale >= 0 && isfinite(a->grad_scale)))
-		return fail(a, "grad_scale %g not finite >= 0", a->grad_scale);
+		return hk_adamw_fail(a, "grad_scale %g not finite >= 0",
+				     a->grad_scale);
 	return 0;
 }
 
 /* The constants of adamw_ops.h, each computed in double, rounded once. */
-static void coef_init(struct hk_adamw_coef *c, const struct hk_adamw_args *a)
+void hk_adamw_coef_init(struct hk_adamw_coef *c,
+			const struct hk_adamw_args *a)
 {
 	double bc1 = 1.0 - pow(a->beta1, (double)a->step);
 	double bc2 = 1.0 - pow(a->beta2, (double)a->step);
@@ -156,12 +164,21 @@ static void check_part(void *arg, int i, int n)
 		__atomic_store_n(&j->found, 1, __ATOMIC_RELAXED);
 }
 
+/*
+ * How many parts to cut n elements into: one below ADAMW_PAR_MIN, else
+ * at least one per thread and at most ADAMW_PART elements each, so that
+ * a thread the system delays leaves its share to the others.
+ */
 static int parts(size_t n)
 {
-	size_t want = (n + ADAMW_PAR_MIN - 1) / ADAMW_PAR_MIN;
+	size_t want = (n + ADAMW_PART - 1) / ADAMW_PART;
 	int t = hk_threads();
 
-	return want < (size_t)t ? (int)want : t;
+	if (n < ADAMW_PAR_MIN || t == 1)
+		return 1;
+	if (want > 1 << 20)
+		want = 1 << 20;
+	return want > (size_t)t ? (int)want : t;
 }
 
 static int check_one(const struct hk_adamw_args *a)
@@ -176,7 +193,7 @@ static void step_one(const struct hk_adamw_args *a)
 {
 	struct job j = { .ops = ops(), .a = a };
 
-	coef_init(&j.c, a);
+	hk_adamw_coef_init(&j.c, a);
 	hk_parallel(parts(a->n), step_part, &j);
 }
 
@@ -185,9 +202,9 @@ int hk_adamw_check(const struct hk_adamw_args *a, size_t count)
 	int err;
 
 	if (count && !a)
-		return fail(NULL, "args is NULL");
+		return hk_adamw_fail(NULL, "args is NULL");
 	for (size_t i = 0; i < count; i++)
-		if ((err = validate(&a[i])))
+		if ((err = hk_adamw_validate(&a[i])))
 			return err;
 	for (size_t i = 0; i < count; i++)
 		if (check_one(&a[i]))
@@ -200,9 +217,9 @@ int hk_adamw_step_many(const struct hk_adamw_args *a, size_t count)
 	int err;
 
 	if (count && !a)
-		return fail(NULL, "args is NULL");
+		return hk_adamw_fail(NULL, "args is NULL");
 	for (size_t i = 0; i < count; i++)
-		if ((err = validate(&a[i])))
+		if ((err = hk_adamw_validate(&a[i])))
 			return err;
 	for (size_t i = 0; i < count; i++)
 		if (a[i].found_inf)

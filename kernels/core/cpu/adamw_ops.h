@@ -44,6 +44,14 @@ struct hk_adamw_ops {
 	int (*nonfinite)(const void *x, int dtype, size_t lo, size_t hi);
 };
 
+/* adamw.c, shared with cuda/adamw.cu.  Any thread. */
+/* 0 or -EINVAL with the detail set (hk_adamw_error()). */
+int hk_adamw_validate(const struct hk_adamw_args *a);
+void hk_adamw_coef_init(struct hk_adamw_coef *c, const struct hk_adamw_args *a);
+/* Set the calling thread's detail ("adamw 'name': ..."); returns -EINVAL. */
+int hk_adamw_fail(const struct hk_adamw_args *a, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
 extern const struct hk_adamw_ops hk_adamw_scalar_ops;
 extern const struct hk_adamw_ops hk_adamw_avx2_ops;
 extern const struct hk_adamw_ops hk_adamw_avx512_ops;

@@ -1,0 +1,422 @@
+// SPDX-License-Identifier: MIT
+/*
+ * test_adamw_gpu.cu — hk_adamw_step_cuda() against the CPU scalar path,
+ * bit for bit (the CPU path is tested against fp64 in
+ * tests/unit/test_adamw.c; the GPU kernel does the same fp32 operations
+ * with the _rn intrinsics, so any difference is a bug, not rounding).
+ *
+ * Checks: each storage variant over lengths 1, 15, 16, 17, 1023,
+ * 2^20 + 3 as one batch (one launch), with 16-byte aligned pointers (the
+ * vector path) and pointers one element off (the element path), 10
+ * steps; 40 tensors in one call (more than one launch); the found-inf
+ * flag on the device (check, preset, missing); then the kernel's GB/s
+ * against a 4-read/3-write streaming kernel on the same arrays (printed,
+ * not asserted).  Exits 77 when there is no CUDA device.
+ *
+ * TAP by hand: tests/t.h is C, and nvcc compiles this file as C++.
+ */
+#include <cuda_runtime.h>
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+extern "C" {
+#include "hk.h"
+#include "hk_adamw.h"
+}
+
+static int n_tests, n_failed;
+
+static int ok(int cond, const char *fmt, ...)
+{
+	va_list ap;
+
+	n_tests++;
+	n_failed += !cond;
+	printf("%sok %d - ", cond ? "" : "not ", n_tests);
+	va_start(ap, fmt);
+	vprintf(fmt, ap);
+	va_end(ap);
+	printf("\n");
+	fflush(stdout);
+	return cond;
+}
+
+#define CK(x)								\
+	do {								\
+		cudaError_t e_ = (x);					\
+		if (e_ != cudaSuccess) {				\
+			printf("not ok %d - %s: %s\nBail out!\n",	\
+			       ++n_tests, #x, cudaGetErrorString(e_));	\
+			exit(1);					\
+		}							\
+	} while (0)
+
+static uint64_t rnd(uint64_t *s)	/* splitmix64, as t.h's t_rand */
+{
+	uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
+
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+	return z ^ (z >> 31);
+}
+
+static double frand(uint64_t *s)
+{
+	return (double)(rnd(s) >> 11) * 0x1p-52 - 1.0;
+}
+
+struct variant {
+	const char *name;
+	int gdt, sdt, pout;
+	double scale, lr, b1, b2, eps, wd;
+};
+
+static const struct variant variants[] = {
+	{ "fp32", 0, 0, 0, 0, 1e-3, 0.9, 0.999, 1e-8, 0.01 },
+	{ "fp32 scaled", 0, 0, 0, 3, 0.1, 0.5, 0.9, 1e-6, 0.1 },
+	{ "bf16 param, fp32 master+grad", 0, 0, 1, 1024, 1e-3, 0.9, 0.999,
+	  1e-8, 0.01 },
+	{ "bf16 param+grad, fp32 master", 1, 0, 1, 0, 0.05, 0.8, 0.99, 1e-8,
+	  0.0 },
+	{ "bf16 states, bf16 param+grad", 1, 1, 1, 1024, 1e-3, 0.9, 0.999,
+	  1e-8, 0.01 },
+	{ "bf16 states, fp32 param", 0, 1, 0, 3, 0.02, 0.9, 0.95, 1e-7, 0.05 },
+};
+
+/*
+ * One tensor, on the host (the CPU reference runs on it) and on the
+ * device.  The device arrays sit `off` elements into 256-byte aligned
+ * allocations.  Owned by the test; tensor_free() releases both sides.
+ */
+struct tensor {
+	size_t n, gs, ss;
+	char *h[5];		/* host: p, g, m, v, pb */
+	char *d[5];		/* device, offset */
+	char *draw[5];		/* device, as allocated */
+	struct hk_adamw_args ha, da;
+};
+
+static size_t elsize(const struct variant *vr, int k)
+{
+	return k == 0 ? 4 : k == 1 ? (vr->gdt ? 2 : 4) :
+	       k == 4 ? 2 : (vr->sdt ? 2 : 4);
+}
+
+static void tensor_new(struct tensor *t, const struct variant *vr, size_t n,
+		       int off, uint64_t seed)
+{
+	memset(t, 0, sizeof(*t));
+	t->n = n;
+	for (int k = 0; k < 5; k++) {
+		size_t bytes = (n + 8) * elsize(vr, k);
+
+		if (k == 4 && !vr->pout)
+			continue;
+		t->h[k] = (char *)calloc(1, bytes);
+		if (!t->h[k]) {
+			printf("Bail out! malloc\n");
+			exit(1);
+		}
+		CK(cudaMalloc((void **)&t->draw[k], bytes));
+		t->d[k] = t->draw[k] + off * elsize(vr, k);
+	}
+	for (size_t i = 0; i < n; i++) {
+		double m = frand(&seed) * 1e-3;
+		float p = (float)(2 * frand(&seed));
+
+		memcpy(t->h[0] + 4 * i, &p, 4);
+		if (vr->sdt) {
+			((uint16_t *)t->h[2])[i] = hk_bf16_from_f32((float)m);
+			((uint16_t *)t->h[3])[i] =
+				hk_bf16_from_f32((float)(m * m * 1.5));
+		} else {
+			((float *)t->h[2])[i] = (float)m;
+			((float *)t->h[3])[i] = (float)(m * m * 1.5);
+		}
+	}
+	for (int k = 0; k < 5; k++)
+		if (t->h[k])
+			CK(cudaMemcpy(t->d[k], t->h[k], n * elsize(vr, k),
+				      cudaMemcpyHostToDevice));
+	t->ha = (struct hk_adamw_args){ 0 };
+	t->ha.n = n;
+	t->ha.grad_dtype = vr->gdt;
+	t->ha.state_dtype = vr->sdt;
+	t->ha.lr = vr->lr;
+	t->ha.beta1 = vr->b1;
+	t->ha.beta2 = vr->b2;
+	t->ha.eps = vr->eps;
+	t->ha.weight_decay = vr->wd;
+	t->ha.grad_scale = vr->scale;
+	t->ha.step = 1;
+	t->ha.name = vr->name;
+	t->da = t->ha;
+	t->ha.param = (float *)t->h[0];
+	t->ha.grad = t->h[1];
+	t->ha.exp_avg = t->h[2];
+	t->ha.exp_avg_sq = t->h[3];
+	t->ha.param_bf16 = (uint16_t *)t->h[4];
+	t->da.param = (float *)t->d[0];
+	t->da.grad = t->d[1];
+	t->da.exp_avg = t->d[2];
+	t->da.exp_avg_sq = t->d[3];
+	t->da.param_bf16 = (uint16_t *)t->d[4];
+}
+
+static void tensor_free(struct tensor *t)
+{
+	for (int k = 0; k < 5; k++) {
+		free(t->h[k]);
+		if (t->draw[k])
+			CK(cudaFree(t->draw[k]));
+	}
+}
+
+/* New grads on both sides: wide magnitudes, some zeros. */
+static void tensor_grads(struct tensor *t, const struct variant *vr,
+			 uint64_t seed)
+{
+	double sc = vr->scale ? vr->scale : 1;
+
+	for (size_t i = 0; i < t->n; i++) {
+		uint64_t r = rnd(&seed);
+		double g = r % 97 ? frand(&seed) * ldexp(1, (int)(r % 25) - 20) : 0;
+
+		if (vr->gdt)
+			((uint16_t *)t->h[1])[i] = hk_bf16_from_f32((float)(g * sc));
+		else
+			((float *)t->h[1])[i] = (float)(g * sc);
+	}
+	CK(cudaMemcpy(t->d[1], t->h[1], t->n * elsize(vr, 1),
+		      cudaMemcpyHostToDevice));
+}
+
+/* 1 if the device arrays equal the host ones byte for byte; else prints
+ * the first difference. */
+static int tensor_same(const struct tensor *t, const struct variant *vr)
+{
+	static const char *names[5] = { "p", "g", "m", "v", "pb" };
+	int same = 1;
+
+	for (int k = 0; k < 5 && same; k++) {
+		size_t es = elsize(vr, k), bytes = t->n * es;
+		char *back;
+
+		if (!t->h[k])
+			continue;
+		back = (char *)malloc(bytes);
+		CK(cudaMemcpy(back, t->d[k], bytes, cudaMemcpyDeviceToHost));
+		for (size_t i = 0; i < t->n; i++) {
+			if (memcmp(back + i * es, t->h[k] + i * es, es)) {
+				uint32_t a = 0, b = 0;
+
+				memcpy(&a, back + i * es, es);
+				memcpy(&b, t->h[k] + i * es, es);
+				printf("# n=%zu %s[%zu]: gpu 0x%08x cpu 0x%08x\n",
+				       t->n, names[k], i, a, b);
+				same = 0;
+				break;
+			}
+		}
+		free(back);
+	}
+	return same;
+}
+
+static void test_batches(void)
+{
+	static const size_t lens[] = { 1, 15, 16, 17, 1023, (1 << 20) + 3 };
+	enum { NL = sizeof(lens) / sizeof(lens[0]) };
+
+	for (size_t v = 0; v < sizeof(variants) / sizeof(variants[0]); v++) {
+		const struct variant *vr = &variants[v];
+
+		for (int off = 0; off < 2; off++) {
+			struct tensor t[NL];
+			struct hk_adamw_args da[NL];
+			int rc = 0, same = 1;
+
+			for (int i = 0; i < NL; i++)
+				tensor_new(&t[i], vr, lens[i], off, v * 100 + i);
+			for (int64_t s = 1; s <= 10; s++) {
+				for (int i = 0; i < NL; i++) {
+					tensor_grads(&t[i], vr, s * 1000 + i);
+					t[i].ha.step = t[i].da.step = s;
+					da[i] = t[i].da;
+					rc |= hk_adamw_step(&t[i].ha);
+				}
+				rc |= hk_adamw_step_cuda(da, NL, NULL, NULL);
+			}
+			CK(cudaDeviceSynchronize());
+			for (int i = 0; i < NL; i++)
+				same &= tensor_same(&t[i], vr);
+			ok(rc == 0 && same, "%s, %s pointers: 6 lengths in one "
+			   "call, 10 steps = CPU bit for bit", vr->name,
+			   off ? "element-aligned" : "16-byte aligned");
+			for (int i = 0; i < NL; i++)
+				tensor_free(&t[i]);
+		}
+	}
+}
+
+static void test_many(void)
+{
+	enum { NT = 40 };
+	const struct variant *vr = &variants[2];
+	struct tensor t[NT];
+	struct hk_adamw_args da[NT];
+	int rc = 0, same = 1;
+
+	for (int i = 0; i < NT; i++) {
+		tensor_new(&t[i], vr, 1 + 997 * i, i & 1, i);
+		tensor_grads(&t[i], vr, 50 + i);
+		da[i] = t[i].da;
+		rc |= hk_adamw_step(&t[i].ha);
+	}
+	rc |= hk_adamw_step_cuda(da, NT, NULL, NULL);
+	CK(cudaDeviceSynchronize());
+	for (int i = 0; i < NT; i++)
+		same &= tensor_same(&t[i], vr);
+	ok(rc == 0 && same, "%d tensors in one call (several launches) = CPU",
+	   NT);
+	for (int i = 0; i < NT; i++)
+		tensor_free(&t[i]);
+}
+
+static void test_found_inf(void)
+{
+	const struct variant *vr = &variants[4];
+	struct tensor t[3];
+	struct hk_adamw_args da[3];
+	int *flag, h = 0, same = 1;
+
+	CK(cudaMalloc((void **)&flag, sizeof(int)));
+	for (int i = 0; i < 3; i++) {
+		tensor_new(&t[i], vr, 5000 + 3 * i, i == 1, i);
+		tensor_grads(&t[i], vr, 10 + i);
+		da[i] = t[i].da;
+		da[i].flags = HK_ADAMW_CHECK_FINITE;
+	}
+	((uint16_t *)t[2].h[1])[4999] = 0x7fc0;		/* NaN */
+	CK(cudaMemcpy(t[2].d[1], t[2].h[1], 2 * t[2].n,
+		      cudaMemcpyHostToDevice));
+	CK(cudaMemset(flag, 0, sizeof(int)));
+	ok(hk_adamw_step_cuda(da, 3, flag, NULL) == 0, "check: enqueued");
+	CK(cudaMemcpy(&h, flag, sizeof(int), cudaMemcpyDeviceToHost));
+	ok(h == 1, "check: a NaN grad in the third tensor sets the flag");
+	for (int i = 0; i < 3; i++)	/* the host side: as it was */
+		same &= tensor_same(&t[i], vr);
+	ok(same, "check: no tensor touched");
+	for (int i = 0; i < 3; i++)
+		da[i].flags = 0;
+	ok(hk_adamw_step_cuda(da, 3, flag, NULL) == 0 &&
+	   cudaDeviceSynchronize() == cudaSuccess,
+	   "preset flag: enqueued");
+	same = 1;
+	for (int i = 0; i < 3; i++)
+		same &= tensor_same(&t[i], vr);
+	ok(same, "preset flag: no tensor touched");
+	da[0].flags = HK_ADAMW_CHECK_FINITE;
+	ok(hk_adamw_step_cuda(da, 3, NULL, NULL) == -EINVAL,
+	   "CHECK_FINITE without a flag: -EINVAL (%s)", hk_adamw_error());
+	da[0].flags = 0;
+	da[1].found_inf = 1;
+	ok(hk_adamw_step_cuda(da, 3, NULL, NULL) == HK_ADAMW_SKIPPED,
+	   "args.found_inf: HK_ADAMW_SKIPPED, nothing enqueued");
+	CK(cudaFree(flag));
+	for (int i = 0; i < 3; i++)
+		tensor_free(&t[i]);
+}
+
+/* The ceiling: p += g, m += g, v += g, 16 bytes at a time. */
+__global__ void stream_kernel(float4 *p, const float4 *g, float4 *m,
+			      float4 *v, size_t n4)
+{
+	for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n4;
+	     i += (size_t)gridDim.x * blockDim.x) {
+		float4 a = g[i], x = p[i], y = m[i], z = v[i];
+
+		p[i] = make_float4(x.x + a.x, x.y + a.y, x.z + a.z, x.w + a.w);
+		m[i] = make_float4(y.x + a.x, y.y + a.y, y.z + a.z, y.w + a.w);
+		v[i] = make_float4(z.x + a.x, z.y + a.y, z.z + a.z, z.w + a.w);
+	}
+}
+
+static void bench(void)
+{
+	size_t n = (size_t)256 << 20;	/* 4 GiB over p, g, m, v */
+	float *a[4];
+	struct hk_adamw_args args = { 0 };
+	cudaEvent_t e0, e1;
+	float ms_k = 0, ms_c = 0, best_k = 1e30f, best_c = 1e30f;
+	int sms;
+
+	for (int k = 0; k < 4; k++) {
+		CK(cudaMalloc((void **)&a[k], n * 4));
+		CK(cudaMemset(a[k], 0, n * 4));
+	}
+	CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+	args.n = n;
+	args.param = a[0];
+	args.grad = a[1];
+	args.exp_avg = a[2];
+	args.exp_avg_sq = a[3];
+	args.lr = 1e-3;
+	args.beta1 = 0.9;
+	args.beta2 = 0.999;
+	args.eps = 1e-8;
+	args.weight_decay = 0.01;
+	CK(cudaEventCreate(&e0));
+	CK(cudaEventCreate(&e1));
+	for (int r = 0; r < 6; r++) {
+		args.step = r + 1;
+		CK(cudaEventRecord(e0));
+		stream_kernel<<<sms * 8, 256>>>((float4 *)a[0],
+						(const float4 *)a[1],
+						(float4 *)a[2], (float4 *)a[3],
+						n / 4);
+		CK(cudaEventRecord(e1));
+		CK(cudaEventSynchronize(e1));
+		CK(cudaEventElapsedTime(&ms_c, e0, e1));
+		CK(cudaEventRecord(e0));
+		hk_adamw_step_cuda(&args, 1, NULL, NULL);
+		CK(cudaEventRecord(e1));
+		CK(cudaEventSynchronize(e1));
+		CK(cudaEventElapsedTime(&ms_k, e0, e1));
+		if (r) {	/* the first is warm-up */
+			best_k = fminf(best_k, ms_k);
+			best_c = fminf(best_c, ms_c);
+		}
+	}
+	printf("# adamw gpu: n=%zu %.3f ms/step %.1f GB/s; stream ceiling "
+	       "%.1f GB/s; fraction %.3f\n", n, best_k, 28.0 * n / best_k / 1e6,
+	       28.0 * n / best_c / 1e6, best_c / best_k);
+	printf("# {\"bench\":\"adamw_gpu\",\"gparam_s\":%.4g,\"GBps\":%.4g,"
+	       "\"ceiling_GBps\":%.4g,\"fraction\":%.4g}\n", n / best_k / 1e6,
+	       28.0 * n / best_k / 1e6, 28.0 * n / best_c / 1e6,
+	       best_c / best_k);
+	for (int k = 0; k < 4; k++)
+		CK(cudaFree(a[k]));
+}
+
+int main(void)
+{
+	int count = 0;
+
+	if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
+		printf("1..0 # SKIP no CUDA device\n");
+		return 77;
+	}
+	hk_adamw_force_isa(HK_ISA_SCALAR);	/* the reference path */
+	test_batches();
+	test_many();
+	test_found_inf();
+	bench();
+	printf("1..%d\n", n_tests);
+	return n_failed ? 1 : 0;
+}
