@@ -24,7 +24,7 @@
 
 #include "err.h"
 #include "hmmd.h"
-#include "proto.h"
+#include "proto_sock.h"
 
 /* Allocated by hmmd_conn_new, freed by hmmd_conn_free; owns fd. */
 struct hmmd_conn {
@@ -40,7 +40,6 @@ struct hmmd_conn {
 };
 
 #define MSGS_PER_TURN	64	/* then let the other clients in */
-#define FDS_MAX		8	/* fds we can receive (only to close them) */
 
 int hmmd_conn_new(int fd, uint64_t id, const struct hmmd_config *cfg,
 		  struct hmmd_conn **out)
@@ -95,20 +94,22 @@ static void send_error(int fd, uint64_t seq, int err, const char *detail)
 	uint8_t buf[HMM_PROTO_HDR_SIZE + 264];
 	int n = error_msg(buf, sizeof(buf), seq, err, detail);
 
-	if (n > 0 && send(fd, buf, n, MSG_DONTWAIT | MSG_NOSIGNAL) < 0) {
-		/* the client is going anyway */
-	}
+	if (n > 0)	/* the client is going anyway: no matter if it fails */
+		hmm_proto_send(fd, buf, n, NULL, 0, MSG_DONTWAIT);
 }
 
 /* Send what waits in c->out; 0 (sent or still waiting) or -errno. */
 static int flush_out(struct hmmd_conn *c)
 {
-	if (send(c->fd, c->out, c->out_len, MSG_DONTWAIT | MSG_NOSIGNAL) < 0) {
-		if (errno == EAGAIN)
-			return 0;
-		hmmd_log("client %llu: closing: send: %s",
-			 (unsigned long long)c->id, strerror(errno));
-		return -errno;
+	int ret = hmm_proto_send(c->fd, c->out, c->out_len, NULL, 0,
+				 MSG_DONTWAIT);
+
+	if (ret == -EAGAIN)
+		return 0;
+	if (ret) {
+		hmmd_log("client %llu: closing: %s", (unsigned long long)c->id,
+			 hmm_last_error());
+		return ret;
 	}
 	c->out_len = 0;
 	return 0;
@@ -199,68 +200,32 @@ static int on_msg(struct hmmd_conn *c, const struct hmm_proto_msg *m)
 	return reply_error(c, m->hdr.seq, -ENOSYS, why);
 }
 
-/* Close every fd that came with msg; 1 when there were any. */
-static int drop_fds(struct msghdr *mh)
-{
-	struct cmsghdr *cm;
-	int any = 0;
-
-	for (cm = CMSG_FIRSTHDR(mh); cm; cm = CMSG_NXTHDR(mh, cm)) {
-		size_t i, n;
-		int fd;
-
-		if (cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS)
-			continue;
-		n = (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-		for (i = 0; i < n; i++) {
-			memcpy(&fd, CMSG_DATA(cm) + i * sizeof(int), sizeof(fd));
-			close(fd);
-		}
-		any = 1;
-	}
-	return any;
-}
-
 /* Receive and handle one datagram: 1 handled, 0 none queued, <0 close. */
 static int serve_one(struct hmmd_conn *c)
 {
-	static uint8_t buf[HMM_PROTO_MSG_MAX + 1];
-	union {
-		char b[CMSG_SPACE(FDS_MAX * sizeof(int))];
-		struct cmsghdr align;
-	} ctl;
-	struct iovec iov = { buf, sizeof(buf) };
-	struct msghdr mh = {
-		.msg_iov = &iov, .msg_iovlen = 1,
-		.msg_control = ctl.b, .msg_controllen = sizeof(ctl.b),
-	};
+	static uint8_t buf[HMM_PROTO_RECV_BUF];
 	struct hmm_proto_msg m;
-	ssize_t n;
 	int ret;
 
-	n = recvmsg(c->fd, &mh, MSG_DONTWAIT | MSG_TRUNC | MSG_CMSG_CLOEXEC);
-	if (n < 0 && (errno == EAGAIN || errno == EINTR))
+	/* fds NULL: any that come are closed and the message refused */
+	ret = hmm_proto_recv(c->fd, buf, sizeof(buf), &m, NULL, NULL,
+			     MSG_DONTWAIT);
+	if (ret == -EAGAIN)
 		return 0;
-	if (n < 0) {
-		ret = -errno;
-		hmmd_log("client %llu: closing: recv: %s",
-			 (unsigned long long)c->id, strerror(errno));
-		return ret;
-	}
-	if (n == 0) {
+	if (ret == -ENOTCONN) {
 		if (c->cfg->verbose)
 			hmmd_log("client %llu: gone after %llu messages",
 				 (unsigned long long)c->id,
 				 (unsigned long long)c->msgs);
-		return -ENOTCONN;
+		return ret;
 	}
-	if (drop_fds(&mh) || (mh.msg_flags & MSG_CTRUNC))
-		return fail(c, 0, -EPROTO,
-			    "sent file descriptors: the daemon takes none");
-	ret = hmm_proto_decode(buf, (size_t)n < sizeof(buf) ? (size_t)n :
-			       sizeof(buf), &m);
-	if (ret < 0)
+	if (ret == -EMSGSIZE || ret == -EPROTO || ret == -EINVAL)
 		return fail(c, 0, ret, hmm_last_error());
+	if (ret < 0) {
+		hmmd_log("client %llu: closing: %s", (unsigned long long)c->id,
+			 hmm_last_error());
+		return ret;
+	}
 	c->msgs++;
 	ret = on_msg(c, &m);
 	return ret < 0 ? ret : 1;
