@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * kmod/block.c — a 2 MiB block: its lock, the per-4 KiB page pointer and
+ * hmmk: a 2 MiB block: its lock, the per-4 KiB page pointer and
  * state, page allocation on a node, and revocation of CPU mappings.
  */
 #include <linux/mm.h>

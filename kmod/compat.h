@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
- * kmod/compat.h — the differences between the kernels hmmk.ko is built for
+ * hmmk: the differences between the kernels hmmk.ko is built for
  * (Debian 6.1 and 6.12).  Only this file looks at LINUX_VERSION_CODE.
  */
 #ifndef HMMK_COMPAT_H

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * kmod/daemon.c — the NVMe tier through a userspace daemon (hmmd, or the
+ * hmmk: the NVMe tier through a userspace daemon (hmmd, or the
  * test daemon): poll + ioctl.
  *
  * A faulting task (FILL) or the EVICT ioctl builds a request, queues it on
@@ -126,14 +126,20 @@ static int hmmk_req_end(struct hmmk_req *req, long left)
 	return ret;
 }
 
-/* Sleeps killably, at most fill_timeout_ms, then ends the request. */
-static int hmmk_req_wait(struct hmmk_req *req)
+/* Sleeps killably until deadline (jiffies), then ends the request. */
+static int hmmk_req_wait(struct hmmk_req *req, unsigned long deadline)
 {
-	long left;
+	long left = 0;
 
-	left = wait_for_completion_killable_timeout(&req->done,
-				msecs_to_jiffies(hmmk_fill_timeout_ms));
+	if (time_before(jiffies, deadline))
+		left = wait_for_completion_killable_timeout(&req->done,
+							    deadline - jiffies);
 	return hmmk_req_end(req, left);
+}
+
+static unsigned long hmmk_deadline(void)
+{
+	return jiffies + msecs_to_jiffies(READ_ONCE(hmmk_fill_timeout_ms));
 }
 
 /* Fills page with page i's bytes from the daemon.  blk->lock held. */
@@ -147,7 +153,7 @@ int hmmk_daemon_fill(struct hmmk_block *blk, unsigned int i,
 		return -ENOMEM;
 	ret = hmmk_req_submit(req);
 	if (!ret)
-		ret = hmmk_req_wait(req);
+		ret = hmmk_req_wait(req, hmmk_deadline());
 	hmmk_req_put(req);
 	return ret;
 }
@@ -344,6 +350,7 @@ long hmmk_daemon_complete(struct hmmk_space *space, void __user *arg)
 static int hmmk_evict_block(struct hmmk_block *blk, unsigned int lo,
 			    unsigned int hi, u64 *done, u64 *skipped)
 {
+	unsigned long deadline = hmmk_deadline();
 	struct hmmk_req **reqs;
 	unsigned int i;
 	int ret = 0, r;
@@ -369,7 +376,8 @@ static int hmmk_evict_block(struct hmmk_block *blk, unsigned int lo,
 	for (i = lo; i < hi; i++) {
 		if (!reqs[i])
 			continue;
-		r = ret ? hmmk_req_end(reqs[i], 0) : hmmk_req_wait(reqs[i]);
+		r = ret ? hmmk_req_end(reqs[i], 0) :
+			  hmmk_req_wait(reqs[i], deadline);
 		if (!r) {
 			put_page(blk->pages[i]);
 			hmmk_block_set(blk, i, HMMK_TIER_NVME, NULL);

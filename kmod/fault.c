@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * kmod/fault.c — the CPU fault handler of region VMAs.
+ * hmmk: the CPU fault handler of region VMAs.
  *
  * Under the block lock the page is made resident on a CPU node (zero-fill
  * on first touch on the preferred node, back from the simdev, or FILL from

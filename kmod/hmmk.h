@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
- * kmod/hmmk.h — hmmk.ko's internal objects and the functions between files.
+ * hmmk: hmmk.ko's internal objects and the functions between files.
  *
  * Object tree:
  *   hmmk_space   one per open of /dev/hmmk, bound to the opener's mm

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * kmod/main.c — /dev/hmmk: module init/exit, the misc device and its file
+ * hmmk: /dev/hmmk: module init/exit, the misc device and its file
  * operations.  Each open is a space (space.c); ioctls are dispatched here
  * to the file that holds the operation.
  */

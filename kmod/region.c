@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * kmod/region.c — a region's lifetime and the VMAs that map it.
+ * hmmk: a region's lifetime and the VMAs that map it.
  *
  * mmap accepts MAP_SHARED, readable and writable mappings of a range inside
  * one region, made by the space's own mm.  The VMA gets VM_MIXEDMAP (pages

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * kmod/simdev.c — a simulated device: a capacity-limited pool of pages the
+ * hmmk: a simulated device: a capacity-limited pool of pages the
  * CPU cannot map, driven by DEV_ACCESS, which plays the GPU touching a
  * range.  It follows nvidia-uvm's policies in small:
  *  - a touched page migrates in (its CPU mappings revoked, bytes copied);
@@ -102,10 +102,13 @@ int hmmk_simdev_to_cpu(struct hmmk_block *blk, unsigned int i)
 	return 0;
 }
 
-/* Every device page of a victim block back to the CPU.  Its lock held. */
-static void hmmk_simdev_evict_block(struct hmmk_block *blk)
+/*
+ * Every device page of a victim block back to the CPU.  Its lock held.
+ * Returns the pages moved (fewer when the CPU nodes are out of memory).
+ */
+static unsigned int hmmk_simdev_evict_block(struct hmmk_block *blk)
 {
-	unsigned int i;
+	unsigned int i, moved = 0;
 
 	for (i = 0; i < HMMK_BLOCK_PAGES && blk->nr_dev; i++) {
 		if (hmmk_tier(blk, i) != HMMK_TIER_DEV)
@@ -113,7 +116,9 @@ static void hmmk_simdev_evict_block(struct hmmk_block *blk)
 		if (hmmk_simdev_to_cpu(blk, i))
 			break;
 		atomic64_inc(&blk->region->c.dev_evictions);
+		moved++;
 	}
+	return moved;
 }
 
 /*
@@ -125,6 +130,7 @@ static void hmmk_simdev_evict_block(struct hmmk_block *blk)
 static int hmmk_simdev_reserve(struct hmmk_block *cur)
 {
 	struct hmmk_block *victim;
+	unsigned int moved;
 
 	spin_lock(&sd.lock);
 	while (sd.used >= sd.capacity) {
@@ -141,8 +147,10 @@ static int hmmk_simdev_reserve(struct hmmk_block *cur)
 			return -ENOSPC;
 		}
 		spin_unlock(&sd.lock);
-		hmmk_simdev_evict_block(victim);
+		moved = hmmk_simdev_evict_block(victim);
 		mutex_unlock(&victim->lock);
+		if (!moved)
+			return -ENOSPC;	/* no CPU memory to evict into */
 		spin_lock(&sd.lock);
 	}
 	sd.used++;

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * kmod/space.c — a space is one open of /dev/hmmk: the opener's mm, its
+ * hmmk: a space is one open of /dev/hmmk: the opener's mm, its
  * own address_space (so revocation reaches only its VMAs) and its list of
  * regions.  REGION_CREATE / REGION_DESTROY live here.
  */

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * kmod/telemetry.c — what the module tells: per-region counters (STATS),
+ * hmmk: what the module tells: per-region counters (STATS),
  * per-page tier and state (SNAPSHOT), access sampling by hinting faults
  * (SAMPLE unmaps resident pages; the next CPU touch refaults and counts,
  * since the A-bit helpers are not exported on 6.1), and a debugfs summary

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * kmod/tier_node.c — the CPU-node tiers: MIGRATE moves resident pages of a
+ * hmmk: the CPU-node tiers: MIGRATE moves resident pages of a
  * range to one NUMA node (alloc on that node with __GFP_THISNODE, revoke the
  * CPU mappings, copy, swap the page in the block, free the old page).
  */

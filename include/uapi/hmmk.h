@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: GPL-2.0 WITH Linux-syscall-note */
 /*
- * include/uapi/hmmk.h — the one interface between hmmk.ko and userspace.
+ * hmmk: the one interface between hmmk.ko and userspace.
  *
  * This is the only copy: the module, libhmm, hmmd and the tests include this
  * file.  Rules: only __u8..__u64, natural alignment, explicit reserved fields
@@ -67,8 +67,8 @@ struct hmmk_features {
 struct hmmk_region_create {
 	__u64 size;		/* (in) bytes, a multiple of the page size */
 	__u64 flags;		/* (in) HMMK_REGION_F_*, must be 0 */
-	__u32 preferred_node;	/* (in) CPU node for first touch, or
-				 *	HMMK_NODE_ANY (the caller's node) */
+	/* (in) CPU node for first touch, or HMMK_NODE_ANY (caller's node) */
+	__u32 preferred_node;
 	__u32 reserved0;	/* (in) 0 */
 	__u64 handle;		/* (out) names the region in other ioctls */
 	__u64 mmap_offset;	/* (out) the offset to pass to mmap() */
@@ -94,8 +94,8 @@ struct hmmk_range {
 	__u32 node;		/* (in) MIGRATE: target CPU node; else 0 */
 	__u32 flags;		/* (in) DEV_ACCESS: HMMK_ACCESS_*; else 0 */
 	__u64 done;		/* (out) pages moved / evicted / accessed */
-	__u64 skipped;		/* (out) pages left where they were (busy,
-				 *	not resident, pinned) */
+	/* (out) pages left where they were (busy, not resident, pinned) */
+	__u64 skipped;
 	__u64 reserved[2];	/* (in) 0 */
 };
 
@@ -150,11 +150,13 @@ struct hmmk_stats {
 /* SIMDEV_CONFIG: the simulated device (module-wide). */
 struct hmmk_simdev_config {
 	__u64 capacity_pages;	/* (in) device pages; 0 leaves it as is */
-	__u32 prefetch_pct;	/* (in) prefetch a block once this percent
-				 *	of it is on the device; 0 = off,
-				 *	>100 leaves it as is */
-	__u32 thrash_limit;	/* (in) moves of one page per window that
-				 *	count as thrashing; 0 = off */
+	/*
+	 * (in) prefetch the rest of a block once this percent of it is on
+	 * the device; 0 = off, over 100 leaves it as is
+	 */
+	__u32 prefetch_pct;
+	/* (in) moves of one page in a 1 s window that are thrashing; 0 = off */
+	__u32 thrash_limit;
 	__u32 pin_ms;		/* (in) how long a thrashing page is pinned */
 	__u32 reserved0;	/* (in) 0 */
 	__u64 used_pages;	/* (out) device pages in use */
