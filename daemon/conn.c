@@ -1,12 +1,12 @@
 // SPDX-License-Identifier: MIT
 /*
- * conn.c — one client of hmmd: receive a datagram, decode it with the
- * wire codec (libhmm/src/proto.c), answer it.
+ * conn.c — one client of hmmd: receive a datagram and decode it
+ * (libhmm/src/proto_sock.c over the codec proto.c), answer it.
  *
  * A client that breaks the protocol (a malformed message, a reply type,
  * anything before hello, a second hello, file descriptors sent to the
- * daemon, not reading its replies) gets one ERROR saying why, and its
- * connection is closed with the reason logged; no other client notices.
+ * daemon) gets one ERROR saying why, and its connection is closed with
+ * the reason logged; no other client notices.
  * Requests that need the engine are answered with -ENOSYS (see hmmd.h).
  *
  * Back-pressure: a reply the client's socket has no room for is kept
