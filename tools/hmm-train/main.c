@@ -84,9 +84,10 @@ static int bad(const char *flag, const char *val, const char *why)
 static void list_presets(void)
 {
 	for (const struct preset *p = preset_list(); p->name; p++)
-		printf("%-8s %2d layers, d %4d, ctx %3d, batch %d, %3d steps: "
-		       "%s\n", p->name, p->cfg.layers, p->cfg.d, p->cfg.ctx,
-		       p->cfg.batch, p->steps, p->about);
+		printf("%-8s %2d layers, d %4d, ctx %3d, batch %d, %3d steps, "
+		       "loss_max %.2f: %s\n", p->name, p->cfg.layers, p->cfg.d,
+		       p->cfg.ctx, p->cfg.batch, p->steps, p->loss_max,
+		       p->about);
 }
 
 int main(int argc, char **argv)

@@ -11,7 +11,7 @@
 static const struct preset presets[] = {
 	{ "default", { 256, 128, 384, 6, 6, 4 }, 40, 4, 2e-3, 2.0,
 	  "10.8 M parameters, about a minute on 2 cores" },
-	{ "tiny", { 256, 32, 64, 2, 8, 4 }, 30, 3, 3e-3, 3.5,
+	{ "tiny", { 256, 32, 64, 2, 8, 4 }, 30, 3, 2e-3, 3.5,
 	  "0.4 M parameters in 8 layers, for tests: seconds" },
 	{ "small", { 256, 64, 192, 4, 6, 8 }, 100, 5, 2e-3, 2.2,
 	  "2.7 M parameters" },

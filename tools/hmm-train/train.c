@@ -223,7 +223,7 @@ int train_main(const struct train_opts *o)
 	dhash = ckpt_hash(d.text, d.len, CKPT_HASH0);
 	e = open_state(o, &r, &st);
 	if (e) {
-		rc = e == -EINVAL ? 2 : 1;
+		rc = e == -ENOMEM || e == -EIO ? 1 : 2;	/* else: bad input */
 		goto out_data;
 	}
 	r.host_budget = state_budget(st);
