@@ -132,12 +132,14 @@ static int map_wait(struct hmm *h, struct hmm_tensor *t, uint32_t first,
 				starved_at = now;
 			if (now - starved_at > h->cfg.wait_ms / 1000.0)
 				return hmm_err(-ENOMEM, "tensor %s: %s tier "
-				    "full of pinned chunks for %u ms (budget "
-				    "%llu, used %llu, pinned %llu bytes)",
+				    "full for %u ms (budget %llu, used %llu, "
+				    "pinned %llu bytes incl. this map's%s)",
 				    t->name, tier_names[tier], h->cfg.wait_ms,
 				    (unsigned long long)h->tier[tier].cap,
 				    (unsigned long long)h->tier[tier].used,
-				    (unsigned long long)h->tier[tier].pinned);
+				    (unsigned long long)h->tier[tier].pinned,
+				    h->store ? "" : "; no store tier to "
+				    "evict dirty chunks to");
 			cond_wait_until(h, starved_at +
 					h->cfg.wait_ms / 1000.0 + 0.001);
 		} else {

@@ -3,7 +3,7 @@
  * test_tensor_basic — the core path with a store: tensors totalling 4x
  * the host budget are written, evicted and read back exact; DISCARD maps
  * read nothing from the store (counted); prefetch/evict/wait/flush; the
- * sim device tier round-trips through host and store.
+ * sim device tier round-trips through host and store.  t: tsan
  */
 #include "t.h"
 
