@@ -7,7 +7,7 @@ set -eu
 PKGS=(
 	build-essential pkg-config
 	liburing-dev libnuma-dev libinih-dev libopenblas-dev
-	fio
+	fio clang libclang-rt-14-dev
 	linux-headers-amd64 linux-image-amd64 linux-source-6.1
 	qemu-system-x86 busybox-static cpio kmod xz-utils
 	python3-torch
