@@ -14,8 +14,11 @@
  * reads of Belady's MIN on the same trace and budget, simulated here) /
  * the store's read bandwidth measured in the same run, between policies.
  *
- * Targets: sched stall <= 0.2 x none stall, sched total <= 1.15 x
- * max(floor, compute).
+ * Targets: sched stall <= 0.2 x none stall, sched total <= 1.15 x floor.
+ * The compute per layer is calibrated on the faster of two bandwidth
+ * measurements, so the run is balanced; on a noisy machine the measured
+ * compute can exceed the floor, so bound_s = max(floor, compute) and the
+ * ratio to it are reported too.
  */
 #include <errno.h>
 #include <getopt.h>
@@ -237,7 +240,7 @@ static int bench_tensors(int argc, char **argv)
 	static const char *const names[] = { "none", "lru", "sched" };
 	struct opts o = { 16, 3, 0, 8 << 20, 2 << 20, 1.0, NULL, 0 };
 	struct result res[3];
-	double bw[4], bwm, floor_s;
+	double bw[5], bwm, bwc, floor_s, bound_s;
 	char key[64], path[4200];
 	uint64_t must;
 	int c, m;
@@ -272,17 +275,20 @@ static int bench_tensors(int argc, char **argv)
 		o.store = path;
 	}
 	bw[0] = measure_bw(&o);
+	bw[4] = measure_bw(&o);
+	bwc = bw[0] > bw[4] ? bw[0] : bw[4];	/* compute calibration */
 	for (m = 0; m < 3; m++) {
-		if (run(&o, m, bw[0], &res[m])) {
+		if (run(&o, m, bwc, &res[m])) {
 			fprintf(stderr, "hmm-bench tensors: %s: %s\n", names[m],
 				hmm_last_error());
 			return 1;
 		}
 		bw[m + 1] = measure_bw(&o);
 	}
-	bwm = bench_median(bw, 4);
+	bwm = bench_median(bw, 5);
 	must = belady_bytes(&o) * o.steps;
 	floor_s = must / bwm;
+	bound_s = floor_s > res[2].compute_s ? floor_s : res[2].compute_s;
 	for (m = 0; m < 3; m++)
 		printf("%-6s stall %.3f s  compute %.3f s  total %.3f s  store "
 		       "read %llu MiB  prefetch hits %llu\n", names[m],
@@ -290,10 +296,11 @@ static int bench_tensors(int argc, char **argv)
 		       (unsigned long long)res[m].read_bytes >> 20,
 		       (unsigned long long)res[m].prefetch_hits);
 	printf("store %.0f MiB/s, must move %llu MiB -> floor %.3f s, compute "
-	       "%.3f s; sched stall / none %.3f, sched total / floor %.3f\n",
+	       "%.3f s; sched stall / none %.3f, sched total / floor %.3f, "
+	       "/ max(floor, compute) %.3f\n",
 	       bwm / (1 << 20), (unsigned long long)must >> 20, floor_s,
 	       res[2].compute_s, res[2].stall_s / res[0].stall_s,
-	       res[2].total_s / floor_s);
+	       res[2].total_s / floor_s, res[2].total_s / bound_s);
 	if (!o.json)
 		return 0;
 	bench_json_begin(stdout, "tensors");
@@ -317,6 +324,9 @@ static int bench_tensors(int argc, char **argv)
 		       res[0].stall_s > 0 ? res[2].stall_s / res[0].stall_s : 0);
 	bench_json_num(stdout, "sched_total_over_floor",
 		       res[2].total_s / floor_s);
+	bench_json_num(stdout, "bound_s", bound_s);
+	bench_json_num(stdout, "sched_total_over_bound",
+		       res[2].total_s / bound_s);
 	bench_json_end(stdout);
 	return 0;
 }
