@@ -221,6 +221,29 @@ static void bad_args(void)
 	a.d = 300;
 	t_eq(hk_attn_bwd(&a, x, x, x, x, lse, x, x, x, x), -EINVAL,
 	     "d = 300 is refused");
+	{	/* no keys: dq = 0; no queries: dk = dv = 0 */
+		float dq[64], dk[64], dv[64], l2[2] = { -INFINITY, -INFINITY };
+		int zero = 1;
+
+		memset(dq, 0x5a, sizeof(dq));
+		a.d = 32;
+		a.Nk = 0;
+		t_eq(hk_attn_bwd(&a, x, NULL, NULL, x, l2, x, dq, NULL, NULL),
+		     0, "Nk = 0 runs");
+		for (int i = 0; i < 64; i++)
+			zero &= dq[i] == 0;
+		t_ok(zero, "Nk = 0: dq = 0");
+		a.Nk = 1;
+		a.Nq = 0;
+		memset(dk, 0x5a, sizeof(dk));
+		memset(dv, 0x5a, sizeof(dv));
+		t_eq(hk_attn_bwd(&a, NULL, x, x, NULL, NULL, NULL, NULL, dk, dv),
+		     0, "Nq = 0 runs");
+		zero = 1;
+		for (int i = 0; i < 32; i++)
+			zero &= dk[i] == 0 && dv[i] == 0;
+		t_ok(zero, "Nq = 0: dk = dv = 0");
+	}
 }
 
 int main(void)

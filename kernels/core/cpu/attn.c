@@ -381,9 +381,10 @@ static void fwd_softmax(struct hk_attn_ctx *c, float *S, int mr, int i0,
 		mnew = mx > m[r] ? mx : m[r];
 		alpha = m[r] == -INFINITY ? 0 : expf(m[r] - mnew);
 		l[r] = l[r] * alpha + ops->exp_sum(s, ncp, c->a.scale, mnew);
-		if (alpha != 1)
-			for (int p = 0; p < c->dp; p++)
-				o[p] *= alpha;
+		if (alpha != 1)		/* dp % 8 == 0: vectorizes */
+			for (int p = 0; p < c->dp; p += 8)
+				for (int u = 0; u < 8; u++)
+					o[p + u] *= alpha;
 		m[r] = mnew;
 	}
 }
