@@ -25,20 +25,37 @@
 
 #define FMA_ITERS 3000000L
 
+/* Ten independent FMA chains in registers (latency 4, 2 ports: 8+ hide
+ * it); written out one by one so the compiler keeps them in registers. */
 __attribute__((target("avx2,fma"))) static void fma_part(void *arg, int i,
 							 int n)
 {
-	__m256 a[10], m = _mm256_set1_ps(0.999999f), c = _mm256_set1_ps(1e-6f);
+	__m256 m = _mm256_set1_ps(0.999999f), c = _mm256_set1_ps(1e-6f);
+	__m256 a0 = _mm256_set1_ps(0), a1 = _mm256_set1_ps(1);
+	__m256 a2 = _mm256_set1_ps(2), a3 = _mm256_set1_ps(3);
+	__m256 a4 = _mm256_set1_ps(4), a5 = _mm256_set1_ps(5);
+	__m256 a6 = _mm256_set1_ps(6), a7 = _mm256_set1_ps(7);
+	__m256 a8 = _mm256_set1_ps(8), a9 = _mm256_set1_ps(9);
 	float out[8];
 
-	for (int k = 0; k < 10; k++)
-		a[k] = _mm256_set1_ps(k);
-	for (long it = 0; it < FMA_ITERS; it++)
-		for (int k = 0; k < 10; k++)
-			a[k] = _mm256_fmadd_ps(a[k], m, c);
-	for (int k = 1; k < 10; k++)
-		a[0] = _mm256_add_ps(a[0], a[k]);
-	_mm256_storeu_ps(out, a[0]);
+	for (long it = 0; it < FMA_ITERS; it++) {
+		a0 = _mm256_fmadd_ps(a0, m, c);
+		a1 = _mm256_fmadd_ps(a1, m, c);
+		a2 = _mm256_fmadd_ps(a2, m, c);
+		a3 = _mm256_fmadd_ps(a3, m, c);
+		a4 = _mm256_fmadd_ps(a4, m, c);
+		a5 = _mm256_fmadd_ps(a5, m, c);
+		a6 = _mm256_fmadd_ps(a6, m, c);
+		a7 = _mm256_fmadd_ps(a7, m, c);
+		a8 = _mm256_fmadd_ps(a8, m, c);
+		a9 = _mm256_fmadd_ps(a9, m, c);
+	}
+	a0 = _mm256_add_ps(_mm256_add_ps(_mm256_add_ps(a0, a1),
+					 _mm256_add_ps(a2, a3)),
+			   _mm256_add_ps(_mm256_add_ps(a4, a5),
+					 _mm256_add_ps(_mm256_add_ps(a6, a7),
+						       _mm256_add_ps(a8, a9))));
+	_mm256_storeu_ps(out, a0);
 	((float *)arg)[i] = out[0];
 }
 

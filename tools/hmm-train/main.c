@@ -29,6 +29,7 @@ static void usage(FILE *f)
 "  --data FILE         train on a text file, byte by byte (default: a\n"
 "                      synthetic grammar corpus made from --seed)\n"
 "  --seed N            seed for the corpus, the weights, the batches (1)\n"
+"  --lr X              peak learning rate (default: the preset's)\n"
 "  --ckpt PATH         write a checkpoint at the end\n"
 "  --resume PATH       continue from a checkpoint\n"
 "  --report PATH       write an HTML report (inline SVG) at the end\n"
@@ -98,11 +99,12 @@ int main(int argc, char **argv)
 		{ "daemon", 1, 0, 'D' }, { "data", 1, 0, 'd' },
 		{ "seed", 1, 0, 'S' }, { "ckpt", 1, 0, 'c' },
 		{ "resume", 1, 0, 'r' }, { "report", 1, 0, 'R' },
-		{ "json", 0, 0, 'j' }, { "help", 0, 0, 'h' }, { 0 }
+		{ "lr", 1, 0, 'l' }, { "json", 0, 0, 'j' }, { "help", 0, 0, 'h' }, { 0 }
 	};
 	struct train_opts o = { .host_budget = -1, .seed = 1 };
 	const char *preset = "default";
 	int64_t v;
+	char *end;
 	int c;
 
 	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
@@ -125,6 +127,11 @@ int main(int argc, char **argv)
 			if (parse_int(optarg, &v))
 				return bad("--seed", optarg, "want an integer");
 			o.seed = v;
+			break;
+		case 'l':
+			o.lr = strtod(optarg, &end);
+			if (*end || !(o.lr > 0 && o.lr < 1))
+				return bad("--lr", optarg, "want a number in (0, 1)");
 			break;
 		case 'c': o.ckpt = optarg; break;
 		case 'r': o.resume = optarg; break;

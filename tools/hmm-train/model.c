@@ -113,6 +113,7 @@ int gpt_new(const struct gpt_config *c, struct state *st, struct gpt **out)
 	g->st = st;
 	g->n = n = (size_t)c->batch * c->ctx;
 	g->weight_decay = 0.1;
+	g->clip = 1.0;
 	layer_layout(c, &g->L);
 	embed_layout(c, &g->E);
 	get(&g->acts, (c->layers + 1) * n * d, &fail);
@@ -246,7 +247,28 @@ int gpt_init(struct gpt *g, uint64_t seed)
  * schedule-aware policy prefetches the pieces ahead).  AdamW is
  * elementwise: the pieces give the same bits as one call.
  */
-static int step_block(struct gpt *g, int blk, const float *gr,
+/*
+ * Per-block gradient clipping: scale the block's gradient down to norm
+ * clip when it is larger (a global norm would need every gradient before
+ * any step; this keeps the step inside the backward).  The norm is summed
+ * in double in index order: deterministic.
+ */
+static void clip_block(float *gr, size_t n, double clip)
+{
+	double ss = 0, norm;
+
+	for (size_t i = 0; i < n; i++)
+		ss += (double)gr[i] * gr[i];
+	norm = sqrt(ss);
+	if (clip > 0 && norm > clip) {
+		float sc = clip / norm;
+
+		for (size_t i = 0; i < n; i++)
+			gr[i] *= sc;
+	}
+}
+
+static int step_block(struct gpt *g, int blk, float *gr,
 		      const struct optim_hp *hp)
 {
 	size_t de = blk == g->c.layers ? g->E.decay_end : g->L.decay_end;
@@ -255,6 +277,7 @@ static int step_block(struct gpt *g, int blk, const float *gr,
 	double t0 = gpt_now();
 	int err = 0;
 
+	clip_block(gr, n, g->clip);
 	for (size_t o = 0; o < n && !err; o += c) {
 		size_t len = n - o < c ? n - o : c;
 		size_t a = o < de ? (de < o + len ? de : o + len) - o : 0;

@@ -12,7 +12,8 @@
  * block is recomputed in the backward.  The AdamW step of a layer runs
  * right after that layer's backward, while its p and g are mapped, so a
  * step touches each block's p, g, m, v once in the backward.  (No global
- * gradient-norm clipping: that would need every gradient first.)
+ * gradient-norm clipping: that would need every gradient first; each
+ * block's gradient is clipped to norm 1 instead.)
  *
  * Determinism: a step's results depend only on the state's bytes, the
  * tokens and the hyper-parameters — not on the host budget, on where the
@@ -70,6 +71,7 @@ struct gpt {
 	float *y, *meanf, *rstdf, *logits;
 	struct gpt_times t;
 	double weight_decay;
+	double clip;			/* per-block gradient norm limit */
 };
 
 /* Parameter count of a config (all blocks' P). */

@@ -189,6 +189,15 @@ static int backend_open(struct state *s, const struct state_config *cfg)
 	hmm_config_default(&hc);
 	hc.host_budget = s->budget;
 	hc.chunk_bytes = s->chunk;
+	/* look ahead as far as the budget left over by the pinned working
+	 * set allows: the sequence counts every chunk access (p, m, v of
+	 * each optimizer piece), so three entries per chunk of room */
+	if (s->offloaded) {
+		uint64_t room = (s->budget - min_budget(s)) / s->chunk;
+
+		hc.prefetch_depth = room * 3 < 8 ? 8 : room * 3 > 256 ? 256 :
+				    room * 3;
+	}
 	hc.daemon = cfg->daemon;
 	hc.policy = getenv("HMM_TRAIN_LRU") ? HMM_POLICY_LRU :
 		    HMM_POLICY_SCHEDULE;

@@ -137,7 +137,7 @@ static int loop(struct run *r, struct gpt *g, struct state *st,
 		double loss, ts = now();
 		int err;
 
-		hp.lr = p->lr * (s < p->warmup ? (double)s / p->warmup : 1);
+		hp.lr = r->lr * (s < p->warmup ? (double)s / p->warmup : 1);
 		data_batch(d, r->seed, s, r->cfg.batch, r->cfg.ctx, tok, tgt);
 		err = gpt_step(g, tok, tgt, &hp, &loss);
 		if (err) {
@@ -198,7 +198,7 @@ int train_main(const struct train_opts *o)
 	struct run r = { .preset = p->name, .cfg = p->cfg, .seed = o->seed,
 			 .first_step = 1, .json = o->json, .out = stdout,
 			 .blas_core = o->blas_core, .attn = attn_impl(),
-			 .optim = optim_impl(), .lr = p->lr };
+			 .optim = optim_impl(), .lr = o->lr > 0 ? o->lr : p->lr };
 	struct state *st = NULL;
 	struct gpt *g = NULL;
 	struct data d;

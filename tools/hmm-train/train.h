@@ -18,6 +18,7 @@ struct train_opts {
 	int64_t host_budget;		/* -1 = a quarter of the state */
 	const char *store, *daemon, *data, *ckpt, *resume, *report;
 	uint64_t seed;
+	double lr;			/* 0 = preset's */
 	int json;
 	const char *blas_core;
 };
