@@ -78,6 +78,7 @@ extern "C" {
 /* hmm_config.flags */
 #define HMM_CONFIG_STORE_BUFFERED (1u << 0) /* store: do not try O_DIRECT */
 #define HMM_CONFIG_STORE_KEEP	  (1u << 1) /* store: keep an existing store
+					       and its saved tensors
 					       (default: format it) */
 
 /* hmm_map len: from off to the end of the tensor. */
@@ -151,6 +152,16 @@ int hmm_tensor_new(struct hmm *h, const char *name, uint32_t dtype,
 		   struct hmm_tensor **out);
 
 /*
+ * Open a tensor saved in the store by an earlier context's hmm_flush()
+ * (the context must be opened with HMM_CONFIG_STORE_KEEP and the same
+ * chunk_bytes).  Its contents are read on demand.  Returns 0 and *out,
+ * -ENOENT (no such name saved, or already opened), -EINVAL, -EIO (the
+ * saved record is corrupt), -ENOMEM.  Any thread.
+ */
+int hmm_tensor_open(struct hmm *h, const char *name,
+		    struct hmm_tensor **out);
+
+/*
  * Free a tensor and its copies in every tier.  Returns 0, or -EBUSY when
  * a range is still mapped (nothing freed).  Waits for its I/O in flight.
  * No other call on t may run during or after it.
@@ -213,9 +224,10 @@ int hmm_evict(struct hmm_tensor *t, uint64_t off, uint64_t len, int tier);
 int hmm_wait(struct hmm *h, struct hmm_tensor *t);
 
 /*
- * Write every dirty chunk to the store and make the store durable.
- * Mapped chunks are written as they are.  Returns 0, -ENODEV (no store
- * tier), or an I/O error.  Any thread.
+ * Write every dirty chunk to the store, then the table of tensors (names,
+ * shapes, which chunks are stored: see hmm_tensor_open), and make the
+ * store durable: a checkpoint.  Mapped chunks are written as they are.
+ * Returns 0, -ENODEV (no store tier), or an I/O error.  Any thread.
  */
 int hmm_flush(struct hmm *h);
 

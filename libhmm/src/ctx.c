@@ -155,10 +155,17 @@ int hmm_open(const struct hmm_config *cfg, struct hmm **out)
 		r = hmm_iot_start(h, cfg);
 		if (r < 0)
 			goto out_dev;
+		if (cfg->flags & HMM_CONFIG_STORE_KEEP) {
+			r = hmm_persist_load(h);
+			if (r < 0)
+				goto out_iot;
+		}
 	}
 	*out = h;
 	return 0;
 
+out_iot:
+	hmm_iot_stop(h);
 out_dev:
 	if (h->dev)
 		h->dev->close(h->dev_priv);
@@ -185,6 +192,7 @@ void hmm_close(struct hmm *h)
 	if (h->dev)
 		h->dev->close(h->dev_priv);
 	hmm_policy_fini(h);
+	hmm_persist_fini(h);
 	hmm_trace_close(h);
 	free(h->tensors);
 	pthread_cond_destroy(&h->io_cond);

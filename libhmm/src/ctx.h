@@ -69,6 +69,8 @@ struct hmm_region;
  */
 #define HMM_IOREQ_FREE	100	/* hmm_store_extent_free(io.key) */
 #define HMM_IOREQ_FLUSH	101	/* hmm_store_flush */
+#define HMM_IOREQ_META_SET 102	/* hmm_store_meta_set(io.buf, io.len) */
+#define HMM_IOREQ_META_GET 103	/* hmm_store_meta_get(io.buf, io.len) */
 struct hmm_ioreq {
 	struct hmm_io io;	/* io.op: HMM_IO_* or HMM_IOREQ_* */
 	struct hmm_list link;	/* on h->ioq while queued */
@@ -118,6 +120,9 @@ struct hmm {
 	struct hmm_stats st;		/* non-tier counters */
 
 	struct hmm_tensor **tensors;	/* by id; NULL once freed */
+	struct hmm_saved *saved;	/* tensors found in the store and not
+					   opened yet (persist.c) */
+	uint32_t nsaved;
 	uint32_t ntensors, tensors_cap;
 	uint64_t live_tensors, live_chunks;
 	int async_err;			/* first async error since wait */
@@ -189,6 +194,18 @@ void hmm_trace_close(struct hmm *h);
 void hmm_trace_event(struct hmm *h, const char *cat, const char *name,
 		     const char *tensor, uint32_t chunk, uint64_t bytes,
 		     double t0, double t1, int tid);
+
+/* ---- persist.c ------------------------------------------------------------- */
+struct hmm_saved;
+int hmm_persist_load(struct hmm *h);
+int hmm_persist_save(struct hmm *h);	/* h->lock held */
+void hmm_persist_fini(struct hmm *h);
+
+/* ---- tensor.c ---------------------------------------------------------------- */
+/* Create a tensor; id < 0 = a new id; stored = per-chunk bitmap or NULL. */
+int hmm_tensor_create(struct hmm *h, const char *name, uint32_t dtype,
+		      unsigned ndim, const int64_t *shape, int64_t id,
+		      const uint8_t *stored, struct hmm_tensor **out);
 
 /* ---- region.c ------------------------------------------------------------- */
 void hmm_region_fini(struct hmm *h);

@@ -6,8 +6,8 @@
  * store call of the tensor layer goes through this thread: it opens the
  * store, takes requests from h->ioq (queued under h->lock), submits them
  * in batches, reaps completions (calling each request's done() without
- * h->lock), and closes the store when told to stop.  HMM_IOREQ_FREE and
- * HMM_IOREQ_FLUSH are carried out synchronously on this thread.
+ * h->lock), and closes the store when told to stop.  HMM_IOREQ_* (free,
+ * flush, meta) are carried out synchronously on this thread.
  */
 #include <errno.h>
 #include <string.h>
@@ -69,6 +69,12 @@ static void iot_sync_op(struct hmm *h, struct hmm_ioreq *r)
 {
 	if (r->io.op == HMM_IOREQ_FREE)
 		r->io.result = hmm_store_extent_free(h->store, r->io.key);
+	else if (r->io.op == HMM_IOREQ_META_SET)
+		r->io.result = hmm_store_meta_set(h->store, r->io.buf,
+						  r->io.len);
+	else if (r->io.op == HMM_IOREQ_META_GET)
+		r->io.result = hmm_store_meta_get(h->store, r->io.buf,
+						  r->io.len);
 	else
 		r->io.result = hmm_store_flush(h->store);
 	if (r->io.result < 0 && r->io.op == HMM_IOREQ_FLUSH)

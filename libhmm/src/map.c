@@ -415,6 +415,8 @@ int hmm_flush(struct hmm *h)
 		pthread_cond_wait(&h->cond, &h->lock);
 	if (!err)
 		err = take_async_error(h);
+	if (!err)
+		err = hmm_persist_save(h);
 	if (!err) {
 		memset(&req, 0, sizeof(req));
 		req.io.op = HMM_IOREQ_FLUSH;

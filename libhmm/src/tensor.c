@@ -78,25 +78,36 @@ static int tensor_host_map(struct hmm *h, struct hmm_tensor *t)
 	return 0;
 }
 
-static int tensor_register(struct hmm *h, struct hmm_tensor *t)
+/* Give t an id (a new one when id < 0) and a slot in h->tensors. */
+static int tensor_register(struct hmm *h, struct hmm_tensor *t, int64_t id)
 {
-	if (h->ntensors == h->tensors_cap) {
-		uint32_t cap = h->tensors_cap ? h->tensors_cap * 2 : 64;
-		void *p = realloc(h->tensors, cap * sizeof(*h->tensors));
+	uint32_t need = id >= 0 ? (uint32_t)id + 1 : h->ntensors + 1;
 
+	if (need > h->tensors_cap) {
+		uint32_t cap = h->tensors_cap ? h->tensors_cap : 64;
+		void *p;
+
+		while (cap < need)
+			cap *= 2;
+		p = realloc(h->tensors, cap * sizeof(*h->tensors));
 		if (!p)
 			return -ENOMEM;
 		h->tensors = p;
+		memset(h->tensors + h->tensors_cap, 0,
+		       (cap - h->tensors_cap) * sizeof(*h->tensors));
 		h->tensors_cap = cap;
 	}
-	t->id = h->ntensors;
-	h->tensors[h->ntensors++] = t;
+	t->id = id >= 0 ? (uint32_t)id : h->ntensors;
+	h->tensors[t->id] = t;
+	if (t->id >= h->ntensors)
+		h->ntensors = t->id + 1;
 	h->live_tensors++;
 	h->live_chunks += t->nchunks;
 	return 0;
 }
 
-static void tensor_chunks_init(struct hmm *h, struct hmm_tensor *t)
+static void tensor_chunks_init(struct hmm *h, struct hmm_tensor *t,
+			       const uint8_t *stored)
 {
 	uint32_t i;
 
@@ -110,6 +121,11 @@ static void tensor_chunks_init(struct hmm *h, struct hmm_tensor *t)
 		c->bytes = left < h->chunk_bytes ? left : h->chunk_bytes;
 		c->alloc = HMM_ROUND_UP(c->bytes, HMM_PAGE);
 		c->zero = 1;
+		if (stored && (stored[i / 8] >> (i % 8) & 1)) {
+			c->zero = 0;
+			c->stored = 1;
+			c->valid = TB(HMM_TIER_STORE);
+		}
 		hmm_list_init(&c->lru[0]);
 		hmm_list_init(&c->lru[1]);
 		hmm_list_init(&c->wlink);
@@ -119,6 +135,13 @@ static void tensor_chunks_init(struct hmm *h, struct hmm_tensor *t)
 int hmm_tensor_new(struct hmm *h, const char *name, uint32_t dtype,
 		   unsigned ndim, const int64_t *shape,
 		   struct hmm_tensor **out)
+{
+	return hmm_tensor_create(h, name, dtype, ndim, shape, -1, NULL, out);
+}
+
+int hmm_tensor_create(struct hmm *h, const char *name, uint32_t dtype,
+		      unsigned ndim, const int64_t *shape, int64_t id,
+		      const uint8_t *stored, struct hmm_tensor **out)
 {
 	struct hmm_tensor *t;
 	uint64_t bytes = 0;
@@ -147,7 +170,7 @@ int hmm_tensor_new(struct hmm *h, const char *name, uint32_t dtype,
 			    name, t->nchunks);
 		goto out_free;
 	}
-	tensor_chunks_init(h, t);
+	tensor_chunks_init(h, t, stored);
 	r = tensor_host_map(h, t);
 	if (r < 0)
 		goto out_chunks;
@@ -161,7 +184,7 @@ int hmm_tensor_new(struct hmm *h, const char *name, uint32_t dtype,
 		}
 	}
 	pthread_mutex_lock(&h->lock);
-	r = tensor_register(h, t);
+	r = tensor_register(h, t, id);
 	pthread_mutex_unlock(&h->lock);
 	if (r < 0) {
 		r = hmm_err(r, "tensor %s: no memory", name);

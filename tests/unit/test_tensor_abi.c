@@ -12,7 +12,7 @@
 
 static const char *const api[] = {
 	"hmm_config_default", "hmm_open", "hmm_close", "hmm_dtype_size",
-	"hmm_tensor_new", "hmm_tensor_free", "hmm_tensor_name",
+	"hmm_tensor_new", "hmm_tensor_open", "hmm_tensor_free", "hmm_tensor_name",
 	"hmm_tensor_bytes", "hmm_tensor_dtype", "hmm_tensor_ndim",
 	"hmm_tensor_shape", "hmm_map", "hmm_unmap", "hmm_prefetch",
 	"hmm_evict", "hmm_wait", "hmm_flush", "hmm_step_begin",

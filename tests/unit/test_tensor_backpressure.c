@@ -55,6 +55,13 @@ int main(void)
 		t_fail_all("map a: %s", hmm_last_error());
 	memset(pa, 0xa5, n);
 	pthread_create(&thr, NULL, mapper, NULL);
+	/* b's map pins its chunks before it waits: see them pinned */
+	for (int i = 0; i < 10000; i++) {
+		hmm_stats(h, &st);
+		if (st.tier[HMM_TIER_HOST].pinned == 2u << 20)
+			break;
+		usleep(1000);
+	}
 	usleep(100 * 1000);
 	t_eq(__atomic_load_n(&done_flag, __ATOMIC_ACQUIRE), 0,
 	     "b's map waits while a is pinned");

@@ -1,0 +1,123 @@
+// SPDX-License-Identifier: MIT
+/*
+ * test_tensor_persist — named tensors outlive the context: hmm_flush is
+ * a checkpoint, and a context reopened with HMM_CONFIG_STORE_KEEP gets
+ * them back by name, exact, read on demand; unflushed writes are not
+ * there; unopened tensors survive the next flush; new tensors do not
+ * collide with saved ones.
+ */
+#include "t.h"
+
+#include "hmm.h"
+
+#define TB	(700 << 10)	/* not a chunk multiple */
+
+static struct hmm_config cfg;
+static char path[4200];
+
+static int check(struct hmm_tensor *t, uint64_t seed)
+{
+	static uint8_t want[TB];
+	void *p;
+	int ok;
+
+	if (hmm_map(t, 0, HMM_ALL, HMM_TIER_HOST, HMM_READ, &p))
+		return 0;
+	t_fill(want, TB, seed);
+	ok = !memcmp(p, want, TB);
+	hmm_unmap(t, p);
+	return ok;
+}
+
+static void fill(struct hmm_tensor *t, uint64_t seed)
+{
+	void *p;
+
+	if (hmm_map(t, 0, HMM_ALL, HMM_TIER_HOST, HMM_DISCARD, &p))
+		t_fail_all("map: %s", hmm_last_error());
+	t_fill(p, TB, seed);
+	hmm_unmap(t, p);
+}
+
+static struct hmm *reopen(void)
+{
+	struct hmm *h;
+
+	cfg.flags = HMM_CONFIG_STORE_KEEP;
+	if (hmm_open(&cfg, &h))
+		t_fail_all("reopen: %s", hmm_last_error());
+	return h;
+}
+
+int main(void)
+{
+	struct hmm_tensor *w, *b, *z, *x;
+	struct hmm_stats st;
+	int64_t n = TB, zs[2] = { 3, 1000 };
+	struct hmm *h;
+	void *p;
+
+	snprintf(path, sizeof(path), "%s/store", t_tmpdir());
+	hmm_config_default(&cfg);
+	cfg.store_path = path;
+	cfg.store_size = 32 << 20;
+	cfg.host_budget = 4 << 20;
+	cfg.chunk_bytes = 256 << 10;
+	if (hmm_open(&cfg, &h))
+		t_fail_all("hmm_open: %s", hmm_last_error());
+	if (hmm_tensor_new(h, "w", HMM_DTYPE_U8, 1, &n, &w) ||
+	    hmm_tensor_new(h, "b", HMM_DTYPE_U8, 1, &n, &b) ||
+	    hmm_tensor_new(h, "zeros", HMM_DTYPE_F32, 2, zs, &z))
+		t_fail_all("tensor: %s", hmm_last_error());
+	fill(w, 1);
+	fill(b, 2);
+	t_eq(hmm_flush(h), 0, "flush = checkpoint");
+	fill(w, 3);	/* after the checkpoint: lost at close */
+	hmm_close(h);
+
+	h = reopen();
+	t_eq(hmm_tensor_open(h, "nope", &x), -ENOENT, "unknown name: %s",
+	     hmm_last_error());
+	t_eq(hmm_tensor_open(h, "w", &w), 0, "open w (%s)", hmm_last_error());
+	t_eq(hmm_tensor_bytes(w), TB, "w's size");
+	hmm_stats(h, &st);
+	t_eq(st.tier[HMM_TIER_HOST].resident, 0, "nothing read yet");
+	t_ok(check(w, 1), "w is the checkpoint's contents, not the later "
+	     "write");
+	t_eq(hmm_tensor_open(h, "w", &x), -ENOENT, "w cannot be opened twice");
+	t_eq(hmm_tensor_open(h, "zeros", &z), 0, "open zeros");
+	t_ok(hmm_tensor_dtype(z) == HMM_DTYPE_F32 && hmm_tensor_ndim(z) == 2 &&
+	     hmm_tensor_shape(z)[1] == 1000, "dtype and shape kept");
+	if (hmm_map(z, 0, HMM_ALL, HMM_TIER_HOST, HMM_READ, &p) == 0) {
+		int ok = 1;
+
+		for (int i = 0; i < 3000; i++)
+			ok &= ((float *)p)[i] == 0;
+		t_ok(ok, "a never-written tensor is zeros");
+		hmm_unmap(z, p);
+	}
+	/* a new tensor must not reuse b's id (b is saved, not opened) */
+	if (hmm_tensor_new(h, "new", HMM_DTYPE_U8, 1, &n, &x))
+		t_fail_all("new: %s", hmm_last_error());
+	fill(x, 9);
+	fill(w, 4);
+	t_eq(hmm_flush(h), 0, "second flush");
+	hmm_close(h);
+
+	h = reopen();
+	t_eq(hmm_tensor_open(h, "b", &b), 0, "b survived a flush while "
+	     "unopened");
+	t_ok(check(b, 2), "b exact");
+	t_eq(hmm_tensor_open(h, "w", &w), 0, "w again");
+	t_ok(check(w, 4), "w has the second checkpoint");
+	t_eq(hmm_tensor_open(h, "new", &x), 0, "new");
+	t_ok(check(x, 9), "new exact (no key collision with b)");
+	hmm_close(h);
+
+	cfg.chunk_bytes = 128 << 10;
+	h = reopen();
+	t_eq(hmm_tensor_open(h, "b", &b), -EINVAL, "other chunk size refused: "
+	     "%s", hmm_last_error());
+	hmm_close(h);
+	return t_done();
+}
