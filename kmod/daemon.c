@@ -19,7 +19,19 @@
 
 #include "hmmk.h"
 
-enum { HMMK_REQ_PENDING, HMMK_REQ_INFLIGHT, HMMK_REQ_BUSY, HMMK_REQ_DONE };
+/*
+ * Request states.  NEW: not queued (no list reference).  PENDING, INFLIGHT:
+ * on hmmk_daemon.pending / .inflight, holding the list reference.  BUSY:
+ * taken off the lists by COMPLETE (or a failed FETCH), which now owns the
+ * list reference.  DONE: result is final.
+ */
+enum {
+	HMMK_REQ_NEW,
+	HMMK_REQ_PENDING,
+	HMMK_REQ_INFLIGHT,
+	HMMK_REQ_BUSY,
+	HMMK_REQ_DONE,
+};
 
 /*
  * struct hmmk_req — one EVICT or FILL.  Allocated by the waiter, which holds
@@ -114,7 +126,8 @@ static int hmmk_req_end(struct hmmk_req *req, long left)
 	if (req->state == HMMK_REQ_DONE) {
 		ret = req->result;
 	} else {
-		if (req->state != HMMK_REQ_BUSY) {
+		if (req->state == HMMK_REQ_PENDING ||
+		    req->state == HMMK_REQ_INFLIGHT) {
 			list_del_init(&req->link);
 			kref_put(&req->ref, hmmk_req_release);	/* list ref */
 		}
@@ -368,10 +381,16 @@ static int hmmk_evict_block(struct hmmk_block *blk, unsigned int lo,
 			continue;
 		}
 		reqs[i] = hmmk_req_new(blk, i, HMMK_OP_EVICT, page);
-		if (!reqs[i])
+		if (!reqs[i]) {
 			ret = -ENOMEM;
-		else
-			ret = hmmk_req_submit(reqs[i]);
+			break;
+		}
+		ret = hmmk_req_submit(reqs[i]);
+		if (ret) {		/* the daemon went away: not queued */
+			hmmk_req_put(reqs[i]);
+			reqs[i] = NULL;
+			(*skipped)++;
+		}
 	}
 	for (i = lo; i < hi; i++) {
 		if (!reqs[i])

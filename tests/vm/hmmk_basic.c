@@ -323,4 +323,27 @@ TEST_F(hmmk, many_regions_and_close)
 	}
 }
 
+TEST_F(hmmk, debugfs_summary_lists_regions)
+{
+	struct hmmk_region_create rc;
+	char want[64], line[512];
+	int found = 0;
+	FILE *f;
+	char *p;
+
+	p = t_map(self->fd, 4 * T_PAGE, HMMK_NODE_ANY, &rc);
+	ASSERT_NE(NULL, p);
+	p[0] = 1;
+	f = fopen("/sys/kernel/debug/hmmk/summary", "r");
+	if (!f)
+		SKIP(return, "no debugfs");
+	snprintf(want, sizeof(want), " region %llu pages 4 ",
+		 (unsigned long long)rc.handle);
+	while (fgets(line, sizeof(line), f))
+		found += strstr(line, want) && strstr(line, " zero 1 ");
+	fclose(f);
+	EXPECT_EQ(1, found);
+	munmap(p, 4 * T_PAGE);
+}
+
 TEST_HARNESS_MAIN
