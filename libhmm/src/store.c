@@ -659,11 +659,16 @@ int hmm_store_flush(struct hmm_store *s)
 	err = ring_write(s, buf, HMM_SB_BYTES, nsb.slot * HMM_SB_BYTES);
 	if (!err)
 		err = sync_file(s, "the superblock");
+	/*
+	 * A failed superblock write may still have reached the disk: from
+	 * now on treat every placement as flushed (replacing one
+	 * quarantines it), and keep the quarantine until a flush succeeds.
+	 */
+	for (size_t i = 0; i < s->map.cap; i++)
+		s->map.v[i].on_disk = s->map.v[i].used;
 	if (err)
 		goto out;
 	s->sb = nsb;
-	for (size_t i = 0; i < s->map.cap; i++)
-		s->map.v[i].on_disk = s->map.v[i].used;
 	hmm_ext_release(&s->ext);
 	pthread_mutex_lock(&s->stat_lock);
 	s->st.flushes++;

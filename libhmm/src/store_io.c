@@ -408,6 +408,8 @@ int hmm_store_poll(struct hmm_store *s, unsigned min_complete, int timeout_ms)
 
 		err = pump(s);
 		reap(s);
+		if (s->bl_head)		/* resubmissions from reap */
+			err = pump(s);
 		if (s->ncompleted - c0 >= min_complete)
 			break;
 		if (err && !s->in_ring)

@@ -40,11 +40,11 @@ static inline int st_io(struct hmm_store *s, uint32_t op, uint64_t key,
 
 static inline char *st_path(const char *name)
 {
-	static char p[8][4096];
+	static char p[8][4096 + 256];
 	static int k;
 	char *out = p[k++ & 7];
 
-	snprintf(out, 4096, "%s/%s", t_tmpdir(), name);
+	snprintf(out, sizeof(p[0]), "%.4000s/%.200s", t_tmpdir(), name);
 	return out;
 }
 
