@@ -26,15 +26,20 @@
  * which order they were filled: a permuted block table gives bit-identical
  * results.  The result also does not depend on the thread count.
  *
- * Memory: scratch is O(threads * tile) plus, in the backward, O(B*H*Nq)
- * floats for D = rowsum(dout * o) and, for bf16 or when the key axis is
- * split, an fp32 dq accumulator of B*H*Nq*d floats.  Never Nq x Nk.
+ * Memory, per call, freed before it returns: K transposed into tiles
+ * (and V^T in the backward), copies of q, dout, k, v as fp32 rows only
+ * when they are not already dense fp32 with d % 8 == 0, one tile-sized
+ * slot per thread; in the backward D = rowsum(dout * o) (B*H*Nq floats)
+ * and, for bf16, odd d or when the key axis is split into chunks (small
+ * B*Hkv), an fp32 dq accumulator of up to 4 * B*H*Nq*d floats.  All
+ * O(N d), never Nq x Nk.
  *
  * Threading: each call runs on hk_parallel() (HK_THREADS threads), over
  * (batch, head, q-tile) items in the forward and (batch, kv-head, kv-chunk)
  * items in the backward.  Calls may come from several threads; they are
- * serialised by hk_parallel.  Returns 0, -EINVAL (a field named in the
- * message of hk_attn_strerror is wrong) or -ENOMEM.
+ * serialised by hk_parallel.  Do not call from inside an hk_parallel job
+ * (its lock is not recursive).  Returns 0, -EINVAL (hk_attn_strerror()
+ * names the field; nothing was written) or -ENOMEM.
  *
  * Example, causal self-attention in fp32 (the training case):
  *
@@ -102,8 +107,10 @@ const char *hk_attn_isa_name(void);	/* the ISA the next call will use */
  * device pointers, enqueued on `stream` (a cudaStream_t; NULL = default).
  * block_table, when set, is a device pointer.  Returns 0, -EINVAL, -ENOMEM
  * or -EIO (a CUDA error; hk_attn_strerror says which).  sm_80+ runs the
- * bf16 tensor-core forward (mma.sync) when dtype is HK_BF16 and d is a
- * multiple of 16 up to 128; every other case runs an fp32 SIMT kernel.
+ * bf16 tensor-core forward (mma.sync) when dtype is HK_BF16 and d is 32,
+ * 64, 80, 96 or 128; every other forward, and the backward, run fp32 SIMT
+ * kernels (correct for every case above, not yet fast).  The backward
+ * allocates D with cudaMallocAsync on the stream.
  */
 int hk_attn_fwd_cuda(const struct hk_attn *a, const void *q, const void *k,
 		     const void *v, void *o, float *lse, void *stream);

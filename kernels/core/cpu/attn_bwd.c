@@ -209,9 +209,9 @@ static int bwd_run(struct hk_attn_ctx *c)
 		r = -ENOMEM;
 		goto out;
 	}
-	if (!own_dq)
-		memset(c->dq, 0, nq * a->d * sizeof(float));
 	r = hk_attn_pack(c, 1);
+	if (!r && !own_dq && nq)	/* only now: errors leave dq alone */
+		memset(c->dq, 0, nq * a->d * sizeof(float));
 	if (!r)
 		r = hk_attn_run(c, a->B * a->H, 0, d_item);
 	if (!r)
