@@ -106,6 +106,14 @@ int hk_adamw_step_many(const struct hk_adamw_args *a, size_t count);
  */
 int hk_adamw_check(const struct hk_adamw_args *a, size_t count);
 
+/*
+ * hk_adamw_nonfinite(x, dtype, n): 1 if any of the n elements of x
+ * (HK_ADAMW_F32 or HK_ADAMW_BF16) is inf or NaN, else 0; -EINVAL for a
+ * bad dtype or a NULL x with n > 0.  For streaming callers that check
+ * grads piece by piece (kernels/bind/offload.c).
+ */
+int hk_adamw_nonfinite(const void *x, int dtype, size_t n);
+
 /* The calling thread's detail of its latest -EINVAL ("" if none). */
 const char *hk_adamw_error(void);
 

@@ -197,6 +197,17 @@ static void step_one(const struct hk_adamw_args *a)
 	hk_parallel(parts(a->n), step_part, &j);
 }
 
+int hk_adamw_nonfinite(const void *x, int dtype, size_t n)
+{
+	struct hk_adamw_args a = {
+		.n = n, .grad = x, .grad_dtype = dtype, .name = "nonfinite",
+	};
+
+	if (bad_dtype(dtype) || (n && !x))
+		return hk_adamw_fail(&a, "dtype %d or NULL array", dtype);
+	return check_one(&a);
+}
+
 int hk_adamw_check(const struct hk_adamw_args *a, size_t count)
 {
 	int err;
