@@ -1,0 +1,230 @@
+// SPDX-License-Identifier: MIT
+/*
+ * hmm-bench offload — the offloaded AdamW step (kernels/bind/hk_offload.h)
+ * over fp32 p, g, m, v tensors four times the host budget, against its
+ * two floors measured in the same run:
+ *	io_floor_s:      fio moving the same bytes (16 B/param read, 12
+ *	                 written, mixed, O_DIRECT, io_uring, chunk-sized
+ *	                 blocks) over a file beside the store;
+ *	compute_floor_s: hk_adamw_step() over the same n in memory.
+ * They alternate with the offloaded step --reps times; medians.
+ *	ratio = step_s / max(io_floor_s, compute_floor_s)
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "bench.h"
+#include "hk.h"
+#include "hk_adamw.h"
+#include "hk_offload.h"
+#include "hmm.h"
+
+struct opts {
+	int64_t n, chunk;
+	int depth, reps, json;
+	const char *dir;
+};
+
+static void die(const char *what, const char *detail)
+{
+	fprintf(stderr, "hmm-bench offload: %s: %s\n", what, detail);
+	exit(1);
+}
+
+static void fill_tensor(struct hmm *h, struct hmm_tensor *t, uint64_t bytes,
+			uint64_t piece, float base)
+{
+	for (uint64_t o = 0; o < bytes; o += piece) {
+		uint64_t len = bytes - o < piece ? bytes - o : piece;
+		float *p;
+
+		if (hmm_map(t, o, len, HMM_TIER_HOST, HMM_DISCARD, (void **)&p))
+			die("fill", hmm_last_error());
+		for (uint64_t i = 0; i < len / 4; i++)
+			p[i] = base + 1e-6f * (float)(i & 1023);
+		hmm_unmap(t, p);
+		hmm_evict(t, o, len, HMM_TIER_HOST);
+	}
+	if (hmm_wait(h, t))
+		die("fill", hmm_last_error());
+}
+
+/* fio over `file`: 28 n bytes, 16/28 of them reads; seconds or -1. */
+static double fio_s(const struct opts *o, const char *file)
+{
+	char cmd[8192], buf[4096];
+	double ms = -1;
+	FILE *f;
+
+	snprintf(cmd, sizeof(cmd),
+		 "fio --name=offload --filename='%s' --ioengine=io_uring "
+		 "--direct=1 --rw=rw --rwmixread=57 --bs=%lld --iodepth=16 "
+		 "--size=%lld --io_size=%lld --numjobs=1 --output-format=json "
+		 "2>/dev/null", file, (long long)o->chunk,
+		 (long long)(16 * o->n), (long long)(28 * o->n));
+	f = popen(cmd, "r");
+	if (!f)
+		return -1;
+	while (fgets(buf, sizeof(buf), f)) {
+		char *k = strstr(buf, "\"job_runtime\"");
+
+		if (k && ms < 0 && sscanf(strchr(k, ':') + 1, "%lf", &ms) != 1)
+			ms = -1;
+	}
+	if (pclose(f) != 0)
+		return -1;
+	return ms > 0 ? ms / 1e3 : -1;
+}
+
+static double compute_s(float *a[4], size_t n, int64_t step)
+{
+	struct hk_adamw_args x = {
+		.n = n, .param = a[0], .grad = a[1], .exp_avg = a[2],
+		.exp_avg_sq = a[3], .lr = 1e-3, .beta1 = 0.9, .beta2 = 0.999,
+		.eps = 1e-8, .weight_decay = 0.01, .step = step,
+	};
+	double t0 = bench_now();
+
+	hk_adamw_step(&x);
+	return bench_now() - t0;
+}
+
+static int usage(void)
+{
+	fprintf(stderr,
+		"usage: hmm-bench offload [--n PARAMS] [--depth K] [--chunk B] "
+		"[--dir DIR] [--reps N] [--json]\n"
+		"  --n PARAMS  parameters (default 8M: p, g, m, v = 128 MiB,\n"
+		"              host budget a quarter of that)\n"
+		"  --depth K   pieces read ahead (default 2)\n"
+		"  --chunk B   libhmm chunk bytes (default 2M)\n"
+		"  --dir DIR   where the store and fio's file go "
+		"(default $HMM_TEST_DIR or build/tmp)\n");
+	return 2;
+}
+
+static int parse(int argc, char **argv, struct opts *o)
+{
+	*o = (struct opts){ .n = 8 << 20, .chunk = 2 << 20, .depth = 2,
+			    .reps = 3, .dir = getenv("HMM_TEST_DIR") };
+	if (!o->dir)
+		o->dir = "build/tmp";
+	for (int i = 1; i < argc; i++) {
+		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+
+		if (!strcmp(a, "--json"))
+			o->json = 1;
+		else if (!strcmp(a, "--n") && v && (o->n = bench_parse_size(v)) > 0)
+			i++;
+		else if (!strcmp(a, "--chunk") && v &&
+			 (o->chunk = bench_parse_size(v)) > 0 && !(o->chunk % 4096))
+			i++;
+		else if (!strcmp(a, "--depth") && v && (o->depth = atoi(v)) > 0)
+			i++;
+		else if (!strcmp(a, "--reps") && v && (o->reps = atoi(v)) > 0)
+			i++;
+		else if (!strcmp(a, "--dir") && v)
+			o->dir = argv[++i];
+		else
+			return usage();
+	}
+	return 0;
+}
+
+static int bench_offload(int argc, char **argv)
+{
+	static const char *const nm[4] = { "p", "g", "m", "v" };
+	struct hmm_tensor *t[4];
+	struct hk_offload_adamw off;
+	struct hmm_config cfg;
+	struct hmm *h;
+	struct opts o;
+	char store[4096], scratch[4096];
+	double *ts, *tio, *tc, step_s, io_s, c_s, fl;
+	float *mem[4];
+	int err;
+
+	if (parse(argc, argv, &o))
+		return 2;
+	mkdir(o.dir, 0755);
+	snprintf(store, sizeof(store), "%s/hmm-bench-offload.store", o.dir);
+	snprintf(scratch, sizeof(scratch), "%s/hmm-bench-offload.fio", o.dir);
+	hmm_config_default(&cfg);
+	cfg.store_path = store;
+	cfg.store_size = 16 * o.n + (64 << 20);
+	cfg.host_budget = 16 * o.n / 4;
+	cfg.chunk_bytes = (uint32_t)o.chunk;
+	if ((err = hmm_open(&cfg, &h)))
+		die("hmm_open", hmm_last_error());
+	for (int k = 0; k < 4; k++) {
+		if (hmm_tensor_new(h, nm[k], HMM_DTYPE_F32, 1, &o.n, &t[k]))
+			die("tensor", hmm_last_error());
+		fill_tensor(h, t[k], 4 * o.n, o.chunk, k == 3 ? 1e-4f : 0.01f);
+		mem[k] = malloc(4 * o.n);
+		if (!mem[k])
+			die("malloc", strerror(ENOMEM));
+		for (int64_t i = 0; i < o.n; i++)
+			mem[k][i] = k == 3 ? 1e-4f : 0.01f;
+	}
+	off = (struct hk_offload_adamw){
+		.param = t[0], .grad = t[1], .exp_avg = t[2], .exp_avg_sq = t[3],
+		.hp = { .lr = 1e-3, .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8,
+			.weight_decay = 0.01, .name = "bench" },
+		.chunk_bytes = (uint32_t)o.chunk, .depth = (uint32_t)o.depth,
+	};
+	ts = calloc(o.reps, sizeof(double));
+	tio = calloc(o.reps, sizeof(double));
+	tc = calloc(o.reps, sizeof(double));
+	for (int r = 0; r < o.reps; r++) {
+		double t0;
+
+		tio[r] = fio_s(&o, scratch);
+		if (tio[r] < 0)
+			die("fio", "did not run (is fio installed?)");
+		tc[r] = compute_s(mem, o.n, r + 1);
+		off.hp.step = r + 1;
+		off.start = 0;
+		t0 = bench_now();
+		if ((err = hk_offload_adamw_step(h, &off)))
+			die("step", hk_offload_error());
+		ts[r] = bench_now() - t0;
+	}
+	unlink(scratch);
+	step_s = bench_median(ts, o.reps);
+	io_s = bench_median(tio, o.reps);
+	c_s = bench_median(tc, o.reps);
+	fl = io_s > c_s ? io_s : c_s;
+	printf("offload n=%lld depth=%d chunk=%lld host budget %lld MiB, "
+	       "states %lld MiB: step %.3f s; io floor %.3f s (fio, %.0f MB/s); "
+	       "compute floor %.3f s; ratio %.3f\n", (long long)o.n, o.depth,
+	       (long long)o.chunk, (long long)(cfg.host_budget >> 20),
+	       (long long)(16 * o.n >> 20), step_s, io_s, 28.0 * o.n / io_s / 1e6,
+	       c_s, step_s / fl);
+	if (o.json) {
+		bench_json_begin(stdout, "offload");
+		bench_json_int(stdout, "n", o.n);
+		bench_json_int(stdout, "depth", o.depth);
+		bench_json_int(stdout, "host_budget", (int64_t)cfg.host_budget);
+		bench_json_num(stdout, "step_s", step_s);
+		bench_json_num(stdout, "io_floor_s", io_s);
+		bench_json_num(stdout, "compute_floor_s", c_s);
+		bench_json_num(stdout, "ratio", step_s / fl);
+		bench_json_end(stdout);
+	}
+	for (int k = 0; k < 4; k++) {
+		hmm_tensor_free(t[k]);
+		free(mem[k]);
+	}
+	hmm_close(h);
+	unlink(store);
+	free(ts);
+	free(tio);
+	free(tc);
+	return 0;
+}
+
+HMM_BENCH(offload, "offloaded AdamW step vs fio and in-memory floors",
+	  bench_offload);
