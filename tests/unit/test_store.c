@@ -2,6 +2,8 @@
 /* test_store — round trip through the store: extent and RAW I/O, replace,
  * free, iterate, meta, flush and reopen, stats counted exactly, and bad
  * arguments rejected with -EINVAL/-ENOENT and a detail naming the path. */
+#include <liburing.h>
+
 #include "store_t.h"
 
 #define N 24
@@ -213,9 +215,81 @@ static void bad_args(const char *path)
 	hmm_store_close(s);
 }
 
+/* A short round trip: write, read back, flush, stats say what ran. */
+static int quick(struct hmm_store *s, const char *what)
+{
+	uint8_t *b = hmm_pool_alloc(hmm_store_pool(s), 65536);
+	uint8_t *c = hmm_pool_alloc(hmm_store_pool(s), 65536);
+	int ok;
+
+	t_fill(b, 65536, 77);
+	ok = st_io(s, HMM_IO_WRITE, 1, 0, b, 65536) == 0 &&
+	     st_io(s, HMM_IO_READ, 1, 0, c, 65536) == 0 &&
+	     !memcmp(b, c, 65536) && hmm_store_flush(s) == 0;
+	if (!ok)
+		t_diag("%s: %s", what, hmm_last_error());
+	hmm_pool_free(hmm_store_pool(s), b);
+	hmm_pool_free(hmm_store_pool(s), c);
+	return ok;
+}
+
+static void rings(const char *path)
+{
+	static const char *const skip[] = { "1", "2", "3" };
+	struct hmm_store_stats st;
+	struct hmm_store *s;
+
+	for (int i = 0; i < 3; i++) {
+		setenv("HMM_URING_FALLBACK", skip[i], 1);
+		s = st_open(path, 8 << 20, HMM_STORE_CREATE | HMM_STORE_TRUNCATE, 4);
+		hmm_store_stats(s, &st);
+		t_ok(quick(s, skip[i]), "fallback ring %d (flags %#x) round-trips",
+		     i + 1, st.ring_flags);
+		t_ok(!(st.ring_flags & IORING_SETUP_DEFER_TASKRUN),
+		     "without DEFER_TASKRUN");
+		hmm_store_close(s);
+	}
+	unsetenv("HMM_URING_FALLBACK");
+	s = st_open(path, 8 << 20, HMM_STORE_SQPOLL, 4);
+	hmm_store_stats(s, &st);
+	t_ok(st.sqpoll || strstr(hmm_store_note(s), "SQPOLL"),
+	     "SQPOLL in use (%u) or said why not", st.sqpoll);
+	t_ok(quick(s, "sqpoll"), "SQPOLL ring round-trips");
+	hmm_store_close(s);
+}
+
+static void *drive(void *arg)
+{
+	return (void *)(intptr_t)quick(arg, "thread");
+}
+
+/* Opened on this thread, driven by another: the ring binds on first use. */
+static void handoff(const char *path)
+{
+	struct hmm_store *s = st_open(path, 8 << 20, 0, 4);
+	struct hmm_store_stats st;
+	pthread_t th;
+	void *ok = NULL;
+	uint8_t *b = hmm_pool_alloc(hmm_store_pool(s), 4096);
+
+	pthread_create(&th, NULL, drive, s);
+	pthread_join(th, &ok);
+	t_ok(ok != NULL, "a store opened here works from an I/O thread");
+	hmm_store_stats(s, &st);
+	if (st.ring_flags & IORING_SETUP_SINGLE_ISSUER) {
+		t_eq(st_io(s, HMM_IO_READ, 1, 0, b, 4096), -EEXIST,
+		     "then a second thread gets -EEXIST (single issuer)");
+		t_ok(strstr(hmm_last_error(), "second thread") != NULL,
+		     "detail: %s", hmm_last_error());
+	}
+	hmm_store_close(s);
+}
+
 int main(void)
 {
 	round_trip(st_path("rt.store"));
 	bad_args(st_path("bad.store"));
+	rings(st_path("rings.store"));
+	handoff(st_path("rings.store"));
 	return t_done();
 }
