@@ -16,7 +16,7 @@
 #include "hmmk_t.h"
 #include "kselftest_harness.h"
 
-#define THREADS	3
+#define THREADS	4
 #define PAGES	256
 
 static __thread uint64_t rng;
@@ -126,6 +126,10 @@ static void run_for(int ms)
 
 TEST(threads_race_region_ops_and_daemon_death)
 {
+	struct hmmk_simdev_config small = { .capacity_pages = 96,
+		.prefetch_pct = 51, .thrash_limit = 2, .pin_ms = 50 };
+	struct hmmk_simdev_config dflt = { .capacity_pages = 4096,
+		.prefetch_pct = 51, .thrash_limit = 4, .pin_ms = 200 };
 	struct sigaction sa = { .sa_handler = on_fault };
 	struct hmmk_region_create rc;
 	pthread_t th[THREADS];
@@ -139,6 +143,8 @@ TEST(threads_race_region_ops_and_daemon_death)
 		SKIP(return, "no %s", HMMK_TESTD);
 	sh.nodes = t_nr_nodes() >= 2 ? 2 : 1;
 	sigaction(SIGBUS, &sa, NULL);
+	/* A small device, so eviction and thrash pins race too. */
+	ASSERT_EQ(0, t_ioctl(sh.fd, HMMK_IOC_SIMDEV_CONFIG, &small));
 	sh.p = t_map(sh.fd, PAGES * T_PAGE, HMMK_NODE_ANY, &rc);
 	ASSERT_NE(NULL, sh.p);
 	sh.handle = rc.handle;
@@ -171,6 +177,7 @@ TEST(threads_race_region_ops_and_daemon_death)
 	munmap(p, 64 * T_PAGE);
 	t_daemon_stop(d);
 	munmap(sh.p, PAGES * T_PAGE);
+	EXPECT_EQ(0, t_ioctl(sh.fd, HMMK_IOC_SIMDEV_CONFIG, &dflt));
 	close(sh.fd);
 }
 
