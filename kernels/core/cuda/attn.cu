@@ -10,112 +10,37 @@
  * Validated against the CPU kernels (themselves tested against fp64) by
  * tests/gpu/test_attn_gpu.cu; timed by tests/gpu/bench_attn_gpu.cu.
  *
- * Kernels:
- *  - fwd_mma: the FA2 forward with tensor cores, for bf16 and d in
- *    {32, 64, 80, 96, 128}.  A block of 4 warps owns 64 query rows (16
- *    per warp, Q fragments in registers); K/V tiles of 32 keys are
- *    gathered through the block table into shared memory; S = Q K^T and
- *    O += P V run on mma.sync.m16n8k16 bf16 with fp32 accumulators; the
- *    online softmax works on the accumulator fragments (row max and sum
- *    across the 4 threads of a quad by shuffles), P is re-packed from the
- *    S accumulators into A fragments in registers (no shared memory).
- *  - fwd_simt: every other case (fp32, any d <= 256): a warp per query
- *    row, each lane holding d/32 of q and o, K/V tiles of 16 keys in
- *    shared memory, online softmax per tile.
- *  - backward, deterministic (no atomics): d_rows computes
- *    D = rowsum(dout * o); bwd_dkdv gives each warp one key row and walks
- *    the query rows (and heads of the GQA group) that see it, recomputing
- *    P from lse, accumulating dK and dV in registers; bwd_dq gives each
- *    warp one query row and walks its keys.  fp32 SIMT.
+ * Kernels, picked per call:
+ *  - bf16 with d in {32, 64, 80, 96, 128} on sm_80+: the tensor-core
+ *    forward and backward of attn_mma.cu (mma.sync.m16n8k16, fp32
+ *    accumulators; see that file).
+ *  - everything else (fp32, any d <= 256), or HK_ATTN_SIMT set: the SIMT
+ *    kernels here.  fwd_simt: a warp per query row, each lane holding d/32
+ *    of q and o, K/V tiles of 16 keys in shared memory, online softmax per
+ *    tile.  bwd_dkdv: a warp per key row walks the query rows (and heads
+ *    of the GQA group) that see it, recomputing P from lse, dK and dV in
+ *    registers; bwd_dq: a warp per query row walks its keys.
+ *  - both: d_rows computes D = rowsum(dout * o) first.  No atomics: each
+ *    output row has one owner, results are deterministic.
  *
- * History: v1 (this file) SIMT everywhere + mma.sync forward.  Not yet
- * run on a GPU in this tree's CI (no GPU on the build machines); the
- * numbers go in docs/architecture.md when tests/gpu/run.sh has run.
+ * History: v1, SIMT everywhere plus the mma.sync forward and backward.
+ * Not yet run on a GPU (no GPU on the machines this was written on):
+ * tests/gpu/run.sh on a GPU machine is the first check, and its numbers
+ * belong here.
  */
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 #include <errno.h>
 #include <math.h>
 #include <stdint.h>
+#include <stdlib.h>
 
 #include "hk_attn.h"
 
 extern "C" int hk_attn_resolve(const struct hk_attn *a, struct hk_attn *out);
 extern "C" int hk_attn_bad(const char *fmt, int v);
 
-#define FULL 0xffffffffu
-
-/* What every kernel needs to know about one call (passed by value). */
-struct args {
-	int B, H, Hkv, Nq, Nk, d, dtype, causal, grp, off;
-	float scale;
-	const int32_t *table;
-	int bs, maxb;
-};
-
-static struct args make_args(const struct hk_attn *a)
-{
-	struct args g;
-
-	g.B = a->B;
-	g.H = a->H;
-	g.Hkv = a->Hkv;
-	g.Nq = a->Nq;
-	g.Nk = a->Nk;
-	g.d = a->d;
-	g.dtype = a->dtype;
-	g.causal = a->causal;
-	g.grp = a->H / a->Hkv;
-	g.off = a->Nk - a->Nq;
-	g.scale = a->scale;
-	g.table = a->block_table;
-	g.bs = a->block_size;
-	g.maxb = a->max_blocks;
-	return g;
-}
-
-__device__ __forceinline__ float ld(const void *p, size_t i, int dtype)
-{
-	if (dtype == HK_F32)
-		return ((const float *)p)[i];
-	return __bfloat162float(((const __nv_bfloat16 *)p)[i]);
-}
-
-__device__ __forceinline__ void st(void *p, size_t i, float x, int dtype)
-{
-	if (dtype == HK_F32)
-		((float *)p)[i] = x;
-	else
-		((__nv_bfloat16 *)p)[i] = __float2bfloat16_rn(x);
-}
-
-/* Element offset of key/value row t of (batch b, kv head g). */
-__device__ __forceinline__ size_t kv_off(const struct args &a, int b, int g,
-					 int t)
-{
-	if (!a.table)
-		return (((size_t)b * a.Hkv + g) * a.Nk + t) * a.d;
-	int32_t blk = a.table[(size_t)b * a.maxb + t / a.bs];
-
-	return (((size_t)blk * a.Hkv + g) * a.bs + t % a.bs) * a.d;
-}
-
-/* Keys query row i sees: [0, vis). */
-__device__ __forceinline__ int vis(const struct args &a, int i)
-{
-	if (!a.causal)
-		return a.Nk;
-	int n = i + a.off + 1;
-
-	return n < 0 ? 0 : n > a.Nk ? a.Nk : n;
-}
-
-__device__ __forceinline__ float warp_sum(float x)
-{
-	for (int o = 16; o; o >>= 1)
-		x += __shfl_xor_sync(FULL, x, o);
-	return x;
-}
+#include "attn_dev.cuh"
 
 /* ---- forward, SIMT ------------------------------------------------------ */
 
@@ -196,204 +121,6 @@ __global__ void fwd_simt(struct args a, const void *q, const void *k,
 	}
 	if (lse && lane == 0)
 		lse[(size_t)bh * a.Nq + i] = l > 0 ? m + logf(l) : -INFINITY;
-}
-
-/* ---- forward, tensor cores (bf16, sm_80+) ------------------------------ */
-
-#define M_WARPS	4
-#define M_ROWS	(16 * M_WARPS)	/* query rows per block */
-#define M_TK	32		/* keys per shared tile */
-
-__device__ __forceinline__ void mma16816(float c[4], const uint32_t a[4],
-					 uint32_t b0, uint32_t b1)
-{
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-	asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
-		     "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-		     "{%0,%1,%2,%3};\n"
-		     : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-		     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0),
-		       "r"(b1));
-#endif
-}
-
-__device__ __forceinline__ uint32_t pack2(float lo, float hi)
-{
-	__nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
-
-	return *(uint32_t *)&v;
-}
-
-__device__ __forceinline__ uint32_t pack2h(__nv_bfloat16 lo,
-					   __nv_bfloat16 hi)
-{
-	__nv_bfloat162 v;
-
-	v.x = lo;
-	v.y = hi;
-	return *(uint32_t *)&v;
-}
-
-/*
- * Fragment layout of m16n8k16 (g = lane / 4, t = lane % 4): A regs hold
- * rows g, g+8 and columns 2t, 2t+1 (regs 0, 1) and 2t+8, 2t+9 (regs 2,
- * 3); B regs hold rows (k) 2t, 2t+1 and 2t+8, 2t+9 of column (n) g;
- * C holds rows g (c0, c1) and g+8 (c2, c3), columns 2t, 2t+1.
- */
-template <int D>
-__global__ void __launch_bounds__(32 * M_WARPS)
-fwd_mma(struct args a, const __nv_bfloat16 *q, const __nv_bfloat16 *k,
-	const __nv_bfloat16 *v, __nv_bfloat16 *o, float *lse)
-{
-	constexpr int LD = D + 8;	/* padded row: fewer bank conflicts */
-	__shared__ __align__(16) __nv_bfloat16 qs[M_ROWS * LD];
-	__shared__ __align__(16) __nv_bfloat16 ks[M_TK * LD], vs[M_TK * LD];
-	int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-	int gq = lane / 4, tq = lane % 4;
-	int bh = blockIdx.y, b = bh / a.H, g = bh % a.H / a.grp;
-	int i0 = blockIdx.x * M_ROWS;
-	int last = min(i0 + M_ROWS, a.Nq) - 1;
-	int jend = vis(a, last);
-	int r0 = i0 + warp * 16 + gq, r1 = r0 + 8;	/* this thread's rows */
-	int vis0 = r0 < a.Nq ? vis(a, r0) : 0, vis1 = r1 < a.Nq ? vis(a, r1) : 0;
-	uint32_t qa[D / 16][4];
-	float oc[D / 8][4], m[2] = { -INFINITY, -INFINITY }, l[2] = { 0, 0 };
-
-	for (int e = threadIdx.x; e < M_ROWS * D / 2; e += blockDim.x) {
-		int r = e / (D / 2), x = 2 * (e % (D / 2));
-		size_t off = ((size_t)bh * a.Nq + i0 + r) * D + x;
-		uint32_t val = 0;
-
-		if (i0 + r < a.Nq)
-			val = *(const uint32_t *)(q + off);
-		*(uint32_t *)&qs[r * LD + x] = val;
-	}
-	__syncthreads();
-	for (int kc = 0; kc < D / 16; kc++) {
-		const __nv_bfloat16 *base = qs + (warp * 16 + gq) * LD +
-					    kc * 16 + 2 * tq;
-
-		qa[kc][0] = *(const uint32_t *)base;
-		qa[kc][1] = *(const uint32_t *)(base + 8 * LD);
-		qa[kc][2] = *(const uint32_t *)(base + 8);
-		qa[kc][3] = *(const uint32_t *)(base + 8 * LD + 8);
-	}
-	for (int dt = 0; dt < D / 8; dt++)
-		oc[dt][0] = oc[dt][1] = oc[dt][2] = oc[dt][3] = 0;
-
-	for (int j0 = 0; j0 < jend; j0 += M_TK) {
-		int n = min(M_TK, a.Nk - j0);
-
-		__syncthreads();
-		for (int e = threadIdx.x; e < M_TK * D / 2; e += blockDim.x) {
-			int r = e / (D / 2), x = 2 * (e % (D / 2));
-			uint32_t kv = 0, vv = 0;
-
-			if (r < n) {
-				size_t off = kv_off(a, b, g, j0 + r) + x;
-
-				kv = *(const uint32_t *)(k + off);
-				vv = *(const uint32_t *)(v + off);
-			}
-			*(uint32_t *)&ks[r * LD + x] = kv;
-			*(uint32_t *)&vs[r * LD + x] = vv;
-		}
-		__syncthreads();
-
-		/* S = Q K^T: 16 rows x 32 keys per warp */
-		float sc[M_TK / 8][4];
-
-		for (int nt = 0; nt < M_TK / 8; nt++) {
-			sc[nt][0] = sc[nt][1] = sc[nt][2] = sc[nt][3] = 0;
-			for (int kc = 0; kc < D / 16; kc++) {
-				const __nv_bfloat16 *kb = ks + (nt * 8 + gq) * LD +
-							  kc * 16 + 2 * tq;
-
-				mma16816(sc[nt], qa[kc], *(const uint32_t *)kb,
-					 *(const uint32_t *)(kb + 8));
-			}
-		}
-		/* scale, mask, row max over the quad */
-		float mx[2] = { -INFINITY, -INFINITY };
-
-		for (int nt = 0; nt < M_TK / 8; nt++)
-			for (int e = 0; e < 4; e++) {
-				int key = j0 + nt * 8 + 2 * tq + (e & 1);
-				int lim = e < 2 ? vis0 : vis1;
-				float s = sc[nt][e] * a.scale;
-
-				s = key < lim ? s : -INFINITY;
-				sc[nt][e] = s;
-				mx[e / 2] = fmaxf(mx[e / 2], s);
-			}
-		float alpha[2];
-
-		for (int h = 0; h < 2; h++) {
-			mx[h] = fmaxf(mx[h], __shfl_xor_sync(FULL, mx[h], 1));
-			mx[h] = fmaxf(mx[h], __shfl_xor_sync(FULL, mx[h], 2));
-			float mnew = fmaxf(m[h], mx[h]);
-
-			alpha[h] = mnew == -INFINITY ? 1.f :
-				   m[h] == -INFINITY ? 0.f :
-				   __expf(m[h] - mnew);
-			m[h] = mnew;
-			l[h] *= alpha[h];
-		}
-		for (int nt = 0; nt < M_TK / 8; nt++)
-			for (int e = 0; e < 4; e++) {
-				float mm = m[e / 2];
-				float p = mm == -INFINITY ? 0.f :
-					  __expf(sc[nt][e] - mm);
-
-				sc[nt][e] = p;
-				l[e / 2] += p;
-			}
-		for (int dt = 0; dt < D / 8; dt++) {
-			oc[dt][0] *= alpha[0];
-			oc[dt][1] *= alpha[0];
-			oc[dt][2] *= alpha[1];
-			oc[dt][3] *= alpha[1];
-		}
-		/* O += P V: P from the S accumulators, V^T fragments */
-		for (int kc = 0; kc < M_TK / 16; kc++) {
-			uint32_t pa[4] = {
-				pack2(sc[2 * kc][0], sc[2 * kc][1]),
-				pack2(sc[2 * kc][2], sc[2 * kc][3]),
-				pack2(sc[2 * kc + 1][0], sc[2 * kc + 1][1]),
-				pack2(sc[2 * kc + 1][2], sc[2 * kc + 1][3]),
-			};
-			const __nv_bfloat16 *vb = vs + (kc * 16 + 2 * tq) * LD + gq;
-
-			for (int dt = 0; dt < D / 8; dt++) {
-				const __nv_bfloat16 *p = vb + dt * 8;
-				uint32_t b0 = pack2h(p[0], p[LD]);
-				uint32_t b1 = pack2h(p[8 * LD], p[9 * LD]);
-
-				mma16816(oc[dt], pa, b0, b1);
-			}
-		}
-	}
-	/* finish: full row sums, o = O / l, lse */
-	for (int h = 0; h < 2; h++) {
-		l[h] += __shfl_xor_sync(FULL, l[h], 1);
-		l[h] += __shfl_xor_sync(FULL, l[h], 2);
-	}
-	for (int h = 0; h < 2; h++) {
-		int r = h ? r1 : r0;
-		float inv = l[h] > 0 ? 1.f / l[h] : 0.f;
-
-		if (r >= a.Nq)
-			continue;
-		for (int dt = 0; dt < D / 8; dt++) {
-			size_t off = ((size_t)bh * a.Nq + r) * D + dt * 8 + 2 * tq;
-
-			*(uint32_t *)(o + off) = pack2(oc[dt][2 * h] * inv,
-						       oc[dt][2 * h + 1] * inv);
-		}
-		if (lse && tq == 0)
-			lse[(size_t)bh * a.Nq + r] =
-				l[h] > 0 ? m[h] + logf(l[h]) : -INFINITY;
-	}
 }
 
 /* ---- backward, SIMT ----------------------------------------------------- */
@@ -588,24 +315,17 @@ static int cuda_err(cudaError_t e, const char *what)
 	return -EIO;
 }
 
-template <int D>
-static void launch_mma(const struct args &g, dim3 grid, cudaStream_t s,
-		       const void *q, const void *k, const void *v, void *o,
-		       float *lse)
-{
-	fwd_mma<D><<<grid, 32 * M_WARPS, 0, s>>>(
-		g, (const __nv_bfloat16 *)q, (const __nv_bfloat16 *)k,
-		(const __nv_bfloat16 *)v, (__nv_bfloat16 *)o, lse);
-}
-
-/* 1 if the tensor-core forward takes this call (bf16, d it was built for,
- * and a device that has mma.sync bf16). */
+/*
+ * 1 if the tensor-core kernels (attn_mma.cu) take this call: bf16, a d
+ * they were built for, a device with mma.sync bf16, and HK_ATTN_SIMT
+ * unset (it forces the SIMT kernels, to compare or to rule them out).
+ */
 static int use_mma(const struct hk_attn *a)
 {
 	int dev, major = 0;
 
-	if (a->dtype != HK_BF16 || (a->d != 32 && a->d != 64 && a->d != 80 &&
-				    a->d != 96 && a->d != 128))
+	if (a->dtype != HK_BF16 || !hk_attn_mma_d_ok(a->d) ||
+	    getenv("HK_ATTN_SIMT"))
 		return 0;
 	if (cudaGetDevice(&dev) != cudaSuccess ||
 	    cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor,
@@ -631,15 +351,7 @@ extern "C" int hk_attn_fwd_cuda(const struct hk_attn *a0, const void *q,
 	struct args g = make_args(&a);
 
 	if (use_mma(&a)) {
-		dim3 grid((a.Nq + M_ROWS - 1) / M_ROWS, a.B * a.H);
-
-		switch (a.d) {
-		case 32: launch_mma<32>(g, grid, s, q, k, v, o, lse); break;
-		case 64: launch_mma<64>(g, grid, s, q, k, v, o, lse); break;
-		case 80: launch_mma<80>(g, grid, s, q, k, v, o, lse); break;
-		case 96: launch_mma<96>(g, grid, s, q, k, v, o, lse); break;
-		default: launch_mma<128>(g, grid, s, q, k, v, o, lse); break;
-		}
+		hk_attn_mma_fwd(g, q, k, v, o, lse, s);
 	} else {
 		dim3 grid((a.Nq + S_ROWS - 1) / S_ROWS, a.B * a.H);
 
@@ -677,18 +389,21 @@ extern "C" int hk_attn_bwd_cuda(const struct hk_attn *a0, const void *q,
 		     "hk_attn_bwd_cuda: cudaMallocAsync of D (cudaError %d)");
 	if (r)
 		return r == -EIO ? -ENOMEM : r;
-	if (nq) {
+	if (nq)
 		d_rows<<<(unsigned)((nq + S_ROWS - 1) / S_ROWS), 32 * S_ROWS, 0,
 			 s>>>(g, o, dout, D);
+	if (use_mma(&a)) {
+		hk_attn_mma_bwd(g, q, k, v, lse, dout, D, dq, dk, dv, s);
+	} else {
 		dim3 gq((a.Nq + S_ROWS - 1) / S_ROWS, a.B * a.H);
-
-		bwd_dq<<<gq, 32 * S_ROWS, 0, s>>>(g, q, k, v, lse, dout, D, dq);
-	}
-	if (a.Nk) {
 		dim3 gk((a.Nk + S_ROWS - 1) / S_ROWS, a.B * a.Hkv);
 
-		bwd_dkdv<<<gk, 32 * S_ROWS, 0, s>>>(g, q, k, v, lse, dout, D,
-						    dk, dv);
+		if (a.Nq)
+			bwd_dq<<<gq, 32 * S_ROWS, 0, s>>>(g, q, k, v, lse, dout,
+							  D, dq);
+		if (a.Nk)
+			bwd_dkdv<<<gk, 32 * S_ROWS, 0, s>>>(g, q, k, v, lse,
+							    dout, D, dk, dv);
 	}
 	r = cuda_err(cudaGetLastError(),
 		     "hk_attn_bwd_cuda: launch failed (cudaError %d)");
