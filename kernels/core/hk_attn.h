@@ -103,14 +103,16 @@ int hk_attn_force_isa(int isa);
 const char *hk_attn_isa_name(void);	/* the ISA the next call will use */
 
 /*
- * CUDA (kernels/core/cuda/attn.cu, in libhk_cuda.a): the same contract on
- * device pointers, enqueued on `stream` (a cudaStream_t; NULL = default).
- * block_table, when set, is a device pointer.  Returns 0, -EINVAL, -ENOMEM
- * or -EIO (a CUDA error; hk_attn_strerror says which).  sm_80+ runs the
- * bf16 tensor-core forward (mma.sync) when dtype is HK_BF16 and d is 32,
- * 64, 80, 96 or 128; every other forward, and the backward, run fp32 SIMT
- * kernels (correct for every case above, not yet fast).  The backward
- * allocates D with cudaMallocAsync on the stream.
+ * CUDA (kernels/core/cuda/, in libhk_cuda.a; link libhk.a after it): the
+ * same contract on device pointers, enqueued on `stream` (a cudaStream_t;
+ * NULL = default).  block_table, when set, is a device pointer.  Returns
+ * 0, -EINVAL, -ENOMEM or -EIO (a CUDA error; hk_attn_strerror says
+ * which).  On sm_80+ with dtype HK_BF16 and d in {32, 64, 80, 96, 128},
+ * forward and backward run on tensor cores (mma.sync, P and dS rounded to
+ * bf16 between the two products, as FlashAttention-2 does); every other
+ * case, or HK_ATTN_SIMT set in the environment, runs fp32 SIMT kernels.
+ * Deterministic (no atomics).  The backward allocates D with
+ * cudaMallocAsync on the stream.
  */
 int hk_attn_fwd_cuda(const struct hk_attn *a, const void *q, const void *k,
 		     const void *v, void *o, float *lse, void *stream);
