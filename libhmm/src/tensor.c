@@ -59,22 +59,44 @@ static int tensor_check(struct hmm *h, const char *name, uint32_t dtype,
 	return 0;
 }
 
+/*
+ * The tensor's host range.  With chunks a multiple of 2 MiB it is 2 MiB
+ * aligned and its whole chunks are MADV_HUGEPAGE: O_DIRECT into huge
+ * pages moves 2-5x faster here (fewer segments), and dropping a chunk
+ * frees whole huge pages.  The short last chunk keeps 4 KiB pages so a
+ * huge page never holds more than the budget counts.
+ */
+#define HUGE_BYTES	(2ull << 20)
 static int tensor_host_map(struct hmm *h, struct hmm_tensor *t)
 {
-	void *p = mmap(NULL, t->span, PROT_READ | PROT_WRITE,
+	int huge = h->chunk_bytes % HUGE_BYTES == 0 &&
+		   t->bytes >= h->chunk_bytes;
+	uint64_t len = t->span + (huge ? HUGE_BYTES : 0);
+	char *p = mmap(NULL, len, PROT_READ | PROT_WRITE,
 		       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	char *a;
 
 	if (p == MAP_FAILED)
 		return hmm_err(-errno, "tensor %s: cannot reserve %llu bytes "
 			       "of address space", t->name,
 			       (unsigned long long)t->span);
+	a = p;
+	if (huge) {
+		a = (char *)HMM_ROUND_UP((uintptr_t)p, HUGE_BYTES);
+		if (a > p)
+			munmap(p, a - p);
+		if (a + t->span < p + len)
+			munmap(a + t->span, p + len - (a + t->span));
+		madvise(a, t->bytes / h->chunk_bytes * h->chunk_bytes,
+			MADV_HUGEPAGE);
+	}
 	if (h->cfg.numa_node >= 0) {
 		unsigned long mask = 1ul << h->cfg.numa_node;
 
 		/* best effort: a single-node machine refuses nothing */
-		mbind(p, t->span, MPOL_PREFERRED, &mask, sizeof(mask) * 8, 0);
+		mbind(a, t->span, MPOL_PREFERRED, &mask, sizeof(mask) * 8, 0);
 	}
-	t->host = p;
+	t->host = a;
 	return 0;
 }
 
