@@ -248,59 +248,35 @@ int gpt_init(struct gpt *g, uint64_t seed)
  * elementwise: the pieces give the same bits as one call.
  */
 /*
- * Per-block gradient clipping: scale the block's gradient down to norm
- * clip when it is larger (a global norm would need every gradient before
- * any step; this keeps the step inside the backward).  The norm is summed
- * in double in index order: deterministic.
+ * Per-block gradient clipping: the block's gradient is divided by
+ * norm / clip when its norm is larger (a global norm would need every
+ * gradient before any step; this keeps the step inside the backward).
+ * The norm is summed in double in index order: deterministic.
  */
-static void clip_block(float *gr, size_t n, double clip)
+static double clip_scale(const float *gr, size_t n, double clip)
 {
 	double ss = 0, norm;
 
 	for (size_t i = 0; i < n; i++)
 		ss += (double)gr[i] * gr[i];
 	norm = sqrt(ss);
-	if (clip > 0 && norm > clip) {
-		float sc = clip / norm;
-
-		for (size_t i = 0; i < n; i++)
-			gr[i] *= sc;
-	}
+	return clip > 0 && norm > clip ? norm / clip : 1;
 }
 
-static int step_block(struct gpt *g, int blk, float *gr,
+/*
+ * AdamW on block blk, whose gradient gr the caller keeps mapped (so it
+ * stays resident while the state streams p, m and v through memory).
+ */
+static int step_block(struct gpt *g, int blk, const float *gr,
 		      const struct optim_hp *hp)
 {
-	size_t de = blk == g->c.layers ? g->E.decay_end : g->L.decay_end;
 	size_t n = blk == g->c.layers ? g->E.total : g->L.total;
-	size_t c = state_chunk_floats(g->st);
+	struct optim_hp h = *hp;
 	double t0 = gpt_now();
-	int err = 0;
+	int err;
 
-	clip_block(gr, n, g->clip);
-	for (size_t o = 0; o < n && !err; o += c) {
-		size_t len = n - o < c ? n - o : c;
-		size_t a = o < de ? (de < o + len ? de : o + len) - o : 0;
-		float *p, *m = NULL, *v = NULL;
-
-		err = -EIO;
-		p = state_map_range(g->st, blk, ST_P, o, len, SM_READ | SM_WRITE);
-		if (p)
-			m = state_map_range(g->st, blk, ST_M, o, len,
-					    SM_READ | SM_WRITE);
-		if (m)
-			v = state_map_range(g->st, blk, ST_V, o, len,
-					    SM_READ | SM_WRITE);
-		if (v)
-			err = optim_adamw(hp, g->weight_decay, p, gr + o, m, v,
-					  a, "matrices");
-		if (v && !err)
-			err = optim_adamw(hp, 0, p + a, gr + o + a, m + a,
-					  v + a, len - a, "vectors");
-		state_unmap(g->st, blk, ST_V, v);
-		state_unmap(g->st, blk, ST_M, m);
-		state_unmap(g->st, blk, ST_P, p);
-	}
+	h.grad_scale = clip_scale(gr, n, g->clip);
+	err = state_adamw(g->st, blk, &h, g->weight_decay);
 	g->t.opt += gpt_now() - t0;
 	return err;
 }
@@ -381,10 +357,10 @@ static int backward(struct gpt *g, const float *ep, float *eg,
 			err = block_fwd(g, p, g->acts + l * nd, g->out);
 		if (!err)
 			err = block_bwd(g, p, gr, g->acts + l * nd, g->dx);
+		state_unmap(g->st, l, ST_P, p);	/* the step may evict it */
 		if (!err && hp)
 			err = step_block(g, l, gr, hp);
 		state_unmap(g->st, l, ST_G, gr);
-		state_unmap(g->st, l, ST_P, p);
 	}
 	if (err)
 		return err;

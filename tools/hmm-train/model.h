@@ -10,8 +10,9 @@
  * step maps each block around its use.  Activations are checkpointed per
  * block: only each block's input is kept through the forward, and the
  * block is recomputed in the backward.  The AdamW step of a layer runs
- * right after that layer's backward, while its p and g are mapped, so a
- * step touches each block's p, g, m, v once in the backward.  (No global
+ * right after that layer's backward, while its gradient is mapped, so a
+ * step touches each block's p, m, v once in the backward (the state
+ * streams them, state_adamw); weight decay applies to every element.  (No global
  * gradient-norm clipping: that would need every gradient first; each
  * block's gradient is clipped to norm 1 instead.)
  *
@@ -42,7 +43,7 @@ struct gpt_config {
 
 /* Offsets (in floats) of each array inside a layer block. */
 struct gpt_layer_layout {
-	size_t wqkv, wo, w1, w2;	/* weight-decayed: [0, decay_end) */
+	size_t wqkv, wo, w1, w2;	/* the matrices: [0, decay_end) */
 	size_t decay_end;
 	size_t bqkv, bo, b1, b2, ln1g, ln1b, ln2g, ln2b;
 	size_t total;

@@ -21,7 +21,7 @@ int optim_adamw(const struct optim_hp *hp, double wd, float *p,
 		.n = n, .param = p, .grad = g, .exp_avg = m, .exp_avg_sq = v,
 		.lr = hp->lr, .beta1 = hp->beta1, .beta2 = hp->beta2,
 		.eps = hp->eps, .weight_decay = wd, .step = hp->step,
-		.name = name,
+		.grad_scale = hp->grad_scale, .name = name,
 	};
 	int r = hk_adamw_step(&a);
 
@@ -31,10 +31,13 @@ int optim_adamw(const struct optim_hp *hp, double wd, float *p,
 	float decay = 1.0 - hp->lr * wd;
 	float lrc = hp->lr / (1.0 - pow(hp->beta1, hp->step));
 	float bc2 = sqrt(1.0 - pow(hp->beta2, hp->step));
+	float gs = hp->grad_scale > 0 ? hp->grad_scale : 1;
 
 	for (size_t i = 0; i < n; i++) {
-		m[i] = b1 * m[i] + (1 - b1) * g[i];
-		v[i] = b2 * v[i] + (1 - b2) * g[i] * g[i];
+		float gi = g[i] / gs;
+
+		m[i] = b1 * m[i] + (1 - b1) * gi;
+		v[i] = b2 * v[i] + (1 - b2) * gi * gi;
 		p[i] = p[i] * decay - lrc * m[i] / (sqrtf(v[i]) / bc2 + eps);
 	}
 	return 0;

@@ -16,6 +16,7 @@
 struct optim_hp {
 	double lr, beta1, beta2, eps;
 	int64_t step;		/* 1 for the first step */
+	double grad_scale;	/* grads are divided by it; 0 means 1 */
 };
 
 int optim_adamw(const struct optim_hp *hp, double wd, float *p,

@@ -9,7 +9,7 @@
 #include "preset.h"
 
 static const struct preset presets[] = {
-	{ "default", { 256, 128, 384, 6, 6, 4 }, 40, 4, 2e-3, 2.0,
+	{ "default", { 256, 128, 384, 6, 6, 4 }, 40, 10, 1e-3, 2.0,
 	  "10.8 M parameters, about a minute on 2 cores" },
 	{ "tiny", { 256, 32, 64, 2, 8, 4 }, 30, 3, 2e-3, 3.5,
 	  "0.4 M parameters in 8 layers, for tests: seconds" },

@@ -99,7 +99,7 @@ void progress_step(struct run *r, const struct step_rec *s)
 	}
 	if (r->tty) {
 		fprintf(f, "\r\033[Kstep %lld/%lld  loss %.4f  %.0f tok/s  "
-			"host %.0f MiB  store %.0f MiB  r %.0f w %.0f MiB/s  "
+			"host %.1f MiB  store %.1f MiB  r %.0f w %.0f MiB/s  "
 			"eta %.0fs", (long long)s->step, (long long)r->steps,
 			s->loss, s->tok_s, mib(s->host_resident),
 			mib(s->store_resident), rd, wr,

@@ -18,11 +18,13 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "optim.h"
 #include "state.h"
 #ifndef HMM_TRAIN_NO_LIBHMM	/* -DHMM_TRAIN_NO_LIBHMM: plain memory */
 #define HAVE_LIBHMM 1
 #endif
 #ifdef HAVE_LIBHMM
+#include "hk_offload.h"
 #include "hmm.h"
 #endif
 
@@ -37,6 +39,7 @@ struct state {
 	size_t grad_floats;		/* the shared gradient's size */
 	uint64_t bytes, budget, store_size;
 	uint64_t chunk;		/* chunk bytes: a quarter of the largest array */
+	uint32_t depth;		/* pieces the optimizer reads ahead */
 	int offloaded, unlink_store;
 	char store_path[4096];
 	double map_s;
@@ -197,6 +200,7 @@ static int backend_open(struct state *s, const struct state_config *cfg)
 
 		hc.prefetch_depth = room * 3 < 8 ? 8 : room * 3 > 256 ? 256 :
 				    room * 3;
+		s->depth = room / 3 < 2 ? 2 : room / 3 > 16 ? 16 : room / 3;
 	}
 	hc.daemon = cfg->daemon;
 	hc.policy = getenv("HMM_TRAIN_LRU") ? HMM_POLICY_LRU :
@@ -294,6 +298,29 @@ void state_sample(struct state *s, struct state_sample *o)
 	o->stall_s = st.tier[HMM_TIER_HOST].stall_s;
 }
 
+int state_adamw(struct state *s, int blk, const struct optim_hp *hp,
+		double wd)
+{
+	struct hmm_tensor **t = &s->t[blk * ST_KINDS];
+	struct hk_offload_adamw o = {
+		.param = t[ST_P], .grad = t[ST_G], .exp_avg = t[ST_M],
+		.exp_avg_sq = t[ST_V], .chunk_bytes = s->chunk,
+		.depth = s->depth,
+		.hp = { .lr = hp->lr, .beta1 = hp->beta1, .beta2 = hp->beta2,
+			.eps = hp->eps, .weight_decay = wd, .step = hp->step,
+			.grad_scale = hp->grad_scale,
+			.name = hmm_tensor_name(t[ST_P]) },
+	};
+	double t0 = st_now();
+	int err = hk_offload_adamw_step(s->h, &o);
+
+	s->map_s += st_now() - t0;
+	if (err < 0)
+		return fail(err, "AdamW on %s: %s", hmm_tensor_name(t[ST_P]),
+			    hk_offload_error());
+	return 0;
+}
+
 void state_step(struct state *s, int begin)
 {
 	if (begin)
@@ -347,6 +374,15 @@ void state_sample(struct state *s, struct state_sample *o)
 {
 	memset(o, 0, sizeof(*o));
 	o->host_resident = o->host_peak = s->bytes;
+}
+
+int state_adamw(struct state *s, int blk, const struct optim_hp *hp,
+		double wd)
+{
+	float **a = &s->mem[blk * ST_KINDS];
+
+	return optim_adamw(hp, wd, a[ST_P], a[ST_G], a[ST_M], a[ST_V],
+			   s->floats[blk], "block");
 }
 
 void state_step(struct state *s, int begin)

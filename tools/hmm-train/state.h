@@ -80,6 +80,17 @@ float *state_map_range(struct state *s, int blk, int kind, size_t off,
 size_t state_chunk_floats(const struct state *s);	/* libhmm's chunk */
 void state_unmap(struct state *s, int blk, int kind, float *p);
 void state_sample(struct state *s, struct state_sample *out);
+
+/*
+ * AdamW on block blk (p, its g, m, v), weight decay wd on every element.
+ * With libhmm: kernels/bind's offloaded step (hk_offload.h), which
+ * streams the arrays through host memory piece by piece, reading ahead
+ * and writing back behind; arrays the caller keeps mapped (the gradient)
+ * stay resident.  Without: one in-memory AdamW.  Same bits either way.
+ */
+struct optim_hp;
+int state_adamw(struct state *s, int blk, const struct optim_hp *hp,
+		double wd);
 /* Mark a training step for libhmm's schedule-aware policy. */
 void state_step(struct state *s, int begin);
 
