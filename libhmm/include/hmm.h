@@ -43,7 +43,7 @@ extern "C" {
 #define HMM_VERSION_MAJOR	0
 #define HMM_VERSION_MINOR	1
 
-/* ---- constants ---------------------------------------------------------- */
+/* ---- constants --------------------------------------------------------- */
 
 /* Tiers, fastest first. */
 #define HMM_TIER_DEVICE		0	/* GPU memory (or the "sim" device) */
@@ -86,7 +86,7 @@ extern "C" {
 
 #define HMM_MAX_DIMS		8
 
-/* ---- the context --------------------------------------------------------- */
+/* ---- the context ------------------------------------------------------- */
 
 /*
  * What a context is opened from.  Fill with hmm_config_default() and
@@ -135,7 +135,7 @@ int hmm_open(const struct hmm_config *cfg, struct hmm **out);
  */
 void hmm_close(struct hmm *h);
 
-/* ---- tensors ------------------------------------------------------------- */
+/* ---- tensors ----------------------------------------------------------- */
 
 /* Bytes per element of dtype; 0 when dtype is unknown.  Any thread. */
 size_t hmm_dtype_size(uint32_t dtype);
@@ -175,7 +175,7 @@ uint32_t hmm_tensor_dtype(const struct hmm_tensor *t);
 unsigned hmm_tensor_ndim(const struct hmm_tensor *t);
 const int64_t *hmm_tensor_shape(const struct hmm_tensor *t);
 
-/* ---- map and unmap ------------------------------------------------------- */
+/* ---- map and unmap ----------------------------------------------------- */
 
 /*
  * Pin bytes [off, off + len) of t resident at tier (HMM_TIER_DEVICE or
@@ -199,7 +199,7 @@ int hmm_map(struct hmm_tensor *t, uint64_t off, uint64_t len, int tier,
  */
 int hmm_unmap(struct hmm_tensor *t, void *ptr);
 
-/* ---- asynchronous movement ------------------------------------------------ */
+/* ---- asynchronous movement --------------------------------------------- */
 
 /*
  * Start moving [off, off + len) of t to tier (device or host) without
@@ -231,7 +231,7 @@ int hmm_wait(struct hmm *h, struct hmm_tensor *t);
  */
 int hmm_flush(struct hmm *h);
 
-/* ---- steps (the schedule-aware policy) ----------------------------------- */
+/* ---- steps (the schedule-aware policy) --------------------------------- */
 
 /*
  * Mark the start and end of a training iteration.  With
@@ -244,7 +244,7 @@ int hmm_flush(struct hmm *h);
 int hmm_step_begin(struct hmm *h);
 int hmm_step_end(struct hmm *h);
 
-/* ---- stats --------------------------------------------------------------- */
+/* ---- stats ------------------------------------------------------------- */
 
 struct hmm_tier_stats {
 	uint64_t capacity;	/* budget, bytes */
@@ -287,7 +287,7 @@ int hmm_stats(struct hmm *h, struct hmm_stats *st);
  */
 int hmm_stats_json(struct hmm *h, char *buf, size_t cap);
 
-/* ---- errors -------------------------------------------------------------- */
+/* ---- errors ------------------------------------------------------------ */
 
 /* A short text for a negative errno (or 0).  Any thread. */
 const char *hmm_strerror(int err);
@@ -298,7 +298,7 @@ const char *hmm_strerror(int err);
  */
 const char *hmm_last_error(void);
 
-/* ---- transparent regions ------------------------------------------------- */
+/* ---- transparent regions ----------------------------------------------- */
 
 #define HMM_ADVISE_WILLNEED	1	/* fault the range in now */
 #define HMM_ADVISE_COLD		2	/* evict the range to the store now */
@@ -326,7 +326,7 @@ int hmm_region_advise(struct hmm *h, void *ptr, uint64_t len, int advice);
  */
 int hmm_region_free(struct hmm *h, void *ptr);
 
-/* ---- DLPack -------------------------------------------------------------- */
+/* ---- DLPack ------------------------------------------------------------ */
 
 struct DLManagedTensor;		/* dlpack.h */
 

@@ -26,7 +26,7 @@ static const char *const io_names[] = {
 	"", "store read", "store write", "host to device", "device to host",
 };
 
-/* ---- resident memory ------------------------------------------------------- */
+/* ---- resident memory --------------------------------------------------- */
 
 void hmm_chunk_drop(struct hmm *h, struct hmm_chunk *c, int tier)
 {
@@ -58,8 +58,9 @@ static int chunk_res(struct hmm *h, struct hmm_chunk *c, int tier,
 	if (tier == HMM_TIER_DEVICE) {
 		r = h->dev->populate(h->dev_priv, chunk_dev(c), c->alloc);
 		if (r < 0)
-			return hmm_err(r, "tensor %s chunk %u: device memory: %s",
-				       c->t->name, c->idx, strerror(-r));
+			return hmm_err(r, "tensor %s chunk %u: device "
+				       "memory: %s", c->t->name, c->idx,
+				       strerror(-r));
 	}
 	hmm_budget_take(h, tier, c->alloc);
 	c->res |= TB(tier);
@@ -68,7 +69,7 @@ static int chunk_res(struct hmm *h, struct hmm_chunk *c, int tier,
 	return HMM_READY;
 }
 
-/* ---- copies ---------------------------------------------------------------- */
+/* ---- copies ------------------------------------------------------------ */
 
 static void chunk_want_retry(struct hmm *h);
 
@@ -107,9 +108,9 @@ static void chunk_copy_end(struct hmm *h, struct hmm_chunk *c, int err)
 		h->st.io_errors++;
 		if (io == CH_IO_WRITE) {
 			c->nowb = 1;
-			hmm_async_error(h, err, "tensor %s chunk %u: %s failed: %s",
-					c->t->name, c->idx, io_names[io],
-					strerror(-err));
+			hmm_async_error(h, err, "tensor %s chunk %u: %s "
+					"failed: %s", c->t->name, c->idx,
+					io_names[io], strerror(-err));
 		}
 	} else if (c->copy_gen != c->gen) {
 		/* written while the copy ran: its bytes are stale */
@@ -130,7 +131,8 @@ static void chunk_copy_end(struct hmm *h, struct hmm_chunk *c, int err)
 	io_busy(h, io == CH_IO_READ || io == CH_IO_WRITE ? HMM_TIER_STORE :
 		HMM_TIER_DEVICE, -1, t1);
 	hmm_trace_event(h, "io", io_names[io], c->t->name, c->idx, c->alloc,
-			c->t0, t1, io == CH_IO_READ || io == CH_IO_WRITE ? 1 : 2);
+			c->t0, t1,
+			io == CH_IO_READ || io == CH_IO_WRITE ? 1 : 2);
 	if (evict >= 0 && !err && (c->res & TB(evict)) &&
 	    !c->pins[evict] && (c->zero || (c->valid & ~TB(evict))))
 		hmm_chunk_drop(h, c, evict);
@@ -185,12 +187,13 @@ static void chunk_copy_start(struct hmm *h, struct hmm_chunk *c, int io,
 		return;
 	}
 	r = h->dev->copy(h->dev_priv, io == CH_IO_H2D ? HMM_H2D : HMM_D2H,
-			 chunk_dev(c), chunk_host(c), c->alloc, chunk_dev_done, c);
+			 chunk_dev(c), chunk_host(c), c->alloc,
+			 chunk_dev_done, c);
 	if (r < 0)
 		chunk_copy_end(h, c, r);
 }
 
-/* ---- bring a chunk to a tier ----------------------------------------------- */
+/* ---- bring a chunk to a tier ------------------------------------------- */
 
 static int chunk_host_step(struct hmm *h, struct hmm_chunk *c,
 			   unsigned access, uint64_t limit)
@@ -279,7 +282,7 @@ void hmm_chunk_written(struct hmm *h, struct hmm_chunk *c, int tier)
 		hmm_chunk_drop(h, c, other);
 }
 
-/* ---- eviction -------------------------------------------------------------- */
+/* ---- eviction ---------------------------------------------------------- */
 
 int hmm_chunk_evictable(struct hmm *h, struct hmm_chunk *c, int tier)
 {
@@ -333,7 +336,7 @@ int hmm_chunk_writeback(struct hmm *h, struct hmm_chunk *c)
 	return HMM_AGAIN;
 }
 
-/* ---- prefetches waiting for space or for a copy ---------------------------- */
+/* ---- prefetches waiting for space or for a copy ------------------------ */
 
 /*
  * Chunks whose prefetch could not start yet are kept on h->wantq and
@@ -376,10 +379,8 @@ static void chunk_want_retry(struct hmm *h)
 			continue;
 		r = hmm_chunk_step(h, c, tier, HMM_READ, HMM_STEP_PREFETCH,
 				   hmm_policy_next_use(h, c));
-		if (r == HMM_AGAIN && c->busy)
-			continue;
 		if (r == HMM_AGAIN)
-			continue;
+			continue;	/* a copy or room is on its way */
 		c->want = 0;
 		hmm_list_del(&c->wlink);
 	}

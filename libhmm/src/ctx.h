@@ -20,7 +20,7 @@
 #include "hmm.h"
 #include "store.h"
 
-/* ---- intrusive doubly linked lists -------------------------------------- */
+/* ---- intrusive doubly linked lists ------------------------------------- */
 struct hmm_list {
 	struct hmm_list *prev, *next;
 };
@@ -154,19 +154,19 @@ struct hmm {
 	double t_open;
 };
 
-/* ---- ctx.c --------------------------------------------------------------- */
+/* ---- ctx.c ------------------------------------------------------------- */
 double hmm_now(void);
 void hmm_async_error(struct hmm *h, int err, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 
-/* ---- iothread.c ------------------------------------------------------------ */
+/* ---- iothread.c -------------------------------------------------------- */
 int hmm_iot_start(struct hmm *h, const struct hmm_config *cfg);
 void hmm_iot_stop(struct hmm *h);
 void hmm_iot_queue(struct hmm *h, struct hmm_ioreq *r);	/* h->lock held */
 /* Queue r and wait for it (h->lock held; dropped while waiting). */
 int hmm_iot_sync(struct hmm *h, struct hmm_ioreq *r);
 
-/* ---- budget.c ------------------------------------------------------------- */
+/* ---- budget.c ---------------------------------------------------------- */
 /* Results of the state steps (chunk.c, budget.c). */
 #define HMM_READY	0	/* done */
 #define HMM_AGAIN	1	/* an I/O or eviction in flight: wait */
@@ -176,7 +176,7 @@ int hmm_budget_room(struct hmm *h, int tier, uint64_t bytes,
 void hmm_budget_take(struct hmm *h, int tier, uint64_t bytes);
 void hmm_budget_give(struct hmm *h, int tier, uint64_t bytes);
 
-/* ---- policy.c ------------------------------------------------------------- */
+/* ---- policy.c ---------------------------------------------------------- */
 #define HMM_NO_LIMIT	UINT64_MAX
 void hmm_policy_touch(struct hmm *h, struct hmm_chunk *c, int tier);
 struct hmm_chunk *hmm_policy_victim(struct hmm *h, int tier, uint64_t limit);
@@ -187,7 +187,7 @@ int hmm_policy_step_end(struct hmm *h);
 void hmm_policy_forget(struct hmm *h, struct hmm_tensor *t);
 void hmm_policy_fini(struct hmm *h);
 
-/* ---- trace.c -------------------------------------------------------------- */
+/* ---- trace.c ----------------------------------------------------------- */
 int hmm_trace_open(struct hmm *h, const char *path);
 void hmm_trace_close(struct hmm *h);
 /* A complete event [t0, t1] in seconds since hmm_open. */
@@ -195,19 +195,19 @@ void hmm_trace_event(struct hmm *h, const char *cat, const char *name,
 		     const char *tensor, uint32_t chunk, uint64_t bytes,
 		     double t0, double t1, int tid);
 
-/* ---- persist.c ------------------------------------------------------------- */
+/* ---- persist.c --------------------------------------------------------- */
 struct hmm_saved;
 int hmm_persist_load(struct hmm *h);
 int hmm_persist_save(struct hmm *h);	/* h->lock held */
 void hmm_persist_fini(struct hmm *h);
 
-/* ---- tensor.c ---------------------------------------------------------------- */
+/* ---- tensor.c ---------------------------------------------------------- */
 /* Create a tensor; id < 0 = a new id; stored = per-chunk bitmap or NULL. */
 int hmm_tensor_create(struct hmm *h, const char *name, uint32_t dtype,
 		      unsigned ndim, const int64_t *shape, int64_t id,
 		      const uint8_t *stored, struct hmm_tensor **out);
 
-/* ---- region.c ------------------------------------------------------------- */
+/* ---- region.c ---------------------------------------------------------- */
 void hmm_region_fini(struct hmm *h);
 /* Evict region blocks to make room on the host (h->lock held). */
 int hmm_region_reclaim(struct hmm *h, uint64_t bytes);

@@ -98,7 +98,8 @@ int hmm_persist_load(struct hmm *h)
 	int r;
 
 	if (!b)
-		return hmm_err(-ENOMEM, "store: no memory for the tensor table");
+		return hmm_err(-ENOMEM, "store: no memory for the tensor "
+			       "table");
 	memset(&q, 0, sizeof(q));
 	q.io.op = HMM_IOREQ_META_GET;
 	q.io.buf = b;

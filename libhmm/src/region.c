@@ -81,7 +81,7 @@ static char *block_addr(struct hmm_region *r, uint32_t b)
 	return r->base + (uint64_t)b * RBLOCK;
 }
 
-/* ---- eviction ---------------------------------------------------------------- */
+/* ---- eviction ---------------------------------------------------------- */
 
 static void region_wb_done(struct hmm_ioreq *q)
 {
@@ -185,7 +185,7 @@ int hmm_region_reclaim(struct hmm *h, uint64_t bytes)
 	return n;
 }
 
-/* ---- faults ---------------------------------------------------------------- */
+/* ---- faults ------------------------------------------------------------ */
 
 /* Room for one block in the host budget (h->lock held; may wait). */
 static void region_room(struct hmm *h)
@@ -292,7 +292,7 @@ static void *region_main(void *arg)
 	}
 }
 
-/* ---- the API ----------------------------------------------------------------- */
+/* ---- the API ----------------------------------------------------------- */
 
 static int region_uffd(struct hmm_region *r)
 {

@@ -24,7 +24,7 @@ size_t hmm_dtype_size(uint32_t dtype)
 	return dtype < sizeof(dtype_size) ? dtype_size[dtype] : 0;
 }
 
-/* ---- new and free ----------------------------------------------------------- */
+/* ---- new and free ------------------------------------------------------ */
 
 static int tensor_check(struct hmm *h, const char *name, uint32_t dtype,
 			unsigned ndim, const int64_t *shape, uint64_t *bytes)
@@ -199,8 +199,8 @@ int hmm_tensor_create(struct hmm *h, const char *name, uint32_t dtype,
 	if (h->dev) {
 		r = h->dev->reserve(h->dev_priv, t->span, &t->dev);
 		if (r < 0) {
-			r = hmm_err(r, "tensor %s: cannot reserve %llu bytes of "
-				    "device address space", name,
+			r = hmm_err(r, "tensor %s: cannot reserve %llu bytes "
+				    "of device address space", name,
 				    (unsigned long long)t->span);
 			goto out_host;
 		}
