@@ -16,8 +16,10 @@ mkdir -p "$dir" && trap 'rm -rf "$dir"' EXIT
 flags=(--headless --no-sandbox --disable-gpu --disable-background-networking
        --user-data-dir="$dir/profile" --window-size=800,1500)
 
-"$bin" --preset tiny --steps 12 --report "$dir/r.html" >"$dir/out" 2>&1
-ok $? "hmm-train --report runs"
+HMM_TRACE="$dir/trace.json" "$bin" --preset tiny --steps 12 --report "$dir/r.html" >"$dir/out" 2>&1
+ok $? "hmm-train --report runs (with HMM_TRACE)"
+ok $(grep -q '"ph":"X"' "$dir/trace.json" && grep -q '"store I/O"' "$dir/trace.json"; echo $?) "HMM_TRACE wrote a trace-event file with store I/O"
+ok $(grep -q "trace.json (open in ui.perfetto.dev)" "$dir/r.html"; echo $?) "the report names the trace"
 ok $(grep -q "report written to $dir/r.html" "$dir/out"; echo $?) "it says where the report is"
 ok $([ -s "$dir/r.html" ]; echo $?) "report written"
 ok $(! grep -qiE '<script|https?://|src=|<link' "$dir/r.html"; echo $?) "self-contained: no script, link or URL"

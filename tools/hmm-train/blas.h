@@ -13,7 +13,9 @@
  * can pick a pre-AVX2 core type on newer AMD CPUs; when the core it chose
  * is not an AVX2 one and the CPU has AVX2+FMA, it sets OPENBLAS_CORETYPE
  * and re-executes the program (OpenBLAS reads it only when it loads).
- * It writes one line on `log` saying what it found and did.
+ * It says so on `log` before the re-exec, and again after it (which core
+ * now runs); when OpenBLAS chose well it prints nothing (the progress
+ * header names the core).
  * Returns 0 (it returns only when no re-exec was needed or it failed).
  */
 #ifndef HMM_TRAIN_BLAS_H
