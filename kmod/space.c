@@ -135,6 +135,11 @@ long hmmk_region_create_ioctl(struct hmmk_space *space, void __user *arg)
 	region->handle = atomic64_inc_return(&hmmk_next_region);
 
 	mutex_lock(&space->lock);
+	if (space->daemon) {		/* attached meanwhile */
+		mutex_unlock(&space->lock);
+		hmmk_region_put(region);
+		return -EPERM;
+	}
 	if (space->nr_regions >= HMMK_MAX_REGIONS ||
 	    space->next_pgoff + region->nr_pages > (U32_MAX >> 1)) {
 		mutex_unlock(&space->lock);
