@@ -129,6 +129,9 @@ int blas_setup(char **argv, FILE *log)
 	const char *want;
 
 	openblas_set_num_threads(1);	/* gemm() splits; see blas.h */
+	/* tests: pretend OpenBLAS chose this core (before any re-exec) */
+	if (!set && getenv("HMM_TRAIN_BLAS_PRETEND"))
+		core = getenv("HMM_TRAIN_BLAS_PRETEND");
 	cpu_vendor(vendor, &family);
 	if (core_is_avx2(core) || !cpu_has_avx2_fma()) {
 		if (set)	/* the line before the re-exec said why */
