@@ -49,7 +49,9 @@ struct hk_offload_adamw {
 	struct hk_adamw_args hp;
 	uint32_t chunk_bytes;	/* the context's hmm_config.chunk_bytes;
 				   0 = libhmm's default, 2 MiB */
-	uint32_t depth;		/* k: pieces read ahead; 0 = 2 */
+	uint32_t depth;		/* k: pieces read ahead; 0 = 2; at most
+				   what lets k + 2 pieces fit in the host
+				   budget */
 	uint64_t start;		/* first element: 0, or a `done` to resume */
 	uint64_t done;		/* (out) elements [0, done) are stepped */
 };

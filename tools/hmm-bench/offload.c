@@ -5,7 +5,8 @@
  * two floors measured in the same run:
  *	io_floor_s:      fio moving the same bytes (16 B/param read, 12
  *	                 written, mixed, O_DIRECT, io_uring, chunk-sized
- *	                 blocks) over a file beside the store;
+ *	                 blocks, the faster of queue depth 16 and 64) over
+ *	                 a file beside the store;
  *	compute_floor_s: hk_adamw_step() over the same n in memory.
  * They alternate with the offloaded step --reps times; medians.
  *	ratio = step_s / max(io_floor_s, compute_floor_s)
@@ -53,7 +54,7 @@ static void fill_tensor(struct hmm *h, struct hmm_tensor *t, uint64_t bytes,
 }
 
 /* fio over `file`: 28 n bytes, 16/28 of them reads; seconds or -1. */
-static double fio_s(const struct opts *o, const char *file)
+static double fio_qd_s(const struct opts *o, const char *file, int qd)
 {
 	char cmd[8192], buf[4096];
 	double ms = -1;
@@ -61,9 +62,9 @@ static double fio_s(const struct opts *o, const char *file)
 
 	snprintf(cmd, sizeof(cmd),
 		 "fio --name=offload --filename='%s' --ioengine=io_uring "
-		 "--direct=1 --rw=rw --rwmixread=57 --bs=%lld --iodepth=16 "
+		 "--direct=1 --rw=rw --rwmixread=57 --bs=%lld --iodepth=%d "
 		 "--size=%lld --io_size=%lld --numjobs=1 --output-format=json "
-		 "2>/dev/null", file, (long long)o->chunk,
+		 "2>/dev/null", file, (long long)o->chunk, qd,
 		 (long long)(16 * o->n), (long long)(28 * o->n));
 	f = popen(cmd, "r");
 	if (!f)
@@ -77,6 +78,16 @@ static double fio_s(const struct opts *o, const char *file)
 	if (pclose(f) != 0)
 		return -1;
 	return ms > 0 ? ms / 1e3 : -1;
+}
+
+/* The faster of queue depth 16 and 64 (libhmm's store runs 64). */
+static double fio_s(const struct opts *o, const char *file)
+{
+	double a = fio_qd_s(o, file, 16), b = fio_qd_s(o, file, 64);
+
+	if (a < 0 || b < 0)
+		return a < 0 ? b : a;
+	return a < b ? a : b;
 }
 
 static double compute_s(float *a[4], size_t n, int64_t step)
@@ -193,6 +204,18 @@ static int bench_offload(int argc, char **argv)
 		ts[r] = bench_now() - t0;
 	}
 	unlink(scratch);
+	{
+		struct hmm_stats st;
+
+		hmm_stats(h, &st);
+		printf("  libhmm: %llu prefetches, %llu prefetch hits, host "
+		       "misses %llu, host stall %.3f s, store io busy %.3f s\n",
+		       (unsigned long long)st.prefetches,
+		       (unsigned long long)st.prefetch_hits,
+		       (unsigned long long)st.tier[HMM_TIER_HOST].misses,
+		       st.tier[HMM_TIER_HOST].stall_s,
+		       st.tier[HMM_TIER_STORE].io_s);
+	}
 	step_s = bench_median(ts, o.reps);
 	io_s = bench_median(tio, o.reps);
 	c_s = bench_median(tc, o.reps);
