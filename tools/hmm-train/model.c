@@ -357,9 +357,14 @@ static int backward(struct gpt *g, const float *ep, float *eg,
 			err = block_fwd(g, p, g->acts + l * nd, g->out);
 		if (!err)
 			err = block_bwd(g, p, gr, g->acts + l * nd, g->dx);
-		state_unmap(g->st, l, ST_P, p);	/* the step may evict it */
+		/* unmapped, p may be written back as soon as it is stepped;
+		 * layer 0's stays resident: the next forward starts with it */
+		if (l > 0)
+			state_unmap(g->st, l, ST_P, p);
 		if (!err && hp)
 			err = step_block(g, l, gr, hp);
+		if (l == 0)
+			state_unmap(g->st, l, ST_P, p);
 		state_unmap(g->st, l, ST_G, gr);
 	}
 	if (err)
