@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# test_train_cli — hmm-train's flags: byte sizes with K/M/G suffixes, a
+# budget above the state keeps everything in memory, a budget below what
+# one step maps is refused with the minimum, and bad flags are refused
+# (exit 2) with a message naming the flag — all before any step runs.
+set -u
+B=${HMM_BUILD:-build}
+bin=$B/bin/hmm-train
+n=0 failed=0
+ok() { n=$((n + 1)); if [ "$1" = 0 ]; then echo "ok $n - $2"; else echo "not ok $n - $2"; failed=1; fi; }
+[ -x "$bin" ] || { echo "1..0 # SKIP $bin not built"; exit 77; }
+sum() { "$bin" --preset tiny --steps 1 --json "$@" 2>/dev/null | tail -1; }
+
+s=$(sum --host-budget 64G)
+ok $(grep -q '"offloaded":false' <<<"$s"; echo $?) "--host-budget 64G: all in memory"
+s=$(sum --host-budget 2M)
+ok $(grep -q '"offloaded":true' <<<"$s" && grep -q '"host_budget":2097152,' <<<"$s"; echo $?) "--host-budget 2M = 2097152 bytes, offloaded"
+s=$(sum --host-budget 3145728)
+ok $(grep -q '"host_budget":3145728,' <<<"$s"; echo $?) "--host-budget in plain bytes"
+s=$(sum --host-budget 2MiB)
+ok $(grep -q '"host_budget":2097152,' <<<"$s"; echo $?) "--host-budget 2MiB"
+
+bad() {	# pattern what args...
+	local pat=$1 what=$2; shift 2
+	"$bin" --preset tiny --steps 2 "$@" >/tmp/hmm-train-cli.$$ 2>&1
+	rc=$?
+	echo "# $(grep -v '^blas' /tmp/hmm-train-cli.$$ | head -2)"
+	ok $([ $rc -eq 2 ] && grep -qi -- "$pat" /tmp/hmm-train-cli.$$ && ! grep -q '^step' /tmp/hmm-train-cli.$$; echo $?) "$what: exit 2"
+	rm -f /tmp/hmm-train-cli.$$
+}
+bad "below the" "a budget too small for one step" --host-budget 100K
+bad "--host-budget 1.5G" "a fractional size" --host-budget 1.5G
+bad "--host-budget 12Q" "an unknown suffix" --host-budget 12Q
+bad "--steps" "--steps 0" --steps 0
+bad "--preset huge" "an unknown preset" --preset huge
+bad "unexpected" "a stray argument" extra
+bad "--lr" "a bad --lr" --lr 7
+bad "--seed" "a bad --seed" --seed x
+ok $("$bin" --preset list | grep -q '^default'; echo $?) "--preset list"
+ok $("$bin" --help | grep -q -- '--host-budget'; echo $?) "--help"
+echo "1..$n"
+exit $failed
