@@ -427,6 +427,9 @@ static void refresh(struct hmm_store *s)
 	s->st.quarantined_bytes = s->ext.quar_units * s->sb.block_size;
 	s->st.extents = s->map.n;
 	s->st.generation = s->sb.generation;
+	s->st.capacity_bytes = s->sb.data_bytes;
+	s->st.data_offset = s->sb.data_off;
+	s->st.block_size = s->sb.block_size;
 	pthread_mutex_unlock(&s->stat_lock);
 }
 
@@ -511,7 +514,6 @@ void hmm_store_stats(struct hmm_store *s, struct hmm_store_stats *st)
 	pthread_mutex_lock(&s->stat_lock);
 	*st = s->st;
 	pthread_mutex_unlock(&s->stat_lock);
-	st->capacity_bytes = s->sb.data_bytes;
 	st->direct = s->direct;
 	st->tmpfs = s->tmpfs;
 	st->registered_files = s->u.fixed_file;
@@ -523,8 +525,6 @@ void hmm_store_stats(struct hmm_store *s, struct hmm_store_stats *st)
 	st->pool_used_bytes = hmm_pool_used(s->pool);
 	st->pool_huge = hmm_pool_huge(s->pool);
 	st->pool_locked = hmm_pool_locked(s->pool);
-	st->data_offset = s->sb.data_off;
-	st->block_size = s->sb.block_size;
 	st->inflight = __atomic_load_n(&s->inflight, __ATOMIC_RELAXED);
 }
 
@@ -600,7 +600,8 @@ int hmm_store_meta_get(struct hmm_store *s, void *blob, size_t cap)
 {
 	if (cap && !blob)
 		return hmm_err(-EINVAL, "store %s: meta buffer is NULL", s->path);
-	memcpy(blob, s->meta, cap < s->meta_len ? cap : s->meta_len);
+	if (cap && s->meta_len)
+		memcpy(blob, s->meta, cap < s->meta_len ? cap : s->meta_len);
 	return (int)s->meta_len;
 }
 

@@ -84,6 +84,8 @@ struct hmm_store_stats {
 	uint32_t pool_locked;		/* 1 = pool mlock'd */
 	uint32_t tmpfs;			/* 1 = the file is on tmpfs */
 	uint32_t inflight;		/* requests not completed */
+	uint64_t flush_bytes;		/* table + superblock bytes written
+					 * (not in write_bytes/write_ops) */
 };
 
 int hmm_store_open(const struct hmm_store_config *cfg, struct hmm_store **out);

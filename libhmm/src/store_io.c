@@ -139,6 +139,8 @@ static void account(struct hmm_store *s, struct hmm_io *io, int res,
 	pthread_mutex_lock(&s->stat_lock);
 	if (res) {
 		s->st.errors += io_failed;
+	} else if (io->op == OP_ABS_WRITE) {
+		s->st.flush_bytes += io->len;
 	} else if (is_write(io->op)) {
 		s->st.write_bytes += io->len;
 		s->st.write_ops++;
@@ -168,7 +170,7 @@ static void finish(struct hmm_store *s, struct hmm_io *io, int res)
 	account(s, io, res, io_failed);
 	io->result = res;
 	io->s_state = ST_DONE;
-	s->inflight--;
+	__atomic_sub_fetch(&s->inflight, 1, __ATOMIC_RELAXED);	/* stats reads it */
 	s->ncompleted++;
 	if (io->done && io->op != OP_ABS_WRITE)
 		io->done(io);
@@ -318,7 +320,7 @@ static void enqueue(struct hmm_store *s, struct hmm_io *io)
 	io->s_zero = 0;
 	io->result = 0;
 	io->s_fault = hmm_fault_next();
-	s->inflight++;
+	__atomic_add_fetch(&s->inflight, 1, __ATOMIC_RELAXED);
 	push_back(s, io);
 }
 
@@ -449,5 +451,5 @@ int store_drain(struct hmm_store *s)
 
 unsigned hmm_store_inflight(struct hmm_store *s)
 {
-	return s->inflight;
+	return __atomic_load_n(&s->inflight, __ATOMIC_RELAXED);
 }
