@@ -9,9 +9,8 @@
  * 2^20 + 3 as one batch (one launch), with 16-byte aligned pointers (the
  * vector path) and pointers one element off (the element path), 10
  * steps; 40 tensors in one call (more than one launch); the found-inf
- * flag on the device (check, preset, missing); then the kernel's GB/s
- * against a 4-read/3-write streaming kernel on the same arrays (printed,
- * not asserted).  Exits 77 when there is no CUDA device.
+ * flag on the device (check, preset, missing).  Exits 77 when there is no
+ * CUDA device.  Its speed: tests/gpu/bench_adamw_gpu.cu.
  *
  * TAP by hand: tests/t.h is C, and nvcc compiles this file as C++.
  */
@@ -333,77 +332,6 @@ static void test_found_inf(void)
 		tensor_free(&t[i]);
 }
 
-/* The ceiling: p += g, m += g, v += g, 16 bytes at a time. */
-__global__ void stream_kernel(float4 *p, const float4 *g, float4 *m,
-			      float4 *v, size_t n4)
-{
-	for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n4;
-	     i += (size_t)gridDim.x * blockDim.x) {
-		float4 a = g[i], x = p[i], y = m[i], z = v[i];
-
-		p[i] = make_float4(x.x + a.x, x.y + a.y, x.z + a.z, x.w + a.w);
-		m[i] = make_float4(y.x + a.x, y.y + a.y, y.z + a.z, y.w + a.w);
-		v[i] = make_float4(z.x + a.x, z.y + a.y, z.z + a.z, z.w + a.w);
-	}
-}
-
-static void bench(void)
-{
-	size_t n = (size_t)256 << 20;	/* 4 GiB over p, g, m, v */
-	float *a[4];
-	struct hk_adamw_args args = { 0 };
-	cudaEvent_t e0, e1;
-	float ms_k = 0, ms_c = 0, best_k = 1e30f, best_c = 1e30f;
-	int sms;
-
-	for (int k = 0; k < 4; k++) {
-		CK(cudaMalloc((void **)&a[k], n * 4));
-		CK(cudaMemset(a[k], 0, n * 4));
-	}
-	CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
-	args.n = n;
-	args.param = a[0];
-	args.grad = a[1];
-	args.exp_avg = a[2];
-	args.exp_avg_sq = a[3];
-	args.lr = 1e-3;
-	args.beta1 = 0.9;
-	args.beta2 = 0.999;
-	args.eps = 1e-8;
-	args.weight_decay = 0.01;
-	CK(cudaEventCreate(&e0));
-	CK(cudaEventCreate(&e1));
-	for (int r = 0; r < 6; r++) {
-		args.step = r + 1;
-		CK(cudaEventRecord(e0));
-		stream_kernel<<<sms * 8, 256>>>((float4 *)a[0],
-						(const float4 *)a[1],
-						(float4 *)a[2], (float4 *)a[3],
-						n / 4);
-		CK(cudaEventRecord(e1));
-		CK(cudaEventSynchronize(e1));
-		CK(cudaEventElapsedTime(&ms_c, e0, e1));
-		CK(cudaEventRecord(e0));
-		hk_adamw_step_cuda(&args, 1, NULL, NULL);
-		CK(cudaEventRecord(e1));
-		CK(cudaEventSynchronize(e1));
-		CK(cudaEventElapsedTime(&ms_k, e0, e1));
-		if (r) {	/* the first is warm-up */
-			best_k = fminf(best_k, ms_k);
-			best_c = fminf(best_c, ms_c);
-		}
-	}
-	printf("# adamw gpu: n=%zu %.3f ms/step %.1f GB/s; stream ceiling "
-	       "%.1f GB/s; fraction %.3f\n", n, best_k, 28.0 * n / best_k / 1e6,
-	       28.0 * n / best_c / 1e6, best_c / best_k);
-	printf("# {\"bench\":\"adamw_gpu\",\"gparam_s\":%.4g,\"GBps\":%.4g,"
-	       "\"ceiling_GBps\":%.4g,\"fraction\":%.4g}\n", n / best_k / 1e6,
-	       28.0 * n / best_k / 1e6, 28.0 * n / best_c / 1e6,
-	       best_c / best_k);
-	for (int k = 0; k < 4; k++)
-		CK(cudaFree(a[k]));
-}
-
 int main(void)
 {
 	int count = 0;
@@ -416,7 +344,6 @@ int main(void)
 	test_batches();
 	test_many();
 	test_found_inf();
-	bench();
 	printf("1..%d\n", n_tests);
 	return n_failed ? 1 : 0;
 }
