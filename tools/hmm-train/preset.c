@@ -2,14 +2,16 @@
 /*
  * preset.c — the model sizes behind --preset (preset.h).  loss_max is
  * the threshold the default run is tested against, set with margin above
- * what the run measured (see the commit that changes it).
+ * what the run measured: default, seed 1, 40 steps: 5.6849 -> 1.8095
+ * (uniform over bytes: 5.5452); the last batch's loss moves by about
+ * 0.15 from step to step, hence the margin.
  */
 #include <string.h>
 
 #include "preset.h"
 
 static const struct preset presets[] = {
-	{ "default", { 256, 128, 384, 6, 6, 4 }, 40, 10, 1e-3, 2.0,
+	{ "default", { 256, 128, 384, 6, 6, 4 }, 40, 10, 1e-3, 2.3,
 	  "10.8 M parameters, about a minute on 2 cores" },
 	{ "tiny", { 256, 32, 64, 2, 8, 4 }, 30, 3, 2e-3, 3.5,
 	  "0.4 M parameters in 8 layers, for tests: seconds" },
