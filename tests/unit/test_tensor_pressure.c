@@ -19,7 +19,11 @@
 #define NCH	(TBYTES / CHUNK)
 #define THREADS	4
 #define PHASES	3
+#ifdef __SANITIZE_THREAD__
+#define OPS	80	/* TSan is ~10x slower: stay well under a minute */
+#else
 #define OPS	150
+#endif
 
 static struct hmm *h;
 static struct hmm_tensor *ts[NT];
