@@ -274,7 +274,9 @@ struct hmm_stats {
 	uint64_t io_errors;	/* failed store or device copies */
 	uint64_t region_faults;
 	uint64_t region_evictions;
-	uint64_t reserved[8];
+	uint64_t store_direct;	/* 1: the store uses O_DIRECT; 0: buffered
+				   fallback (e.g. tmpfs) or no store */
+	uint64_t reserved[7];
 };
 
 /* Fill *st.  Returns 0.  Any thread. */

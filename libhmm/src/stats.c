@@ -6,6 +6,7 @@
 
 #include "ctx.h"
 #include "err.h"
+#include "store.h"
 
 int hmm_stats(struct hmm *h, struct hmm_stats *st)
 {
@@ -27,6 +28,15 @@ int hmm_stats(struct hmm *h, struct hmm_stats *st)
 	st->tensors = h->live_tensors;
 	st->chunks = h->live_chunks;
 	pthread_mutex_unlock(&h->lock);
+	if (h->store) {	/* store stats may be read from any thread */
+		struct hmm_store_stats ss;
+
+		hmm_store_stats(h->store, &ss);
+		st->tier[HMM_TIER_STORE].capacity = ss.capacity_bytes;
+		st->tier[HMM_TIER_STORE].resident = ss.used_bytes;
+		st->tier[HMM_TIER_STORE].peak = ss.used_bytes;
+		st->store_direct = ss.direct;
+	}
 	return 0;
 }
 
@@ -88,7 +98,8 @@ int hmm_stats_json(struct hmm *h, char *buf, size_t cap)
 	jput(&b, ",\"tensors\":%llu,\"chunks\":%llu,\"discard_skips\":%llu,"
 	     "\"prefetches\":%llu,\"prefetch_hits\":%llu,\"steps\":%llu,"
 	     "\"recordings\":%llu,\"divergences\":%llu,\"io_errors\":%llu,"
-	     "\"region_faults\":%llu,\"region_evictions\":%llu}",
+	     "\"region_faults\":%llu,\"region_evictions\":%llu,"
+	     "\"store_direct\":%llu}",
 	     (unsigned long long)st.tensors, (unsigned long long)st.chunks,
 	     (unsigned long long)st.discard_skips,
 	     (unsigned long long)st.prefetches,
@@ -97,7 +108,8 @@ int hmm_stats_json(struct hmm *h, char *buf, size_t cap)
 	     (unsigned long long)st.divergences,
 	     (unsigned long long)st.io_errors,
 	     (unsigned long long)st.region_faults,
-	     (unsigned long long)st.region_evictions);
+	     (unsigned long long)st.region_evictions,
+	     (unsigned long long)st.store_direct);
 	if (b.len > INT32_MAX)
 		return hmm_err(-EOVERFLOW, "hmm_stats_json: too long");
 	return (int)b.len;
