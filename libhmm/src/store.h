@@ -24,7 +24,15 @@
  * Threading: a store is used by one thread at a time (the io_uring is
  * created SINGLE_ISSUER where the kernel allows it, so that thread should
  * stay the same one: the tensor layer runs a dedicated I/O thread).
- * hmm_store_stats() may be called from any thread.
+ * hmm_store_stats() may be called from any thread.  (As built: the ring
+ * binds to the first thread that submits, polls or flushes, which need
+ * not be the one that opened it; any other thread then gets -EEXIST.
+ * hmm_store_close may run on any thread.)
+ *
+ * Fallbacks are never silent: O_DIRECT refused (or tmpfs), the pool not
+ * mlock'd or not registered, no SQPOLL or SINGLE_ISSUER show in the
+ * stats and in one sentence from hmm_store_note().  Fault injection for
+ * tests: HMM_FAULT / hmm_fault_set() (fault.h).
  *
  * Errors: 0 or -errno; hmm_last_error() names path and offset.  Never an
  * assert or abort on an I/O result.
