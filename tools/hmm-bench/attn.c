@@ -231,9 +231,9 @@ out:
 	return r;
 }
 
-static void usage(void)
+static void usage(FILE *f)
 {
-	printf("usage: hmm-bench attn [--B 1] [--H 8] [--N 2048] [--d 64|128]"
+	fprintf(f, "usage: hmm-bench attn [--B 1] [--H 8] [--N 2048] [--d 64|128]"
 	       " [--causal]\n"
 	       "                      [--threads N] [--reps 5] [--json] "
 	       "[--vs-torch]\n"
@@ -263,13 +263,13 @@ static int bench_attn(int argc, char **argv)
 		} else if (!strcmp(s, "--causal")) {
 			o.causal = 1;
 		} else {
-			usage();
+			usage(strcmp(s, "--help") ? stderr : stdout);
 			return strcmp(s, "--help") ? 2 : 0;
 		}
 	}
 	if (o.B < 1 || o.H < 1 || o.N < 1 || o.d < 0 || o.d > 256 ||
 	    o.threads < 1 || o.reps < 1) {
-		usage();
+		usage(stderr);
 		return 2;
 	}
 	if (!hk_isa_supported(HK_ISA_AVX2)) {

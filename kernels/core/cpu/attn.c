@@ -17,10 +17,12 @@
  * end o = O / l and lse = m + log l; a row that saw no key gets o = 0 and
  * lse = -inf.
  *
- * Tiles: 64 x 64.  One forward item touches Q (64 x d), one Kt and one V
- * tile (64 x d each), S (16 KiB) and O (64 x d): 208 KiB at d = 256,
- * inside a core's L2 (512 KiB here), with one 16-column panel of B
- * (<= 16 KiB) in L1 during each gemm.
+ * Tiles: 64 query rows x 128 keys (attn.h; measured against 64 x 64,
+ * 96 x 64, 128 x 64, 64 x 256 and 48 x 128 in CPU seconds at d = 64 and
+ * 128: the best, by ~10% in the backward).  At d = 128 one forward item
+ * touches Q (32 KiB), one Kt and one V tile (64 KiB each), S (32 KiB) and
+ * O (32 KiB): 224 KiB, inside a core's L2 (512 KiB here), with one
+ * 16-column panel of B (<= 16 KiB) in L1 during each gemm.
  */
 #include <errno.h>
 #include <math.h>

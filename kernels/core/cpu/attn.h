@@ -14,8 +14,12 @@
 
 #include "hk_attn.h"
 
+#ifndef HK_ATTN_BR		/* -D overrides: for tuning runs only */
 #define HK_ATTN_BR	64	/* query rows per tile */
-#define HK_ATTN_BC	64	/* keys per tile */
+#endif
+#ifndef HK_ATTN_BC
+#define HK_ATTN_BC	128	/* keys per tile, a multiple of 8 */
+#endif
 
 struct hk_attn_ops {
 	const char *name;
