@@ -102,6 +102,7 @@ static int setup(struct pipe *p, struct hmm *h, struct hk_offload_adamw *o)
 			    hmm_tensor_name(o->param));
 	p->n = hmm_tensor_bytes(o->param) / 4;
 	for (int k = 0; k < NARR; k++) {
+		uint64_t bytes;
 		uint32_t dt;
 
 		if (!p->t[k])
@@ -116,11 +117,12 @@ static int setup(struct pipe *p, struct hmm *h, struct hk_offload_adamw *o)
 				    arr_name[k], hmm_tensor_name(p->t[k]));
 		p->es[k] = dt == HMM_DTYPE_BF16 ? 2 : 4;
 		any_bf16 |= dt == HMM_DTYPE_BF16;
-		if (hmm_tensor_bytes(p->t[k]) != p->n * p->es[k])
-			return fail(p, -EINVAL, 0, "%s %s: %llu bytes, not %llu "
-				    "elements", arr_name[k],
+		bytes = hmm_tensor_bytes(p->t[k]);
+		if (bytes != p->n * p->es[k])
+			return fail(p, -EINVAL, 0, "%s %s: %llu bytes, not "
+				    "%llu elements", arr_name[k],
 				    hmm_tensor_name(p->t[k]),
-				    (unsigned long long)hmm_tensor_bytes(p->t[k]),
+				    (unsigned long long)bytes,
 				    (unsigned long long)p->n);
 	}
 	if (chunk % 4096)

@@ -11,7 +11,8 @@
  *	p  = p * (1 - lr * weight_decay)
  *	m  = beta1 * m + (1 - beta1) * g
  *	v  = beta2 * v + (1 - beta2) * g * g
- *	p  = p - lr / (1 - beta1^step) * m / (sqrt(v) / sqrt(1 - beta2^step) + eps)
+ *	bc1 = 1 - beta1^step,  bc2 = 1 - beta2^step
+ *	p  = p - lr / bc1 * m / (sqrt(v) / sqrt(bc2) + eps)
  *
  * Bias corrections and the other per-step constants are computed in double
  * then rounded to float once; each element is computed in fp32 with exact
@@ -21,12 +22,13 @@
  *
  * Storage (the dtype pairs):
  *	fp32 params, fp32 states:	param f32, grad f32, states f32
- *	bf16 params, fp32 master:	param is the fp32 master, param_bf16 is
- *					written (round to nearest even, NaN stays
- *					NaN), grad f32 or bf16, states f32
- *	bf16 states:			as above with state_dtype bf16: m and v
- *					are read as bf16, computed in fp32, stored
- *					rounded to nearest even
+ *	bf16 params, fp32 master:	param is the fp32 master, param_bf16
+ *					is written (round to nearest even,
+ *					NaN stays NaN), grad f32 or bf16,
+ *					states f32
+ *	bf16 states:			as above with state_dtype bf16: m and
+ *					v are read as bf16, computed in fp32,
+ *					stored rounded to nearest even
  * Any length; pointers need only the alignment of their element type (4
  * bytes for fp32, 2 for bf16), nothing more; arrays must not overlap.
  *

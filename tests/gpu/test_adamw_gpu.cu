@@ -184,10 +184,12 @@ static void tensor_grads(struct tensor *t, const struct variant *vr,
 
 	for (size_t i = 0; i < t->n; i++) {
 		uint64_t r = rnd(&seed);
-		double g = r % 97 ? frand(&seed) * ldexp(1, (int)(r % 25) - 20) : 0;
+		double g = r % 97 ? frand(&seed) * ldexp(1, (int)(r % 25) - 20)
+				  : 0;
 
 		if (vr->gdt)
-			((uint16_t *)t->h[1])[i] = hk_bf16_from_f32((float)(g * sc));
+			((uint16_t *)t->h[1])[i] =
+				hk_bf16_from_f32((float)(g * sc));
 		else
 			((float *)t->h[1])[i] = (float)(g * sc);
 	}
@@ -216,8 +218,8 @@ static int tensor_same(const struct tensor *t, const struct variant *vr)
 
 				memcpy(&a, back + i * es, es);
 				memcpy(&b, t->h[k] + i * es, es);
-				printf("# n=%zu %s[%zu]: gpu 0x%08x cpu 0x%08x\n",
-				       t->n, names[k], i, a, b);
+				printf("# n=%zu %s[%zu]: gpu 0x%08x "
+				       "cpu 0x%08x\n", t->n, names[k], i, a, b);
 				same = 0;
 				break;
 			}
@@ -241,7 +243,8 @@ static void test_batches(void)
 			int rc = 0, same = 1;
 
 			for (int i = 0; i < NL; i++)
-				tensor_new(&t[i], vr, lens[i], off, v * 100 + i);
+				tensor_new(&t[i], vr, lens[i], off,
+					   v * 100 + i);
 			for (int64_t s = 1; s <= 10; s++) {
 				for (int i = 0; i < NL; i++) {
 					tensor_grads(&t[i], vr, s * 1000 + i);

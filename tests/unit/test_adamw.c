@@ -294,7 +294,7 @@ static void test_reference(int isa)
 				double w;
 
 				if (lens[l] > 4096 && !mis)
-					continue;	/* time: misaligned only */
+					continue;	/* misaligned only */
 				w = run_case(&variants[v], lens[l], mis,
 					     v * 1000 + l * 10 + mis);
 				t_ok(w <= 1, "%s: %s, n=%zu%s, %d steps vs "
@@ -416,7 +416,8 @@ static void test_special_values(int isa)
 		memcpy(&g[i], &sp[(i + 7) % 20], 4);
 		m[i] = v[i] = 0;
 	}
-	t_eq(hk_adamw_step(&a), 0, "%s: step over special values", hk_isa_name(isa));
+	t_eq(hk_adamw_step(&a), 0, "%s: step over special values",
+	     hk_isa_name(isa));
 	for (int i = 0; i < N; i++) {
 		uint32_t u, gu;
 		float fg;
@@ -504,17 +505,18 @@ static void test_found_inf(int isa)
 					wr(a.g, gdt, pos[j], bad[b]);
 					rc_ok &= hk_adamw_step(&args) ==
 						 HK_ADAMW_SKIPPED;
-					check_ok &= hk_adamw_check(&args, 1) == 1;
+					check_ok &=
+						hk_adamw_check(&args, 1) == 1;
 					untouched &= same(&a, &ref, &vr);
 					wr(a.g, gdt, pos[j], keep);
 				}
 			}
-			t_ok(rc_ok, "%s: %s grad, n=%zu: inf/-inf/NaN at start, "
-			     "middle, end -> HK_ADAMW_SKIPPED", in,
+			t_ok(rc_ok, "%s: %s grad, n=%zu: inf/-inf/NaN at "
+			     "start, middle, end -> HK_ADAMW_SKIPPED", in,
 			     gdt ? "bf16" : "fp32", n);
 			t_ok(check_ok, "%s: hk_adamw_check finds each", in);
-			t_ok(untouched, "%s: skipped steps left p, m, v and the "
-			     "bf16 copy untouched", in);
+			t_ok(untouched, "%s: skipped steps left p, m, v and "
+			     "the bf16 copy untouched", in);
 			{
 				struct hk_adamw_args args = args_of(&vr, &a, 3);
 
@@ -522,14 +524,15 @@ static void test_found_inf(int isa)
 				args.found_inf = 1;
 				t_eq(hk_adamw_step(&args), HK_ADAMW_SKIPPED,
 				     "%s: found_inf from the caller skips", in);
-				t_ok(same(&a, &ref, &vr), "%s: and touches nothing",
-				     in);
+				t_ok(same(&a, &ref, &vr),
+				     "%s: and touches nothing", in);
 				args.found_inf = 0;
 				t_eq(hk_adamw_check(&args, 1), 0,
 				     "%s: finite grads pass the check", in);
 				t_eq(hk_adamw_step(&args), 0,
 				     "%s: finite grads step", in);
-				t_ok(!same(&a, &ref, &vr), "%s: and change p", in);
+				t_ok(!same(&a, &ref, &vr), "%s: and change p",
+				     in);
 			}
 			arrays_free(&a);
 			arrays_free(&ref);
@@ -621,7 +624,8 @@ static void test_bad_args(void)
 		t_eq(hk_adamw_step(&b), -EINVAL, "%s: -EINVAL", cases[i].what);
 		t_ok(strstr(hk_adamw_error(), cases[i].word) &&
 		     strstr(hk_adamw_error(), "layer0.w"),
-		     "%s: detail names it: %s", cases[i].what, hk_adamw_error());
+		     "%s: detail names it: %s", cases[i].what,
+		     hk_adamw_error());
 		untouched &= same(&a, &ref, vr);
 	}
 	t_ok(untouched, "bad arguments touched nothing");
@@ -751,7 +755,8 @@ static void test_env_isa(void)
 		}
 		out[strcspn(out, "\n")] = 0;
 		if (!hk_isa_supported(isa) && isa == HK_ISA_AVX512)
-			want = hk_isa_supported(HK_ISA_AVX2) ? "avx2" : "scalar";
+			want = hk_isa_supported(HK_ISA_AVX2) ? "avx2"
+							      : "scalar";
 		t_ok(!strcmp(out, want), "HK_ISA=%s runs the %s path (got %s)",
 		     hk_isa_name(isa), want, out);
 	}

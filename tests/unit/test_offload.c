@@ -74,6 +74,11 @@ struct state {
 
 static const char *const names[5] = { "p", "pb", "g", "m", "v" };
 
+static double unit(uint64_t *seed)	/* in [0, 1) */
+{
+	return (double)(t_rand(seed) >> 11) * 0x1p-52;
+}
+
 static void state_new(struct state *s, const struct variant *vr,
 		      uint64_t seed)
 {
@@ -95,7 +100,7 @@ static void state_new(struct state *s, const struct variant *vr,
 			t_fail_all("tensor %s: %s", names[k], hmm_last_error());
 	}
 	for (size_t i = 0; i < N; i++) {
-		float p = (float)((double)(t_rand(&seed) >> 11) * 0x1p-52 - 0.5);
+		float p = (float)(unit(&seed) - 0.5);
 		float m = p * 1e-3f, v = p * p * 1e-6f;
 
 		((float *)s->ref[0])[i] = p;
@@ -113,7 +118,8 @@ static void state_new(struct state *s, const struct variant *vr,
 			t_fail_all("fill %s: %s", names[k], hmm_last_error());
 	s->a = (struct hk_adamw_args){
 		.n = N, .param = s->ref[0], .param_bf16 = s->ref[1],
-		.grad = s->ref[2], .exp_avg = s->ref[3], .exp_avg_sq = s->ref[4],
+		.grad = s->ref[2], .exp_avg = s->ref[3],
+		.exp_avg_sq = s->ref[4],
 		.grad_dtype = vr->gdt, .state_dtype = vr->sdt,
 		.lr = 1e-2, .beta1 = 0.9, .beta2 = 0.99, .eps = 1e-8,
 		.weight_decay = 0.1, .step = 1, .name = vr->name,
@@ -138,7 +144,7 @@ static void state_free(struct state *s)
 static void state_grads(struct state *s, uint64_t seed)
 {
 	for (size_t i = 0; i < N; i++) {
-		double g = ((double)(t_rand(&seed) >> 11) * 0x1p-52 - 0.5) * 0.1;
+		double g = (unit(&seed) - 0.5) * 0.1;
 
 		if (s->vr->gdt)
 			((uint16_t *)s->ref[2])[i] = hk_bf16_from_f32((float)g);
@@ -165,13 +171,13 @@ static int state_same(struct state *s)
 			t_diag("read back %s: %s", names[k], hmm_last_error());
 			same = 0;
 		} else if (memcmp(back, s->ref[k], bytes)) {
-			for (uint64_t b = 0; b < bytes; b++)
-				if (((char *)back)[b] != ((char *)s->ref[k])[b]) {
-					t_diag("%s differs at element %llu",
-					       names[k], (unsigned long long)
-					       (b / s->es[k]));
-					break;
-				}
+			const char *x = back, *y = s->ref[k];
+			uint64_t b = 0;
+
+			while (x[b] == y[b])
+				b++;
+			t_diag("%s differs at element %llu", names[k],
+			       (unsigned long long)(b / s->es[k]));
 			same = 0;
 		}
 		free(back);
@@ -226,9 +232,10 @@ static void test_identical(void)
 		     (unsigned long long)st1.tier[HMM_TIER_HOST].peak, BUDGET);
 		if (variants[v].pout)
 			t_ok(st1.discard_skips > st0.discard_skips,
-			     "%s: the bf16 copy is mapped DISCARD (%llu read-ins "
-			     "saved)", variants[v].name, (unsigned long long)
-			     (st1.discard_skips - st0.discard_skips));
+			     "%s: the bf16 copy is mapped DISCARD (%llu "
+			     "read-ins saved)", variants[v].name,
+			     (unsigned long long)(st1.discard_skips -
+						  st0.discard_skips));
 		state_free(&s);
 	}
 }
@@ -279,8 +286,8 @@ static void test_faults(void)
 		int len = 0;
 
 		for (int k = 0; k < (f % 2 ? 1 : 16); k++)
-			len += snprintf(spec + len, sizeof(spec) - len, "%seio@%d",
-					k ? "," : "", f + k);
+			len += snprintf(spec + len, sizeof(spec) - len,
+					"%seio@%d", k ? "," : "", f + k);
 		if (hmm_fault_set(spec))
 			t_fail_all("fault spec %s: %s", spec, hmm_last_error());
 		r = hk_offload_adamw_step(h, &s.o);
@@ -299,11 +306,12 @@ static void test_faults(void)
 			if (s.o.done < N) {
 				if (!partial++)
 					t_diag("stopped at %llu of %d: %s",
-					       (unsigned long long)s.o.done, N, d);
+					       (unsigned long long)s.o.done,
+					       N, d);
 				s.o.start = s.o.done;
 				resumed += hk_offload_adamw_step(h, &s.o) == 0;
 			} else {
-				resumed++;	/* a write-back: flush retries */
+				resumed++;	/* write-back: flush retries */
 			}
 			if (!named)
 				t_diag("f=%d: %d %s", f, r, d);
@@ -340,7 +348,8 @@ static void test_bad_args(void)
 	     hk_offload_error());
 	o = s.o;
 	o.param_bf16 = s.t[0];
-	t_eq(hk_offload_adamw_step(h, &o), -EINVAL, "an F32 bf16 copy: -EINVAL");
+	t_eq(hk_offload_adamw_step(h, &o), -EINVAL,
+	     "an F32 bf16 copy: -EINVAL");
 	o = s.o;
 	o.start = 5;
 	t_eq(hk_offload_adamw_step(h, &o), -EINVAL, "start off a piece: "

@@ -44,13 +44,13 @@ __attribute__((target("avx2"))) static void ceil_avx2(struct arr *a,
 		}
 		for (; i + 8 <= hi; i += 8) {
 			__m256 g = _mm256_loadu_ps(a->g + i);
+			__m256 p = _mm256_load_ps(a->p + i);
+			__m256 m = _mm256_load_ps(a->m + i);
+			__m256 v = _mm256_load_ps(a->v + i);
 
-			_mm256_stream_ps(a->p + i,
-					 _mm256_add_ps(_mm256_load_ps(a->p + i), g));
-			_mm256_stream_ps(a->m + i,
-					 _mm256_add_ps(_mm256_load_ps(a->m + i), g));
-			_mm256_stream_ps(a->v + i,
-					 _mm256_add_ps(_mm256_load_ps(a->v + i), g));
+			_mm256_stream_ps(a->p + i, _mm256_add_ps(p, g));
+			_mm256_stream_ps(a->m + i, _mm256_add_ps(m, g));
+			_mm256_stream_ps(a->v + i, _mm256_add_ps(v, g));
 		}
 		_mm_sfence();
 	}
@@ -269,7 +269,8 @@ static int bench_adamw(int argc, char **argv)
 			torch = 1;
 		else if (!strcmp(o, "--nt"))
 			nt = 1;
-		else if (!strcmp(o, "--n") && v && (n = bench_parse_size(v)) > 0)
+		else if (!strcmp(o, "--n") && v &&
+			 (n = bench_parse_size(v)) > 0)
 			i++;
 		else if (!strcmp(o, "--threads") && v &&
 			 (threads = atoi(v)) >= 1 && threads <= 64)

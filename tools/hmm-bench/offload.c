@@ -128,10 +128,12 @@ static int parse(int argc, char **argv, struct opts *o)
 
 		if (!strcmp(a, "--json"))
 			o->json = 1;
-		else if (!strcmp(a, "--n") && v && (o->n = bench_parse_size(v)) > 0)
+		else if (!strcmp(a, "--n") && v &&
+			 (o->n = bench_parse_size(v)) > 0)
 			i++;
 		else if (!strcmp(a, "--chunk") && v &&
-			 (o->chunk = bench_parse_size(v)) > 0 && !(o->chunk % 4096))
+			 (o->chunk = bench_parse_size(v)) > 0 &&
+			 !(o->chunk % 4096))
 			i++;
 		else if (!strcmp(a, "--depth") && v && (o->depth = atoi(v)) > 0)
 			i++;
@@ -181,7 +183,8 @@ static int bench_offload(int argc, char **argv)
 			mem[k][i] = k == 3 ? 1e-4f : 0.01f;
 	}
 	off = (struct hk_offload_adamw){
-		.param = t[0], .grad = t[1], .exp_avg = t[2], .exp_avg_sq = t[3],
+		.param = t[0], .grad = t[1],
+		.exp_avg = t[2], .exp_avg_sq = t[3],
 		.hp = { .lr = 1e-3, .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8,
 			.weight_decay = 0.01, .name = "bench" },
 		.chunk_bytes = (uint32_t)o.chunk, .depth = (uint32_t)o.depth,
@@ -221,11 +224,11 @@ static int bench_offload(int argc, char **argv)
 	c_s = bench_median(tc, o.reps);
 	fl = io_s > c_s ? io_s : c_s;
 	printf("offload n=%lld depth=%d chunk=%lld host budget %lld MiB, "
-	       "states %lld MiB: step %.3f s; io floor %.3f s (fio, %.0f MB/s); "
-	       "compute floor %.3f s; ratio %.3f\n", (long long)o.n, o.depth,
-	       (long long)o.chunk, (long long)(cfg.host_budget >> 20),
-	       (long long)(16 * o.n >> 20), step_s, io_s, 28.0 * o.n / io_s / 1e6,
-	       c_s, step_s / fl);
+	       "states %lld MiB: step %.3f s; io floor %.3f s "
+	       "(fio, %.0f MB/s); compute floor %.3f s; ratio %.3f\n",
+	       (long long)o.n, o.depth, (long long)o.chunk,
+	       (long long)(cfg.host_budget >> 20), (long long)(16 * o.n >> 20),
+	       step_s, io_s, 28.0 * o.n / io_s / 1e6, c_s, step_s / fl);
 	if (o.json) {
 		bench_json_begin(stdout, "offload");
 		bench_json_int(stdout, "n", o.n);

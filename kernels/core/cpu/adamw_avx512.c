@@ -48,10 +48,10 @@ AI __m256i to_bf16(__m512 x)
 	__m512i r = _mm512_add_epi32(u, _mm512_add_epi32(
 		_mm512_and_si512(hi, _mm512_set1_epi32(1)),
 		_mm512_set1_epi32(0x7fff)));
+	__m512i q = _mm512_or_si512(hi, _mm512_set1_epi32(0x40));
 	__mmask16 nan = _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q);
 
-	r = _mm512_mask_blend_epi32(nan, _mm512_srli_epi32(r, 16),
-				    _mm512_or_si512(hi, _mm512_set1_epi32(0x40)));
+	r = _mm512_mask_blend_epi32(nan, _mm512_srli_epi32(r, 16), q);
 	return _mm512_cvtepi32_epi16(r);
 }
 

@@ -146,7 +146,8 @@ __device__ __forceinline__ void st4(void *b, int bf, size_t i,
 	if (bf)
 		*(uint2 *)((uint16_t *)b + i) = pack4(x);
 	else
-		*(float4 *)((float *)b + i) = make_float4(x[0], x[1], x[2], x[3]);
+		*(float4 *)((float *)b + i) =
+			make_float4(x[0], x[1], x[2], x[3]);
 }
 
 __device__ __forceinline__ void step4(const struct cu_tensor &t, size_t i)
