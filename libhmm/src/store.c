@@ -366,8 +366,14 @@ static int format_or_load(struct hmm_store *s,
 	free(slots);
 	if (cfg->flags & HMM_STORE_TRUNCATE)
 		goto fmt;
-	if (ok[0] || ok[1])
-		return load(s, sb, ok);
+	if (ok[0] || ok[1]) {
+		err = load(s, sb, ok);
+		if (!err && cfg->size && cfg->size != s->sb.store_bytes)
+			note(s, "size %llu ignored: the store keeps its %llu bytes",
+			     (unsigned long long)cfg->size,
+			     (unsigned long long)s->sb.store_bytes);
+		return err;
+	}
 	if (r[0] == -EPROTONOSUPPORT || r[1] == -EPROTONOSUPPORT)
 		return hmm_err(-EPROTONOSUPPORT, "store %s: written by another "
 			       "version of the format", s->path);

@@ -142,7 +142,9 @@ static void round_trip(const char *path)
 	t_eq(st.flushes, 1, "stats: flushes");
 	hmm_store_close(s);
 
-	s = st_open(path, 0, 0, 0);
+	s = st_open(path, 128 << 20, 0, 0);
+	t_ok(strstr(hmm_store_note(s), "size 134217728 ignored") != NULL,
+	     "reopen with another size: kept, and said: %s", hmm_store_note(s));
 	pool = hmm_store_pool(s);
 	rb = hmm_pool_alloc(pool, 33 * 4096);
 	hmm_store_stats(s, &st);
