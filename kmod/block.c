@@ -40,6 +40,7 @@ void hmmk_block_set(struct hmmk_block *blk, unsigned int i, u8 tier,
 	blk->state[i] = (blk->state[i] & ~HMMK_S_TIER) | tier;
 	if (tier != HMMK_TIER_CPU)
 		blk->state[i] &= ~(HMMK_S_SAMPLED | HMMK_S_ACCESSED);
+	blk->state[i] &= ~HMMK_S_FILLFAIL;
 }
 
 /*

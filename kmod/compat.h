@@ -28,6 +28,19 @@ static inline void hmmk_vm_flags_clear(struct vm_area_struct *vma,
 #define hmmk_vm_flags_clear	vm_flags_clear
 #endif
 
+/*
+ * release_fault_lock() (mmap_lock or the per-VMA lock, whichever the fault
+ * holds) is in 6.12, not in 6.1, where faults always hold mmap_lock.
+ */
+#if LINUX_VERSION_CODE < KERNEL_VERSION(6, 5, 0)
+static inline void hmmk_release_fault_lock(struct vm_fault *vmf)
+{
+	mmap_read_unlock(vmf->vma->vm_mm);
+}
+#else
+#define hmmk_release_fault_lock	release_fault_lock
+#endif
+
 /* no_llseek was removed in 6.12; noop_llseek exists in both. */
 #define hmmk_llseek		noop_llseek
 

@@ -47,6 +47,7 @@ struct hmmk_req {
 	int result;
 	u32 op;
 	u64 id, space, region, index;
+	unsigned long deadline;		/* jiffies; for waiters of a FILL */
 	struct page *page;
 };
 
@@ -169,6 +170,74 @@ int hmmk_daemon_fill(struct hmmk_block *blk, unsigned int i,
 		ret = hmmk_req_wait(req, hmmk_deadline());
 	hmmk_req_put(req);
 	return ret;
+}
+
+/*
+ * The fault path for an evicted page when the fault may be retried: start
+ * the block's FILL (or join the one in flight), drop the block lock and
+ * the fault lock, sleep killably until the deadline, and let the first
+ * waiter back install the page (or flag the failure) for everyone.
+ * Called with blk->lock held; returns with it and the fault lock dropped
+ * (VM_FAULT_RETRY), or with only the block lock dropped on an error.
+ */
+vm_fault_t hmmk_daemon_fill_async(struct vm_fault *vmf,
+				  struct hmmk_block *blk, unsigned int i)
+{
+	struct hmmk_region *region = blk->region;
+	struct hmmk_req *req = blk->filling;
+	unsigned int idx;
+	struct page *page;
+	long left = 0;
+	int ret;
+
+	if (!req) {
+		page = hmmk_page_alloc(region->node, false, false);
+		req = page ? hmmk_req_new(blk, i, HMMK_OP_FILL, page) : NULL;
+		if (page)
+			put_page(page);		/* the request holds it */
+		if (!req) {
+			mutex_unlock(&blk->lock);
+			return VM_FAULT_OOM;
+		}
+		req->deadline = hmmk_deadline();
+		if (hmmk_req_submit(req)) {
+			hmmk_req_put(req);
+			mutex_unlock(&blk->lock);
+			atomic64_inc(&region->c.sigbus);
+			return VM_FAULT_SIGBUS;
+		}
+		blk->filling = req;	/* owns the first reference */
+	}
+	kref_get(&req->ref);		/* this waiter's */
+	kref_get(&region->ref);		/* the VMA may go while we sleep */
+	mutex_unlock(&blk->lock);
+	hmmk_release_fault_lock(vmf);
+
+	if (time_before(jiffies, req->deadline))
+		left = wait_for_completion_killable_timeout(&req->done,
+						req->deadline - jiffies);
+
+	mutex_lock(&blk->lock);
+	if (blk->filling == req) {
+		blk->filling = NULL;
+		idx = req->index % HMMK_BLOCK_PAGES;
+		ret = hmmk_req_end(req, left);
+		if (hmmk_tier(blk, idx) == HMMK_TIER_NVME) {
+			if (!ret) {
+				get_page(req->page);
+				hmmk_block_set(blk, idx, HMMK_TIER_CPU,
+					       req->page);
+				atomic64_inc(&region->c.fills);
+			} else if (ret == -EIO) {
+				blk->state[idx] |= HMMK_S_FILLFAIL;
+			}
+		}
+		hmmk_req_put(req);	/* the block's reference */
+	}
+	mutex_unlock(&blk->lock);
+	hmmk_req_put(req);
+	hmmk_region_put(region);
+	return VM_FAULT_RETRY;
 }
 
 long hmmk_daemon_attach(struct hmmk_space *space)

@@ -5,7 +5,8 @@
  * Under the block lock the page is made resident on a CPU node (zero-fill
  * on first touch on the preferred node, back from the simdev, or FILL from
  * the daemon) and inserted with vm_insert_page.  Runs in the faulting
- * task's context with mmap_lock held for read; may sleep.
+ * task's context with mmap_lock held for read; may sleep.  A fault that
+ * waits for the daemon drops both locks and returns VM_FAULT_RETRY.
  */
 #include <linux/mm.h>
 
@@ -34,6 +35,10 @@ int hmmk_make_cpu_resident(struct hmmk_block *blk, unsigned int i)
 	case HMMK_TIER_DEV:
 		return hmmk_simdev_to_cpu(blk, i);
 	case HMMK_TIER_NVME:
+		if (blk->state[i] & HMMK_S_FILLFAIL) {
+			blk->state[i] &= ~HMMK_S_FILLFAIL;
+			return -EIO;	/* reported once, to the retry */
+		}
 		page = hmmk_page_alloc(region->node, false, false);
 		if (!page)
 			return -ENOMEM;
@@ -47,6 +52,20 @@ int hmmk_make_cpu_resident(struct hmmk_block *blk, unsigned int i)
 		return 0;
 	}
 	return -EIO;
+}
+
+/*
+ * A FILL is waited for with the fault lock dropped (VM_FAULT_RETRY) when
+ * the fault allows it and does not forbid sleeping; the retry then finds
+ * the page resident, or the failure flagged.
+ */
+static bool hmmk_may_wait(struct vm_fault *vmf, struct hmmk_block *blk,
+			  unsigned int i)
+{
+	if (blk->state[i] & HMMK_S_FILLFAIL)
+		return false;
+	return fault_flag_allow_retry_first(vmf->flags) &&
+	       !(vmf->flags & FAULT_FLAG_RETRY_NOWAIT);
 }
 
 vm_fault_t hmmk_fault(struct vm_fault *vmf)
@@ -67,6 +86,8 @@ vm_fault_t hmmk_fault(struct vm_fault *vmf)
 
 	if (hmmk_block_lock(blk))
 		return VM_FAULT_NOPAGE;	/* dying: the access is not retried */
+	if (hmmk_tier(blk, i) == HMMK_TIER_NVME && hmmk_may_wait(vmf, blk, i))
+		return hmmk_daemon_fill_async(vmf, blk, i);	/* unlocked */
 	ret = hmmk_make_cpu_resident(blk, i);
 	if (!ret) {
 		if (blk->state[i] & HMMK_S_SAMPLED) {

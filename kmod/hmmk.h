@@ -9,8 +9,9 @@
  *         pages[]      the page backing each 4 KiB, on the tier state[] says
  *
  * Lock order (outer first):
- *   mmap_lock (fault path)
- *   hmmk_region.blocks[i].lock   (at most one block at a time)
+ *   mmap_lock (fault path; released while a fault waits for a FILL)
+ *   hmmk_region.blocks[i].lock   (at most one block at a time, except a
+ *                                 simdev victim, which is only try-locked)
  *   space->mapping.i_mmap_rwsem  (unmap_mapping_range)
  *   page table locks             (vm_insert_page)
  *   hmmk_simdev.lock, hmmk_daemon.lock (spinlocks, innermost, never held
@@ -34,12 +35,15 @@
 #include "../include/uapi/hmmk.h"
 #include "compat.h"
 
+struct hmmk_req;
+
 #define HMMK_BLOCK_PAGES	(HMMK_BLOCK_SIZE >> PAGE_SHIFT)
 #define HMMK_MAX_REGION		(16ULL << 30)	/* bytes per region */
 #define HMMK_MAX_REGIONS	1024		/* per space */
 
 /* state[] low bits: the tier (HMMK_TIER_*); high bits: module flags. */
 #define HMMK_S_TIER		0x03
+#define HMMK_S_FILLFAIL		0x04	/* the last FILL failed: SIGBUS */
 #define HMMK_S_SAMPLED		0x10	/* unmapped by SAMPLE, not yet hit */
 #define HMMK_S_ACCESSED		0x20	/* hit after SAMPLE */
 #define HMMK_S_PINNED		0x40	/* thrash pin on the CPU */
@@ -62,6 +66,7 @@ struct hmmk_block {
 	struct list_head dev_node;	/* on hmmk_simdev.blocks if nr_dev */
 	struct hmmk_region *region;	/* back pointer, never changes */
 	u32 index;			/* block number in the region */
+	struct hmmk_req *filling;	/* the FILL faults wait on unlocked */
 };
 
 /* Per-region counters; see struct hmmk_stats for their meaning. */
@@ -167,6 +172,8 @@ __poll_t hmmk_daemon_poll(struct hmmk_space *space, struct file *filp,
 			  struct poll_table_struct *wait);
 int hmmk_daemon_fill(struct hmmk_block *blk, unsigned int i,
 		     struct page *page);
+vm_fault_t hmmk_daemon_fill_async(struct vm_fault *vmf,
+				  struct hmmk_block *blk, unsigned int i);
 long hmmk_evict_ioctl(struct hmmk_space *space, void __user *arg);
 
 /* telemetry.c: STATS, SNAPSHOT, SAMPLE, debugfs. */

@@ -260,4 +260,52 @@ TEST_F(daemon, concurrent_faults_one_fill)
 	munmap(p, 4 * T_PAGE);
 }
 
+struct waiter {
+	volatile char *p;
+	atomic_int done;
+	int got;
+};
+
+static void *wait_touch(void *arg)
+{
+	struct waiter *w = arg;
+
+	w->got = touch(w->p);
+	atomic_store(&w->done, 1);
+	return NULL;
+}
+
+TEST_F(daemon, fault_wait_drops_mmap_lock)
+{
+	struct hmmk_region_create rc, rc2;
+	struct waiter w = { 0 };
+	pthread_t th;
+	char *p, *q;
+	int i;
+
+	self->daemon = t_daemon_start("--stall-fill", NULL);
+	ASSERT_LT(0, self->daemon);
+	p = t_map(self->fd, 4 * T_PAGE, HMMK_NODE_ANY, &rc);
+	ASSERT_NE(NULL, p);
+	p[0] = 9;
+	ASSERT_EQ(0, t_range(self->fd, HMMK_IOC_EVICT, rc.handle, 0,
+			     T_PAGE, 0, 0, NULL));
+	w.p = p;
+	ASSERT_EQ(0, pthread_create(&th, NULL, wait_touch, &w));
+	for (i = 0; i < 500 && access("/tmp/hmmk_testd.stalled", F_OK); i++)
+		usleep(10000);
+	ASSERT_GT(500, i);
+	/* The fault sleeps on the daemon; mmap and munmap need mmap_lock. */
+	q = t_map(self->fd, 4 * T_PAGE, HMMK_NODE_ANY, &rc2);
+	ASSERT_NE(NULL, q);
+	q[0] = 1;
+	ASSERT_EQ(0, munmap(q, 4 * T_PAGE));
+	EXPECT_EQ(0, atomic_load(&w.done));
+	t_daemon_stop(self->daemon);
+	self->daemon = -1;
+	pthread_join(th, NULL);
+	EXPECT_EQ(-1, w.got);
+	munmap(p, 4 * T_PAGE);
+}
+
 TEST_HARNESS_MAIN
