@@ -134,8 +134,9 @@ static int open_file(struct hmm_store *s, const struct hmm_store_config *cfg,
 		return hmm_err(-EINVAL, "store %s: not a regular file or "
 			       "block device", s->path);
 	}
-	if (fstatfs(s->fd, &fs) == 0 && (fs.f_type == TMPFS_MAGIC ||
-					 fs.f_type == RAMFS_MAGIC)) {
+	if (S_ISREG(st.st_mode) && fstatfs(s->fd, &fs) == 0 &&
+	    (fs.f_type == TMPFS_MAGIC ||
+	     fs.f_type == RAMFS_MAGIC)) {
 		s->tmpfs = 1;
 		if (s->direct)
 			go_buffered(s, "means nothing on tmpfs");
@@ -205,6 +206,10 @@ static int format(struct hmm_store *s, const struct hmm_store_config *cfg,
 		return hmm_err(-ENOMEM, "store %s: out of memory", s->path);
 	hmm_sb_encode(&s->sb, buf);	/* slot 1 stays zero: invalid */
 	err = sync_rw(s->fd, 1, buf, 2 * HMM_SB_BYTES, 0);
+	if (err == -EINVAL && s->direct) {
+		go_buffered(s, "refused by the file system");
+		err = sync_rw(s->fd, 1, buf, 2 * HMM_SB_BYTES, 0);
+	}
 	free(buf);
 	if (!err && fdatasync(s->fd))
 		err = -errno;
