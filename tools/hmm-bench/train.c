@@ -133,7 +133,7 @@ static void sibling(char *buf, size_t cap)
 static void usage(FILE *f)
 {
 	fprintf(f, "usage: hmm-bench train [--preset NAME] [--steps N] "
-		"[--reps N] [--store PATH] [--json]\n"
+		"[--reps N] [--batch N] [--store PATH] [--json]\n"
 		"  default preset at a quarter host budget vs unlimited, "
 		"interleaved (default: 10 steps, 3 reps)\n");
 }
@@ -141,11 +141,11 @@ static void usage(FILE *f)
 static int bench_train(int argc, char **argv)
 {
 	const char *preset = "default", *store = NULL;
-	int steps = 10, reps = 3, json = 0;
+	int steps = 10, reps = 3, json = 0, batch = 0;
 	double off[16], mem[16], otok[16], mtok[16], peak = 0;
 	struct summary o = { 0 }, m = { 0 };
 	int64_t rss = 0;
-	char bin[PATH_MAX], a_off[PATH_MAX + 128], a_mem[128];
+	char bin[PATH_MAX], a_off[PATH_MAX + 256], a_mem[160];
 
 	for (int i = 1; i < argc; i++) {
 		if (!strcmp(argv[i], "--json"))
@@ -158,6 +158,8 @@ static int bench_train(int argc, char **argv)
 			reps = atoi(argv[++i]);
 		else if (!strcmp(argv[i], "--store") && i + 1 < argc)
 			store = argv[++i];
+		else if (!strcmp(argv[i], "--batch") && i + 1 < argc)
+			batch = atoi(argv[++i]);
 		else {
 			usage(strcmp(argv[i], "--help") ? stderr : stdout);
 			return strcmp(argv[i], "--help") ? 2 : 0;
@@ -172,10 +174,13 @@ static int bench_train(int argc, char **argv)
 		fprintf(stderr, "hmm-bench train: %s not found (make)\n", bin);
 		return 1;
 	}
-	snprintf(a_off, sizeof(a_off), "--preset %s --steps %d%s%s", preset,
-		 steps, store ? " --store " : "", store ? store : "");
-	snprintf(a_mem, sizeof(a_mem), "--preset %s --steps %d --host-budget 1T",
-		 preset, steps);
+	snprintf(a_mem, sizeof(a_mem), "--preset %s --steps %d", preset, steps);
+	if (batch > 0)
+		snprintf(a_mem + strlen(a_mem), sizeof(a_mem) - strlen(a_mem),
+			 " --batch %d", batch);
+	snprintf(a_off, sizeof(a_off), "%s%s%s", a_mem, store ? " --store " : "",
+		 store ? store : "");
+	strcat(a_mem, " --host-budget 1T");
 	for (int r = 0; r < reps; r++) {
 		double p = fma_peak();
 
@@ -193,12 +198,12 @@ static int bench_train(int argc, char **argv)
 	}
 	{
 		double os = bench_median(off, reps), ms = bench_median(mem, reps);
-		double gf = o.flops / os / 1e9;
+		double gf = o.flops / ms / 1e9, ogf = o.flops / os / 1e9;
 		FILE *f = stdout;
 
 		if (!json)
 			printf("offloaded %.3f s/step vs in memory %.3f: ratio %.3f "
-			       "(target <= 1.30); %.1f GFLOP/s = %.2f of FMA peak "
+			       "(target <= 1.30); in memory %.1f GFLOP/s = %.2f of FMA peak "
 			       "%.1f; peak RSS %.1f MiB (limit %.1f)\n", os, ms,
 			       os / ms, gf, peak > 0 ? gf / peak : 0, peak,
 			       rss / 1048576.0,
@@ -214,8 +219,10 @@ static int bench_train(int argc, char **argv)
 		bench_json_num(f, "inmem_tok_s", bench_median(mtok, reps));
 		bench_json_num(f, "step_flops", o.flops);
 		bench_json_num(f, "gflops", gf);
+		bench_json_num(f, "offload_gflops", ogf);
 		bench_json_num(f, "peak_gflops", peak);
 		bench_json_num(f, "fraction", peak > 0 ? gf / peak : 0);
+		bench_json_num(f, "offload_fraction", peak > 0 ? ogf / peak : 0);
 		bench_json_int(f, "host_budget", o.budget);
 		bench_json_int(f, "state_bytes", o.state);
 		bench_json_int(f, "store_read_bytes", o.rd);

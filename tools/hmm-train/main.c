@@ -30,6 +30,7 @@ static void usage(FILE *f)
 "                      synthetic grammar corpus made from --seed)\n"
 "  --seed N            seed for the corpus, the weights, the batches (1)\n"
 "  --lr X              peak learning rate (default: the preset's)\n"
+"  --batch N           sequences per step (default: the preset's)\n"
 "  --ckpt PATH         write a checkpoint at the end\n"
 "  --resume PATH       continue from a checkpoint\n"
 "  --report PATH       write an HTML report (inline SVG) at the end\n"
@@ -99,7 +100,8 @@ int main(int argc, char **argv)
 		{ "daemon", 1, 0, 'D' }, { "data", 1, 0, 'd' },
 		{ "seed", 1, 0, 'S' }, { "ckpt", 1, 0, 'c' },
 		{ "resume", 1, 0, 'r' }, { "report", 1, 0, 'R' },
-		{ "lr", 1, 0, 'l' }, { "json", 0, 0, 'j' }, { "help", 0, 0, 'h' }, { 0 }
+		{ "lr", 1, 0, 'l' }, { "batch", 1, 0, 'B' },
+		{ "json", 0, 0, 'j' }, { "help", 0, 0, 'h' }, { 0 }
 	};
 	struct train_opts o = { .host_budget = -1, .seed = 1 };
 	const char *preset = "default";
@@ -132,6 +134,11 @@ int main(int argc, char **argv)
 			o.lr = strtod(optarg, &end);
 			if (*end || !(o.lr > 0 && o.lr < 1))
 				return bad("--lr", optarg, "want a number in (0, 1)");
+			break;
+		case 'B':
+			if (parse_int(optarg, &v) || v < 1 || v > 4096)
+				return bad("--batch", optarg, "want 1 to 4096");
+			o.batch = v;
 			break;
 		case 'c': o.ckpt = optarg; break;
 		case 'r': o.resume = optarg; break;

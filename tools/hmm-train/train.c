@@ -206,6 +206,8 @@ int train_main(const struct train_opts *o)
 	uint64_t dhash;
 	int e, rc = 1;
 
+	if (o->batch > 0)
+		r.cfg.batch = o->batch;
 	r.steps = o->steps > 0 ? o->steps : p->steps;
 	r.tty = isatty(STDOUT_FILENO);
 	r.params = gpt_params(&r.cfg);

@@ -19,6 +19,7 @@ struct train_opts {
 	const char *store, *daemon, *data, *ckpt, *resume, *report;
 	uint64_t seed;
 	double lr;			/* 0 = preset's */
+	int batch;			/* 0 = preset's */
 	int json;
 	const char *blas_core;
 };
