@@ -330,8 +330,8 @@ static int bench_tensors(int argc, char **argv)
 		usage();
 		return 2;
 	}
-	if (!o.depth)	/* two layers ahead */
-		o.depth = 2 * ((o.layer_bytes + o.chunk - 1) / o.chunk);
+	if (!o.depth)	/* three layers ahead: what the budget leaves */
+		o.depth = 3 * ((o.layer_bytes + o.chunk - 1) / o.chunk);
 	if (!o.store) {
 		const char *d = getenv("HMM_TEST_DIR");
 
@@ -344,7 +344,9 @@ static int bench_tensors(int argc, char **argv)
 	raw[0] = measure_raw(&o);
 	bw[0] = measure_bw(&o);
 	bw[4] = measure_bw(&o);
-	bwc = raw[0];	/* compute = the time the store needs: balanced */
+	bwc = measure_raw(&o);
+	if (raw[0] > bwc)	/* compute = the store's best time: balanced */
+		bwc = raw[0];
 	for (m = 0; m < 3; m++) {
 		if (run(&o, m, bwc, &res[m])) {
 			fprintf(stderr, "hmm-bench tensors: %s: %s\n", names[m],
@@ -365,8 +367,11 @@ static int bench_tensors(int argc, char **argv)
 		       res[m].stall_s, res[m].compute_s, res[m].total_s,
 		       (unsigned long long)res[m].read_bytes >> 20,
 		       (unsigned long long)res[m].prefetch_hits);
-	printf("store %.0f MiB/s raw, %.0f MiB/s through libhmm\n",
+	printf("store %.0f MiB/s raw, %.0f MiB/s through libhmm (samples:",
 	       rawm / (1 << 20), bwm / (1 << 20));
+	for (m = 0; m < 4; m++)
+		printf(" %.0f/%.0f", raw[m] / (1 << 20), bw[m] / (1 << 20));
+	printf(")\n");
 	printf("must move %llu MiB -> floor %.3f s, compute "
 	       "%.3f s; sched stall / none %.3f, sched total / floor %.3f, "
 	       "/ max(floor, compute) %.3f\n",
