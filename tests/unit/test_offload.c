@@ -11,6 +11,9 @@
  *    with a detail naming the tensor; every element is stepped once or
  *    not at all, and resuming from `done` ends bit-identical;
  *  - bad arguments: -EINVAL, a detail, nothing changed.
+ *
+ * t: tsan (the step's maps on this thread and hk_parallel's pool, the
+ * I/O on libhmm's thread)
  */
 #include <math.h>
 
