@@ -69,6 +69,8 @@ struct cu_launch {
 	int *set_inf;		/* check kernel: where to write 1 */
 	struct cu_tensor t[HK_CU_MAX_T];
 };
+static_assert(sizeof(struct cu_launch) <= 4096,
+	      "kernel parameters are limited to 4 KiB before CUDA 12.1");
 
 __device__ __forceinline__ float bf2f(uint16_t h)
 {
