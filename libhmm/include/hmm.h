@@ -104,7 +104,9 @@ struct hmm_config {
 	const char *trace_path;	/* Chrome trace JSON; NULL = $HMM_TRACE */
 	uint32_t chunk_bytes;	/* multiple of 4096; 0 = 2 MiB */
 	uint32_t policy;	/* HMM_POLICY_* */
-	uint32_t prefetch_depth; /* schedule policy: chunks ahead; 0 = 8 */
+	uint32_t prefetch_depth; /* schedule policy: chunks ahead (bounded
+				    by the budget: a prefetch only evicts
+				    chunks used later); 0 = 16 */
 	uint32_t wait_ms;	/* back-pressure bound; 0 = 10000 */
 	uint64_t sim_bandwidth;	/* "sim" copy bytes/s; 0 = memcpy speed */
 	int numa_node;		/* host memory node; -1 = local */

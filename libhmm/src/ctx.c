@@ -40,7 +40,7 @@ void hmm_config_default(struct hmm_config *cfg)
 	cfg->device = "none";
 	cfg->chunk_bytes = 2u << 20;
 	cfg->policy = HMM_POLICY_LRU;
-	cfg->prefetch_depth = 8;
+	cfg->prefetch_depth = 16;
 	cfg->wait_ms = 10000;
 	cfg->numa_node = -1;
 }
@@ -110,7 +110,7 @@ static void ctx_init(struct hmm *h, const struct hmm_config *cfg)
 	if (!h->cfg.chunk_bytes)
 		h->cfg.chunk_bytes = 2u << 20;
 	if (!h->cfg.prefetch_depth)
-		h->cfg.prefetch_depth = 8;
+		h->cfg.prefetch_depth = 16;
 	if (!h->cfg.wait_ms)
 		h->cfg.wait_ms = 10000;
 	h->chunk_bytes = h->cfg.chunk_bytes;

@@ -291,8 +291,8 @@ static void usage(void)
 {
 	fprintf(stderr, "usage: hmm-bench tensors [--layers N] [--layer-size "
 		"SIZE] [--chunk SIZE] [--steps N]\n"
-		"  [--depth CHUNKS] [--compute-ratio R] [--store PATH] "
-		"[--json]\n");
+		"  [--depth CHUNKS (0: libhmm's default)] [--compute-ratio R] "
+		"[--store PATH] [--json]\n");
 }
 
 static int bench_tensors(int argc, char **argv)
@@ -330,8 +330,6 @@ static int bench_tensors(int argc, char **argv)
 		usage();
 		return 2;
 	}
-	if (!o.depth)	/* three layers ahead: what the budget leaves */
-		o.depth = 3 * ((o.layer_bytes + o.chunk - 1) / o.chunk);
 	if (!o.store) {
 		const char *d = getenv("HMM_TEST_DIR");
 
