@@ -176,7 +176,7 @@ out_free:
 	return r;
 }
 
-void hmm_tensor_destroy(struct hmm_tensor *t);
+void hmm_tensor_destroy(struct hmm_tensor *t, int forget);
 
 void hmm_close(struct hmm *h)
 {
@@ -187,7 +187,7 @@ void hmm_close(struct hmm *h)
 	hmm_region_fini(h);
 	for (i = 0; i < h->ntensors; i++)
 		if (h->tensors[i])
-			hmm_tensor_destroy(h->tensors[i]);
+			hmm_tensor_destroy(h->tensors[i], 0);
 	hmm_iot_stop(h);
 	if (h->dev)
 		h->dev->close(h->dev_priv);

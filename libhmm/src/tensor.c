@@ -233,7 +233,8 @@ static void tensor_free_extent(struct hmm_ioreq *r)
 }
 
 /* Drop every copy of t (h->lock held, no I/O of t in flight). */
-static void tensor_drop_all(struct hmm *h, struct hmm_tensor *t)
+static void tensor_drop_all(struct hmm *h, struct hmm_tensor *t,
+			    int forget)
 {
 	uint32_t i;
 
@@ -247,7 +248,7 @@ static void tensor_drop_all(struct hmm *h, struct hmm_tensor *t)
 			hmm_chunk_drop(h, c, HMM_TIER_HOST);
 		if (c->res & TB(HMM_TIER_DEVICE))
 			hmm_chunk_drop(h, c, HMM_TIER_DEVICE);
-		if (!c->stored || !h->store || h->io_stop)
+		if (!forget || !c->stored || !h->store || h->io_stop)
 			continue;
 		r = calloc(1, sizeof(*r));
 		if (!r)
@@ -260,8 +261,12 @@ static void tensor_drop_all(struct hmm *h, struct hmm_tensor *t)
 	}
 }
 
-/* Free t whatever its state (hmm_close, and hmm_tensor_free's end). */
-void hmm_tensor_destroy(struct hmm_tensor *t)
+/*
+ * Free t whatever its state: hmm_tensor_free (forget: its store extents
+ * are freed too) and hmm_close (they stay, for a later hmm_tensor_open
+ * of what the last hmm_flush saved).
+ */
+void hmm_tensor_destroy(struct hmm_tensor *t, int forget)
 {
 	struct hmm *h = t->h;
 
@@ -277,7 +282,7 @@ void hmm_tensor_destroy(struct hmm_tensor *t)
 	for (uint32_t i = 0; i < t->nchunks; i++)
 		t->chunks[i].pins[0] = t->chunks[i].pins[1] =
 			t->chunks[i].wpins = 0;
-	tensor_drop_all(h, t);
+	tensor_drop_all(h, t, forget);
 	hmm_policy_forget(h, t);
 	h->tensors[t->id] = NULL;
 	h->live_tensors--;
@@ -303,7 +308,7 @@ int hmm_tensor_free(struct hmm_tensor *t)
 		return hmm_err(-EBUSY, "tensor %s: still mapped", t->name);
 	}
 	pthread_mutex_unlock(&h->lock);
-	hmm_tensor_destroy(t);
+	hmm_tensor_destroy(t, 1);
 	return 0;
 }
 

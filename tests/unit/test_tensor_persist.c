@@ -112,6 +112,15 @@ int main(void)
 	t_ok(check(w, 4), "w has the second checkpoint");
 	t_eq(hmm_tensor_open(h, "new", &x), 0, "new");
 	t_ok(check(x, 9), "new exact (no key collision with b)");
+	t_eq(hmm_tensor_free(x), 0, "free new");
+	t_eq(hmm_flush(h), 0, "flush without it");
+	hmm_close(h);
+
+	h = reopen();
+	t_eq(hmm_tensor_open(h, "new", &x), -ENOENT, "a freed tensor is gone "
+	     "after the next flush");
+	t_eq(hmm_tensor_open(h, "b", &b), 0, "b still there");
+	t_ok(check(b, 2), "b exact");
 	hmm_close(h);
 
 	cfg.chunk_bytes = 128 << 10;
