@@ -35,6 +35,7 @@
 
 #define BR HK_ATTN_BR
 #define BC HK_ATTN_BC
+#define LDT HK_ATTN_LDT
 
 static __thread char err_msg[200];
 static const struct hk_attn_ops *forced_ops;
@@ -159,11 +160,11 @@ static void pack_t(struct hk_attn_ctx *c, const void *src, float *dst,
 	for (int j = 0; j < nc; j++) {
 		load_row(row, src, kv_off(c, b, g, j0 + j), d, c->a.dtype);
 		for (int p = 0; p < d; p++)
-			dst[p * BC + j] = row[p];
+			dst[p * LDT + j] = row[p];
 	}
 	for (int p = 0; p < d; p++)
 		for (int j = nc; j < BC; j++)
-			dst[p * BC + j] = 0;
+			dst[p * LDT + j] = 0;
 }
 
 /* Rows [j0, j0 + n) of a kv head (or of q / dout when g < 0) into dp-wide
@@ -192,7 +193,7 @@ static void pack_item(struct hk_attn_ctx *c, float *row, int it)
 		int bg = it / c->ntk, t = it % c->ntk;
 		int b = bg / a->Hkv, g = bg % a->Hkv, j0 = t * BC;
 		int nc = a->Nk - j0 < BC ? a->Nk - j0 : BC;
-		size_t tile = ((size_t)bg * c->ntk + t) * a->d * BC;
+		size_t tile = ((size_t)bg * c->ntk + t) * a->d * LDT;
 		size_t rows = ((size_t)bg * a->Nk + j0) * c->dp;
 
 		pack_t(c, c->k, c->kt + tile, b, g, t, row);
@@ -228,7 +229,7 @@ static float *alloc_f(size_t n)
 int hk_attn_pack(struct hk_attn_ctx *c, int bwd)
 {
 	const struct hk_attn *a = &c->a;
-	size_t nt = (size_t)a->B * a->Hkv * c->ntk * a->d * BC;
+	size_t nt = (size_t)a->B * a->Hkv * c->ntk * a->d * LDT;
 	size_t nkv = (size_t)a->B * a->Hkv * a->Nk * c->dp;
 	size_t nq = (size_t)a->B * a->H * a->Nq * c->dp;
 	int plain = a->dtype == HK_F32 && a->d % 8 == 0;
@@ -368,7 +369,7 @@ static void fwd_softmax(struct hk_attn_ctx *c, float *S, int mr, int i0,
 	int ncp = hk_round8(nc);
 
 	for (int r = 0; r < mr; r++) {
-		float *s = S + r * BC, *o = O + (size_t)r * c->dp;
+		float *s = S + r * LDT, *o = O + (size_t)r * c->dp;
 		int lim = hk_attn_vis(c, i0 + r) - j0;
 		float mx, mnew, alpha;
 
@@ -420,7 +421,7 @@ static void fwd_item(struct hk_attn_ctx *c, float *slot, int it)
 	int bg = bh / a->H * a->Hkv + bh % a->H / c->grp;
 	int mr = a->Nq - i0 < BR ? a->Nq - i0 : BR;
 	const float *Q = c->qf + ((size_t)bh * a->Nq + i0) * dp;
-	float *S = slot, *O = S + BR * BC, *m = O + BR * dp, *l = m + BR;
+	float *S = slot, *O = S + BR * LDT, *m = O + BR * dp, *l = m + BR;
 	int jend = hk_attn_vis(c, i0 + mr - 1);
 
 	memset(O, 0, (size_t)mr * dp * sizeof(float));
@@ -430,12 +431,12 @@ static void fwd_item(struct hk_attn_ctx *c, float *slot, int it)
 	}
 	for (int j0 = 0; j0 < jend; j0 += BC) {
 		int nc = a->Nk - j0 < BC ? a->Nk - j0 : BC;
-		const float *Kt = c->kt + ((size_t)bg * c->ntk + j0 / BC) * d * BC;
+		const float *Kt = c->kt + ((size_t)bg * c->ntk + j0 / BC) * d * LDT;
 		const float *V = c->vf + ((size_t)bg * a->Nk + j0) * dp;
 
-		c->ops->gemm(mr, hk_round8(nc), d, Q, dp, 1, Kt, BC, S, BC, 0);
+		c->ops->gemm(mr, hk_round8(nc), d, Q, dp, 1, Kt, LDT, S, LDT, 0);
 		fwd_softmax(c, S, mr, i0, j0, nc, O, m, l);
-		c->ops->gemm(mr, dp, nc, S, BC, 1, V, dp, O, dp, 1);
+		c->ops->gemm(mr, dp, nc, S, LDT, 1, V, dp, O, dp, 1);
 	}
 	fwd_finish(c, bh, i0, mr, O, m, l);
 }
@@ -461,7 +462,7 @@ int hk_attn_fwd(const struct hk_attn *a, const void *q, const void *k,
 	r = hk_attn_pack(&c, 0);
 	if (!r)
 		r = hk_attn_run(&c, a->B * a->H * c.ntq,
-				BR * BC + (size_t)BR * c.dp + 2 * BR, fwd_item);
+				BR * LDT + (size_t)BR * c.dp + 2 * BR, fwd_item);
 	hk_attn_ctx_fini(&c);
 	return r;
 }

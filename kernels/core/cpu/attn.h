@@ -20,6 +20,12 @@
 #ifndef HK_ATTN_BC
 #define HK_ATTN_BC	128	/* keys per tile, a multiple of 8 */
 #endif
+/*
+ * Row stride of the Kt / Vt tiles and of S, dP: BC + 8 floats, so that
+ * the rows of one 16-column panel do not all fall in the same few L1 sets
+ * (a 512-byte stride maps every 8th row to one set of an 8-way 32 KiB L1).
+ */
+#define HK_ATTN_LDT	(HK_ATTN_BC + 8)
 
 struct hk_attn_ops {
 	const char *name;

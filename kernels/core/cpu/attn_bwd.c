@@ -28,6 +28,7 @@
 
 #define BR HK_ATTN_BR
 #define BC HK_ATTN_BC
+#define LDT HK_ATTN_LDT
 #define MAX_CHUNKS 4
 
 /* D[bh][i] = sum_p dout * o (in double), one item per (batch, head). */
@@ -66,7 +67,7 @@ static void probs(struct hk_attn_ctx *c, float *S, int bh, int i0, int mr,
 	int ncp = hk_round8(nc);
 
 	for (int r = 0; r < mr; r++) {
-		float *s = S + r * BC;
+		float *s = S + r * LDT;
 		float lse = c->lse_in[(size_t)bh * c->a.Nq + i0 + r];
 		int lim = hk_attn_vis(c, i0 + r) - j0;
 
@@ -88,7 +89,7 @@ struct bwd_buf {
 
 static size_t bwd_slot(int dp)
 {
-	return 2 * (size_t)BC * dp + 2 * BR * BC;
+	return 2 * (size_t)BC * dp + 2 * BR * LDT;
 }
 
 /* One q tile [i0, i0 + mr) of head bh against kv tile t of head bg. */
@@ -98,21 +99,21 @@ static void pair(struct hk_attn_ctx *c, struct bwd_buf *w, int bh, int bg,
 	const struct hk_attn_ops *ops = c->ops;
 	int d = c->a.d, dp = c->dp, j0 = t * BC;
 	int nc = c->a.Nk - j0 < BC ? c->a.Nk - j0 : BC, ncp = hk_round8(nc);
-	size_t tile = ((size_t)bg * c->ntk + t) * d * BC;
+	size_t tile = ((size_t)bg * c->ntk + t) * d * LDT;
 	size_t qrow = (size_t)bh * c->a.Nq + i0;
 	const float *Q = c->qf + qrow * dp, *dO = c->dof + qrow * dp;
 	const float *K = c->kf + ((size_t)bg * c->a.Nk + j0) * dp;
 	const float *D = c->D + qrow;
 
-	ops->gemm(mr, ncp, d, Q, dp, 1, c->kt + tile, BC, w->S, BC, 0);
+	ops->gemm(mr, ncp, d, Q, dp, 1, c->kt + tile, LDT, w->S, LDT, 0);
 	probs(c, w->S, bh, i0, mr, j0, nc);
-	ops->gemm(nc, dp, mr, w->S, 1, BC, dO, dp, w->dV, dp, 1);
-	ops->gemm(mr, ncp, d, dO, dp, 1, c->vt + tile, BC, w->dP, BC, 0);
+	ops->gemm(nc, dp, mr, w->S, 1, LDT, dO, dp, w->dV, dp, 1);
+	ops->gemm(mr, ncp, d, dO, dp, 1, c->vt + tile, LDT, w->dP, LDT, 0);
 	for (int r = 0; r < mr; r++)
-		ops->dsoft(w->dP + r * BC, w->S + r * BC, ncp, D[r],
+		ops->dsoft(w->dP + r * LDT, w->S + r * LDT, ncp, D[r],
 			   c->a.scale);
-	ops->gemm(nc, dp, mr, w->dP, 1, BC, Q, dp, w->dK, dp, 1);
-	ops->gemm(mr, dp, nc, w->dP, BC, 1, K, dp, dq + (size_t)i0 * dp, dp,
+	ops->gemm(nc, dp, mr, w->dP, 1, LDT, Q, dp, w->dK, dp, 1);
+	ops->gemm(mr, dp, nc, w->dP, LDT, 1, K, dp, dq + (size_t)i0 * dp, dp,
 		  1);
 }
 
@@ -155,7 +156,7 @@ static void kv_item(struct hk_attn_ctx *c, float *slot, int it)
 	w.dK = slot;
 	w.dV = w.dK + BC * c->dp;
 	w.S = w.dV + BC * c->dp;
-	w.dP = w.S + BR * BC;
+	w.dP = w.S + BR * LDT;
 	for (int t = t0; t < t1 && t < c->ntk; t++)
 		tile(c, &w, bg, ch, t);
 }
