@@ -146,6 +146,33 @@ int main(void)
 		     hmm_store_extent_len(s, 12) == 4096, "and only it is missing");
 	}
 
+	/* every kind on every request type */
+	{
+		static const struct { const char *spec; int want; } k[] = {
+			{ "eio@1", -EIO }, { "enospc@1", -ENOSPC },
+			{ "short@1", 0 } };
+		static const uint32_t ops[] = { HMM_IO_WRITE, HMM_IO_READ,
+						HMM_IO_WRITE_RAW, HMM_IO_READ_RAW };
+		int bad = 0;
+
+		for (int i = 0; i < 3; i++)
+			for (int j = 0; j < 4; j++) {
+				int got;
+
+				hmm_fault_set(k[i].spec);
+				got = st_io(s, ops[j], 20, 2 << 20, w, 16384);
+				if (got != k[i].want || hmm_fault_fired() != 1) {
+					t_diag("%s on op %u: %d", k[i].spec, ops[j], got);
+					bad++;
+				}
+				if (ops[j] == HMM_IO_WRITE && k[i].want)
+					st_io(s, ops[j], 20, 0, w, 16384);	/* for the read */
+			}
+		t_eq(bad, 0, "eio, enospc and short on write, read, raw write, raw read");
+		hmm_fault_set("enospc@1");
+		t_eq(hmm_store_flush(s), -ENOSPC, "enospc on the table write");
+	}
+
 	/* flush: op 1 is the table write, op 2 the superblock write */
 	hmm_fault_set("eio@1");
 	t_eq(hmm_store_flush(s), -EIO, "eio on the table write fails the flush");
@@ -158,6 +185,7 @@ int main(void)
 	t_eq(hmm_store_flush(s), 0, "short table/superblock writes complete");
 	hmm_store_stats(s, &st);
 	t_eq(st.generation, 3, "generation 3");
+	t_eq(hmm_store_extent_len(s, 20), 16384, "extent 20 flushed");
 	hmm_fault_set(NULL);
 	hmm_store_close(s);
 
