@@ -26,12 +26,13 @@
 struct io_opts {
 	const char *file, *rw;
 	int64_t size, bs;
-	int qd, reps, json, vs_fio, sqpoll, extent, nohuge;
+	int qd, reps, json, vs_fio, sqpoll, extent, nohuge, unreg;
 };
 
 struct io_run {
 	struct hmm_store *s;
 	struct io_opts *o;
+	struct hmm_pool *own;	/* --unregistered: buffers from here */
 	uint64_t nops, next;
 	uint64_t *order;	/* block index of each op */
 	int write, op;
@@ -155,7 +156,7 @@ static void usage(FILE *f)
 	fprintf(f, "usage: hmm-bench io --file F --size BYTES --bs BYTES "
 		"--qd N --rw read|write|randread\n"
 		"                    [--reps N] [--vs-fio] [--sqpoll] "
-		"[--extent] [--no-huge] [--json]\n"
+		"[--extent] [--no-huge] [--unregistered] [--json]\n"
 		"F is overwritten: it is formatted as a store.\n");
 }
 
@@ -167,7 +168,7 @@ static int parse(int argc, char **argv, struct io_opts *o)
 		{ "rw", 1, 0, 'r' }, { "reps", 1, 0, 'n' },
 		{ "json", 0, 0, 'j' }, { "vs-fio", 0, 0, 'v' },
 		{ "sqpoll", 0, 0, 'p' }, { "extent", 0, 0, 'e' },
-		{ "no-huge", 0, 0, 'g' },
+		{ "no-huge", 0, 0, 'g' }, { "unregistered", 0, 0, 'u' },
 		{ "help", 0, 0, 'h' }, { 0, 0, 0, 0 } };
 	int c;
 
@@ -187,6 +188,7 @@ static int parse(int argc, char **argv, struct io_opts *o)
 		case 'p': o->sqpoll = 1; break;
 		case 'e': o->extent = 1; break;
 		case 'g': o->nohuge = 1; break;
+		case 'u': o->unreg = 1; break;
 		case 'h': usage(stdout); exit(0);
 		default: return -1;
 		}
@@ -234,8 +236,14 @@ static int setup(struct io_run *r, struct io_opts *o)
 	r->freeq = calloc(o->qd, sizeof(*r->freeq));
 	if (!r->order || !r->io || !r->freeq)
 		return -ENOMEM;
+	/* --unregistered: a pool of our own, like the store's but not
+	 * registered with its ring */
+	if (o->unreg && hmm_pool_new((size_t)o->qd * o->bs, -1,
+				     c.pool_flags, &r->own))
+		return -ENOMEM;
 	for (int i = 0; i < o->qd; i++) {
-		uint64_t *b = hmm_pool_alloc(hmm_store_pool(r->s), o->bs);
+		uint64_t *b = hmm_pool_alloc(r->own ? r->own :
+					     hmm_store_pool(r->s), o->bs);
 
 		if (!b)
 			return -ENOMEM;
@@ -330,6 +338,8 @@ static int bench_io(int argc, char **argv)
 		bench_json_int(stdout, "size", o.size);
 		bench_json_int(stdout, "reps", o.reps);
 		bench_json_str(stdout, "path", o.extent ? "extent" : "raw");
+		bench_json_int(stdout, "buffers_registered", !o.unreg &&
+			       st.registered_buffers);
 		bench_json_num(stdout, "ours_MBps", om);
 		if (o.vs_fio) {
 			bench_json_num(stdout, "fio_MBps", fm);
@@ -345,6 +355,7 @@ static int bench_io(int argc, char **argv)
 	rc = 0;
 out:
 	hmm_store_close(r.s);
+	hmm_pool_delete(r.own);
 	free(r.order);
 	free(r.io);
 	free(r.freeq);
