@@ -79,6 +79,51 @@ int main(void)
 	t_ok(p[2] == (2 * 0x9e3779b97f4a7c15ull ^ seed) && p[5] == ~5ull,
 	     "contents survive COLD + WILLNEED");
 
+	/* tensors and the region share the host budget and evict each other */
+	{
+		struct hmm_tensor *t;
+		int64_t tn = 2 * BUDGET;
+		uint8_t *tp;
+		void *v;
+		uint64_t tbad = 0;
+
+		if (hmm_tensor_new(h, "shared", HMM_DTYPE_U8, 1, &tn, &t))
+			t_fail_all("tensor: %s", hmm_last_error());
+		if (hmm_map(t, 0, BUDGET / 2, HMM_TIER_HOST, HMM_DISCARD, &v))
+			t_fail_all("map: %s", hmm_last_error());
+		t_fill(v, BUDGET / 2, 77);
+		hmm_unmap(t, v);
+		hmm_stats(h, &st);
+		t_ok(st.tier[HMM_TIER_HOST].peak <= BUDGET, "a tensor map "
+		     "evicted region blocks to fit");
+		uint64_t wr0 = st.tier[HMM_TIER_STORE].bytes_in;
+		uint64_t ev0 = st.tier[HMM_TIER_HOST].evictions;
+
+		bad = 0;
+		for (uint64_t i = 0; i < RBYTES / 8; i += 512)
+			bad += p[i] != ((i & 1) ? ~i :
+					i * 0x9e3779b97f4a7c15ull ^ seed);
+		t_eq(bad, 0, "the region reads back exact after the tensor");
+		hmm_stats(h, &st);
+		t_ok(st.tier[HMM_TIER_HOST].evictions > ev0 &&
+		     st.tier[HMM_TIER_STORE].bytes_in >= wr0 + BUDGET / 2,
+		     "region faults evicted the tensor's dirty chunks to the "
+		     "store");
+		if (hmm_map(t, 0, BUDGET / 2, HMM_TIER_HOST, HMM_READ, &v))
+			t_fail_all("map: %s", hmm_last_error());
+		tp = malloc(BUDGET / 2);
+		t_fill(tp, BUDGET / 2, 77);
+		tbad = memcmp(v, tp, BUDGET / 2) != 0;
+		free(tp);
+		hmm_unmap(t, v);
+		t_eq(tbad, 0, "the tensor reads back exact after region faults "
+		     "evicted it");
+		hmm_stats(h, &st);
+		t_ok(st.tier[HMM_TIER_HOST].peak <= BUDGET, "peak within budget "
+		     "with both");
+		hmm_tensor_free(t);
+	}
+
 	t_eq(hmm_region_advise(h, p, RBYTES + 1, HMM_ADVISE_COLD), -EINVAL,
 	     "advise past the end: %s", hmm_last_error());
 	t_eq(hmm_region_advise(h, p, 4096, 99), -EINVAL, "unknown advice");
