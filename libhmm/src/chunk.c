@@ -37,7 +37,7 @@ void hmm_chunk_drop(struct hmm *h, struct hmm_chunk *c, int tier)
 	c->res &= ~TB(tier);
 	c->valid &= ~TB(tier);
 	hmm_list_del(&c->lru[tier]);
-	hmm_budget_give(h, tier, c->alloc);
+	hmm_budget_give(h, tier, hmm_chunk_cost(c, tier));
 	h->tier[tier].st.evictions++;
 	hmm_trace_event(h, "evict", tier == HMM_TIER_HOST ? "drop host" :
 			"drop device", c->t->name, c->idx, c->alloc,
@@ -52,7 +52,7 @@ static int chunk_res(struct hmm *h, struct hmm_chunk *c, int tier,
 
 	if (c->res & TB(tier))
 		return HMM_READY;
-	r = hmm_budget_room(h, tier, c->alloc, limit);
+	r = hmm_budget_room(h, tier, hmm_chunk_cost(c, tier), limit);
 	if (r != HMM_READY)
 		return r;
 	if (tier == HMM_TIER_DEVICE) {
@@ -62,7 +62,7 @@ static int chunk_res(struct hmm *h, struct hmm_chunk *c, int tier,
 				       "memory: %s", c->t->name, c->idx,
 				       strerror(-r));
 	}
-	hmm_budget_take(h, tier, c->alloc);
+	hmm_budget_take(h, tier, hmm_chunk_cost(c, tier));
 	c->res |= TB(tier);
 	c->valid &= ~TB(tier);
 	hmm_list_add_tail(&h->tier[tier].lru, &c->lru[tier]);
@@ -98,7 +98,7 @@ static void chunk_copy_end(struct hmm *h, struct hmm_chunk *c, int err)
 	c->busy = CH_IO_NONE;
 	c->t->inflight--;
 	if (c->evicting) {
-		h->tier[evict].pending_free -= c->alloc;
+		h->tier[evict].pending_free -= hmm_chunk_cost(c, evict);
 		c->evicting = 0;
 	} else {
 		evict = -1;
@@ -173,7 +173,7 @@ static void chunk_copy_start(struct hmm *h, struct hmm_chunk *c, int io,
 		HMM_TIER_DEVICE, 1, c->t0);
 	if (evict >= 0) {
 		c->evicting = TB(evict);
-		h->tier[evict].pending_free += c->alloc;
+		h->tier[evict].pending_free += hmm_chunk_cost(c, evict);
 	}
 	if (io == CH_IO_READ || io == CH_IO_WRITE) {
 		memset(&c->req.io, 0, sizeof(c->req.io));

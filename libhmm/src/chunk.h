@@ -97,6 +97,18 @@ static inline uint64_t hmm_chunk_key(const struct hmm_chunk *c)
 	return (uint64_t)c->t->id << 32 | c->idx;
 }
 
+/*
+ * What c costs in tier's budget: its 4 KiB-rounded size, on the device
+ * rounded to the backend's allocation granularity (2 MiB on CUDA), so
+ * that a budget counts what is really allocated.
+ */
+static inline uint64_t hmm_chunk_cost(const struct hmm_chunk *c, int tier)
+{
+	uint64_t g = tier == HMM_TIER_DEVICE ? c->t->h->dev_gran : HMM_PAGE;
+
+	return HMM_ROUND_UP((uint64_t)c->alloc, g);
+}
+
 static inline uint64_t hmm_chunk_off(const struct hmm_chunk *c)
 {
 	return (uint64_t)c->idx * c->t->h->chunk_bytes;

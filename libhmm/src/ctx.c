@@ -77,18 +77,19 @@ static int config_check(const struct hmm_config *c)
 
 static int ctx_dev_open(struct hmm *h, const struct hmm_config *cfg)
 {
-	uint64_t cap = 0;
+	uint64_t cap = 0, gran = HMM_PAGE;
 	int r;
 
 	if (!cfg->device || !strcmp(cfg->device, "none"))
 		return 0;
 	h->dev = !strcmp(cfg->device, "sim") ? &hmm_dev_sim : &hmm_dev_cuda;
-	r = h->dev->open(cfg, &h->dev_priv, &cap);
+	r = h->dev->open(cfg, &h->dev_priv, &cap, &gran);
 	if (r < 0) {
 		h->dev = NULL;
 		return r;
 	}
 	h->tier[HMM_TIER_DEVICE].cap = cap;
+	h->dev_gran = gran > HMM_PAGE ? gran : HMM_PAGE;
 	return 0;
 }
 

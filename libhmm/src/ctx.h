@@ -139,6 +139,7 @@ struct hmm {
 	/* the device (dev.h) */
 	const struct hmm_dev_ops *dev;
 	void *dev_priv;
+	uint64_t dev_gran;		/* device allocation unit */
 
 	struct hmm_sched sched;
 	struct hmm_list wantq;		/* chunks whose prefetch waits */

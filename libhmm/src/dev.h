@@ -26,9 +26,11 @@
 
 struct hmm_dev_ops {
 	const char *name;
-	/* Returns 0, *priv and the device's capacity in bytes, or -errno. */
+	/* Returns 0, *priv, the device's capacity in bytes and its
+	 * allocation unit (what a chunk's memory is rounded up to), or
+	 * -errno with a detail. */
 	int (*open)(const struct hmm_config *cfg, void **priv,
-		    uint64_t *capacity);
+		    uint64_t *capacity, uint64_t *granularity);
 	void (*close)(void *priv);	/* after every copy completed */
 	int (*reserve)(void *priv, uint64_t bytes, uint64_t *addr);
 	void (*release)(void *priv, uint64_t addr, uint64_t bytes);

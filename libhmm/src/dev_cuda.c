@@ -328,7 +328,7 @@ static void cu_teardown(struct cu *c)
 }
 
 static int cu_open(const struct hmm_config *cfg, void **priv,
-		   uint64_t *capacity)
+		   uint64_t *capacity, uint64_t *granularity)
 {
 	struct cu *c = calloc(1, sizeof(*c));
 	int r;
@@ -350,6 +350,7 @@ static int cu_open(const struct hmm_config *cfg, void **priv,
 		return r;
 	}
 	*priv = c;
+	*granularity = c->gran;
 	return 0;
 }
 

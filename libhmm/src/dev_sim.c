@@ -92,7 +92,7 @@ static void *sim_main(void *arg)
 }
 
 static int sim_open(const struct hmm_config *cfg, void **priv,
-		    uint64_t *capacity)
+		    uint64_t *capacity, uint64_t *granularity)
 {
 	struct sim *s = calloc(1, sizeof(*s));
 	int r;
@@ -108,6 +108,7 @@ static int sim_open(const struct hmm_config *cfg, void **priv,
 		return hmm_err(-r, "device sim: cannot start the copy thread");
 	}
 	*capacity = cfg->device_budget ? cfg->device_budget : 256ull << 20;
+	*granularity = 4096;
 	*priv = s;
 	return 0;
 }

@@ -56,7 +56,7 @@ static void map_unpin(struct hmm *h, struct hmm_tensor *t, uint32_t first,
 		struct hmm_chunk *c = &t->chunks[i];
 
 		if (--c->pins[tier] == 0)
-			h->tier[tier].pinned -= c->alloc;
+			h->tier[tier].pinned -= hmm_chunk_cost(c, tier);
 	}
 	pthread_cond_broadcast(&h->cond);
 }
@@ -70,7 +70,7 @@ static void map_pin(struct hmm *h, struct hmm_tensor *t, uint32_t first,
 		struct hmm_chunk *c = &t->chunks[i];
 
 		if (c->pins[tier]++ == 0)
-			h->tier[tier].pinned += c->alloc;
+			h->tier[tier].pinned += hmm_chunk_cost(c, tier);
 		if (!c->busy)
 			c->err = 0;	/* a stale failure is not ours */
 		if ((access & HMM_DISCARD) && !c->zero &&
@@ -183,7 +183,7 @@ int hmm_map(struct hmm_tensor *t, uint64_t off, uint64_t len, int tier,
 	first = off / h->chunk_bytes;
 	last = (off + len - 1) / h->chunk_bytes;
 	for (i = first; i <= last; i++)
-		need += t->chunks[i].alloc;
+		need += hmm_chunk_cost(&t->chunks[i], tier);
 	if (need > h->tier[tier].cap)
 		return hmm_err(-ENOMEM, "hmm_map: tensor %s: %llu bytes do not "
 			       "fit the %s budget (%llu)", t->name,
