@@ -8,8 +8,11 @@
  * traffic over the same arrays (p += g, m += g, v += g) with nothing else
  * to compute, on the same threads and the same parts (1 MiB of each array,
  * taken by whichever thread is free).  The two run interleaved,
- * `reps` times each; the medians give
- *	fraction = (28 n / t_adamw) / (28 n / t_ceiling) = t_ceiling / t_adamw.
+ * `reps` times each, each going first in every other pair; the GB/s are
+ * medians, and the fraction is the median over the pairs of
+ *	(28 n / t_adamw) / (28 n / t_ceiling) = t_ceiling / t_adamw
+ * (a pair shares the machine's load of the moment, which matters on
+ * small shared machines).
  * --nt also measures the ceiling with non-temporal stores, the check that
  * the kernel's plain stores are the right choice.  --vs-torch times
  * Debian's torch.optim.AdamW over the same n and threads in
@@ -154,6 +157,7 @@ static double torch_step_s(size_t n, int threads, int reps)
 
 struct result {
 	double adamw_s, ceil_s, ceil_nt_s, torch_s;
+	double fraction;	/* median of the runs' t_ceiling / t_adamw */
 };
 
 static void measure(struct arr *a, int reps, int nt, struct result *r)
@@ -161,25 +165,34 @@ static void measure(struct arr *a, int reps, int nt, struct result *r)
 	double *ta = calloc(reps, sizeof(double));
 	double *tc = calloc(reps, sizeof(double));
 	double *tn = calloc(reps, sizeof(double));
+	double *fr = calloc(reps, sizeof(double));
 
-	if (!ta || !tc || !tn) {
+	if (!ta || !tc || !tn || !fr) {
 		fprintf(stderr, "hmm-bench adamw: out of memory\n");
 		exit(1);
 	}
 	time_adamw(a, 1);		/* warm: pool threads, caches */
 	time_ceiling(a, 0);
 	for (int i = 0; i < reps; i++) {
-		tc[i] = time_ceiling(a, 0);
-		ta[i] = time_adamw(a, 2 + i);
+		if (i % 2) {	/* either goes first as often */
+			ta[i] = time_adamw(a, 2 + i);
+			tc[i] = time_ceiling(a, 0);
+		} else {
+			tc[i] = time_ceiling(a, 0);
+			ta[i] = time_adamw(a, 2 + i);
+		}
+		fr[i] = tc[i] / ta[i];
 		if (nt)
 			tn[i] = time_ceiling(a, 1);
 	}
 	r->adamw_s = bench_median(ta, reps);
 	r->ceil_s = bench_median(tc, reps);
+	r->fraction = bench_median(fr, reps);
 	r->ceil_nt_s = nt ? bench_median(tn, reps) : 0;
 	free(ta);
 	free(tc);
 	free(tn);
+	free(fr);
 }
 
 static void report(const struct arr *a, int threads, const struct result *r,
@@ -191,7 +204,7 @@ static void report(const struct arr *a, int threads, const struct result *r,
 	printf("adamw threads=%d isa=%s n=%zu: %.4f s/step, %.3f Gparam/s, "
 	       "%.2f GB/s; ceiling %.2f GB/s; fraction %.3f\n", threads,
 	       hk_adamw_isa(), a->n, r->adamw_s, a->n / r->adamw_s / 1e9,
-	       gbps, cgbps, r->ceil_s / r->adamw_s);
+	       gbps, cgbps, r->fraction);
 	if (r->ceil_nt_s > 0)
 		printf("  ceiling with non-temporal stores: %.2f GB/s (%s)\n",
 		       bytes / r->ceil_nt_s / 1e9,
@@ -212,7 +225,7 @@ static void report(const struct arr *a, int threads, const struct result *r,
 	bench_json_num(stdout, "gparam_s", a->n / r->adamw_s / 1e9);
 	bench_json_num(stdout, "GBps", gbps);
 	bench_json_num(stdout, "ceiling_GBps", cgbps);
-	bench_json_num(stdout, "fraction", r->ceil_s / r->adamw_s);
+	bench_json_num(stdout, "fraction", r->fraction);
 	if (r->ceil_nt_s > 0)
 		bench_json_num(stdout, "ceiling_nt_GBps",
 			       bytes / r->ceil_nt_s / 1e9);
@@ -293,7 +306,7 @@ static int bench_adamw(int argc, char **argv)
 		if (torch)
 			r.torch_s = torch_step_s(a.n, t, reps);
 		report(&a, t, &r, json, t > 1 ? frac_1t : 0);
-		frac_1t = r.ceil_s / r.adamw_s;
+		frac_1t = r.fraction;
 	}
 	free(a.p);
 	free(a.g);
