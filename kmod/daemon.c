@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * hmmk: the NVMe tier through a userspace daemon (hmmd, or the
- * test daemon): poll + ioctl.
+ * hmmk: the channel to the userspace daemon (hmmd, or the test daemon)
+ * that holds the NVMe tier: poll + ioctl, and the request lifecycle.
  *
  * A faulting task (FILL) or the EVICT ioctl builds a request, queues it on
  * hmmk_daemon.pending and sleeps killably with a timeout.  The daemon polls,
@@ -18,38 +18,6 @@
 #include <linux/sched/signal.h>
 
 #include "hmmk.h"
-
-/*
- * Request states.  NEW: not queued (no list reference).  PENDING, INFLIGHT:
- * on hmmk_daemon.pending / .inflight, holding the list reference.  BUSY:
- * taken off the lists by COMPLETE (or a failed FETCH), which now owns the
- * list reference.  DONE: result is final.
- */
-enum {
-	HMMK_REQ_NEW,
-	HMMK_REQ_PENDING,
-	HMMK_REQ_INFLIGHT,
-	HMMK_REQ_BUSY,
-	HMMK_REQ_DONE,
-};
-
-/*
- * struct hmmk_req — one EVICT or FILL.  Allocated by the waiter, which holds
- * one reference; the daemon queues hold another while it is listed, and
- * FETCH / COMPLETE take their own while they copy.  Freed at the last put,
- * dropping its page reference.  state and link are under hmmk_daemon.lock.
- */
-struct hmmk_req {
-	struct kref ref;
-	struct list_head link;
-	struct completion done;
-	int state;
-	int result;
-	u32 op;
-	u64 id, space, region, index;
-	unsigned long deadline;		/* jiffies; for waiters of a FILL */
-	struct page *page;
-};
 
 /* The one attached daemon.  lock (a spinlock) protects every field. */
 static struct {
@@ -73,13 +41,13 @@ static void hmmk_req_release(struct kref *ref)
 	kfree(req);
 }
 
-static void hmmk_req_put(struct hmmk_req *req)
+void hmmk_req_put(struct hmmk_req *req)
 {
 	kref_put(&req->ref, hmmk_req_release);
 }
 
-static struct hmmk_req *hmmk_req_new(struct hmmk_block *blk, unsigned int i,
-				     u32 op, struct page *page)
+struct hmmk_req *hmmk_req_new(struct hmmk_block *blk, unsigned int i, u32 op,
+			      struct page *page)
 {
 	struct hmmk_req *req = kzalloc(sizeof(*req), GFP_KERNEL);
 
@@ -98,7 +66,7 @@ static struct hmmk_req *hmmk_req_new(struct hmmk_block *blk, unsigned int i,
 }
 
 /* Queues req for the daemon; -EIO when none is attached. */
-static int hmmk_req_submit(struct hmmk_req *req)
+int hmmk_req_submit(struct hmmk_req *req)
 {
 	spin_lock(&hmmk_daemon.lock);
 	if (!hmmk_daemon.owner) {
@@ -119,7 +87,7 @@ static int hmmk_req_submit(struct hmmk_req *req)
  * daemon finished it, else it is withdrawn and -EIO (or -EINTR when
  * left < 0, a fatal signal) returned.  The daemon cannot change it after.
  */
-static int hmmk_req_end(struct hmmk_req *req, long left)
+int hmmk_req_end(struct hmmk_req *req, long left)
 {
 	int ret;
 
@@ -141,7 +109,7 @@ static int hmmk_req_end(struct hmmk_req *req, long left)
 }
 
 /* Sleeps killably until deadline (jiffies), then ends the request. */
-static int hmmk_req_wait(struct hmmk_req *req, unsigned long deadline)
+int hmmk_req_wait(struct hmmk_req *req, unsigned long deadline)
 {
 	long left = 0;
 
@@ -151,93 +119,15 @@ static int hmmk_req_wait(struct hmmk_req *req, unsigned long deadline)
 	return hmmk_req_end(req, left);
 }
 
-static unsigned long hmmk_deadline(void)
+unsigned long hmmk_deadline(void)
 {
 	return jiffies + msecs_to_jiffies(READ_ONCE(hmmk_fill_timeout_ms));
 }
 
-/* Fills page with page i's bytes from the daemon.  blk->lock held. */
-int hmmk_daemon_fill(struct hmmk_block *blk, unsigned int i,
-		     struct page *page)
+/* Whether a daemon is attached now (it may go at any time). */
+bool hmmk_daemon_attached(void)
 {
-	struct hmmk_req *req = hmmk_req_new(blk, i, HMMK_OP_FILL, page);
-	int ret;
-
-	if (!req)
-		return -ENOMEM;
-	ret = hmmk_req_submit(req);
-	if (!ret)
-		ret = hmmk_req_wait(req, hmmk_deadline());
-	hmmk_req_put(req);
-	return ret;
-}
-
-/*
- * The fault path for an evicted page when the fault may be retried: start
- * the block's FILL (or join the one in flight), drop the block lock and
- * the fault lock, sleep killably until the deadline, and let the first
- * waiter back install the page (or flag the failure) for everyone.
- * Called with blk->lock held; returns with it and the fault lock dropped
- * (VM_FAULT_RETRY), or with only the block lock dropped on an error.
- */
-vm_fault_t hmmk_daemon_fill_async(struct vm_fault *vmf,
-				  struct hmmk_block *blk, unsigned int i)
-{
-	struct hmmk_region *region = blk->region;
-	struct hmmk_req *req = blk->filling;
-	unsigned int idx;
-	struct page *page;
-	long left = 0;
-	int ret;
-
-	if (!req) {
-		page = hmmk_page_alloc(region->node, false, false);
-		req = page ? hmmk_req_new(blk, i, HMMK_OP_FILL, page) : NULL;
-		if (page)
-			put_page(page);		/* the request holds it */
-		if (!req) {
-			mutex_unlock(&blk->lock);
-			return VM_FAULT_OOM;
-		}
-		req->deadline = hmmk_deadline();
-		if (hmmk_req_submit(req)) {
-			hmmk_req_put(req);
-			mutex_unlock(&blk->lock);
-			atomic64_inc(&region->c.sigbus);
-			return VM_FAULT_SIGBUS;
-		}
-		blk->filling = req;	/* owns the first reference */
-	}
-	kref_get(&req->ref);		/* this waiter's */
-	kref_get(&region->ref);		/* the VMA may go while we sleep */
-	mutex_unlock(&blk->lock);
-	hmmk_release_fault_lock(vmf);
-
-	if (time_before(jiffies, req->deadline))
-		left = wait_for_completion_killable_timeout(&req->done,
-						req->deadline - jiffies);
-
-	mutex_lock(&blk->lock);
-	if (blk->filling == req) {
-		blk->filling = NULL;
-		idx = req->index % HMMK_BLOCK_PAGES;
-		ret = hmmk_req_end(req, left);
-		if (hmmk_tier(blk, idx) == HMMK_TIER_NVME) {
-			if (!ret) {
-				get_page(req->page);
-				hmmk_block_set(blk, idx, HMMK_TIER_CPU,
-					       req->page);
-				atomic64_inc(&region->c.fills);
-			} else if (ret == -EIO) {
-				blk->state[idx] |= HMMK_S_FILLFAIL;
-			}
-		}
-		hmmk_req_put(req);	/* the block's reference */
-	}
-	mutex_unlock(&blk->lock);
-	hmmk_req_put(req);
-	hmmk_region_put(region);
-	return VM_FAULT_RETRY;
+	return READ_ONCE(hmmk_daemon.owner);
 }
 
 long hmmk_daemon_attach(struct hmmk_space *space)
@@ -422,107 +312,5 @@ long hmmk_daemon_complete(struct hmmk_space *space, void __user *arg)
 			result = -EIO;
 	}
 	hmmk_req_finish(req, result);
-	return ret;
-}
-
-/*
- * Hands pages [lo, hi) of the block to the daemon and frees them once it
- * has them.  blk->lock held, so faults on the block wait meanwhile.
- */
-static int hmmk_evict_block(struct hmmk_block *blk, unsigned int lo,
-			    unsigned int hi, u64 *done, u64 *skipped)
-{
-	unsigned long deadline = hmmk_deadline();
-	struct hmmk_req **reqs;
-	unsigned int i;
-	int ret = 0, r;
-
-	reqs = kcalloc(HMMK_BLOCK_PAGES, sizeof(*reqs), GFP_KERNEL);
-	if (!reqs)
-		return -ENOMEM;
-	hmmk_block_unmap(blk, lo, hi - lo);
-	for (i = lo; i < hi && !ret; i++) {
-		struct page *page = blk->pages[i];
-
-		if (hmmk_tier(blk, i) != HMMK_TIER_CPU ||
-		    page_count(page) != 1) {
-			(*skipped)++;
-			continue;
-		}
-		reqs[i] = hmmk_req_new(blk, i, HMMK_OP_EVICT, page);
-		if (!reqs[i]) {
-			ret = -ENOMEM;
-			break;
-		}
-		ret = hmmk_req_submit(reqs[i]);
-		if (ret) {		/* the daemon went away: not queued */
-			hmmk_req_put(reqs[i]);
-			reqs[i] = NULL;
-			(*skipped)++;
-		}
-	}
-	for (i = lo; i < hi; i++) {
-		if (!reqs[i])
-			continue;
-		r = ret ? hmmk_req_end(reqs[i], 0) :
-			  hmmk_req_wait(reqs[i], deadline);
-		if (!r) {
-			put_page(blk->pages[i]);
-			hmmk_block_set(blk, i, HMMK_TIER_NVME, NULL);
-			atomic64_inc(&blk->region->c.evictions);
-			(*done)++;
-		} else {
-			(*skipped)++;
-			if (r == -EINTR)
-				ret = r;
-		}
-		hmmk_req_put(reqs[i]);
-	}
-	kfree(reqs);
-	return ret;
-}
-
-long hmmk_evict_ioctl(struct hmmk_space *space, void __user *arg)
-{
-	struct hmmk_region *region;
-	struct hmmk_range r;
-	u64 pg, end;
-	long ret;
-
-	if (copy_from_user(&r, arg, sizeof(r)))
-		return -EFAULT;
-	if (r.node || r.flags || !hmmk_zero(r.reserved, sizeof(r.reserved)))
-		return -EINVAL;
-	if (!READ_ONCE(hmmk_daemon.owner))
-		return -ENODEV;
-	region = hmmk_region_get(space, r.handle);
-	if (!region)
-		return -ENOENT;
-	ret = hmmk_range_check(region, r.start, r.length);
-	if (ret)
-		goto out_put;
-
-	r.done = 0;
-	r.skipped = 0;
-	pg = r.start >> PAGE_SHIFT;
-	end = pg + (r.length >> PAGE_SHIFT);
-	while (pg < end) {
-		struct hmmk_block *blk = &region->blocks[pg / HMMK_BLOCK_PAGES];
-		unsigned int lo = pg % HMMK_BLOCK_PAGES;
-		unsigned int hi = min_t(u64, HMMK_BLOCK_PAGES, lo + end - pg);
-
-		ret = hmmk_block_lock(blk);
-		if (ret)
-			break;
-		ret = hmmk_evict_block(blk, lo, hi, &r.done, &r.skipped);
-		mutex_unlock(&blk->lock);
-		if (ret)
-			break;
-		pg += hi - lo;
-	}
-	if (copy_to_user(arg, &r, sizeof(r)) && !ret)
-		ret = -EFAULT;
-out_put:
-	hmmk_region_put(region);
 	return ret;
 }

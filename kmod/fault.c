@@ -42,7 +42,7 @@ int hmmk_make_cpu_resident(struct hmmk_block *blk, unsigned int i)
 		page = hmmk_page_alloc(region->node, false, false);
 		if (!page)
 			return -ENOMEM;
-		ret = hmmk_daemon_fill(blk, i, page);
+		ret = hmmk_nvme_fill(blk, i, page);
 		if (ret) {
 			put_page(page);
 			return ret;
@@ -87,7 +87,7 @@ vm_fault_t hmmk_fault(struct vm_fault *vmf)
 	if (hmmk_block_lock(blk))
 		return VM_FAULT_NOPAGE;	/* dying: the access is not retried */
 	if (hmmk_tier(blk, i) == HMMK_TIER_NVME && hmmk_may_wait(vmf, blk, i))
-		return hmmk_daemon_fill_async(vmf, blk, i);	/* unlocked */
+		return hmmk_nvme_fill_async(vmf, blk, i);	/* unlocked */
 	ret = hmmk_make_cpu_resident(blk, i);
 	if (!ret) {
 		if (blk->state[i] & HMMK_S_SAMPLED) {

@@ -163,17 +163,58 @@ int hmmk_simdev_to_cpu(struct hmmk_block *blk, unsigned int i);
 void hmmk_simdev_block_gone(struct hmmk_block *blk);
 u64 hmmk_simdev_used(void);
 
-/* daemon.c: the EVICT / FILL channel. */
+/*
+ * Request states.  NEW: not queued (no list reference).  PENDING, INFLIGHT:
+ * on hmmk_daemon.pending / .inflight, holding the list reference.  BUSY:
+ * taken off the lists by COMPLETE (or a failed FETCH), which now owns the
+ * list reference.  DONE: result is final.
+ */
+enum {
+	HMMK_REQ_NEW,
+	HMMK_REQ_PENDING,
+	HMMK_REQ_INFLIGHT,
+	HMMK_REQ_BUSY,
+	HMMK_REQ_DONE,
+};
+
+/*
+ * struct hmmk_req — one EVICT or FILL.  Allocated by the waiter, which holds
+ * one reference; the daemon queues hold another while it is listed, and
+ * FETCH / COMPLETE take their own while they copy.  Freed at the last put,
+ * dropping its page reference.  state and link are under hmmk_daemon.lock.
+ */
+struct hmmk_req {
+	struct kref ref;
+	struct list_head link;
+	struct completion done;
+	int state;
+	int result;
+	u32 op;
+	u64 id, space, region, index;
+	unsigned long deadline;		/* jiffies; for waiters of a FILL */
+	struct page *page;
+};
+
+/* daemon.c: the EVICT / FILL channel and the request lifecycle. */
 long hmmk_daemon_attach(struct hmmk_space *space);
 void hmmk_daemon_detach(struct hmmk_space *space);
 long hmmk_daemon_fetch(struct hmmk_space *space, void __user *arg);
 long hmmk_daemon_complete(struct hmmk_space *space, void __user *arg);
 __poll_t hmmk_daemon_poll(struct hmmk_space *space, struct file *filp,
 			  struct poll_table_struct *wait);
-int hmmk_daemon_fill(struct hmmk_block *blk, unsigned int i,
-		     struct page *page);
-vm_fault_t hmmk_daemon_fill_async(struct vm_fault *vmf,
-				  struct hmmk_block *blk, unsigned int i);
+bool hmmk_daemon_attached(void);
+struct hmmk_req *hmmk_req_new(struct hmmk_block *blk, unsigned int i, u32 op,
+			      struct page *page);
+void hmmk_req_put(struct hmmk_req *req);
+int hmmk_req_submit(struct hmmk_req *req);
+int hmmk_req_end(struct hmmk_req *req, long left);
+int hmmk_req_wait(struct hmmk_req *req, unsigned long deadline);
+unsigned long hmmk_deadline(void);
+
+/* tier_nvme.c: the NVMe tier (FILL on faults, EVICT) over the channel. */
+int hmmk_nvme_fill(struct hmmk_block *blk, unsigned int i, struct page *page);
+vm_fault_t hmmk_nvme_fill_async(struct vm_fault *vmf, struct hmmk_block *blk,
+				unsigned int i);
 long hmmk_evict_ioctl(struct hmmk_space *space, void __user *arg);
 
 /* telemetry.c: STATS, SNAPSHOT, SAMPLE, debugfs. */

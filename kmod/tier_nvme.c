@@ -1,0 +1,197 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * hmmk: the NVMe tier.  Pages are handed to the daemon by EVICT and come
+ * back by FILL when the CPU (or the simdev) touches them; the requests go
+ * through the channel in daemon.c.  A fault that may be retried waits for
+ * its FILL with the block and fault locks dropped.
+ */
+#include <linux/slab.h>
+#include <linux/uaccess.h>
+#include <linux/sched.h>
+
+#include "hmmk.h"
+
+/* Fills page with page i's bytes from the daemon.  blk->lock held. */
+int hmmk_nvme_fill(struct hmmk_block *blk, unsigned int i, struct page *page)
+{
+	struct hmmk_req *req = hmmk_req_new(blk, i, HMMK_OP_FILL, page);
+	int ret;
+
+	if (!req)
+		return -ENOMEM;
+	ret = hmmk_req_submit(req);
+	if (!ret)
+		ret = hmmk_req_wait(req, hmmk_deadline());
+	hmmk_req_put(req);
+	return ret;
+}
+
+/*
+ * The fault path for an evicted page when the fault may be retried: start
+ * the block's FILL (or join the one in flight), drop the block lock and
+ * the fault lock, sleep killably until the deadline, and let the first
+ * waiter back install the page (or flag the failure) for everyone.
+ * Called with blk->lock held; returns with it and the fault lock dropped
+ * (VM_FAULT_RETRY), or with only the block lock dropped on an error.
+ */
+vm_fault_t hmmk_nvme_fill_async(struct vm_fault *vmf, struct hmmk_block *blk,
+				unsigned int i)
+{
+	struct hmmk_region *region = blk->region;
+	struct hmmk_req *req = blk->filling;
+	unsigned int idx;
+	struct page *page;
+	long left = 0;
+	int ret;
+
+	if (!req) {
+		page = hmmk_page_alloc(region->node, false, false);
+		req = page ? hmmk_req_new(blk, i, HMMK_OP_FILL, page) : NULL;
+		if (page)
+			put_page(page);		/* the request holds it */
+		if (!req) {
+			mutex_unlock(&blk->lock);
+			return VM_FAULT_OOM;
+		}
+		req->deadline = hmmk_deadline();
+		if (hmmk_req_submit(req)) {
+			hmmk_req_put(req);
+			mutex_unlock(&blk->lock);
+			atomic64_inc(&region->c.sigbus);
+			return VM_FAULT_SIGBUS;
+		}
+		blk->filling = req;	/* owns the first reference */
+	}
+	kref_get(&req->ref);		/* this waiter's */
+	kref_get(&region->ref);		/* the VMA may go while we sleep */
+	mutex_unlock(&blk->lock);
+	hmmk_release_fault_lock(vmf);
+
+	if (time_before(jiffies, req->deadline))
+		left = wait_for_completion_killable_timeout(&req->done,
+						req->deadline - jiffies);
+
+	mutex_lock(&blk->lock);
+	if (blk->filling == req) {
+		blk->filling = NULL;
+		idx = req->index % HMMK_BLOCK_PAGES;
+		ret = hmmk_req_end(req, left);
+		if (hmmk_tier(blk, idx) == HMMK_TIER_NVME) {
+			if (!ret) {
+				get_page(req->page);
+				hmmk_block_set(blk, idx, HMMK_TIER_CPU,
+					       req->page);
+				atomic64_inc(&region->c.fills);
+			} else if (ret == -EIO) {
+				blk->state[idx] |= HMMK_S_FILLFAIL;
+			}
+		}
+		hmmk_req_put(req);	/* the block's reference */
+	}
+	mutex_unlock(&blk->lock);
+	hmmk_req_put(req);
+	hmmk_region_put(region);
+	return VM_FAULT_RETRY;
+}
+
+/*
+ * Hands pages [lo, hi) of the block to the daemon and frees them once it
+ * has them.  blk->lock held, so faults on the block wait meanwhile.
+ */
+static int hmmk_evict_block(struct hmmk_block *blk, unsigned int lo,
+			    unsigned int hi, u64 *done, u64 *skipped)
+{
+	unsigned long deadline = hmmk_deadline();
+	struct hmmk_req **reqs;
+	unsigned int i;
+	int ret = 0, r;
+
+	reqs = kcalloc(HMMK_BLOCK_PAGES, sizeof(*reqs), GFP_KERNEL);
+	if (!reqs)
+		return -ENOMEM;
+	hmmk_block_unmap(blk, lo, hi - lo);
+	for (i = lo; i < hi && !ret; i++) {
+		struct page *page = blk->pages[i];
+
+		if (hmmk_tier(blk, i) != HMMK_TIER_CPU ||
+		    page_count(page) != 1) {
+			(*skipped)++;
+			continue;
+		}
+		reqs[i] = hmmk_req_new(blk, i, HMMK_OP_EVICT, page);
+		if (!reqs[i]) {
+			ret = -ENOMEM;
+			break;
+		}
+		ret = hmmk_req_submit(reqs[i]);
+		if (ret) {		/* the daemon went away: not queued */
+			hmmk_req_put(reqs[i]);
+			reqs[i] = NULL;
+			(*skipped)++;
+		}
+	}
+	for (i = lo; i < hi; i++) {
+		if (!reqs[i])
+			continue;
+		r = ret ? hmmk_req_end(reqs[i], 0) :
+			  hmmk_req_wait(reqs[i], deadline);
+		if (!r) {
+			put_page(blk->pages[i]);
+			hmmk_block_set(blk, i, HMMK_TIER_NVME, NULL);
+			atomic64_inc(&blk->region->c.evictions);
+			(*done)++;
+		} else {
+			(*skipped)++;
+			if (r == -EINTR)
+				ret = r;
+		}
+		hmmk_req_put(reqs[i]);
+	}
+	kfree(reqs);
+	return ret;
+}
+
+long hmmk_evict_ioctl(struct hmmk_space *space, void __user *arg)
+{
+	struct hmmk_region *region;
+	struct hmmk_range r;
+	u64 pg, end;
+	long ret;
+
+	if (copy_from_user(&r, arg, sizeof(r)))
+		return -EFAULT;
+	if (r.node || r.flags || !hmmk_zero(r.reserved, sizeof(r.reserved)))
+		return -EINVAL;
+	if (!hmmk_daemon_attached())
+		return -ENODEV;
+	region = hmmk_region_get(space, r.handle);
+	if (!region)
+		return -ENOENT;
+	ret = hmmk_range_check(region, r.start, r.length);
+	if (ret)
+		goto out_put;
+
+	r.done = 0;
+	r.skipped = 0;
+	pg = r.start >> PAGE_SHIFT;
+	end = pg + (r.length >> PAGE_SHIFT);
+	while (pg < end) {
+		struct hmmk_block *blk = &region->blocks[pg / HMMK_BLOCK_PAGES];
+		unsigned int lo = pg % HMMK_BLOCK_PAGES;
+		unsigned int hi = min_t(u64, HMMK_BLOCK_PAGES, lo + end - pg);
+
+		ret = hmmk_block_lock(blk);
+		if (ret)
+			break;
+		ret = hmmk_evict_block(blk, lo, hi, &r.done, &r.skipped);
+		mutex_unlock(&blk->lock);
+		if (ret)
+			break;
+		pg += hi - lo;
+	}
+	if (copy_to_user(arg, &r, sizeof(r)) && !ret)
+		ret = -EFAULT;
+out_put:
+	hmmk_region_put(region);
+	return ret;
+}
