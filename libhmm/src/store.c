@@ -411,6 +411,14 @@ static int setup_io(struct hmm_store *s, const struct hmm_store_config *cfg)
 		note(s, "pool not mlock'd (RLIMIT_MEMLOCK)");
 	err = hmm_uring_init(&s->u, depth, s->fd,
 			     !!(cfg->flags & HMM_STORE_SQPOLL));
+	if (err == -EPERM || err == -ENOSYS || err == -EACCES) {
+		/* io_uring disabled (seccomp, sysctl) or absent */
+		s->u.depth = depth;
+		s->sync_io = 1;
+		note(s, "io_uring refused (%s): synchronous pread/pwrite",
+		     errstr(err));
+		return 0;
+	}
 	if (err)
 		return hmm_err(err, "store %s: io_uring_setup with %u entries: "
 			       "%s", s->path, depth, errstr(err));
@@ -495,7 +503,8 @@ void hmm_store_close(struct hmm_store *s)
 {
 	if (!s)
 		return;
-	if (s->ring_up && s->inflight && hmm_uring_claim(&s->u) == 0)
+	if (s->inflight && (s->sync_io ||
+			    (s->ring_up && hmm_uring_claim(&s->u) == 0)))
 		store_drain(s);
 	if (s->ring_up)
 		hmm_uring_fini(&s->u);

@@ -38,6 +38,9 @@ struct hmm_store {
 
 	struct hmm_uring u;
 	int ring_up;		/* u initialised */
+	int sync_io;		/* no io_uring: pread/pwrite in pump() */
+	struct hmm_io *sync_head, *sync_tail;	/* done, not yet reaped;
+						 * raw result in ->result */
 	struct hmm_pool *pool;	/* owned */
 	int bufs_registered;
 

@@ -12,6 +12,7 @@
  */
 #include <errno.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "crc32c.h"
 #include "err.h"
@@ -58,11 +59,42 @@ static void push_front(struct hmm_store *s, struct hmm_io *io)
 		s->bl_tail = io;
 }
 
+/* No ring: carry the backlog out with pread/pwrite; reap() completes. */
+static void pump_sync(struct hmm_store *s)
+{
+	while (s->bl_head) {
+		struct hmm_io *io = s->bl_head;
+		char *buf = (char *)io->buf + io->s_done;
+		size_t len = io->len - io->s_done;
+		off_t off = (off_t)(io->s_off + io->s_done);
+		ssize_t r = is_write(io->op) ? pwrite(s->fd, buf, len, off)
+					     : pread(s->fd, buf, len, off);
+
+		s->bl_head = io->s_next;
+		if (!s->bl_head)
+			s->bl_tail = NULL;
+		io->result = r < 0 ? -errno : (int)r;
+		io->s_state = ST_RING;
+		io->s_next = NULL;
+		if (s->sync_tail)
+			s->sync_tail->s_next = io;
+		else
+			s->sync_head = io;
+		s->sync_tail = io;
+		s->in_ring++;
+	}
+}
+
 /* Turn backlog into SQEs and submit them: 0 or -errno. */
 static int pump(struct hmm_store *s)
 {
 	unsigned prepared = 0;
 	int r;
+
+	if (s->sync_io) {
+		pump_sync(s);
+		return 0;
+	}
 
 	while (s->bl_head && s->in_ring < s->u.depth) {
 		struct hmm_io *io = s->bl_head;
@@ -233,6 +265,16 @@ static void reap(struct hmm_store *s)
 	struct { void *io; int res; } c[64];
 	unsigned n;
 
+	while (s->sync_head) {
+		struct hmm_io *io = s->sync_head;
+
+		s->sync_head = io->s_next;
+		if (!s->sync_head)
+			s->sync_tail = NULL;
+		on_cqe(s, io, io->result);
+	}
+	if (s->sync_io)
+		return;
 	hmm_uring_get_events(&s->u);
 	while ((n = io_uring_peek_batch_cqe(&s->u.ring, cqes, 64))) {
 		for (unsigned i = 0; i < n; i++) {
@@ -326,7 +368,7 @@ static void enqueue(struct hmm_store *s, struct hmm_io *io)
 
 static int claim(struct hmm_store *s)
 {
-	int err = hmm_uring_claim(&s->u);
+	int err = s->sync_io ? 0 : hmm_uring_claim(&s->u);
 
 	if (err)
 		return hmm_err(err, "store %s: used from a second thread (the "
@@ -418,6 +460,11 @@ int hmm_store_poll(struct hmm_store *s, unsigned min_complete, int timeout_ms)
 			return err;
 		if (!ms)
 			break;
+		if (s->sync_io) {	/* completions are immediate */
+			if (!s->bl_head && !s->sync_head)
+				break;
+			continue;
+		}
 		err = hmm_uring_wait(&s->u, ms);
 		if (err && err != -ETIME && err != -EINTR && err != -EAGAIN &&
 		    err != -EBUSY)

@@ -54,6 +54,8 @@ int hmm_uring_init(struct hmm_uring *u, unsigned depth, int fd, int sqpoll)
 	}
 	/* HMM_URING_FALLBACK=N skips the first N flag sets (for tests) */
 	skip = getenv("HMM_URING_FALLBACK") ? atoi(getenv("HMM_URING_FALLBACK")) : 0;
+	if (skip >= (int)(sizeof(plain_flags) / sizeof(*plain_flags)))
+		return -ENOSYS;		/* as if the kernel had none */
 	for (unsigned i = skip < 0 ? 0 : skip;
 	     i < sizeof(plain_flags) / sizeof(*plain_flags); i++) {
 		err = try_setup(u, depth, plain_flags[i]);

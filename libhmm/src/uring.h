@@ -11,7 +11,8 @@
  * so the ring may be set up on one thread and driven from another; from
  * then on only that thread may submit or wait (u->owner).
  * HMM_URING_FALLBACK=N in the environment skips the first N of the
- * plain flag sets, so tests can run the fallbacks on a new kernel.
+ * plain flag sets, so tests can run the fallbacks on a new kernel;
+ * N >= 4 makes init fail with -ENOSYS, as a kernel without io_uring.
  *
  * Ownership: the caller embeds struct hmm_uring; hmm_uring_init sets it
  * up, hmm_uring_fini tears it down (any thread, once no I/O is pending).

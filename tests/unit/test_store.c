@@ -251,6 +251,27 @@ static void rings(const char *path)
 		     "without DEFER_TASKRUN");
 		hmm_store_close(s);
 	}
+	setenv("HMM_URING_FALLBACK", "4", 1);	/* as if no io_uring */
+	s = st_open(path, 8 << 20, HMM_STORE_CREATE | HMM_STORE_TRUNCATE, 4);
+	hmm_store_stats(s, &st);
+	t_ok(strstr(hmm_store_note(s), "synchronous") && !st.ring_flags &&
+	     !st.registered_buffers, "no io_uring: synchronous, and said: %s",
+	     hmm_store_note(s));
+	t_ok(quick(s, "sync"), "synchronous I/O round-trips");
+	hmm_fault_set("short@1,eio@3");
+	{
+		uint8_t *b = hmm_pool_alloc(hmm_store_pool(s), 65536);
+
+		t_eq(st_io(s, HMM_IO_WRITE, 2, 0, b, 65536), 0,
+		     "synchronous: a short write is completed");
+		t_eq(st_io(s, HMM_IO_READ, 2, 0, b, 65536), 0, "read it");
+		t_eq(st_io(s, HMM_IO_READ, 2, 0, b, 65536), -EIO,
+		     "synchronous: an injected EIO");
+		hmm_fault_set(NULL);
+		hmm_store_stats(s, &st);
+		t_eq(st.short_resubmits, 1, "one short resubmit");
+	}
+	hmm_store_close(s);
 	unsetenv("HMM_URING_FALLBACK");
 	s = st_open(path, 8 << 20, HMM_STORE_SQPOLL, 4);
 	hmm_store_stats(s, &st);
