@@ -10,7 +10,10 @@
  * bf16 copy of p DISCARD: it is overwritten, never read in), stepped with
  * hk_adamw_step() (kernels/core/hk_adamw.h) and unmapped; then it is
  * evicted, so its write-back to the store runs while the next pieces are
- * stepped.  AdamW is elementwise, so the result is bit-identical to one
+ * stepped.  The grad's pieces are evicted too: clean ones are dropped, a
+ * dirty one would be written back, so a caller that wants its gradient
+ * to stay resident keeps it mapped during the step (evictions skip
+ * pinned chunks, as they skip any range the caller has mapped).  AdamW is elementwise, so the result is bit-identical to one
  * in-memory hk_adamw_step() over the whole arrays (same ISA).
  *
  * Pieces are whole libhmm chunks of every tensor (a DISCARD map of part
