@@ -172,7 +172,7 @@ $(B)/tests/gpu/%: tests/gpu/%.cu $(CUDA_A) $(HK_A)
 # ---- kernel module: in-tree Kbuild (./Kbuild), copied to $(B)/kmod ---------
 kmod:
 ifeq ($(HAVE_KDIR),y)
-	$(MAKE) -C $(KDIR) M=$(CURDIR) W= KBUILD_EXTRA_WARN= modules
+	$(MAKE) -C $(KDIR) M=$(CURDIR) W= KBUILD_EXTRA_WARN= CONFIG_DEBUG_INFO_BTF_MODULES= modules
 	@mkdir -p $(B)/kmod && cp kmod/hmmk.ko $(B)/kmod/hmmk.ko
 	@echo "kmod: built $(B)/kmod/hmmk.ko for $(KVER)"
 else
