@@ -37,6 +37,12 @@ else
 	skip "cannot mount a read-only tmpfs here (not root?)"
 fi
 refused "$dir/no/such/dir/store" "no such file or directory" "store in a missing directory"
+echo "precious words" >"$dir/precious.txt"
+refused "$dir/precious.txt" "not an hmm store" "an existing file that is not a store"
+ok $([ "$(cat "$dir/precious.txt")" = "precious words" ]; echo $?) "and that file is untouched"
+"$bin" --preset tiny --steps 1 --store "$dir/reuse" >/dev/null 2>&1 &&
+	"$bin" --preset tiny --steps 1 --store "$dir/reuse" >/dev/null 2>"$dir/err"
+ok $? "a store file from an earlier run is reused: $(cat "$dir/err")"
 refused "/proc/hmm-train.store" "cannot open" "store under /proc"
 echo "1..$n"
 exit $failed

@@ -106,6 +106,23 @@ static void default_store(char *buf, size_t cap)
 }
 
 /*
+ * An existing file may be reused as the store only when it is empty,
+ * starts with libhmm's superblock magic, or starts with zeros (reserved
+ * by an earlier run that stopped before formatting it).
+ */
+static int looks_like_store(int fd, off_t size)
+{
+	char head[8];
+
+	if (size == 0)
+		return 1;
+	if (pread(fd, head, sizeof(head), 0) != sizeof(head))
+		return 0;
+	return !memcmp(head, "HMMSTORE", 8) ||
+	       !memcmp(head, "\0\0\0\0\0\0\0\0", 8);
+}
+
+/*
  * Create the store file (or open the device) and reserve its size, so a
  * full or read-only file system fails here, named, before training.
  */
@@ -129,6 +146,13 @@ static int store_preflight(struct state *s)
 	if (fstat(fd, &st) == 0 && S_ISBLK(st.st_mode)) {
 		close(fd);
 		return 0;
+	}
+	if (!created && !looks_like_store(fd, st.st_size)) {
+		close(fd);
+		return fail(-EEXIST, "store %s: the file exists (%lld bytes) and "
+			    "is not an hmm store; refusing to overwrite it "
+			    "(remove it or pick another --store)", p,
+			    (long long)st.st_size);
 	}
 	r = posix_fallocate(fd, 0, s->store_size);
 	human(need, sizeof(need), s->store_size);
