@@ -94,16 +94,13 @@ static void iot_submit(struct hmm *h, struct hmm_io **ios, unsigned n)
 			done += r;
 			continue;
 		}
-		if (r == 0 || r == -EBUSY || r == -EAGAIN) {
-			/* ring full: make room by reaping */
-			if (hmm_store_poll(h->store, 1, 100) >= 0)
-				continue;
-		}
-		/* the rest fail as a whole */
-		for (; done < n; done++) {
-			ios[done]->result = r < 0 ? r : -EIO;
-			iot_io_done(ios[done]);
-		}
+		if ((r == 0 || r == -EBUSY || r == -EAGAIN) &&
+		    hmm_store_poll(h->store, 1, 100) >= 0)
+			continue;	/* ring full: made room by reaping */
+		/* the first one was refused: fail it alone, go on */
+		ios[done]->result = r < 0 ? r : -EIO;
+		iot_io_done(ios[done]);
+		done++;
 	}
 }
 
