@@ -38,5 +38,10 @@ cp "$dir/c" "$dir/bad" && printf 'X' | dd of="$dir/bad" bs=1 seek=5000 conv=notr
 ok $([ $? -ne 0 ] && grep -qi "checksum" "$dir/err"; echo $?) "damaged checkpoint refused: $(cat "$dir/err")"
 "$bin" --preset small --steps 16 --resume "$dir/c" >/dev/null 2>"$dir/err"
 ok $([ $? -ne 0 ] && grep -qi "preset" "$dir/err"; echo $?) "checkpoint of another preset refused: $(cat "$dir/err")"
+echo "my notes" >"$dir/notes.txt"
+"$bin" --preset tiny --steps 2 --ckpt "$dir/notes.txt" >"$dir/out" 2>"$dir/err"
+ok $([ $? -eq 2 ] && grep -q "not an hmm-train checkpoint" "$dir/err" && ! grep -q '^step' "$dir/out" && [ "$(cat "$dir/notes.txt")" = "my notes" ]; echo $?) "--ckpt onto a file that is not a checkpoint: refused before training, file untouched"
+"$bin" --preset tiny --steps 2 --ckpt "$dir/no/such/dir/c" >"$dir/out" 2>"$dir/err"
+ok $([ $? -ne 0 ] && grep -q "cannot create" "$dir/err" && ! grep -q '^step' "$dir/out"; echo $?) "--ckpt into a missing folder: refused before training: $(cat "$dir/err")"
 echo "1..$n"
 exit $failed

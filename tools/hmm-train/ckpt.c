@@ -52,6 +52,36 @@ static size_t block_floats(const struct gpt *g, int blk)
 
 static const int kinds[] = { ST_P, ST_M, ST_V };
 
+int ckpt_check_target(const char *path, char *err, size_t cap)
+{
+	char head[8], tmp[4200];
+	FILE *f = fopen(path, "rb");
+	int e;
+
+	if (f) {
+		size_t n = fread(head, 1, sizeof(head), f);
+
+		fclose(f);
+		if (n && (n < 8 || memcmp(head, MAGIC, 8))) {
+			snprintf(err, cap, "--ckpt %s: the file exists and is "
+				 "not an hmm-train checkpoint; refusing to "
+				 "replace it", path);
+			return -EEXIST;
+		}
+	}
+	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+	f = fopen(tmp, "wb");
+	if (!f) {
+		e = -errno;
+		snprintf(err, cap, "--ckpt %s: cannot create %s: %s", path, tmp,
+			 strerror(errno));
+		return e;
+	}
+	fclose(f);
+	unlink(tmp);
+	return 0;
+}
+
 int ckpt_save(struct gpt *g, const char *path, const struct ckpt_info *in,
 	      char *err, size_t cap)
 {

@@ -34,6 +34,13 @@ uint64_t ckpt_hash(const void *p, size_t n, uint64_t h);	/* FNV-1a */
 
 int ckpt_save(struct gpt *g, const char *path, const struct ckpt_info *in,
 	      char *err, size_t cap);
+/*
+ * Before training: may a checkpoint be written at path?  -EEXIST when a
+ * file is there that is not a checkpoint (it would be replaced), -errno
+ * when the folder cannot take a file; 0 otherwise.
+ */
+int ckpt_check_target(const char *path, char *err, size_t cap);
+
 /* Loads P, M, V into g's state; *out gets the header's info. */
 int ckpt_load(struct gpt *g, const char *path, struct ckpt_info *out,
 	      char *err, size_t cap);

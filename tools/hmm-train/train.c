@@ -221,6 +221,11 @@ int train_main(const struct train_opts *o)
 			"out of memory for the corpus");
 		return 2;
 	}
+	if (o->ckpt && ckpt_check_target(o->ckpt, err, sizeof(err))) {
+		fprintf(stderr, "hmm-train: %s\n", err);
+		rc = 2;
+		goto out_data;
+	}
 	r.data_source = d.source;
 	dhash = ckpt_hash(d.text, d.len, CKPT_HASH0);
 	e = open_state(o, &r, &st);
