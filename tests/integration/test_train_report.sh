@@ -35,5 +35,7 @@ pts=$(awk '/<svg id="loss"/,/<\/svg>/' "$dir/dom.html" | grep -o 'points="[^"]*"
 ok $([ "$pts" -ge 12 ]; echo $?) "loss curve has a point per step ($pts)"
 ok $([ "$(grep -c 'class="series"' "$dir/dom.html")" -ge 5 ]; echo $?) "five data series drawn"
 ok $([ "$(grep -c 'class="bar"' "$dir/dom.html")" -ge 5 ]; echo $?) "stall breakdown bars drawn"
+"$bin" --preset tiny --steps 2 --report "$dir/no/such/dir/r.html" >"$dir/out" 2>"$dir/err"
+ok $([ $? -eq 2 ] && grep -q "cannot write" "$dir/err" && ! grep -q '^step' "$dir/out"; echo $?) "--report into a missing folder: refused before training"
 echo "1..$n"
 exit $failed

@@ -4,6 +4,7 @@
  * resume, the steps with their records, checkpoint, summary and report.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
@@ -17,6 +18,25 @@
 #include "train.h"
 
 #define SYNTH_BYTES	(2u << 20)
+
+/* Can the report be written at path?  Checked before training. */
+static int report_check_target(const char *path, char *err, size_t cap)
+{
+	int fd, existed = !access(path, F_OK);
+
+	fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+	if (fd < 0) {
+		int e = -errno;
+
+		snprintf(err, cap, "--report %s: cannot write: %s", path,
+			 strerror(errno));
+		return e;
+	}
+	close(fd);
+	if (!existed)
+		unlink(path);
+	return 0;
+}
 
 static double now(void)
 {
@@ -222,6 +242,11 @@ int train_main(const struct train_opts *o)
 		return 2;
 	}
 	if (o->ckpt && ckpt_check_target(o->ckpt, err, sizeof(err))) {
+		fprintf(stderr, "hmm-train: %s\n", err);
+		rc = 2;
+		goto out_data;
+	}
+	if (o->report && report_check_target(o->report, err, sizeof(err))) {
 		fprintf(stderr, "hmm-train: %s\n", err);
 		rc = 2;
 		goto out_data;
