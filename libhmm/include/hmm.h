@@ -260,7 +260,8 @@ struct hmm_tier_stats {
 	uint64_t evictions;	/* chunks dropped from this tier */
 	uint64_t io_ops;	/* copies into or out of this tier */
 	double stall_s;		/* time maps waited for this tier */
-	double io_s;		/* time copies into/out of it were busy */
+	double io_s;		/* time its link was busy (store, device;
+				   0 for the host) */
 };
 
 /* A snapshot; fields are exact counters since hmm_open(). */
