@@ -295,7 +295,7 @@ static int bench_adamw(int argc, char **argv)
 	}
 	a = (struct arr){ .n = (size_t)n };
 	a.p = alloc_filled(a.n, 0.5f, 1e-4f);
-	a.g = alloc_filled(a.n, -0.01f, 2e-5f);
+	a.g = alloc_filled(a.n, 1e-3f, 2e-6f);	/* > 0: v += g stays > 0 */
 	a.m = alloc_filled(a.n, 0.0f, 1e-6f);
 	a.v = alloc_filled(a.n, 1e-4f, 1e-8f);
 	for (int t = threads ? threads : 1; t <= (threads ? threads : 2); t++) {
