@@ -22,6 +22,7 @@ void hmmd_config_fini(struct hmmd_config *cfg)
 	free(cfg->socket_path);
 	free(cfg->socket_group);
 	free(cfg->store_path);
+	free(cfg->metrics);
 	memset(cfg, 0, sizeof(*cfg));
 }
 
@@ -67,17 +68,31 @@ int hmmd_config_set(struct hmmd_config *cfg, const char *key,
 	uint64_t v;
 
 	if (!strcmp(key, "socket") || !strcmp(key, "store") ||
-	    !strcmp(key, "socket_group")) {
+	    !strcmp(key, "socket_group") || !strcmp(key, "metrics")) {
 		if (!*value) {
 			snprintf(err, errlen, "%s: empty", key);
 			return -EINVAL;
 		}
 		return set_str(!strcmp(key, "socket") ? &cfg->socket_path :
 			       !strcmp(key, "store") ? &cfg->store_path :
+			       !strcmp(key, "metrics") ? &cfg->metrics :
 			       &cfg->socket_group, value);
 	}
+	if (!strcmp(key, "chunk_bytes") || !strcmp(key, "wait_ms")) {
+		if (parse_size(value, &v) || v > UINT32_MAX ||
+		    (!strcmp(key, "chunk_bytes") && v % 4096)) {
+			snprintf(err, errlen, "%s: \"%s\" is out of range",
+				 key, value);
+			return -EINVAL;
+		}
+		if (!strcmp(key, "chunk_bytes"))
+			cfg->chunk_bytes = (uint32_t)v;
+		else
+			cfg->wait_ms = (unsigned)v;
+		return 0;
+	}
 	if (!strcmp(key, "host_budget") || !strcmp(key, "device_budget") ||
-	    !strcmp(key, "store_size")) {
+	    !strcmp(key, "store_size") || !strcmp(key, "client_quota")) {
 		if (parse_size(value, &v)) {
 			snprintf(err, errlen,
 				 "%s: \"%s\" is not a size (e.g. 8G, 512M)",
@@ -86,6 +101,7 @@ int hmmd_config_set(struct hmmd_config *cfg, const char *key,
 		}
 		*(!strcmp(key, "host_budget") ? &cfg->host_budget :
 		  !strcmp(key, "device_budget") ? &cfg->device_budget :
+		  !strcmp(key, "client_quota") ? &cfg->client_quota :
 		  &cfg->store_size) = v;
 		return 0;
 	}

@@ -7,18 +7,20 @@
  * anything before hello, a second hello, file descriptors sent to the
  * daemon) gets one ERROR saying why, and its connection is closed with
  * the reason logged; no other client notices.
- * Requests that need the engine are answered with -ENOSYS (see hmmd.h).
+ * Requests go to the engine (ops.c).
  *
- * Back-pressure: a reply the client's socket has no room for is kept
- * (one per client) and the client is not read again until it has been
- * sent, so a client that pipelines requests without reading stalls only
- * itself, and the daemon's memory per client stays bounded.
+ * Each client has its own thread, which blocks in its socket and in the
+ * engine (a map waiting for the budget): a client that pipelines requests
+ * without reading its replies stalls only its own thread, in send().
+ * When the peer goes (kill -9 included) the thread releases its pins and
+ * handles in the engine (hmmd_client_free).
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/epoll.h>
+#include <pthread.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -35,17 +37,21 @@ struct hmmd_conn {
 	char name[HMM_PROTO_NAME_MAX];	/* from hello */
 	uint64_t msgs;			/* messages served */
 	const struct hmmd_config *cfg;
-	size_t out_len;			/* bytes in out; 0 = none waiting */
-	uint8_t out[HMM_PROTO_MSG_MAX];	/* a reply waiting for room */
+	struct hmmd_engine *e;
+	struct hmmd_client *cl;		/* after hello; the thread's */
+	pthread_t thread;
+	int started;
+	volatile int done;		/* set by the thread as it ends */
+	uint8_t in[HMM_PROTO_RECV_BUF];
+	uint8_t out[HMM_PROTO_MSG_MAX];
 };
 
-#define MSGS_PER_TURN	64	/* then let the other clients in */
-
 int hmmd_conn_new(int fd, uint64_t id, const struct hmmd_config *cfg,
-		  struct hmmd_conn **out)
+		  struct hmmd_engine *e, struct hmmd_conn **out)
 {
 	socklen_t len = sizeof(struct ucred);
 	struct hmmd_conn *c = calloc(1, sizeof(*c));
+	int fl;
 
 	if (!c)
 		return -ENOMEM;
@@ -55,27 +61,34 @@ int hmmd_conn_new(int fd, uint64_t id, const struct hmmd_config *cfg,
 		free(c);
 		return err;
 	}
+	/* the thread blocks in its own socket */
+	fl = fcntl(fd, F_GETFL);
+	if (fl >= 0)
+		fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
 	c->fd = fd;
 	c->id = id;
 	c->cfg = cfg;
+	c->e = e;
 	*out = c;
 	return 0;
 }
 
-int hmmd_conn_fd(const struct hmmd_conn *c)
+int hmmd_conn_done(struct hmmd_conn *c)
 {
-	return c->fd;
+	return c->done;
+}
+
+void hmmd_conn_kick(struct hmmd_conn *c)
+{
+	shutdown(c->fd, SHUT_RDWR);
 }
 
 void hmmd_conn_free(struct hmmd_conn *c)
 {
+	if (c->started)
+		pthread_join(c->thread, NULL);
 	close(c->fd);
 	free(c);
-}
-
-int hmmd_conn_events(const struct hmmd_conn *c)
-{
-	return c->out_len ? EPOLLOUT : EPOLLIN;
 }
 
 /* An ERROR of err with detail into buf; its length. */
@@ -98,23 +111,6 @@ static void send_error(int fd, uint64_t seq, int err, const char *detail)
 		hmm_proto_send(fd, buf, n, NULL, 0, MSG_DONTWAIT);
 }
 
-/* Send what waits in c->out; 0 (sent or still waiting) or -errno. */
-static int flush_out(struct hmmd_conn *c)
-{
-	int ret = hmm_proto_send(c->fd, c->out, c->out_len, NULL, 0,
-				 MSG_DONTWAIT);
-
-	if (ret == -EAGAIN)
-		return 0;
-	if (ret) {
-		hmmd_log("client %llu: closing: %s", (unsigned long long)c->id,
-			 hmm_last_error());
-		return ret;
-	}
-	c->out_len = 0;
-	return 0;
-}
-
 void hmmd_conn_refuse(int fd, int err, const char *detail)
 {
 	send_error(fd, 0, err, detail);
@@ -131,46 +127,54 @@ static int fail(struct hmmd_conn *c, uint64_t seq, int err,
 	return err;
 }
 
-/* A reply that keeps the connection: sent now, or kept until room. */
-static int reply_error(struct hmmd_conn *c, uint64_t seq, int err,
-		       const char *detail)
+/* Send the reply out[0..n) (and fd, closed here); 0 or -errno. */
+static int send_reply(struct hmmd_conn *c, int n, int fd)
 {
-	int n = error_msg(c->out, sizeof(c->out), seq, err, detail);
+	int ret;
 
-	if (n < 0)
+	if (n < 0) {
+		hmmd_log("client %llu: cannot encode a reply: %s",
+			 (unsigned long long)c->id, hmm_last_error());
+		if (fd >= 0)
+			close(fd);
 		return n;
-	c->out_len = n;
-	n = flush_out(c);
-	if (!n && c->out_len && c->cfg->verbose)
-		hmmd_log("client %llu: not reading its replies: stalled",
-			 (unsigned long long)c->id);
-	return n;
+	}
+	ret = hmm_proto_send(c->fd, c->out, n, fd >= 0 ? &fd : NULL,
+			     fd >= 0, 0);
+	if (fd >= 0)
+		close(fd);
+	if (ret && c->cfg->verbose)
+		hmmd_log("client %llu: reply: %s", (unsigned long long)c->id,
+			 hmm_last_error());
+	return ret;
 }
 
 static int on_hello(struct hmmd_conn *c, const struct hmm_proto_msg *m)
 {
 	const struct hmm_proto_hello *h = &m->u.hello;
-	char detail[HMM_PROTO_DETAIL_MAX];
-	int v;
+	struct hmm_proto_hello_reply rep;
+	int v, ret;
 
 	if (c->version)
 		return fail(c, m->hdr.seq, -EPROTO, "a second hello");
 	v = hmm_proto_negotiate(h);
 	if (v < 0)
 		return fail(c, m->hdr.seq, v, hmm_last_error());
-	c->version = v;
 	memcpy(c->name, h->name, sizeof(c->name));
-	hmmd_log("client %llu (pid %d uid %d %s): hello: version %d, asks "
-		 "device %llu host %llu store %llu bytes",
-		 (unsigned long long)c->id, (int)c->cred.pid,
-		 (int)c->cred.uid, c->name[0] ? c->name : "-", v,
-		 (unsigned long long)h->quota[HMM_TIER_DEVICE],
-		 (unsigned long long)h->quota[HMM_TIER_HOST],
-		 (unsigned long long)h->quota[HMM_TIER_STORE]);
-	snprintf(detail, sizeof(detail),
-		 "hello: protocol version %d agreed, but hmmd's engine "
-		 "(quotas, the shared host tier) is not built yet", v);
-	return reply_error(c, m->hdr.seq, -ENOSYS, detail);
+	ret = hmmd_client_new(c->e, c->id, c->cred.pid, c->cred.uid, h,
+			      &c->cl, &rep);
+	if (ret)
+		return fail(c, m->hdr.seq, ret, hmm_last_error());
+	c->version = v;
+	rep.version = v;
+	hmmd_log("client %llu (pid %d uid %d %s): hello: version %d, host "
+		 "quota %llu bytes (asked %llu)", (unsigned long long)c->id,
+		 (int)c->cred.pid, (int)c->cred.uid,
+		 c->name[0] ? c->name : "-", v,
+		 (unsigned long long)rep.quota[HMM_TIER_HOST],
+		 (unsigned long long)h->quota[HMM_TIER_HOST]);
+	return send_reply(c, hmm_proto_hello_reply_encode(c->out,
+				sizeof(c->out), m->hdr.seq, &rep), -1);
 }
 
 /* One decoded message. */
@@ -178,6 +182,7 @@ static int on_msg(struct hmmd_conn *c, const struct hmm_proto_msg *m)
 {
 	const char *name = hmm_proto_type_name(m->hdr.type);
 	char why[HMM_PROTO_DETAIL_MAX];
+	int n, fd;
 
 	if (c->cfg->verbose)
 		hmmd_log("client %llu: %s seq %llu", (unsigned long long)c->id,
@@ -193,26 +198,19 @@ static int on_msg(struct hmmd_conn *c, const struct hmm_proto_msg *m)
 		snprintf(why, sizeof(why), "message %s: before hello", name);
 		return fail(c, m->hdr.seq, -EPROTO, why);
 	}
-	snprintf(why, sizeof(why),
-		 "%s: not built: hmmd has no engine yet (tensors, maps, "
-		 "flush, stats, sharing and quotas wait for libhmm's engine)",
-		 name);
-	return reply_error(c, m->hdr.seq, -ENOSYS, why);
+	n = hmmd_request(c->e, c->cl, m, c->out, sizeof(c->out), &fd);
+	return send_reply(c, n, fd);
 }
 
-/* Receive and handle one datagram: 1 handled, 0 none queued, <0 close. */
+/* Receive and handle one datagram: 0 handled, <0 close. */
 static int serve_one(struct hmmd_conn *c)
 {
-	static uint8_t buf[HMM_PROTO_RECV_BUF];
 	struct hmm_proto_msg m;
 	int ret;
 
 	/* fds NULL: any that come are closed and the message refused */
-	ret = hmm_proto_recv(c->fd, buf, sizeof(buf), &m, NULL, NULL,
-			     MSG_DONTWAIT);
-	if (ret == -EAGAIN)
-		return 0;
-	if (ret == -ENOTCONN) {
+	ret = hmm_proto_recv(c->fd, c->in, sizeof(c->in), &m, NULL, NULL, 0);
+	if (ret == -ENOTCONN || ret == -ECONNRESET) {
 		if (c->cfg->verbose)
 			hmmd_log("client %llu: gone after %llu messages",
 				 (unsigned long long)c->id,
@@ -227,23 +225,33 @@ static int serve_one(struct hmmd_conn *c)
 		return ret;
 	}
 	c->msgs++;
-	ret = on_msg(c, &m);
-	return ret < 0 ? ret : 1;
+	return on_msg(c, &m);
 }
 
-int hmmd_conn_serve(struct hmmd_conn *c)
+static void *conn_main(void *arg)
 {
-	int i, ret;
+	struct hmmd_conn *c = arg;
 
-	for (i = 0; i < MSGS_PER_TURN; i++) {
-		if (c->out_len) {
-			ret = flush_out(c);
-			if (ret || c->out_len)
-				return ret;	/* wait for EPOLLOUT */
-		}
-		ret = serve_one(c);
-		if (ret <= 0)
-			return ret;
+	while (serve_one(c) == 0)
+		;
+	if (c->cl) {
+		hmmd_client_free(c->e, c->cl);
+		c->cl = NULL;
+		hmmd_log("client %llu (pid %d): gone: its maps and "
+			 "temporary tensors released", (unsigned long long)c->id,
+			 (int)c->cred.pid);
 	}
+	shutdown(c->fd, SHUT_RDWR);
+	__atomic_store_n(&c->done, 1, __ATOMIC_RELEASE);
+	return NULL;
+}
+
+int hmmd_conn_start(struct hmmd_conn *c)
+{
+	int r = pthread_create(&c->thread, NULL, conn_main, c);
+
+	if (r)
+		return -r;
+	c->started = 1;
 	return 0;
 }

@@ -6,21 +6,36 @@
  * (the INI file), server.c (the listening socket and the event loop),
  * conn.c (one client: receive, decode with libhmm/src/proto.c, answer).
  *
- * What is built: the socket (SOCK_SEQPACKET, mode 0660, optional group),
- * SO_PEERCRED identity, the codec on every message, the hello version
- * negotiation, isolation of a malformed client (its connection closes
- * with a logged reason, everyone else is served), readiness and SIGTERM.
- * What is not: the engine (tensors, maps, quotas, stats, the store, the
- * module bridge).  Every request the engine would serve is answered with
- * an ERROR of -ENOSYS whose detail says so; nothing is faked.
+ * Reading order, continued: engine.c (libhmm's engine embedded: one
+ * hmm context, the tensors clients hold, per-client quotas under the
+ * global host budget with back-pressure), ops.c (each request), metrics.c
+ * (Prometheus text on a loopback TCP port).
  *
- * Threading: hmmd is one thread; nothing here locks.
+ * Built: the socket (SOCK_SEQPACKET, mode 0660, optional group),
+ * SO_PEERCRED identity, the codec on every message, isolation of a
+ * malformed client, tensors, maps, quotas, sharing, stats, flush on
+ * SIGTERM, restart recovery of persistent tensors.  Not built: the
+ * module bridge (hmmk FILL/EVICT) and device-tier maps for clients.
+ *
+ * Host maps and shared memory.  libhmm's host pool is the engine's own
+ * memory (not a memfd), so a client cannot map it directly.  What is
+ * built instead, honestly: each host MAP gets its own memfd holding the
+ * mapped range; the daemon copies the engine's bytes into it at map time
+ * (unless DISCARD) and back into the engine at unmap (WRITE/DISCARD), and
+ * the client maps the memfd (SCM_RIGHTS).  Zero-copy needs a memfd-backed
+ * host pool in libhmm (see the report).
+ *
+ * Threading: the main thread runs the event loop (listener, signalfd,
+ * metrics); each client has its own thread (conn.c) that blocks in its
+ * socket and in the engine.  engine.c's one mutex protects every table.
  */
 #ifndef HMMD_H
 #define HMMD_H
 
 #include <stdint.h>
 #include <sys/types.h>
+
+#include "proto.h"
 
 #define HMMD_SOCKET_DEFAULT	"/run/hmm/hmmd.sock"
 #define HMMD_MAX_CLIENTS	256
@@ -36,7 +51,12 @@ struct hmmd_config {
 	uint64_t host_budget;	/* bytes; 0 = unset (engine not built) */
 	uint64_t device_budget;
 	uint64_t store_size;
+	uint64_t client_quota;	/* host bytes per client at most; 0 = the
+				   host budget */
 	unsigned max_clients;	/* 1..HMMD_MAX_CLIENTS */
+	unsigned wait_ms;	/* back-pressure bound; 0 = 10000 */
+	uint32_t chunk_bytes;	/* 0 = libhmm's default (2 MiB) */
+	char *metrics;		/* "127.0.0.1:PORT"; NULL = none */
 	int verbose;		/* log every message, not only failures */
 };
 
@@ -57,6 +77,24 @@ int hmmd_config_load(struct hmmd_config *cfg, const char *path,
 int hmmd_config_set(struct hmmd_config *cfg, const char *key,
 		    const char *value, char *err, size_t errlen);
 
+/* ---- the engine (engine.c) ------------------------------------------------- */
+
+struct hmmd_engine;		/* one per daemon */
+struct hmmd_client;		/* one per connection that said hello */
+
+/* Open libhmm on cfg's store and budgets; 0 or -errno (logged). */
+int hmmd_engine_open(const struct hmmd_config *cfg, struct hmmd_engine **out);
+
+/* Wake every waiter; later admissions fail with -ESHUTDOWN. */
+void hmmd_engine_stop(struct hmmd_engine *e);
+
+/* Free the non-persistent tensors, flush the store, close libhmm.
+ * Every client must be gone.  Returns the flush's result. */
+int hmmd_engine_close(struct hmmd_engine *e);
+
+/* Write the metrics (Prometheus text) into buf; its length. */
+size_t hmmd_engine_metrics(struct hmmd_engine *e, char *buf, size_t cap);
+
 /* ---- the server ------------------------------------------------------------ */
 
 struct hmmd_server;		/* server.c: hmmd_server_open / _close */
@@ -67,7 +105,7 @@ struct hmmd_conn;		/* conn.c: one client */
  * A stale socket file (nobody listening) is replaced; a live one is not
  * (-EADDRINUSE).  Returns 0 and *out, or -errno with a logged reason.
  */
-int hmmd_server_open(const struct hmmd_config *cfg,
+int hmmd_server_open(const struct hmmd_config *cfg, struct hmmd_engine *e,
 		     struct hmmd_server **out);
 
 /*
@@ -79,6 +117,14 @@ int hmmd_server_run(struct hmmd_server *s);
 /* Close every client, the listener, and remove the socket file. */
 void hmmd_server_close(struct hmmd_server *s);
 
+/* ---- metrics (metrics.c) ------------------------------------------------- */
+
+/* Listen on "127.0.0.1:PORT" (loopback only); the fd or -errno. */
+int hmmd_metrics_listen(const char *addr);
+
+/* Accept one connection on lfd and answer it (GET /metrics). */
+void hmmd_metrics_serve(int lfd, struct hmmd_engine *e);
+
 /* ---- one connection (conn.c, called by server.c) --------------------------- */
 
 /*
@@ -86,23 +132,44 @@ void hmmd_server_close(struct hmmd_server *s);
  * SO_PEERCRED.  Returns 0 and *out or -errno (fd left to the caller).
  */
 int hmmd_conn_new(int fd, uint64_t id, const struct hmmd_config *cfg,
-		  struct hmmd_conn **out);
+		  struct hmmd_engine *e, struct hmmd_conn **out);
+
+/* Start c's thread: it serves c until the peer goes or breaks the
+ * protocol (reason logged), then releases what c held in the engine and
+ * sets c->done.  0 or -errno. */
+int hmmd_conn_start(struct hmmd_conn *c);
+
+/* 1 once the thread has finished (then hmmd_conn_free joins it). */
+int hmmd_conn_done(struct hmmd_conn *c);
+
+/* Wake the thread out of its socket (shutdown); it then finishes. */
+void hmmd_conn_kick(struct hmmd_conn *c);
+
+/* Join the thread, close fd, free c. */
+void hmmd_conn_free(struct hmmd_conn *c);
+
+/* ---- requests (ops.c, called by conn.c's thread) ---------------------- */
+
+/* A hello from a peer with cred: register a client with its quotas.
+ * Fills the reply; 0 or -errno (detail in hmm_last_error()). */
+int hmmd_client_new(struct hmmd_engine *e, uint64_t id, pid_t pid,
+		    uid_t uid, const struct hmm_proto_hello *h,
+		    struct hmmd_client **out,
+		    struct hmm_proto_hello_reply *rep);
+
+/* The client went away: unmap its maps, drop its handles, free its
+ * non-persistent tensors nobody else holds. */
+void hmmd_client_free(struct hmmd_engine *e, struct hmmd_client *cl);
 
 /*
- * fd is ready (hmmd_conn_events): send the reply waiting, then receive
- * and answer queued messages (up to a turn's worth).  Returns 0 to keep
- * the connection, or -errno (reason logged) when the server must free it
- * with hmmd_conn_free().
+ * Serve request m for cl: the reply goes into out (cap bytes), its fd
+ * (a MAP's memfd) into *fd (-1 when none; the caller sends and closes
+ * it).  Returns the reply's length (> 0).  Failures of the request are
+ * ERROR replies, not returns.
  */
-int hmmd_conn_serve(struct hmmd_conn *c);
-
-int hmmd_conn_fd(const struct hmmd_conn *c);
-
-/* What to wait for next: EPOLLIN, or EPOLLOUT while a reply waits. */
-int hmmd_conn_events(const struct hmmd_conn *c);
-
-/* Close fd and free c. */
-void hmmd_conn_free(struct hmmd_conn *c);
+int hmmd_request(struct hmmd_engine *e, struct hmmd_client *cl,
+		 const struct hmm_proto_msg *m, void *out, size_t cap,
+		 int *fd);
 
 /* Refuse a connection politely: one ERROR of err with detail, no state. */
 void hmmd_conn_refuse(int fd, int err, const char *detail);

@@ -3,7 +3,9 @@
  * main.c — hmmd, the shared-mode daemon of hmm: flags, the config file,
  * signals, readiness for systemd, then the server loop (server.c).
  *
- *   hmmd [--config FILE] [--socket PATH] [--store PATH] [--group NAME] [-v]
+ *   hmmd [--config FILE] [--socket PATH] [--store PATH] [--group NAME]
+ *        [--host-budget SIZE] [--client-quota SIZE] [--chunk SIZE]
+ *        [--wait-ms MS] [--metrics 127.0.0.1:PORT] [-v]
  *
  * Runs in the foreground.  Flags override the config file, whatever
  * their order.  When $NOTIFY_SOCKET is set (systemd Type=notify) it
@@ -68,11 +70,18 @@ static void notify(const char *state)
 static void usage(FILE *f)
 {
 	fprintf(f,
-"usage: hmmd [--config FILE] [--socket PATH] [--store PATH] [--group NAME] [-v]\n"
+"usage: hmmd [--config FILE] [--socket PATH] [--store PATH] [--group NAME]\n"
+"            [--host-budget SIZE] [--client-quota SIZE] [--chunk SIZE]\n"
+"            [--wait-ms MS] [--metrics 127.0.0.1:PORT] [-v]\n"
 "  --config FILE  INI file, section [hmmd] (see daemon/hmmd.conf.example)\n"
 "  --socket PATH  listen here (default %s)\n"
-"  --store PATH   the store file or block device\n"
+"  --store PATH   the store file or block device (persistent tensors)\n"
 "  --group NAME   group owning the socket (mode 0660)\n"
+"  --host-budget SIZE   global host budget (default 256M)\n"
+"  --client-quota SIZE  host quota per client at most\n"
+"  --chunk SIZE   chunk bytes (default 2M)\n"
+"  --wait-ms MS   back-pressure bound of a map (default 10000)\n"
+"  --metrics ADDR Prometheus text on http://ADDR/metrics (loopback only)\n"
 "  -v, --verbose  log every message\n"
 "Flags override the config file.  Foreground; SIGTERM stops it.\n",
 		HMMD_SOCKET_DEFAULT);
@@ -87,10 +96,15 @@ static int parse_args(int argc, char **argv, struct hmmd_config *cfg)
 		{ "store", required_argument, NULL, 'S' },
 		{ "group", required_argument, NULL, 'g' },
 		{ "verbose", no_argument, NULL, 'v' },
+		{ "host-budget", required_argument, NULL, 'B' },
+		{ "client-quota", required_argument, NULL, 'Q' },
+		{ "chunk", required_argument, NULL, 'C' },
+		{ "wait-ms", required_argument, NULL, 'W' },
+		{ "metrics", required_argument, NULL, 'M' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 }
 	};
-	const char *config = NULL, *keys[8], *vals[8];
+	const char *config = NULL, *keys[16], *vals[16];
 	char err[512];
 	int o, n = 0, i;
 
@@ -101,10 +115,15 @@ static int parse_args(int argc, char **argv, struct hmmd_config *cfg)
 		case 'S': keys[n] = "store"; vals[n++] = optarg; break;
 		case 'g': keys[n] = "socket_group"; vals[n++] = optarg; break;
 		case 'v': keys[n] = "verbose"; vals[n++] = "1"; break;
+		case 'B': keys[n] = "host_budget"; vals[n++] = optarg; break;
+		case 'Q': keys[n] = "client_quota"; vals[n++] = optarg; break;
+		case 'C': keys[n] = "chunk_bytes"; vals[n++] = optarg; break;
+		case 'W': keys[n] = "wait_ms"; vals[n++] = optarg; break;
+		case 'M': keys[n] = "metrics"; vals[n++] = optarg; break;
 		case 'h': usage(stdout); exit(0);
 		default: usage(stderr); return -EINVAL;
 		}
-		if (n == 8) {
+		if (n == 16) {
 			hmmd_log("too many flags");
 			return -EINVAL;
 		}
@@ -134,6 +153,7 @@ int main(int argc, char **argv)
 {
 	struct hmmd_config cfg;
 	struct hmmd_server *s;
+	struct hmmd_engine *e;
 	sigset_t sigs;
 	int ret;
 
@@ -149,23 +169,28 @@ int main(int argc, char **argv)
 	sigprocmask(SIG_BLOCK, &sigs, NULL);
 	signal(SIGPIPE, SIG_IGN);
 
-	if (cfg.store_path)
-		hmmd_log("store %s: not opened: hmmd's engine is not built yet",
-			 cfg.store_path);
-	ret = hmmd_server_open(&cfg, &s);
+	ret = hmmd_engine_open(&cfg, &e);
+	if (ret) {
+		hmmd_config_fini(&cfg);
+		return 1;
+	}
+	ret = hmmd_server_open(&cfg, e, &s);
 	if (ret) {
 		hmmd_log("cannot serve %s: %s", cfg.socket_path,
 			 strerror(-ret));
+		hmmd_engine_close(e);
 		hmmd_config_fini(&cfg);
 		return 1;
 	}
 	hmmd_log("listening on %s (protocol %d..%d, pid %d)", cfg.socket_path,
 		 HMM_PROTO_VERSION_MIN, HMM_PROTO_VERSION_MAX, (int)getpid());
-	notify("READY=1\nSTATUS=serving (engine not built: requests "
-	       "answer -ENOSYS)");
+	notify("READY=1\nSTATUS=serving");
 	ret = hmmd_server_run(s);
 	notify("STOPPING=1");
 	hmmd_server_close(s);
+	/* every client is gone: flush the store (persistent tensors) */
+	if (hmmd_engine_close(e) && !ret)
+		ret = -EIO;
 	if (ret)
 		hmmd_log("event loop: %s", strerror(-ret));
 	else

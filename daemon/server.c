@@ -1,7 +1,9 @@
 // SPDX-License-Identifier: MIT
 /*
  * server.c — hmmd's listening socket and event loop: one epoll set with
- * the listener, a signalfd (SIGTERM, SIGINT) and every client.
+ * the listener, a signalfd (SIGTERM, SIGINT) and the metrics listener.
+ * Each client is served by its own thread (conn.c); the loop reaps the
+ * finished ones every REAP_MS.
  */
 #include <errno.h>
 #include <grp.h>
@@ -21,18 +23,21 @@
 /* Allocated by hmmd_server_open, freed by hmmd_server_close. */
 struct hmmd_server {
 	const struct hmmd_config *cfg;
+	struct hmmd_engine *e;
+	int mfd;			/* metrics listener; -1 = none */
 	int lfd;			/* the listener */
 	int sfd;			/* signalfd: SIGTERM, SIGINT */
 	int ep;				/* epoll: lfd, sfd, every client */
 	struct hmmd_conn **conns;	/* [cfg->max_clients]; NULL = free */
-	uint32_t *events;		/* [cfg->max_clients]: epoll'ed for */
 	unsigned nconns;
 	uint64_t next_id;
 };
 
-/* epoll data for the two fixed fds; clients carry their slot + 2. */
+/* epoll data of the fixed fds. */
 #define EV_LISTEN	0
 #define EV_SIGNAL	1
+#define EV_METRICS	2
+#define REAP_MS		100
 
 static int addr_of(const char *path, struct sockaddr_un *sa)
 {
@@ -150,7 +155,8 @@ static int ep_add(int ep, int fd, uint64_t data)
 	return epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev) < 0 ? -errno : 0;
 }
 
-int hmmd_server_open(const struct hmmd_config *cfg, struct hmmd_server **out)
+int hmmd_server_open(const struct hmmd_config *cfg, struct hmmd_engine *e,
+		     struct hmmd_server **out)
 {
 	struct hmmd_server *s;
 	sigset_t sigs;
@@ -160,10 +166,10 @@ int hmmd_server_open(const struct hmmd_config *cfg, struct hmmd_server **out)
 	if (!s)
 		return -ENOMEM;
 	s->cfg = cfg;
-	s->lfd = s->sfd = s->ep = -1;
+	s->e = e;
+	s->lfd = s->sfd = s->ep = s->mfd = -1;
 	s->conns = calloc(cfg->max_clients, sizeof(*s->conns));
-	s->events = calloc(cfg->max_clients, sizeof(*s->events));
-	if (!s->conns || !s->events) {
+	if (!s->conns) {
 		ret = -ENOMEM;
 		goto out_free;
 	}
@@ -185,6 +191,17 @@ int hmmd_server_open(const struct hmmd_config *cfg, struct hmmd_server **out)
 		ret = ep_add(s->ep, s->sfd, EV_SIGNAL);
 	if (ret)
 		goto out_listen;
+	if (cfg->metrics) {
+		ret = hmmd_metrics_listen(cfg->metrics);
+		if (ret < 0)
+			goto out_listen;
+		s->mfd = ret;
+		ret = ep_add(s->ep, s->mfd, EV_METRICS);
+		if (ret) {
+			close(s->mfd);
+			goto out_listen;
+		}
+	}
 	*out = s;
 	return 0;
 
@@ -197,7 +214,6 @@ out_fds:
 	if (s->sfd >= 0)
 		close(s->sfd);
 out_free:
-	free(s->events);
 	free(s->conns);
 	free(s);
 	return ret;
@@ -205,7 +221,7 @@ out_free:
 
 static void drop(struct hmmd_server *s, unsigned slot)
 {
-	hmmd_conn_free(s->conns[slot]);	/* closing the fd leaves epoll */
+	hmmd_conn_free(s->conns[slot]);	/* joins its finished thread */
 	s->conns[slot] = NULL;
 	s->nconns--;
 }
@@ -231,44 +247,32 @@ static void accept_one(struct hmmd_server *s)
 		close(fd);
 		return;
 	}
-	ret = hmmd_conn_new(fd, ++s->next_id, s->cfg, &c);
+	ret = hmmd_conn_new(fd, ++s->next_id, s->cfg, s->e, &c);
 	if (ret) {
 		hmmd_log("client %llu: cannot take it: %s",
 			 (unsigned long long)s->next_id, strerror(-ret));
 		close(fd);
 		return;
 	}
-	ret = ep_add(s->ep, fd, slot + 2);
+	ret = hmmd_conn_start(c);
 	if (ret) {
-		hmmd_log("client %llu: epoll: %s",
+		hmmd_log("client %llu: no thread: %s",
 			 (unsigned long long)s->next_id, strerror(-ret));
 		hmmd_conn_free(c);
 		return;
 	}
 	s->conns[slot] = c;
-	s->events[slot] = EPOLLIN;
 	s->nconns++;
 }
 
-/* Serve a ready client; follow what it waits for next, or drop it. */
-static void serve(struct hmmd_server *s, unsigned slot)
+/* Free the connections whose thread has finished. */
+static void reap(struct hmmd_server *s)
 {
-	struct hmmd_conn *c = s->conns[slot];
-	struct epoll_event ev = { .data.u64 = slot + 2 };
+	unsigned i;
 
-	if (hmmd_conn_serve(c) < 0) {
-		drop(s, slot);
-		return;
-	}
-	ev.events = hmmd_conn_events(c);
-	if (ev.events == s->events[slot])
-		return;
-	if (epoll_ctl(s->ep, EPOLL_CTL_MOD, hmmd_conn_fd(c), &ev) < 0) {
-		hmmd_log("client: epoll: %s: dropped", strerror(errno));
-		drop(s, slot);
-		return;
-	}
-	s->events[slot] = ev.events;
+	for (i = 0; i < s->cfg->max_clients; i++)
+		if (s->conns[i] && hmmd_conn_done(s->conns[i]))
+			drop(s, i);
 }
 
 int hmmd_server_run(struct hmmd_server *s)
@@ -278,11 +282,12 @@ int hmmd_server_run(struct hmmd_server *s)
 	int i, n;
 
 	for (;;) {
-		n = epoll_wait(s->ep, evs, 32, -1);
+		n = epoll_wait(s->ep, evs, 32, REAP_MS);
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0)
 			return -errno;
+		reap(s);
 		for (i = 0; i < n; i++) {
 			uint64_t d = evs[i].data.u64;
 
@@ -294,8 +299,8 @@ int hmmd_server_run(struct hmmd_server *s)
 						 strsignal(si.ssi_signo));
 					return 0;
 				}
-			} else if (s->conns[d - 2]) {
-				serve(s, d - 2);
+			} else if (d == EV_METRICS) {
+				hmmd_metrics_serve(s->mfd, s->e);
 			}
 		}
 	}
@@ -305,14 +310,20 @@ void hmmd_server_close(struct hmmd_server *s)
 {
 	unsigned i;
 
+	/* wake every client thread (socket and back-pressure), then join */
+	hmmd_engine_stop(s->e);
+	for (i = 0; i < s->cfg->max_clients; i++)
+		if (s->conns[i])
+			hmmd_conn_kick(s->conns[i]);
 	for (i = 0; i < s->cfg->max_clients; i++)
 		if (s->conns[i])
 			drop(s, i);
+	if (s->mfd >= 0)
+		close(s->mfd);
 	close(s->lfd);
 	unlink(s->cfg->socket_path);
 	close(s->ep);
 	close(s->sfd);
-	free(s->events);
 	free(s->conns);
 	free(s);
 }

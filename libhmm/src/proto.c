@@ -237,6 +237,8 @@ PAIR(stats_reply, HMM_PROTO_STATS_REPLY, struct hmm_proto_stats_reply,
 PAIR(share, HMM_PROTO_SHARE, struct hmm_proto_share, share)
 PAIR(attach, HMM_PROTO_ATTACH, struct hmm_proto_attach, attach)
 PAIR(quota_set, HMM_PROTO_QUOTA_SET, struct hmm_proto_quota_set, quota_set)
+PAIR(list, HMM_PROTO_LIST, struct hmm_proto_list, list)
+PAIR(list_reply, HMM_PROTO_LIST_REPLY, struct hmm_proto_list_reply, list_reply)
 
 /* ---- helpers ---------------------------------------------------------------- */
 

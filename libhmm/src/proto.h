@@ -93,6 +93,7 @@ struct hmm_proto_hdr {
 #define HMM_PROTO_SHARE		10	/* -> OK */
 #define HMM_PROTO_ATTACH	11	/* -> TENSOR_REPLY */
 #define HMM_PROTO_QUOTA_SET	12	/* -> OK */
+#define HMM_PROTO_LIST		13	/* -> LIST_REPLY (hmmctl) */
 /* Daemon to client (replies).  ERROR may answer any request. */
 #define HMM_PROTO_HELLO_REPLY	64
 #define HMM_PROTO_ERROR		65
@@ -100,6 +101,7 @@ struct hmm_proto_hdr {
 #define HMM_PROTO_TENSOR_REPLY	67
 #define HMM_PROTO_MAP_REPLY	68
 #define HMM_PROTO_STATS_REPLY	69
+#define HMM_PROTO_LIST_REPLY	70
 
 #define HMM_PROTO_NAME_MAX	64	/* name arrays: 1..63 bytes + NUL */
 #define HMM_PROTO_DETAIL_MAX	256	/* error detail: 0..255 bytes + NUL */
@@ -230,6 +232,41 @@ struct hmm_proto_quota_set {
 	uint64_t quota[HMM_TIERS];
 };
 
+/* LIST, 16 bytes: 0 u32 what, 4 u32 reserved, 8 u64 cursor.
+ * One entry per round trip: the daemon answers the first client or
+ * tensor whose id is >= cursor (hmmctl starts at 1), or id 0 when none
+ * is left.  A client that is not an administrator (uid 0 or hmmd's own
+ * uid) sees only itself and the tensors it holds. */
+#define HMM_PROTO_LIST_CLIENTS	1
+#define HMM_PROTO_LIST_TENSORS	2
+
+struct hmm_proto_list {
+	uint32_t what;		/* HMM_PROTO_LIST_* */
+	uint64_t cursor;
+};
+
+/* LIST_REPLY, 152 bytes: 0 u64 id, 8 u64 owner, 16 u32 uid, 20 u32 pid,
+ * 24 u64 a[3], 48 u64 b[3], 72 u32 what, 76 u32 flags, 80 u64 bytes,
+ * 88 char name[64].
+ *   clients: id = client id, owner 0, uid/pid its SO_PEERCRED, a = quota
+ *            per tier, b = used per tier, bytes = tensors held, flags 0;
+ *   tensors: id = tensor id, owner = the client that made it (0: none
+ *            connected), uid = its owner's uid, pid 0, a = resident bytes
+ *            per tier (store: the bytes saved), b[0] = pinned bytes,
+ *            b[1] = handles on it, b[2] = 0, bytes = its size, flags =
+ *            HMM_PROTO_TENSOR_* (| 1u << 31 when shared). */
+struct hmm_proto_list_reply {
+	uint64_t id;		/* 0: nothing at or after the cursor */
+	uint64_t owner;
+	uint32_t uid, pid;
+	uint64_t a[HMM_TIERS];
+	uint64_t b[HMM_TIERS];
+	uint32_t what;		/* HMM_PROTO_LIST_* */
+	uint32_t flags;
+	uint64_t bytes;
+	char name[HMM_PROTO_NAME_MAX];	/* may be empty */
+};
+
 /* OK, FLUSH, STATS: empty bodies (no struct). */
 
 /* Any decoded message (hmm_proto_decode). */
@@ -248,6 +285,8 @@ struct hmm_proto_msg {
 		struct hmm_proto_share share;
 		struct hmm_proto_attach attach;
 		struct hmm_proto_quota_set quota_set;
+		struct hmm_proto_list list;
+		struct hmm_proto_list_reply list_reply;
 	} u;
 };
 
@@ -304,6 +343,8 @@ HMM_PROTO_PAIR(stats_reply, struct hmm_proto_stats_reply);
 HMM_PROTO_PAIR(share, struct hmm_proto_share);
 HMM_PROTO_PAIR(attach, struct hmm_proto_attach);
 HMM_PROTO_PAIR(quota_set, struct hmm_proto_quota_set);
+HMM_PROTO_PAIR(list, struct hmm_proto_list);
+HMM_PROTO_PAIR(list_reply, struct hmm_proto_list_reply);
 
 /* ---- helpers ------------------------------------------------------------- */
 

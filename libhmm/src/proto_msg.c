@@ -655,6 +655,90 @@ static int get_quota_set(struct rd *r, void *v, const char *msg)
 	return 0;
 }
 
+/* ---- list and list_reply (hmmctl) ------------------------------------------ */
+
+static void put_list(struct wr *w, const void *v)
+{
+	const struct hmm_proto_list *m = v;
+
+	w32(w, m->what);
+	w32(w, 0);
+	w64(w, m->cursor);
+}
+
+static int get_list(struct rd *r, void *v, const char *msg)
+{
+	struct hmm_proto_list *m = v;
+	int ret;
+
+	m->what = r32(r);
+	ret = rzero32(r, msg, "reserved");
+	m->cursor = r64(r);
+	return ret;
+}
+
+static int check_what(uint32_t what, const char *msg)
+{
+	if (what != HMM_PROTO_LIST_CLIENTS && what != HMM_PROTO_LIST_TENSORS)
+		return ferr(-EINVAL, msg, "what",
+			    "%u is not clients (%d) or tensors (%d)", what,
+			    HMM_PROTO_LIST_CLIENTS, HMM_PROTO_LIST_TENSORS);
+	return 0;
+}
+
+static int check_list(const void *v, const char *msg)
+{
+	return check_what(((const struct hmm_proto_list *)v)->what, msg);
+}
+
+static void put_list_reply(struct wr *w, const void *v)
+{
+	const struct hmm_proto_list_reply *m = v;
+	int i;
+
+	w64(w, m->id);
+	w64(w, m->owner);
+	w32(w, m->uid);
+	w32(w, m->pid);
+	for (i = 0; i < HMM_TIERS; i++)
+		w64(w, m->a[i]);
+	for (i = 0; i < HMM_TIERS; i++)
+		w64(w, m->b[i]);
+	w32(w, m->what);
+	w32(w, m->flags);
+	w64(w, m->bytes);
+	wstr(w, m->name, sizeof(m->name));
+}
+
+static int get_list_reply(struct rd *r, void *v, const char *msg)
+{
+	struct hmm_proto_list_reply *m = v;
+	int i;
+
+	m->id = r64(r);
+	m->owner = r64(r);
+	m->uid = r32(r);
+	m->pid = r32(r);
+	for (i = 0; i < HMM_TIERS; i++)
+		m->a[i] = r64(r);
+	for (i = 0; i < HMM_TIERS; i++)
+		m->b[i] = r64(r);
+	m->what = r32(r);
+	m->flags = r32(r);
+	m->bytes = r64(r);
+	return rstr(r, m->name, sizeof(m->name), msg, "name");
+}
+
+static int check_list_reply(const void *v, const char *msg)
+{
+	const struct hmm_proto_list_reply *m = v;
+	int ret = check_what(m->what, msg);
+
+	if (!ret)
+		ret = check_str(m->name, sizeof(m->name), 0, msg, "name");
+	return ret;
+}
+
 /* ---- the table (proto_wire.h) ------------------------------------------------ */
 
 #define REQ(T, n, sz, p, g, c)						\
@@ -679,6 +763,7 @@ const struct hmm_proto_mtype hmm_proto_mtypes[] = {
 	REQ(ATTACH, "attach", 72, put_attach, get_attach, check_attach),
 	REQ(QUOTA_SET, "quota_set", 32, put_quota_set, get_quota_set,
 	    check_none),
+	REQ(LIST, "list", 16, put_list, get_list, check_list),
 	REP(HELLO_REPLY, "hello_reply", 48, HMM_PROTO_F_FDS, put_hello_reply,
 	    get_hello_reply, check_hello_reply),
 	REP(ERROR, "error", 264, 0, put_error, get_error, check_error),
@@ -689,6 +774,8 @@ const struct hmm_proto_mtype hmm_proto_mtypes[] = {
 	    get_map_reply, check_map_reply),
 	REP(STATS_REPLY, "stats_reply", 400, 0, put_stats_reply,
 	    get_stats_reply, check_none),
+	REP(LIST_REPLY, "list_reply", 152, 0, put_list_reply, get_list_reply,
+	    check_list_reply),
 };
 
 const unsigned hmm_proto_mtypes_n =

@@ -32,6 +32,8 @@ union body {
 	struct hmm_proto_share share;
 	struct hmm_proto_attach attach;
 	struct hmm_proto_quota_set quota_set;
+	struct hmm_proto_list list;
+	struct hmm_proto_list_reply list_reply;
 };
 
 static const unsigned types[] = {
@@ -40,7 +42,7 @@ static const unsigned types[] = {
 	HMM_PROTO_FLUSH, HMM_PROTO_STATS, HMM_PROTO_SHARE, HMM_PROTO_ATTACH,
 	HMM_PROTO_QUOTA_SET, HMM_PROTO_HELLO_REPLY, HMM_PROTO_ERROR,
 	HMM_PROTO_OK, HMM_PROTO_TENSOR_REPLY, HMM_PROTO_MAP_REPLY,
-	HMM_PROTO_STATS_REPLY,
+	HMM_PROTO_STATS_REPLY, HMM_PROTO_LIST, HMM_PROTO_LIST_REPLY,
 };
 #define NTYPES (sizeof(types) / sizeof(types[0]))
 
@@ -114,6 +116,14 @@ static void sample(unsigned type, union body *b)
 	case HMM_PROTO_QUOTA_SET:
 		b->quota_set = (struct hmm_proto_quota_set){ 0,
 			{ 0, 1ull << 31, 0 } };
+		break;
+	case HMM_PROTO_LIST:
+		b->list = (struct hmm_proto_list){ HMM_PROTO_LIST_TENSORS, 5 };
+		break;
+	case HMM_PROTO_LIST_REPLY:
+		b->list_reply = (struct hmm_proto_list_reply){ 5, 2, 1000, 77,
+			{ 1, 2, 3 }, { 4, 5, 6 }, HMM_PROTO_LIST_TENSORS,
+			HMM_PROTO_TENSOR_PERSIST, 4096, "layer0.w" };
 		break;
 	}
 }
@@ -290,8 +300,8 @@ static void test_framing(void)
 	buf[4] = 0;
 	want(n, -EPROTO, "field version: 0", "version 0");
 	buf[4] = 1;
-	buf[6] = 13;
-	want(n, -EPROTO, "field type: 13 unknown", "type 13");
+	buf[6] = 14;
+	want(n, -EPROTO, "field type: 14 unknown", "type 14");
 	buf[6] = 0;
 	want(n, -EPROTO, "field type: 0 unknown", "type 0");
 	buf[6] = 0xff;
@@ -321,8 +331,8 @@ static void test_framing(void)
 	sample(HMM_PROTO_MAP, &b);
 	t_eq(hmm_proto_encode(buf, 63, HMM_PROTO_MAP, 0, 1, &b), -EMSGSIZE,
 	     "encode into 63 bytes: -EMSGSIZE");
-	t_eq(hmm_proto_encode(buf, sizeof(buf), 13, 0, 1, &b), -EPROTO,
-	     "encode type 13: -EPROTO");
+	t_eq(hmm_proto_encode(buf, sizeof(buf), 14, 0, 1, &b), -EPROTO,
+	     "encode type 14: -EPROTO");
 	t_eq(hmm_proto_encode(buf, sizeof(buf), HMM_PROTO_MAP,
 			      HMM_PROTO_F_FDS, 1, &b), -EPROTO,
 	     "encode map with FDS: -EPROTO");

@@ -1,0 +1,305 @@
+// SPDX-License-Identifier: MIT
+/*
+ * engine.c — libhmm's engine inside hmmd: one context on the configured
+ * store and budgets (the tree's only store, pool and policy), and on top
+ * of it hmmd's own accounting: per-client quotas of pinned host bytes
+ * under the global host budget, with back-pressure.
+ *
+ * Quotas and fairness.  A client's host quota (granted at hello, capped
+ * by client_quota) bounds the host bytes its maps pin, counted in whole
+ * chunks; the sum of all clients' pins never passes the host budget, so
+ * the engine can always evict an unpinned chunk for a new map.  Quotas
+ * may add up to more than the budget (oversubscription): then a map that
+ * does not fit waits, and when pins are released the waiter whose pins
+ * are the smallest fraction of its quota goes first (shares follow the
+ * quota weights).  A waiter fails with -ENOMEM only after wait_ms.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include "engine.h"
+
+#define STORE_SIZE_NEW	(1ull << 30)	/* a new store file, unless set */
+#define HOST_BUDGET_DEF	(256ull << 20)	/* host budget, unless set */
+
+int hmmd_engine_open(const struct hmmd_config *cfg, struct hmmd_engine **out)
+{
+	struct hmmd_engine *e = calloc(1, sizeof(*e));
+	struct hmm_config hc;
+	struct stat st;
+	int ret;
+
+	if (!e)
+		return -ENOMEM;
+	hmm_config_default(&hc);
+	hc.host_budget = cfg->host_budget ? cfg->host_budget : HOST_BUDGET_DEF;
+	hc.device_budget = cfg->device_budget;
+	hc.chunk_bytes = cfg->chunk_bytes;
+	hc.wait_ms = cfg->wait_ms;
+	hc.store_path = cfg->store_path;
+	hc.store_size = cfg->store_size;
+	/* keep what an earlier hmmd flushed: restart recovery */
+	hc.flags = HMM_CONFIG_STORE_KEEP;
+	if (cfg->store_path && !hc.store_size &&
+	    (stat(cfg->store_path, &st) < 0 ||
+	     (S_ISREG(st.st_mode) && st.st_size == 0)))
+		hc.store_size = STORE_SIZE_NEW;
+	ret = hmm_open(&hc, &e->h);
+	if (ret) {
+		hmmd_log("engine: cannot open (store %s): %s",
+			 cfg->store_path ? cfg->store_path : "none",
+			 hmm_last_error());
+		free(e);
+		return ret;
+	}
+	e->cfg = cfg;
+	e->chunk = cfg->chunk_bytes ? cfg->chunk_bytes : 2u << 20;
+	e->budget = hc.host_budget;
+	e->wait_ms = cfg->wait_ms ? cfg->wait_ms : 10000;
+	e->next_tid = 1;
+	pthread_mutex_init(&e->lock, NULL);
+	pthread_cond_init(&e->cond, NULL);
+	hmmd_log("engine: store %s, host budget %llu bytes, chunk %u bytes",
+		 cfg->store_path ? cfg->store_path : "none (host only)",
+		 (unsigned long long)e->budget, e->chunk);
+	*out = e;
+	return 0;
+}
+
+void hmmd_engine_stop(struct hmmd_engine *e)
+{
+	pthread_mutex_lock(&e->lock);
+	e->stopping = 1;
+	pthread_cond_broadcast(&e->cond);
+	pthread_mutex_unlock(&e->lock);
+}
+
+int hmmd_engine_close(struct hmmd_engine *e)
+{
+	struct dt *dt, *next;
+	unsigned kept = 0;
+	int ret = 0;
+
+	/* no client is left: temporaries go, persistent ones stay */
+	for (dt = e->tensors; dt; dt = next) {
+		next = dt->next;
+		if (dt->flags & HMM_PROTO_TENSOR_PERSIST && !dt->freed) {
+			kept++;
+			continue;
+		}
+		hmm_tensor_free(dt->t);
+	}
+	if (e->cfg->store_path) {
+		ret = hmm_flush(e->h);
+		if (ret)
+			hmmd_log("engine: flush at stop: %s", hmm_last_error());
+		else
+			hmmd_log("engine: flushed %u persistent tensors", kept);
+	}
+	hmm_close(e->h);
+	for (dt = e->tensors; dt; dt = next) {
+		next = dt->next;
+		free(dt);
+	}
+	pthread_cond_destroy(&e->cond);
+	pthread_mutex_destroy(&e->lock);
+	free(e);
+	return ret;
+}
+
+/* ---- quotas and back-pressure ------------------------------------------- */
+
+/* cl's pins as a fraction of its quota, scaled (no floating point). */
+static uint64_t share_of(const struct hmmd_client *cl)
+{
+	uint64_t q = cl->quota[HMM_TIER_HOST] ? cl->quota[HMM_TIER_HOST] : 1;
+
+	return (cl->used[HMM_TIER_HOST] << 10) / q;
+}
+
+static int fits(const struct hmmd_engine *e, uint64_t charge)
+{
+	return e->pinned + charge <= e->budget;
+}
+
+/* May cl go now: it fits, and no waiter further below its share fits. */
+static int my_turn(const struct hmmd_engine *e, const struct hmmd_client *cl,
+		   uint64_t charge)
+{
+	const struct hmmd_client *o;
+
+	if (!fits(e, charge))
+		return 0;
+	for (o = e->clients; o; o = o->next)
+		if (o != cl && o->want && fits(e, o->want) &&
+		    share_of(o) < share_of(cl))
+			return 0;
+	return 1;
+}
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + ts.tv_nsec;
+}
+
+int eng_admit(struct hmmd_engine *e, struct hmmd_client *cl, uint64_t charge)
+{
+	struct timespec dl;
+	uint64_t t0;
+	int r = 0;
+
+	if (cl->used[HMM_TIER_HOST] + charge > cl->quota[HMM_TIER_HOST])
+		return -EDQUOT;
+	if (charge > e->budget)
+		return -ENOMEM;
+	if (my_turn(e, cl, charge) && !e->stopping)
+		goto admit;
+	t0 = now_ns();
+	clock_gettime(CLOCK_REALTIME, &dl);
+	dl.tv_sec += e->wait_ms / 1000;
+	dl.tv_nsec += (long)(e->wait_ms % 1000) * 1000000;
+	if (dl.tv_nsec >= 1000000000) {
+		dl.tv_sec++;
+		dl.tv_nsec -= 1000000000;
+	}
+	cl->want = charge;
+	e->waits++;
+	cl->waits++;
+	while (!e->stopping && !my_turn(e, cl, charge) && r != ETIMEDOUT)
+		r = pthread_cond_timedwait(&e->cond, &e->lock, &dl);
+	cl->want = 0;
+	e->wait_ns += now_ns() - t0;
+	/* others may have been held back for us: let them look again */
+	pthread_cond_broadcast(&e->cond);
+	if (e->stopping)
+		return -ESHUTDOWN;
+	if (!my_turn(e, cl, charge)) {
+		e->wait_fails++;
+		return -ENOMEM;
+	}
+admit:
+	cl->used[HMM_TIER_HOST] += charge;
+	e->pinned += charge;
+	if (e->pinned > e->pinned_peak)
+		e->pinned_peak = e->pinned;
+	return 0;
+}
+
+void eng_release(struct hmmd_engine *e, struct hmmd_client *cl,
+		 uint64_t charge)
+{
+	cl->used[HMM_TIER_HOST] -= charge;
+	e->pinned -= charge;
+	pthread_cond_broadcast(&e->cond);
+}
+
+/* ---- tensors --------------------------------------------------------------- */
+
+void dt_put(struct hmmd_engine *e, struct dt *dt)
+{
+	struct hmmd_client *cl;
+	struct dt **pp;
+	int ret;
+
+	if (--dt->refs)
+		return;
+	if (dt->flags & HMM_PROTO_TENSOR_PERSIST && !dt->freed)
+		return;		/* kept for its owner, across clients */
+	for (pp = &e->tensors; *pp != dt; pp = &(*pp)->next)
+		;
+	*pp = dt->next;
+	for (cl = e->clients; cl; cl = cl->next)
+		if (cl->id == dt->owner)
+			cl->used[HMM_TIER_STORE] -= hmm_tensor_bytes(dt->t);
+	/* unlinked, no refs: nobody else can reach it */
+	pthread_mutex_unlock(&e->lock);
+	ret = hmm_tensor_free(dt->t);
+	if (ret)
+		hmmd_log("tensor %llu (%s): free: %s",
+			 (unsigned long long)dt->id, dt->name,
+			 hmm_last_error());
+	pthread_mutex_lock(&e->lock);
+	free(dt);
+}
+
+/* ---- metrics ---------------------------------------------------------------- */
+
+size_t hmmd_engine_metrics(struct hmmd_engine *e, char *buf, size_t cap)
+{
+	static const char *const tn[HMM_TIERS] = { "device", "host", "store" };
+	struct hmm_stats st;
+	struct hmmd_client *cl;
+	size_t n = 0;
+	int i;
+
+#define P(...)	do {							\
+		int k_ = snprintf(buf + n, n < cap ? cap - n : 0, __VA_ARGS__); \
+		if (k_ > 0)						\
+			n += k_;					\
+	} while (0)
+	hmm_stats(e->h, &st);
+	P("# HELP hmm_tier_capacity_bytes Budget of a tier.\n"
+	  "# TYPE hmm_tier_capacity_bytes gauge\n");
+	for (i = 0; i < HMM_TIERS; i++)
+		P("hmm_tier_capacity_bytes{tier=\"%s\"} %llu\n", tn[i],
+		  (unsigned long long)st.tier[i].capacity);
+	P("# HELP hmm_tier_resident_bytes Bytes allocated to chunks.\n"
+	  "# TYPE hmm_tier_resident_bytes gauge\n");
+	for (i = 0; i < HMM_TIERS; i++)
+		P("hmm_tier_resident_bytes{tier=\"%s\"} %llu\n", tn[i],
+		  (unsigned long long)st.tier[i].resident);
+	P("# HELP hmm_tier_bytes_in_total Bytes copied into a tier.\n"
+	  "# TYPE hmm_tier_bytes_in_total counter\n");
+	for (i = 0; i < HMM_TIERS; i++)
+		P("hmm_tier_bytes_in_total{tier=\"%s\"} %llu\n", tn[i],
+		  (unsigned long long)st.tier[i].bytes_in);
+	P("# HELP hmm_tier_evictions_total Chunks dropped from a tier.\n"
+	  "# TYPE hmm_tier_evictions_total counter\n");
+	for (i = 0; i < HMM_TIERS; i++)
+		P("hmm_tier_evictions_total{tier=\"%s\"} %llu\n", tn[i],
+		  (unsigned long long)st.tier[i].evictions);
+	pthread_mutex_lock(&e->lock);
+	P("# HELP hmmd_clients Clients connected.\n"
+	  "# TYPE hmmd_clients gauge\nhmmd_clients %llu\n",
+	  (unsigned long long)e->nclients);
+	P("# HELP hmmd_tensors Tensors held.\n"
+	  "# TYPE hmmd_tensors gauge\nhmmd_tensors %llu\n",
+	  (unsigned long long)st.tensors);
+	P("# HELP hmmd_pinned_bytes Host bytes pinned by clients' maps.\n"
+	  "# TYPE hmmd_pinned_bytes gauge\nhmmd_pinned_bytes %llu\n",
+	  (unsigned long long)e->pinned);
+	P("# HELP hmmd_maps_total Maps served.\n"
+	  "# TYPE hmmd_maps_total counter\nhmmd_maps_total %llu\n",
+	  (unsigned long long)e->maps);
+	P("# HELP hmmd_waits_total Maps that waited for the budget.\n"
+	  "# TYPE hmmd_waits_total counter\nhmmd_waits_total %llu\n",
+	  (unsigned long long)e->waits);
+	P("# HELP hmmd_wait_seconds_total Time maps waited for the budget.\n"
+	  "# TYPE hmmd_wait_seconds_total counter\n"
+	  "hmmd_wait_seconds_total %.6f\n", e->wait_ns / 1e9);
+	P("# HELP hmmd_copy_bytes_total Bytes copied between the engine "
+	  "and clients' memfds.\n# TYPE hmmd_copy_bytes_total counter\n"
+	  "hmmd_copy_bytes_total %llu\n", (unsigned long long)e->copy_bytes);
+	P("# HELP hmmd_client_quota_bytes Host quota of a client.\n"
+	  "# TYPE hmmd_client_quota_bytes gauge\n");
+	for (cl = e->clients; cl; cl = cl->next)
+		P("hmmd_client_quota_bytes{client=\"%llu\",uid=\"%u\"} %llu\n",
+		  (unsigned long long)cl->id, (unsigned)cl->uid,
+		  (unsigned long long)cl->quota[HMM_TIER_HOST]);
+	P("# HELP hmmd_client_pinned_bytes Host bytes a client pins.\n"
+	  "# TYPE hmmd_client_pinned_bytes gauge\n");
+	for (cl = e->clients; cl; cl = cl->next)
+		P("hmmd_client_pinned_bytes{client=\"%llu\",uid=\"%u\"} %llu\n",
+		  (unsigned long long)cl->id, (unsigned)cl->uid,
+		  (unsigned long long)cl->used[HMM_TIER_HOST]);
+	pthread_mutex_unlock(&e->lock);
+#undef P
+	return n < cap ? n : cap ? cap - 1 : 0;
+}

@@ -1,0 +1,118 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * engine.h — hmmd's state around the embedded libhmm engine, shared by
+ * engine.c (open, close, quotas and back-pressure, metrics) and ops.c
+ * (the requests).  Everything below is protected by engine->lock unless
+ * a field says otherwise.
+ */
+#ifndef HMMD_ENGINE_H
+#define HMMD_ENGINE_H
+
+#include <pthread.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "hmm.h"
+#include "hmmd.h"
+
+/*
+ * A tensor hmmd holds in the engine.  Allocated by ops.c when a client
+ * makes or opens it, freed (with the engine's tensor) when refs drops to
+ * 0 and it is not kept: a persistent tensor stays until its owner frees
+ * it or the daemon stops.
+ */
+struct dt {
+	struct dt *next;
+	uint64_t id;			/* nonzero, never reused in a run */
+	struct hmm_tensor *t;		/* the engine's; immutable */
+	uid_t owner_uid;
+	uint64_t owner;			/* the client that made it; 0: gone */
+	uint32_t flags;			/* HMM_PROTO_TENSOR_* */
+	int freed;			/* its owner freed it: goes at refs 0 */
+	unsigned refs;			/* handles + calls in flight */
+	uint64_t pinned;		/* host bytes charged by maps of it */
+	char name[HMM_PROTO_NAME_MAX];	/* as the client named it */
+	/* one share at a time (SHARE): share_name[0] == 0 = none */
+	char share_name[HMM_PROTO_NAME_MAX];
+	uid_t share_uid;
+	unsigned share_access;		/* HMM_READ [| HMM_WRITE] */
+};
+
+/* A client's right to use a tensor (its own, or attached). */
+struct handle {
+	struct dt *dt;
+	unsigned access;		/* HMM_READ | HMM_WRITE */
+};
+
+/*
+ * One host (or device) map of a client: the engine's pin, and the memfd
+ * the client sees.  Allocated at MAP, freed at UNMAP or client exit.
+ */
+struct mapping {
+	struct mapping *next;
+	struct dt *dt;
+	uint64_t off, len;		/* the range (len resolved) */
+	uint32_t tier;
+	unsigned access;
+	uint64_t charge;		/* host bytes admitted (chunk-rounded) */
+	void *eptr;			/* the engine's pointer to byte off */
+	void *mptr;			/* hmmd's view of the memfd */
+	size_t mlen;			/* its size, page-rounded */
+};
+
+/* Allocated by hmmd_client_new, freed by hmmd_client_free. */
+struct hmmd_client {
+	struct hmmd_client *next;
+	uint64_t id;
+	pid_t pid;
+	uid_t uid;
+	int admin;			/* uid 0 or hmmd's own uid */
+	char name[HMM_PROTO_NAME_MAX];
+	uint64_t quota[HMM_TIERS];	/* granted; host is the weight */
+	uint64_t used[HMM_TIERS];	/* host/device: charged pins;
+					   store: bytes of tensors made */
+	struct handle *handles;		/* [nhandles], grown by doubling */
+	unsigned nhandles, cap;
+	struct mapping *maps;		/* newest first */
+	uint64_t want;			/* host bytes it waits for; 0 none */
+	uint64_t maps_done, waits;	/* counters for metrics */
+};
+
+/* Allocated by hmmd_engine_open, freed by hmmd_engine_close. */
+struct hmmd_engine {
+	struct hmm *h;			/* immutable after open */
+	const struct hmmd_config *cfg;
+	uint32_t chunk;			/* the engine's chunk bytes */
+	uint64_t budget;		/* global host budget for pins */
+	unsigned wait_ms;
+	pthread_mutex_t lock;		/* protects all below */
+	pthread_cond_t cond;		/* pins released, quotas changed */
+	int stopping;
+	uint64_t pinned;		/* host bytes admitted, all clients */
+	uint64_t pinned_peak;
+	struct dt *tensors;
+	struct hmmd_client *clients;
+	uint64_t next_tid;
+	uint64_t nclients;
+	/* counters, for stats and metrics */
+	uint64_t waits, wait_ns, wait_fails, maps, unmaps, copy_bytes;
+};
+
+/*
+ * Admit charge host bytes for cl: waits while the global budget is full
+ * (serving the waiter furthest below its share first), up to wait_ms.
+ * Called and returns with e->lock held.  0, -EDQUOT (beyond the client's
+ * own quota: its own pins only it can drop), -ENOMEM (the wait ran out,
+ * or more than the budget), -ESHUTDOWN.
+ */
+int eng_admit(struct hmmd_engine *e, struct hmmd_client *cl, uint64_t charge);
+
+/* Give back charge host bytes of cl and wake the waiters.  Lock held. */
+void eng_release(struct hmmd_engine *e, struct hmmd_client *cl,
+		 uint64_t charge);
+
+/* Drop one ref of dt; frees it (engine tensor too) at 0 when it is not
+ * kept.  Lock held; may drop and retake it around the engine call. */
+void dt_put(struct hmmd_engine *e, struct dt *dt);
+
+#endif /* HMMD_ENGINE_H */

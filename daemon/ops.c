@@ -1,0 +1,871 @@
+// SPDX-License-Identifier: MIT
+/*
+ * ops.c — hmmd's requests on the embedded engine: hello, tensors (new,
+ * open-by-name, free), map/unmap through a memfd, prefetch, evict,
+ * flush, stats, share/attach, quota_set, list.
+ *
+ * Names.  A persistent tensor of uid U named N is saved in the store as
+ * "uU/N", so names never collide between uids and a restarted hmmd finds
+ * it by that name; TENSOR_NEW with HMM_PROTO_TENSOR_PERSIST opens the
+ * saved one when it exists (same dtype and shape, else -EEXIST) and makes
+ * it otherwise.  ATTACH with the caller's own uid opens its persistent
+ * tensor by name; with another uid, only a tensor that uid SHAREd under
+ * that name with the caller's uid.  Temporaries are named "cID/N".
+ *
+ * Isolation.  A request names a tensor by id, and only an id in the
+ * client's own handle table is accepted (administrators, uid 0 or
+ * hmmd's uid, may also evict, prefetch and list any tensor).
+ *
+ * Host maps (see hmmd.h): a memfd per map, copied in at map time and
+ * back at unmap time.  Coherence between two clients of one shared
+ * tensor holds at map/unmap boundaries only (the last unmap wins).
+ */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "engine.h"
+#include "err.h"
+#include "proto.h"
+
+/* ---- clients ---------------------------------------------------------------- */
+
+static uint64_t cap_quota(uint64_t asked, uint64_t max)
+{
+	return asked && asked < max ? asked : max;
+}
+
+int hmmd_client_new(struct hmmd_engine *e, uint64_t id, pid_t pid,
+		    uid_t uid, const struct hmm_proto_hello *h,
+		    struct hmmd_client **out,
+		    struct hmm_proto_hello_reply *rep)
+{
+	struct hmmd_client *cl = calloc(1, sizeof(*cl));
+	uint64_t hmax;
+	struct hmm_stats st;
+
+	if (!cl)
+		return hmm_err(-ENOMEM, "hello: no memory for a client");
+	hmm_stats(e->h, &st);
+	hmax = e->cfg->client_quota && e->cfg->client_quota < e->budget ?
+	       e->cfg->client_quota : e->budget;
+	cl->id = id;
+	cl->pid = pid;
+	cl->uid = uid;
+	cl->admin = uid == 0 || uid == getuid();
+	memcpy(cl->name, h->name, sizeof(cl->name));
+	cl->quota[HMM_TIER_HOST] = cap_quota(h->quota[HMM_TIER_HOST], hmax);
+	cl->quota[HMM_TIER_DEVICE] = cap_quota(h->quota[HMM_TIER_DEVICE],
+				st.tier[HMM_TIER_DEVICE].capacity);
+	cl->quota[HMM_TIER_STORE] = cap_quota(h->quota[HMM_TIER_STORE],
+		st.tier[HMM_TIER_STORE].capacity ?
+		st.tier[HMM_TIER_STORE].capacity : UINT64_MAX);
+	pthread_mutex_lock(&e->lock);
+	cl->next = e->clients;
+	e->clients = cl;
+	e->nclients++;
+	pthread_mutex_unlock(&e->lock);
+	memset(rep, 0, sizeof(*rep));
+	rep->version = 1;
+	rep->features = h->features & HMM_PROTO_FEAT_MEMFD;
+	rep->client_id = id;
+	memcpy(rep->quota, cl->quota, sizeof(rep->quota));
+	rep->chunk_bytes = e->chunk;
+	*out = cl;
+	return 0;
+}
+
+/* Undo one map: copy back what the client wrote, unpin, release. */
+static void unmap_one(struct hmmd_engine *e, struct hmmd_client *cl,
+		      struct mapping *mp)
+{
+	int ret;
+
+	if (mp->access & (HMM_WRITE | HMM_DISCARD)) {
+		memcpy(mp->eptr, mp->mptr, mp->len);
+		e->copy_bytes += mp->len;
+	}
+	ret = hmm_unmap(mp->dt->t, mp->eptr);
+	if (ret)
+		hmmd_log("client %llu: unmap of tensor %llu: %s",
+			 (unsigned long long)cl->id,
+			 (unsigned long long)mp->dt->id, hmm_last_error());
+	munmap(mp->mptr, mp->mlen);
+	mp->dt->pinned -= mp->charge;
+	eng_release(e, cl, mp->charge);
+	e->unmaps++;
+}
+
+void hmmd_client_free(struct hmmd_engine *e, struct hmmd_client *cl)
+{
+	struct hmmd_client **pp;
+	struct mapping *mp;
+	unsigned i;
+
+	pthread_mutex_lock(&e->lock);
+	while ((mp = cl->maps)) {
+		cl->maps = mp->next;
+		unmap_one(e, cl, mp);
+		dt_put(e, mp->dt);
+		free(mp);
+	}
+	for (i = 0; i < cl->nhandles; i++) {
+		struct dt *dt = cl->handles[i].dt;
+
+		if (dt->owner == cl->id)
+			dt->owner = 0;
+		dt_put(e, dt);
+	}
+	for (pp = &e->clients; *pp != cl; pp = &(*pp)->next)
+		;
+	*pp = cl->next;
+	e->nclients--;
+	pthread_cond_broadcast(&e->cond);
+	pthread_mutex_unlock(&e->lock);
+	free(cl->handles);
+	free(cl);
+}
+
+/* ---- replies ------------------------------------------------------------------ */
+
+struct req {
+	struct hmmd_engine *e;
+	struct hmmd_client *cl;
+	const struct hmm_proto_msg *m;
+	void *out;
+	size_t cap;
+	int *fd;
+};
+
+/* An ERROR reply of err with a detail; the detail also goes to the log
+ * when verbose. */
+static int reply_err(struct req *q, int err, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+static int reply_err(struct req *q, int err, const char *fmt, ...)
+{
+	struct hmm_proto_error pe;
+	char d[HMM_PROTO_DETAIL_MAX];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(d, sizeof(d), fmt, ap);
+	va_end(ap);
+	hmm_proto_error_fill(&pe, err, "%s", d);
+	if (q->e->cfg->verbose)
+		hmmd_log("client %llu: %s: %s", (unsigned long long)q->cl->id,
+			 hmm_proto_type_name(q->m->hdr.type), d);
+	return hmm_proto_error_encode(q->out, q->cap, q->m->hdr.seq, &pe);
+}
+
+static int reply_ok(struct req *q)
+{
+	return hmm_proto_ok_encode(q->out, q->cap, q->m->hdr.seq);
+}
+
+static int reply_tensor(struct req *q, struct dt *dt)
+{
+	struct hmm_proto_tensor r;
+	unsigned i, nd = hmm_tensor_ndim(dt->t);
+
+	memset(&r, 0, sizeof(r));
+	r.id = dt->id;
+	r.bytes = hmm_tensor_bytes(dt->t);
+	r.dtype = hmm_tensor_dtype(dt->t);
+	r.ndim = nd;
+	for (i = 0; i < nd; i++)
+		r.shape[i] = hmm_tensor_shape(dt->t)[i];
+	r.flags = dt->flags;
+	memcpy(r.name, dt->name, sizeof(r.name));
+	return hmm_proto_tensor_reply_encode(q->out, q->cap, q->m->hdr.seq,
+					     &r);
+}
+
+/* ---- handles ------------------------------------------------------------------ */
+
+static struct handle *handle_of(struct hmmd_client *cl, uint64_t id)
+{
+	unsigned i;
+
+	for (i = 0; i < cl->nhandles; i++)
+		if (cl->handles[i].dt->id == id)
+			return &cl->handles[i];
+	return NULL;
+}
+
+/* Give cl a handle on dt (a ref); lock held.  0 or -ENOMEM. */
+static int handle_add(struct hmmd_client *cl, struct dt *dt, unsigned access)
+{
+	struct handle *h;
+
+	if (handle_of(cl, dt->id))
+		return 0;
+	if (cl->nhandles == cl->cap) {
+		unsigned n = cl->cap ? cl->cap * 2 : 8;
+
+		h = realloc(cl->handles, n * sizeof(*h));
+		if (!h)
+			return -ENOMEM;
+		cl->handles = h;
+		cl->cap = n;
+	}
+	cl->handles[cl->nhandles++] = (struct handle){ dt, access };
+	dt->refs++;
+	return 0;
+}
+
+static struct dt *find_kept(struct hmmd_engine *e, uid_t uid,
+			    const char *name)
+{
+	struct dt *dt;
+
+	for (dt = e->tensors; dt; dt = dt->next)
+		if (dt->flags & HMM_PROTO_TENSOR_PERSIST && !dt->freed &&
+		    dt->owner_uid == uid && !strcmp(dt->name, name))
+			return dt;
+	return NULL;
+}
+
+static struct dt *dt_new(struct hmmd_engine *e, struct hmmd_client *cl,
+			 struct hmm_tensor *t, const char *name, uint32_t flags)
+{
+	struct dt *dt = calloc(1, sizeof(*dt));
+
+	if (!dt)
+		return NULL;
+	dt->t = t;
+	dt->id = e->next_tid++;
+	dt->owner_uid = cl->uid;
+	dt->owner = cl->id;
+	dt->flags = flags;
+	snprintf(dt->name, sizeof(dt->name), "%s", name);
+	dt->next = e->tensors;
+	e->tensors = dt;
+	return dt;
+}
+
+static int same_form(struct hmm_tensor *t, const struct hmm_proto_tensor *m)
+{
+	unsigned i;
+
+	if (hmm_tensor_dtype(t) != m->dtype || hmm_tensor_ndim(t) != m->ndim)
+		return 0;
+	for (i = 0; i < m->ndim; i++)
+		if (hmm_tensor_shape(t)[i] != m->shape[i])
+			return 0;
+	return 1;
+}
+
+/* ---- tensor_new, tensor_free, attach, share -------------------------------- */
+
+static int store_name(char *dst, struct hmmd_client *cl, const char *name,
+		      int persist)
+{
+	char pre[32];
+	size_t p, n = strlen(name);
+
+	if (persist)
+		snprintf(pre, sizeof(pre), "u%u/", (unsigned)cl->uid);
+	else
+		snprintf(pre, sizeof(pre), "c%llu/",
+			 (unsigned long long)cl->id);
+	p = strlen(pre);
+	if (p + n >= HMM_PROTO_NAME_MAX) {
+		if (persist)
+			return -ENAMETOOLONG;
+		n = HMM_PROTO_NAME_MAX - 1 - p;	/* need not be unique */
+	}
+	memcpy(dst, pre, p);
+	memcpy(dst + p, name, n);
+	dst[p + n] = 0;
+	return 0;
+}
+
+/* Open the persistent tensor of cl named name; lock held (dropped around
+ * the engine).  Returns dt with a handle for cl, or NULL and *err. */
+static struct dt *open_kept(struct req *q, const char *name, int *err)
+{
+	struct hmmd_engine *e = q->e;
+	char sname[HMM_PROTO_NAME_MAX];
+	struct hmm_tensor *t;
+	struct dt *dt = find_kept(e, q->cl->uid, name);
+
+	if (!dt) {
+		*err = store_name(sname, q->cl, name, 1);
+		if (*err)
+			return NULL;
+		pthread_mutex_unlock(&e->lock);
+		*err = hmm_tensor_open(e->h, sname, &t);
+		pthread_mutex_lock(&e->lock);
+		if (*err)
+			return NULL;
+		dt = dt_new(e, q->cl, t, name, HMM_PROTO_TENSOR_PERSIST);
+		if (!dt) {
+			*err = -ENOMEM;	/* the tensor stays open, unused */
+			return NULL;
+		}
+		dt->owner = 0;
+	}
+	*err = handle_add(q->cl, dt, HMM_READ | HMM_WRITE);
+	return *err ? NULL : dt;
+}
+
+static int on_tensor_new(struct req *q)
+{
+	const struct hmm_proto_tensor *m = &q->m->u.tensor;
+	int persist = m->flags & HMM_PROTO_TENSOR_PERSIST;
+	struct hmmd_engine *e = q->e;
+	char sname[HMM_PROTO_NAME_MAX];
+	struct hmm_tensor *t;
+	uint64_t bytes;
+	struct dt *dt;
+	int ret;
+
+	ret = store_name(sname, q->cl, m->name, persist);
+	if (ret)
+		return reply_err(q, ret, "tensor %s: name too long with its "
+				 "uid prefix (%s)", m->name, sname);
+	pthread_mutex_lock(&e->lock);
+	if (persist) {
+		dt = open_kept(q, m->name, &ret);
+		if (dt && !same_form(dt->t, m)) {
+			pthread_mutex_unlock(&e->lock);
+			return reply_err(q, -EEXIST, "tensor %s: saved with "
+					 "another dtype or shape", m->name);
+		}
+		if (dt) {
+			pthread_mutex_unlock(&e->lock);
+			return reply_tensor(q, dt);
+		}
+		if (ret != -ENOENT) {
+			pthread_mutex_unlock(&e->lock);
+			return reply_err(q, ret, "tensor %s: open: %s",
+					 m->name, hmm_last_error());
+		}
+	}
+	pthread_mutex_unlock(&e->lock);
+	ret = hmm_tensor_new(e->h, sname, m->dtype, m->ndim, m->shape, &t);
+	if (ret)
+		return reply_err(q, ret, "tensor %s: %s", m->name,
+				 hmm_last_error());
+	bytes = hmm_tensor_bytes(t);
+	pthread_mutex_lock(&e->lock);
+	if (q->cl->used[HMM_TIER_STORE] + bytes >
+	    q->cl->quota[HMM_TIER_STORE]) {
+		pthread_mutex_unlock(&e->lock);
+		hmm_tensor_free(t);
+		return reply_err(q, -EDQUOT, "tensor %s: %llu bytes over the "
+				 "store quota %llu", m->name,
+				 (unsigned long long)bytes,
+				 (unsigned long long)
+				 q->cl->quota[HMM_TIER_STORE]);
+	}
+	dt = dt_new(e, q->cl, t, m->name, m->flags);
+	ret = dt ? handle_add(q->cl, dt, HMM_READ | HMM_WRITE) : -ENOMEM;
+	if (ret) {
+		if (dt) {
+			dt->freed = 1;
+			dt->refs = 1;
+			dt_put(e, dt);
+		} else {
+			hmm_tensor_free(t);
+		}
+		pthread_mutex_unlock(&e->lock);
+		return reply_err(q, -ENOMEM, "tensor %s: no memory", m->name);
+	}
+	q->cl->used[HMM_TIER_STORE] += bytes;
+	pthread_mutex_unlock(&e->lock);
+	return reply_tensor(q, dt);
+}
+
+static int on_tensor_free(struct req *q)
+{
+	uint64_t id = q->m->u.tensor_free.id;
+	struct hmmd_engine *e = q->e;
+	struct handle *h;
+	struct mapping *mp;
+	struct dt *dt;
+
+	pthread_mutex_lock(&e->lock);
+	h = handle_of(q->cl, id);
+	if (!h) {
+		pthread_mutex_unlock(&e->lock);
+		return reply_err(q, -ENOENT, "tensor %llu: not yours",
+				 (unsigned long long)id);
+	}
+	dt = h->dt;
+	for (mp = q->cl->maps; mp; mp = mp->next)
+		if (mp->dt == dt) {
+			pthread_mutex_unlock(&e->lock);
+			return reply_err(q, -EBUSY, "tensor %llu (%s): still "
+					 "mapped", (unsigned long long)id,
+					 dt->name);
+		}
+	/* the owner frees it for everyone; an attacher only detaches */
+	if (dt->owner_uid == q->cl->uid)
+		dt->freed = 1;
+	*h = q->cl->handles[--q->cl->nhandles];
+	dt_put(e, dt);
+	pthread_mutex_unlock(&e->lock);
+	return reply_ok(q);
+}
+
+static int on_share(struct req *q)
+{
+	const struct hmm_proto_share *m = &q->m->u.share;
+	struct hmmd_engine *e = q->e;
+	struct handle *h;
+	struct dt *o;
+
+	pthread_mutex_lock(&e->lock);
+	h = handle_of(q->cl, m->id);
+	if (!h || h->dt->owner_uid != q->cl->uid) {
+		pthread_mutex_unlock(&e->lock);
+		return reply_err(q, -ENOENT, "share: tensor %llu: not yours",
+				 (unsigned long long)m->id);
+	}
+	for (o = e->tensors; o; o = o->next)
+		if (o != h->dt && o->owner_uid == q->cl->uid &&
+		    !strcmp(o->share_name, m->name)) {
+			pthread_mutex_unlock(&e->lock);
+			return reply_err(q, -EEXIST, "share: name %s: taken by "
+					 "tensor %llu", m->name,
+					 (unsigned long long)o->id);
+		}
+	memcpy(h->dt->share_name, m->name, sizeof(m->name));
+	h->dt->share_uid = m->uid;
+	h->dt->share_access = m->access;
+	pthread_mutex_unlock(&e->lock);
+	return reply_ok(q);
+}
+
+static int on_attach(struct req *q)
+{
+	const struct hmm_proto_attach *m = &q->m->u.attach;
+	struct hmmd_engine *e = q->e;
+	struct dt *dt;
+	int ret;
+
+	pthread_mutex_lock(&e->lock);
+	if (m->owner_uid == q->cl->uid) {
+		dt = open_kept(q, m->name, &ret);
+		pthread_mutex_unlock(&e->lock);
+		if (!dt)
+			return reply_err(q, ret, "attach: %s: no persistent "
+					 "tensor of uid %u by that name",
+					 m->name, (unsigned)m->owner_uid);
+		return reply_tensor(q, dt);
+	}
+	for (dt = e->tensors; dt; dt = dt->next)
+		if (!dt->freed && dt->owner_uid == m->owner_uid &&
+		    dt->share_name[0] && dt->share_uid == q->cl->uid &&
+		    !strcmp(dt->share_name, m->name))
+			break;
+	if (!dt) {
+		pthread_mutex_unlock(&e->lock);
+		return reply_err(q, -ENOENT, "attach: %s: uid %u shares no "
+				 "tensor by that name with uid %u", m->name,
+				 (unsigned)m->owner_uid, (unsigned)q->cl->uid);
+	}
+	ret = handle_add(q->cl, dt, dt->share_access);
+	pthread_mutex_unlock(&e->lock);
+	if (ret)
+		return reply_err(q, ret, "attach: %s: no memory", m->name);
+	return reply_tensor(q, dt);
+}
+
+/* ---- map, unmap --------------------------------------------------------------- */
+
+/* Resolve HMM_ALL and check the range against the tensor. */
+static int range_of(struct req *q, struct dt *dt, uint64_t *off,
+		    uint64_t *len)
+{
+	const struct hmm_proto_range *m = &q->m->u.range;
+	uint64_t bytes = hmm_tensor_bytes(dt->t);
+
+	*off = m->off;
+	*len = m->len == HMM_ALL ? (m->off < bytes ? bytes - m->off : 0)
+				 : m->len;
+	if (m->off >= bytes || *len == 0 || *len > bytes - m->off)
+		return -EINVAL;
+	return 0;
+}
+
+static uint64_t charge_of(struct hmmd_engine *e, uint64_t off, uint64_t len)
+{
+	uint64_t first = off / e->chunk, last = (off + len - 1) / e->chunk;
+
+	return (last - first + 1) * e->chunk;
+}
+
+static int map_fail(struct req *q, struct mapping *mp, int err,
+		    const char *what)
+{
+	int n = reply_err(q, err, "map: tensor %llu (%s) [%llu, +%llu): %s",
+			  (unsigned long long)q->m->u.range.id, mp->dt->name,
+			  (unsigned long long)mp->off,
+			  (unsigned long long)mp->len, what);
+
+	free(mp);
+	return n;
+}
+
+static int on_map(struct req *q)
+{
+	const struct hmm_proto_range *m = &q->m->u.range;
+	struct hmmd_engine *e = q->e;
+	struct hmm_proto_map_reply r;
+	struct mapping *mp;
+	struct handle *h;
+	int ret, mfd = -1;
+
+	if (m->tier != HMM_TIER_HOST)
+		return reply_err(q, -ENOTSUP, "map: tier %u: hmmd maps the "
+				 "host tier only (a device address of hmmd "
+				 "is no use to a client)", m->tier);
+	mp = calloc(1, sizeof(*mp));
+	if (!mp)
+		return reply_err(q, -ENOMEM, "map: no memory");
+	pthread_mutex_lock(&e->lock);
+	h = handle_of(q->cl, m->id);
+	if (!h) {
+		pthread_mutex_unlock(&e->lock);
+		free(mp);
+		return reply_err(q, -ENOENT, "map: tensor %llu: not yours",
+				 (unsigned long long)m->id);
+	}
+	mp->dt = h->dt;
+	if ((m->access & (HMM_WRITE | HMM_DISCARD)) &&
+	    !(h->access & HMM_WRITE)) {
+		pthread_mutex_unlock(&e->lock);
+		return map_fail(q, mp, -EACCES, "shared read-only");
+	}
+	if (range_of(q, mp->dt, &mp->off, &mp->len)) {
+		pthread_mutex_unlock(&e->lock);
+		return map_fail(q, mp, -EINVAL, "outside the tensor");
+	}
+	mp->tier = m->tier;
+	mp->access = m->access;
+	mp->charge = charge_of(e, mp->off, mp->len);
+	ret = eng_admit(e, q->cl, mp->charge);
+	if (ret) {
+		char why[160];
+
+		snprintf(why, sizeof(why), ret == -EDQUOT ?
+			 "over the client's host quota (%llu of %llu pinned)" :
+			 "the host budget stayed full (%llu of %llu pinned)",
+			 (unsigned long long)(ret == -EDQUOT ?
+				q->cl->used[HMM_TIER_HOST] : e->pinned),
+			 (unsigned long long)(ret == -EDQUOT ?
+				q->cl->quota[HMM_TIER_HOST] : e->budget));
+		pthread_mutex_unlock(&e->lock);
+		return map_fail(q, mp, ret, why);
+	}
+	mp->dt->pinned += mp->charge;
+	mp->dt->refs++;			/* the mapping holds it */
+	pthread_mutex_unlock(&e->lock);
+
+	ret = hmm_map(mp->dt->t, mp->off, mp->len, HMM_TIER_HOST, mp->access,
+		      &mp->eptr);
+	if (ret)
+		goto out_release;
+	/* per-map memfd: see hmmd.h, "Host maps and shared memory" */
+	mp->mlen = (mp->len + 4095) & ~4095ull;
+	mfd = memfd_create("hmmd-map", MFD_CLOEXEC);
+	if (mfd < 0 || ftruncate(mfd, mp->mlen) < 0) {
+		ret = -errno;
+		goto out_fd;
+	}
+	mp->mptr = mmap(NULL, mp->mlen, PROT_READ | PROT_WRITE, MAP_SHARED,
+			mfd, 0);
+	if (mp->mptr == MAP_FAILED) {
+		ret = -errno;
+		goto out_fd;
+	}
+	if (!(mp->access & HMM_DISCARD))
+		memcpy(mp->mptr, mp->eptr, mp->len);
+
+	pthread_mutex_lock(&e->lock);
+	mp->next = q->cl->maps;
+	q->cl->maps = mp;
+	e->maps++;
+	q->cl->maps_done++;
+	if (!(mp->access & HMM_DISCARD))
+		e->copy_bytes += mp->len;
+	pthread_mutex_unlock(&e->lock);
+	memset(&r, 0, sizeof(r));
+	r.id = m->id;
+	r.off = mp->off;
+	r.len = mp->len;
+	r.addr = 0;		/* byte off is at offset 0 of this memfd */
+	r.tier = HMM_TIER_HOST;
+	*q->fd = mfd;
+	return hmm_proto_encode(q->out, q->cap, HMM_PROTO_MAP_REPLY,
+				HMM_PROTO_F_FDS, q->m->hdr.seq, &r);
+
+out_fd:
+	if (mfd >= 0)
+		close(mfd);
+	hmm_unmap(mp->dt->t, mp->eptr);
+	hmm_err(ret, "memfd of %llu bytes", (unsigned long long)mp->mlen);
+out_release:
+	pthread_mutex_lock(&e->lock);
+	mp->dt->pinned -= mp->charge;
+	eng_release(e, q->cl, mp->charge);
+	dt_put(e, mp->dt);
+	pthread_mutex_unlock(&e->lock);
+	return map_fail(q, mp, ret, hmm_last_error());
+}
+
+static int on_unmap(struct req *q)
+{
+	const struct hmm_proto_range *m = &q->m->u.range;
+	struct hmmd_engine *e = q->e;
+	struct mapping **pp, *mp;
+
+	pthread_mutex_lock(&e->lock);
+	for (pp = &q->cl->maps; (mp = *pp); pp = &mp->next)
+		if (mp->dt->id == m->id && mp->off == m->off &&
+		    mp->tier == m->tier &&
+		    (m->len == HMM_ALL || mp->len == m->len))
+			break;
+	if (!mp) {
+		pthread_mutex_unlock(&e->lock);
+		return reply_err(q, -EINVAL, "unmap: tensor %llu [%llu, "
+				 "+%llu): not mapped",
+				 (unsigned long long)m->id,
+				 (unsigned long long)m->off,
+				 (unsigned long long)m->len);
+	}
+	*pp = mp->next;
+	unmap_one(e, q->cl, mp);
+	dt_put(e, mp->dt);
+	pthread_mutex_unlock(&e->lock);
+	free(mp);
+	return reply_ok(q);
+}
+
+/* ---- prefetch, evict ------------------------------------------------------------ */
+
+/* The tensor of id for cl, with a ref held for the call (administrators
+ * may name any); NULL when not. */
+static struct dt *dt_get(struct req *q, uint64_t id)
+{
+	struct handle *h;
+	struct dt *dt = NULL;
+
+	pthread_mutex_lock(&q->e->lock);
+	h = handle_of(q->cl, id);
+	if (h)
+		dt = h->dt;
+	else if (q->cl->admin)
+		for (dt = q->e->tensors; dt && dt->id != id; dt = dt->next)
+			;
+	if (dt)
+		dt->refs++;
+	pthread_mutex_unlock(&q->e->lock);
+	return dt;
+}
+
+static void dt_drop(struct req *q, struct dt *dt)
+{
+	pthread_mutex_lock(&q->e->lock);
+	dt_put(q->e, dt);
+	pthread_mutex_unlock(&q->e->lock);
+}
+
+static int on_move(struct req *q)
+{
+	const struct hmm_proto_range *m = &q->m->u.range;
+	int evict = q->m->hdr.type == HMM_PROTO_EVICT;
+	struct dt *dt = dt_get(q, m->id);
+	int ret;
+
+	if (!dt)
+		return reply_err(q, -ENOENT, "%s: tensor %llu: not yours",
+				 evict ? "evict" : "prefetch",
+				 (unsigned long long)m->id);
+	ret = evict ? hmm_evict(dt->t, m->off, m->len, m->tier) :
+		      hmm_prefetch(dt->t, m->off, m->len, m->tier);
+	if (!ret && evict)
+		ret = hmm_wait(q->e->h, dt->t);
+	dt_drop(q, dt);
+	if (ret)
+		return reply_err(q, ret, "%s: %s", evict ? "evict" :
+				 "prefetch", hmm_last_error());
+	return reply_ok(q);
+}
+
+/* ---- flush, stats, quota_set, list ---------------------------------------------- */
+
+static int on_flush(struct req *q)
+{
+	int ret = hmm_flush(q->e->h);
+
+	if (ret)
+		return reply_err(q, ret, "flush: %s", hmm_last_error());
+	return reply_ok(q);
+}
+
+static void tier_out(struct hmm_proto_tier_stats *o,
+		     const struct hmm_tier_stats *t)
+{
+	o->capacity = t->capacity;
+	o->resident = t->resident;
+	o->peak = t->peak;
+	o->pinned = t->pinned;
+	o->bytes_in = t->bytes_in;
+	o->bytes_out = t->bytes_out;
+	o->hits = t->hits;
+	o->misses = t->misses;
+	o->evictions = t->evictions;
+	o->io_ops = t->io_ops;
+	o->stall_ns = (uint64_t)(t->stall_s * 1e9);
+	o->io_ns = (uint64_t)(t->io_s * 1e9);
+}
+
+static int on_stats(struct req *q)
+{
+	struct hmm_proto_stats_reply r;
+	struct hmm_stats st;
+	int i;
+
+	memset(&r, 0, sizeof(r));
+	hmm_stats(q->e->h, &st);
+	for (i = 0; i < HMM_TIERS; i++)
+		tier_out(&r.tier[i], &st.tier[i]);
+	r.tensors = st.tensors;
+	r.chunks = st.chunks;
+	r.io_errors = st.io_errors;
+	pthread_mutex_lock(&q->e->lock);
+	r.clients = q->e->nclients;
+	memcpy(r.quota, q->cl->quota, sizeof(r.quota));
+	memcpy(r.used, q->cl->used, sizeof(r.used));
+	pthread_mutex_unlock(&q->e->lock);
+	return hmm_proto_stats_reply_encode(q->out, q->cap, q->m->hdr.seq,
+					    &r);
+}
+
+static int on_quota_set(struct req *q)
+{
+	const struct hmm_proto_quota_set *m = &q->m->u.quota_set;
+	struct hmmd_engine *e = q->e;
+	struct hmmd_client *cl;
+	int i;
+
+	pthread_mutex_lock(&e->lock);
+	for (cl = e->clients; cl; cl = cl->next)
+		if (cl->id == (m->client_id ? m->client_id : q->cl->id))
+			break;
+	if (!cl || (cl != q->cl && !q->cl->admin)) {
+		pthread_mutex_unlock(&e->lock);
+		return reply_err(q, cl ? -EPERM : -ENOENT, "quota_set: client "
+				 "%llu: %s", (unsigned long long)m->client_id,
+				 cl ? "not yours (administrators only)" :
+				 "no such client");
+	}
+	for (i = 0; i < HMM_TIERS; i++) {
+		uint64_t max = cl->quota[i];
+
+		if (q->cl->admin)	/* administrators may raise it */
+			max = i == HMM_TIER_HOST ? e->budget : UINT64_MAX;
+		if (m->quota[i])
+			cl->quota[i] = m->quota[i] < max ? m->quota[i] : max;
+	}
+	pthread_cond_broadcast(&e->cond);
+	pthread_mutex_unlock(&e->lock);
+	hmmd_log("client %llu: quota set by client %llu: host %llu bytes",
+		 (unsigned long long)cl->id, (unsigned long long)q->cl->id,
+		 (unsigned long long)cl->quota[HMM_TIER_HOST]);
+	return reply_ok(q);
+}
+
+static void list_client(struct hmm_proto_list_reply *r,
+			const struct hmmd_client *cl)
+{
+	r->id = cl->id;
+	r->uid = cl->uid;
+	r->pid = cl->pid;
+	memcpy(r->a, cl->quota, sizeof(r->a));
+	memcpy(r->b, cl->used, sizeof(r->b));
+	r->bytes = cl->nhandles;
+	memcpy(r->name, cl->name, sizeof(r->name));
+}
+
+/* The first entry with id >= cursor that cl may see, into r (lock held). */
+static void list_find(struct req *q, struct hmm_proto_list_reply *r)
+{
+	const struct hmm_proto_list *m = &q->m->u.list;
+	const struct hmmd_client *cl, *best = NULL;
+	struct dt *dt, *bdt = NULL;
+
+	if (m->what == HMM_PROTO_LIST_CLIENTS) {
+		for (cl = q->e->clients; cl; cl = cl->next)
+			if (cl->id >= m->cursor && (!best || cl->id < best->id)
+			    && (q->cl->admin || cl == q->cl))
+				best = cl;
+		if (best)
+			list_client(r, best);
+		return;
+	}
+	for (dt = q->e->tensors; dt; dt = dt->next)
+		if (dt->id >= m->cursor && (!bdt || dt->id < bdt->id) &&
+		    (q->cl->admin || handle_of(q->cl, dt->id)))
+			bdt = dt;
+	if (!bdt)
+		return;
+	r->id = bdt->id;
+	r->owner = bdt->owner;
+	r->uid = bdt->owner_uid;
+	r->b[0] = bdt->pinned;
+	r->b[1] = bdt->refs;
+	r->bytes = hmm_tensor_bytes(bdt->t);
+	r->flags = bdt->flags | (bdt->share_name[0] ? 1u << 31 : 0);
+	memcpy(r->name, bdt->name, sizeof(r->name));
+}
+
+static int on_list(struct req *q)
+{
+	struct hmm_proto_list_reply r;
+
+	memset(&r, 0, sizeof(r));
+	r.what = q->m->u.list.what;
+	pthread_mutex_lock(&q->e->lock);
+	list_find(q, &r);
+	pthread_mutex_unlock(&q->e->lock);
+	/* residency per tier: not in hmm.h per tensor; the engine's pinned
+	 * host bytes of the tensor and its size are what hmmd knows */
+	return hmm_proto_list_reply_encode(q->out, q->cap, q->m->hdr.seq,
+					   &r);
+}
+
+/* ---- dispatch --------------------------------------------------------------------- */
+
+int hmmd_request(struct hmmd_engine *e, struct hmmd_client *cl,
+		 const struct hmm_proto_msg *m, void *out, size_t cap,
+		 int *fd)
+{
+	struct req q = { e, cl, m, out, cap, fd };
+
+	*fd = -1;
+	switch (m->hdr.type) {
+	case HMM_PROTO_TENSOR_NEW:	return on_tensor_new(&q);
+	case HMM_PROTO_TENSOR_FREE:	return on_tensor_free(&q);
+	case HMM_PROTO_MAP:		return on_map(&q);
+	case HMM_PROTO_UNMAP:		return on_unmap(&q);
+	case HMM_PROTO_PREFETCH:
+	case HMM_PROTO_EVICT:		return on_move(&q);
+	case HMM_PROTO_FLUSH:		return on_flush(&q);
+	case HMM_PROTO_STATS:		return on_stats(&q);
+	case HMM_PROTO_SHARE:		return on_share(&q);
+	case HMM_PROTO_ATTACH:		return on_attach(&q);
+	case HMM_PROTO_QUOTA_SET:	return on_quota_set(&q);
+	case HMM_PROTO_LIST:		return on_list(&q);
+	}
+	return reply_err(&q, -EPROTO, "%s: not a request",
+			 hmm_proto_type_name(m->hdr.type));
+}
