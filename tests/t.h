@@ -167,7 +167,7 @@ static inline uint64_t t_rand(uint64_t *s)
 /* t_fill(buf, len, seed): fill with a pattern derived from seed. */
 static inline void t_fill(void *buf, size_t len, uint64_t seed)
 {
-	uint8_t *p = buf;
+	uint8_t *p = (uint8_t *)buf;
 	size_t i;
 
 	for (i = 0; i + 8 <= len; i += 8) {
