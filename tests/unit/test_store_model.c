@@ -10,7 +10,7 @@
 
 #define KEYS	48
 #define MAXLEN	(64 << 10)
-#define STEPS	2500
+#define STEPS	2000
 
 struct slot {
 	uint32_t len;	/* 0 = absent */
