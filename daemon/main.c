@@ -77,6 +77,7 @@ static void usage(FILE *f)
 "  --socket PATH  listen here (default %s)\n"
 "  --store PATH   the store file or block device (persistent tensors)\n"
 "  --group NAME   group owning the socket (mode 0660)\n"
+"  --store-size SIZE    size of a new store file (default 1G)\n"
 "  --host-budget SIZE   global host budget (default 256M)\n"
 "  --client-quota SIZE  host quota per client at most\n"
 "  --chunk SIZE   chunk bytes (default 2M)\n"
@@ -97,6 +98,7 @@ static int parse_args(int argc, char **argv, struct hmmd_config *cfg)
 		{ "group", required_argument, NULL, 'g' },
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "host-budget", required_argument, NULL, 'B' },
+		{ "store-size", required_argument, NULL, 'Z' },
 		{ "client-quota", required_argument, NULL, 'Q' },
 		{ "chunk", required_argument, NULL, 'C' },
 		{ "wait-ms", required_argument, NULL, 'W' },
@@ -116,6 +118,7 @@ static int parse_args(int argc, char **argv, struct hmmd_config *cfg)
 		case 'g': keys[n] = "socket_group"; vals[n++] = optarg; break;
 		case 'v': keys[n] = "verbose"; vals[n++] = "1"; break;
 		case 'B': keys[n] = "host_budget"; vals[n++] = optarg; break;
+		case 'Z': keys[n] = "store_size"; vals[n++] = optarg; break;
 		case 'Q': keys[n] = "client_quota"; vals[n++] = optarg; break;
 		case 'C': keys[n] = "chunk_bytes"; vals[n++] = optarg; break;
 		case 'W': keys[n] = "wait_ms"; vals[n++] = optarg; break;

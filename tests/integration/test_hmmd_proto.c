@@ -404,7 +404,7 @@ static void test_config(const char *notify, int nfd)
 	snprintf(log, sizeof(log), "%s/cfg.log", dir);
 	f = fopen(conf, "w");
 	fprintf(f, "; test\n[hmmd]\nsocket = %s/not-this.sock\n"
-		"max_clients = 1\nhost_budget = 2G\n%s\n", dir,
+		"max_clients = 1\nhost_budget = 64M\n%s\n", dir,
 		as_root ? "socket_group = nogroup" : "");
 	fclose(f);
 	pid = spawn((const char *[]){ "--config", conf, "--socket", sock,
@@ -442,7 +442,7 @@ static void test_config(const char *notify, int nfd)
 
 int main(void)
 {
-	char sock[4096], log[4096], log2[4096], notify[4096];
+	char sock[4096], log[4096], log2[4096], notify[4096], store[4096];
 	const char *b = getenv("HMM_BUILD");
 	struct stat st;
 	pid_t pid, pid2;
@@ -464,8 +464,11 @@ int main(void)
 		t_skip_all("temporary dir %s: too long for a socket path", dir);
 	nfd = notify_sock(notify);
 
-	pid = spawn((const char *[]){ "--socket", sock, "--store",
-				      "/nonexistent", NULL }, log, notify);
+	snprintf(store, sizeof(store), "%s/store", dir);
+	pid = spawn((const char *[]){ "--socket", sock, "--store", store,
+				      "--host-budget", "64M", "--store-size", "64M",
+				      NULL }, log,
+		    notify);
 	if (!t_ok(!strncmp(notified(nfd, 10), "READY=1", 7),
 		  "hmmd says READY=1 on $NOTIFY_SOCKET")) {
 		kill(pid, SIGKILL);

@@ -1,0 +1,324 @@
+// SPDX-License-Identifier: MIT
+/*
+ * client.c — hmmd's client side (see client.h): connect and hello, then
+ * one round trip per call over proto_sock.c.  A host map's memfd is
+ * mapped here (MAP_SHARED) and the mapping kept until unmap.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "client.h"
+#include "err.h"
+#include "proto_sock.h"
+
+/* One map this client holds.  Allocated by map, freed by unmap. */
+struct cmap {
+	struct cmap *next;
+	uint64_t id, off, len;
+	void *ptr;
+	size_t mlen;
+};
+
+/* Allocated by hmm_client_open, freed by hmm_client_close. */
+struct hmm_client {
+	int fd;
+	pthread_mutex_t lock;		/* serialises calls; protects all */
+	uint64_t seq;
+	struct cmap *maps;
+	uint8_t out[HMM_PROTO_MSG_MAX];
+	uint8_t in[HMM_PROTO_RECV_BUF];
+};
+
+int hmm_client_fd(const struct hmm_client *c)
+{
+	return c->fd;
+}
+
+/* Encode type+body, round trip, want rtype; reply in *r, fds in fds. */
+static int call(struct hmm_client *c, unsigned type, const void *body,
+		unsigned rtype, struct hmm_proto_msg *r, int *fds,
+		unsigned *nfds, int timeout_ms)
+{
+	unsigned n0 = 0;
+	int n, ret;
+
+	n = hmm_proto_encode(c->out, sizeof(c->out), type, 0, ++c->seq, body);
+	if (n < 0)
+		return n;
+	ret = hmm_proto_call(c->fd, c->out, n, c->in, sizeof(c->in), r,
+			     fds, nfds ? nfds : &n0, timeout_ms);
+	if (ret < 0)
+		return ret;
+	if (ret != (int)rtype) {
+		if (nfds)
+			while (*nfds)
+				close(fds[--*nfds]);
+		return hmm_err(-EPROTO, "hmmd: %s answered with %s",
+			       hmm_proto_type_name(type),
+			       hmm_proto_type_name(ret));
+	}
+	return 0;
+}
+
+static int simple(struct hmm_client *c, unsigned type, const void *body,
+		  unsigned rtype, struct hmm_proto_msg *r)
+{
+	struct hmm_proto_msg tmp;
+	int ret;
+
+	pthread_mutex_lock(&c->lock);
+	ret = call(c, type, body, rtype, r ? r : &tmp, NULL, NULL,
+		   HMM_CLIENT_TIMEOUT_MS);
+	pthread_mutex_unlock(&c->lock);
+	return ret;
+}
+
+int hmm_client_open(const char *addr, const uint64_t quota[HMM_TIERS],
+		    const char *name, struct hmm_client **out,
+		    struct hmm_proto_hello_reply *rep)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	struct hmm_proto_hello h;
+	struct hmm_proto_msg r;
+	struct hmm_client *c;
+	int ret;
+
+	if (!strncmp(addr, "unix:", 5))
+		addr += 5;
+	if (strlen(addr) >= sizeof(sa.sun_path))
+		return hmm_err(-ENAMETOOLONG, "hmmd socket %s: too long", addr);
+	strcpy(sa.sun_path, addr);
+	c = calloc(1, sizeof(*c));
+	if (!c)
+		return hmm_err(-ENOMEM, "hmmd client: no memory");
+	pthread_mutex_init(&c->lock, NULL);
+	c->fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+	if (c->fd < 0 ||
+	    connect(c->fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+		ret = hmm_err(-errno, "hmmd socket %s: %s", addr,
+			      strerror(errno));
+		goto out_free;
+	}
+	memset(&h, 0, sizeof(h));
+	h.version_min = HMM_PROTO_VERSION_MIN;
+	h.version_max = HMM_PROTO_VERSION_MAX;
+	h.features = HMM_PROTO_FEAT_MEMFD;
+	if (quota)
+		memcpy(h.quota, quota, sizeof(h.quota));
+	snprintf(h.name, sizeof(h.name), "%s", name ? name : "");
+	ret = call(c, HMM_PROTO_HELLO, &h, HMM_PROTO_HELLO_REPLY, &r, NULL,
+		   NULL, HMM_CLIENT_TIMEOUT_MS);
+	if (ret)
+		goto out_free;
+	if (rep)
+		*rep = r.u.hello_reply;
+	*out = c;
+	return 0;
+
+out_free:
+	if (c->fd >= 0)
+		close(c->fd);
+	free(c);
+	return ret;
+}
+
+void hmm_client_close(struct hmm_client *c)
+{
+	struct cmap *m;
+
+	if (!c)
+		return;
+	while ((m = c->maps)) {
+		c->maps = m->next;
+		munmap(m->ptr, m->mlen);
+		free(m);
+	}
+	close(c->fd);
+	pthread_mutex_destroy(&c->lock);
+	free(c);
+}
+
+int hmm_client_tensor_new(struct hmm_client *c, const char *name,
+			  uint32_t dtype, unsigned ndim, const int64_t *shape,
+			  uint32_t flags, struct hmm_proto_tensor *out)
+{
+	struct hmm_proto_tensor t;
+	struct hmm_proto_msg r;
+	unsigned i;
+	int ret;
+
+	memset(&t, 0, sizeof(t));
+	t.dtype = dtype;
+	t.ndim = ndim;
+	for (i = 0; i < ndim && i < HMM_MAX_DIMS; i++)
+		t.shape[i] = shape[i];
+	t.flags = flags;
+	snprintf(t.name, sizeof(t.name), "%s", name);
+	ret = simple(c, HMM_PROTO_TENSOR_NEW, &t, HMM_PROTO_TENSOR_REPLY, &r);
+	if (!ret && out)
+		*out = r.u.tensor;
+	return ret;
+}
+
+int hmm_client_tensor_free(struct hmm_client *c, uint64_t id)
+{
+	struct hmm_proto_tensor_free f = { id };
+
+	return simple(c, HMM_PROTO_TENSOR_FREE, &f, HMM_PROTO_OK, NULL);
+}
+
+int hmm_client_map(struct hmm_client *c, uint64_t id, uint64_t off,
+		   uint64_t len, unsigned access, void **ptr)
+{
+	struct hmm_proto_range q = { id, off, len, HMM_TIER_HOST, access };
+	struct hmm_proto_msg r;
+	struct cmap *m = calloc(1, sizeof(*m));
+	unsigned nfds = 0;
+	int fds[HMM_PROTO_FDS_MAX], ret;
+
+	if (!m)
+		return hmm_err(-ENOMEM, "map: no memory");
+	pthread_mutex_lock(&c->lock);
+	ret = call(c, HMM_PROTO_MAP, &q, HMM_PROTO_MAP_REPLY, &r, fds, &nfds,
+		   HMM_CLIENT_MAP_TIMEOUT_MS);
+	if (ret)
+		goto out;
+	if (nfds != 1) {
+		ret = hmm_err(-EPROTO, "map: tensor %llu: %u fds, not 1",
+			      (unsigned long long)id, nfds);
+		goto out;
+	}
+	m->id = id;
+	m->off = r.u.map_reply.off;
+	m->len = r.u.map_reply.len;
+	m->mlen = (m->len + r.u.map_reply.addr + 4095) & ~4095ull;
+	m->ptr = mmap(NULL, m->mlen, PROT_READ | PROT_WRITE, MAP_SHARED,
+		      fds[0], 0);
+	if (m->ptr == MAP_FAILED) {
+		ret = hmm_err(-errno, "map: tensor %llu: mmap of the memfd: %s",
+			      (unsigned long long)id, strerror(errno));
+		goto out;
+	}
+	*ptr = (uint8_t *)m->ptr + r.u.map_reply.addr;
+	m->next = c->maps;
+	c->maps = m;
+	m = NULL;
+out:
+	while (nfds)
+		close(fds[--nfds]);
+	pthread_mutex_unlock(&c->lock);
+	free(m);
+	return ret;
+}
+
+int hmm_client_unmap(struct hmm_client *c, void *ptr)
+{
+	struct hmm_proto_range q = { 0 };
+	struct hmm_proto_msg r;
+	struct cmap **pp, *m;
+	int ret;
+
+	pthread_mutex_lock(&c->lock);
+	for (pp = &c->maps; (m = *pp); pp = &m->next)
+		if (m->ptr == ptr)
+			break;
+	if (!m) {
+		pthread_mutex_unlock(&c->lock);
+		return hmm_err(-EINVAL, "unmap %p: not mapped", ptr);
+	}
+	q = (struct hmm_proto_range){ m->id, m->off, m->len, HMM_TIER_HOST,
+				      0 };
+	ret = call(c, HMM_PROTO_UNMAP, &q, HMM_PROTO_OK, &r, NULL, NULL,
+		   HMM_CLIENT_TIMEOUT_MS);
+	*pp = m->next;
+	munmap(m->ptr, m->mlen);
+	free(m);
+	pthread_mutex_unlock(&c->lock);
+	return ret;
+}
+
+static int move(struct hmm_client *c, unsigned type, uint64_t id,
+		uint64_t off, uint64_t len, int tier)
+{
+	struct hmm_proto_range q = { id, off, len, (uint32_t)tier, 0 };
+
+	return simple(c, type, &q, HMM_PROTO_OK, NULL);
+}
+
+int hmm_client_prefetch(struct hmm_client *c, uint64_t id, uint64_t off,
+			uint64_t len, int tier)
+{
+	return move(c, HMM_PROTO_PREFETCH, id, off, len, tier);
+}
+
+int hmm_client_evict(struct hmm_client *c, uint64_t id, uint64_t off,
+		     uint64_t len, int tier)
+{
+	return move(c, HMM_PROTO_EVICT, id, off, len, tier);
+}
+
+int hmm_client_flush(struct hmm_client *c)
+{
+	return simple(c, HMM_PROTO_FLUSH, NULL, HMM_PROTO_OK, NULL);
+}
+
+int hmm_client_stats(struct hmm_client *c, struct hmm_proto_stats_reply *st)
+{
+	struct hmm_proto_msg r;
+	int ret = simple(c, HMM_PROTO_STATS, NULL, HMM_PROTO_STATS_REPLY, &r);
+
+	if (!ret)
+		*st = r.u.stats_reply;
+	return ret;
+}
+
+int hmm_client_share(struct hmm_client *c, uint64_t id, uint32_t uid,
+		     unsigned access, const char *name)
+{
+	struct hmm_proto_share s = { id, uid, access, "" };
+
+	snprintf(s.name, sizeof(s.name), "%s", name);
+	return simple(c, HMM_PROTO_SHARE, &s, HMM_PROTO_OK, NULL);
+}
+
+int hmm_client_attach(struct hmm_client *c, uint32_t owner_uid,
+		      const char *name, struct hmm_proto_tensor *out)
+{
+	struct hmm_proto_attach a = { owner_uid, "" };
+	struct hmm_proto_msg r;
+	int ret;
+
+	snprintf(a.name, sizeof(a.name), "%s", name);
+	ret = simple(c, HMM_PROTO_ATTACH, &a, HMM_PROTO_TENSOR_REPLY, &r);
+	if (!ret && out)
+		*out = r.u.tensor;
+	return ret;
+}
+
+int hmm_client_quota_set(struct hmm_client *c, uint64_t client_id,
+			 const uint64_t quota[HMM_TIERS])
+{
+	struct hmm_proto_quota_set q = { client_id, { 0 } };
+
+	memcpy(q.quota, quota, sizeof(q.quota));
+	return simple(c, HMM_PROTO_QUOTA_SET, &q, HMM_PROTO_OK, NULL);
+}
+
+int hmm_client_list(struct hmm_client *c, uint32_t what, uint64_t cursor,
+		    struct hmm_proto_list_reply *out)
+{
+	struct hmm_proto_list l = { what, cursor };
+	struct hmm_proto_msg r;
+	int ret = simple(c, HMM_PROTO_LIST, &l, HMM_PROTO_LIST_REPLY, &r);
+
+	if (!ret)
+		*out = r.u.list_reply;
+	return ret;
+}

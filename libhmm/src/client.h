@@ -1,0 +1,76 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * client.h — the client side of hmmd's protocol: what libhmm's shared
+ * mode (hmm_config.daemon = "unix:PATH") is to be built on, and what
+ * hmmctl, hmm-bench and the daemon tests use today.
+ *
+ * Hook for the engine owner (ctx.c): in hmm_open(), when cfg->daemon is
+ * set, call hmm_client_open(cfg->daemon, quotas, name, &c) and route
+ * hmm_tensor_new/open/free, hmm_map/unmap, hmm_prefetch/evict, hmm_flush
+ * and hmm_stats of that context to the hmm_client_* calls below (same
+ * arguments, a hmm_client_tensor in place of the engine's tensor); map
+ * returns a pointer into shared memory (a memfd from hmmd).
+ *
+ * Every call is one round trip with a time limit (HMM_CLIENT_TIMEOUT_MS
+ * for most, the daemon's back-pressure bound plus a margin for map);
+ * when hmmd is gone calls fail with -ENOTCONN / -EPIPE / -ECONNRESET.
+ * Returns 0 or -errno with hmm_last_error() naming the thing.
+ * Threading: one lock per client serialises its calls (any thread).
+ */
+#ifndef HMM_CLIENT_H
+#define HMM_CLIENT_H
+
+#include <stdint.h>
+
+#include "proto.h"
+
+#define HMM_CLIENT_TIMEOUT_MS	30000
+#define HMM_CLIENT_MAP_TIMEOUT_MS 120000
+
+struct hmm_client;	/* hmm_client_open / hmm_client_close */
+
+/*
+ * Connect to addr ("unix:PATH" or a PATH), say hello with quota[3]
+ * (bytes per tier; 0 = the daemon's default) and name.  Fills *rep with
+ * what the daemon granted when rep is not NULL.
+ */
+int hmm_client_open(const char *addr, const uint64_t quota[HMM_TIERS],
+		    const char *name, struct hmm_client **out,
+		    struct hmm_proto_hello_reply *rep);
+
+/* Unmaps what is still mapped here and closes; hmmd releases the rest. */
+void hmm_client_close(struct hmm_client *c);
+
+/* The socket (for tests that need to watch it). */
+int hmm_client_fd(const struct hmm_client *c);
+
+/* TENSOR_NEW (flags HMM_PROTO_TENSOR_PERSIST: open the saved one of that
+ * name, or make it); *out gets the reply (id, bytes, shape). */
+int hmm_client_tensor_new(struct hmm_client *c, const char *name,
+			  uint32_t dtype, unsigned ndim, const int64_t *shape,
+			  uint32_t flags, struct hmm_proto_tensor *out);
+int hmm_client_tensor_free(struct hmm_client *c, uint64_t id);
+
+/* Map [off, off + len) of tensor id at the host tier: *ptr points into
+ * a shared memfd mapping.  hmm_client_unmap(c, ptr) ends it. */
+int hmm_client_map(struct hmm_client *c, uint64_t id, uint64_t off,
+		   uint64_t len, unsigned access, void **ptr);
+int hmm_client_unmap(struct hmm_client *c, void *ptr);
+
+int hmm_client_prefetch(struct hmm_client *c, uint64_t id, uint64_t off,
+			uint64_t len, int tier);
+int hmm_client_evict(struct hmm_client *c, uint64_t id, uint64_t off,
+		     uint64_t len, int tier);
+int hmm_client_flush(struct hmm_client *c);
+int hmm_client_stats(struct hmm_client *c, struct hmm_proto_stats_reply *st);
+int hmm_client_share(struct hmm_client *c, uint64_t id, uint32_t uid,
+		     unsigned access, const char *name);
+int hmm_client_attach(struct hmm_client *c, uint32_t owner_uid,
+		      const char *name, struct hmm_proto_tensor *out);
+int hmm_client_quota_set(struct hmm_client *c, uint64_t client_id,
+			 const uint64_t quota[HMM_TIERS]);
+/* One LIST entry at or after cursor (id 0 in *out: none left). */
+int hmm_client_list(struct hmm_client *c, uint32_t what, uint64_t cursor,
+		    struct hmm_proto_list_reply *out);
+
+#endif /* HMM_CLIENT_H */

@@ -1,0 +1,553 @@
+// SPDX-License-Identifier: MIT
+/*
+ * test_hmmd_engine — hmmd with libhmm's engine, driven through the
+ * client side (libhmm/src/client.c) on a temporary Unix socket:
+ *
+ *  - a host map is shared memory (a memfd): bytes written through it are
+ *    read back after unmap by a new map, and by another client;
+ *  - isolation: another client cannot name a tensor it does not hold;
+ *    share by name with one uid lets that uid attach (read-only when
+ *    shared so), another uid cannot;
+ *  - quotas: N client processes whose quotas add up to more than the
+ *    global budget all finish; the pinned bytes (sampled) never pass the
+ *    budget and the engine's host residency never passes its capacity;
+ *    some maps waited (back-pressure);
+ *  - kill -9 of a client releases its pins and frees its temporaries;
+ *  - SIGTERM flushes; a restarted hmmd on the same store finds the
+ *    persistent tensor byte-exact, by TENSOR_NEW(PERSIST) and by ATTACH;
+ *  - kill -9 of hmmd while a client waits in map: the map fails with
+ *    -ENOTCONN / -ECONNRESET / -EPIPE within 5 s;
+ *  - --metrics: Prometheus text over a loopback TCP connection.
+ */
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <limits.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <time.h>
+
+#include "t.h"
+#include "client.h"
+#include "err.h"
+
+#define CHUNK	(64u << 10)
+#define BUDGET	(8u << 20)
+
+static char hmmd[4096], dir[1024], sock[4096], store[4096], logf[4096];
+static char port[16];
+
+static double now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+/* Start hmmd on sock/store with extra args; wait until it listens. */
+static pid_t start(const char *wait_ms, int group)
+{
+	char *argv[32];
+	int i = 0, fd;
+	struct stat st;
+	pid_t pid;
+	double t0;
+
+	argv[i++] = hmmd;
+	argv[i++] = "--socket";
+	argv[i++] = sock;
+	argv[i++] = "--store";
+	argv[i++] = store;
+	argv[i++] = "--store-size";
+	argv[i++] = "64M";
+	argv[i++] = "--host-budget";
+	argv[i++] = "8M";
+	argv[i++] = "--chunk";
+	argv[i++] = "64K";
+	argv[i++] = "--wait-ms";
+	argv[i++] = (char *)wait_ms;
+	argv[i++] = "--metrics";
+	argv[i++] = port;
+	if (group) {
+		argv[i++] = "--group";
+		argv[i++] = "nogroup";
+	}
+	argv[i] = NULL;
+	unlink(sock);
+	pid = fork();
+	if (pid < 0)
+		t_fail_all("fork: %s", strerror(errno));
+	if (pid == 0) {
+		fd = open(logf, O_WRONLY | O_CREAT | O_APPEND, 0644);
+		if (fd >= 0)
+			dup2(fd, 2);
+		unsetenv("NOTIFY_SOCKET");
+		execv(hmmd, argv);
+		_exit(127);
+	}
+	for (t0 = now(); now() - t0 < 20; usleep(20000))
+		if (stat(sock, &st) == 0)
+			return pid;
+	kill(pid, SIGKILL);
+	t_fail_all("hmmd did not listen on %s (log %s)", sock, logf);
+	return -1;
+}
+
+static int wait_exit(pid_t pid, int secs)
+{
+	double t0 = now();
+	int st;
+
+	while (now() - t0 < secs) {
+		if (waitpid(pid, &st, WNOHANG) == pid)
+			return WIFEXITED(st) ? WEXITSTATUS(st) :
+			       128 + WTERMSIG(st);
+		usleep(10000);
+	}
+	kill(pid, SIGKILL);
+	waitpid(pid, &st, 0);
+	return -1;
+}
+
+static struct hmm_client *conn(uint64_t host_quota, const char *name)
+{
+	uint64_t q[HMM_TIERS] = { 0, host_quota, 0 };
+	struct hmm_client *c;
+	int ret = hmm_client_open(sock, q, name, &c, NULL);
+
+	if (ret)
+		t_fail_all("connect %s: %s", sock, hmm_last_error());
+	return c;
+}
+
+/* GET /metrics on the loopback port: the body, or "" */
+static const char *metrics(void)
+{
+	static char text[1 << 16];
+	struct sockaddr_in sa = { .sin_family = AF_INET };
+	const char *req = "GET /metrics HTTP/1.0\r\n\r\n";
+	size_t got = 0;
+	ssize_t n;
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	char *body;
+
+	text[0] = 0;
+	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	sa.sin_port = htons(atoi(strchr(port, ':') + 1));
+	if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+		t_diag("metrics connect: %s", strerror(errno));
+		if (fd >= 0)
+			close(fd);
+		return text;
+	}
+	if (send(fd, req, strlen(req), MSG_NOSIGNAL) < 0)
+		t_diag("metrics send: %s", strerror(errno));
+	while (got < sizeof(text) - 1 &&
+	       (n = recv(fd, text + got, sizeof(text) - 1 - got, 0)) > 0)
+		got += n;
+	text[got] = 0;
+	close(fd);
+	body = strstr(text, "\r\n\r\n");
+	return body ? body + 4 : text;
+}
+
+/* The value of metric line "name" (with labels as written), or -1. */
+static double metric(const char *name)
+{
+	const char *m = metrics(), *p = m;
+	size_t n = strlen(name);
+
+	while ((p = strstr(p, name))) {
+		if ((p == m || p[-1] == '\n') && p[n] == ' ')
+			return atof(p + n + 1);
+		p += n;
+	}
+	return -1;
+}
+
+static void pick_port(void)
+{
+	struct sockaddr_in sa = { .sin_family = AF_INET };
+	socklen_t len = sizeof(sa);
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+
+	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	if (fd < 0 || bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 ||
+	    getsockname(fd, (struct sockaddr *)&sa, &len) < 0)
+		t_fail_all("no loopback port: %s", strerror(errno));
+	snprintf(port, sizeof(port), "127.0.0.1:%u", ntohs(sa.sin_port));
+	close(fd);
+}
+
+/* ---- data, isolation, sharing --------------------------------------------- */
+
+static uint64_t test_data(struct hmm_client *a, uint8_t *pat, size_t bytes)
+{
+	int64_t shape[1] = { (int64_t)(bytes / 4) };
+	struct hmm_proto_tensor t, t2;
+	struct hmm_client *b;
+	uint8_t *p;
+	void *v;
+	int ret;
+
+	ret = hmm_client_tensor_new(a, "w", HMM_DTYPE_F32, 1, shape,
+				    HMM_PROTO_TENSOR_PERSIST, &t);
+	t_eq(ret, 0, "tensor_new w (persistent): %s", hmm_last_error());
+	t_eq(t.bytes, bytes, "w: %zu bytes", bytes);
+	ret = hmm_client_map(a, t.id, 0, HMM_ALL, HMM_DISCARD, &v);
+	t_eq(ret, 0, "map w DISCARD: %s", hmm_last_error());
+	if (ret)
+		return t.id;
+	memcpy(v, pat, bytes);
+	t_eq(hmm_client_unmap(a, v), 0, "unmap w");
+	/* push it out of the host tier, then read it back */
+	t_eq(hmm_client_evict(a, t.id, 0, HMM_ALL, HMM_TIER_HOST), 0,
+	     "evict w to the store: %s", hmm_last_error());
+	ret = hmm_client_map(a, t.id, CHUNK, 3 * CHUNK, HMM_READ, &v);
+	t_eq(ret, 0, "map w [64K, +192K) READ");
+	p = v;
+	t_ok(!ret && !memcmp(p, pat + CHUNK, 3 * CHUNK),
+	     "bytes written through the memfd are read back");
+	if (!ret)
+		hmm_client_unmap(a, v);
+
+	b = conn(0, "other");
+	ret = hmm_client_map(b, t.id, 0, 4096, HMM_READ, &v);
+	t_eq(ret, -ENOENT, "another client cannot map w's id");
+	t_ok(strstr(hmm_last_error(), "not yours") != NULL,
+	     "detail: %s", hmm_last_error());
+	t_eq(hmm_client_tensor_free(b, t.id), -ENOENT,
+	     "another client cannot free it");
+	t_eq(hmm_client_attach(b, getuid(), "w", &t2), 0,
+	     "same uid: attach its persistent w by name");
+	t_eq(t2.id, t.id, "attach: the same tensor");
+	hmm_client_close(b);
+	return t.id;
+}
+
+/* In a child as uid 65534 / 65533: attach "shared-w" of our uid; exit
+ * codes say what happened. */
+static int other_uid(uid_t uid, const uint8_t *pat)
+{
+	struct hmm_client *c;
+	struct hmm_proto_tensor t;
+	pid_t pid = fork();
+	void *v;
+	int st, ret;
+
+	if (pid == 0) {
+		uid_t owner = getuid();
+
+		if (setgroups(0, NULL) || setgid(65534) || setuid(uid))
+			_exit(100);
+		ret = hmm_client_open(sock, NULL, "other-uid", &c, NULL);
+		if (ret)
+			_exit(101);
+		ret = hmm_client_attach(c, owner, "shared-w", &t);
+		if (ret == -ENOENT)
+			_exit(10);
+		if (ret)
+			_exit(102);
+		if (hmm_client_map(c, t.id, 0, 4096, HMM_READ | HMM_WRITE,
+				   &v) != -EACCES)
+			_exit(103);
+		if (hmm_client_map(c, t.id, 0, 4096, HMM_READ, &v))
+			_exit(104);
+		_exit(memcmp(v, pat, 4096) ? 105 : 0);
+	}
+	if (pid < 0 || waitpid(pid, &st, 0) != pid || !WIFEXITED(st))
+		return -1;
+	return WEXITSTATUS(st);
+}
+
+static void test_share(struct hmm_client *a, uint64_t id, const uint8_t *pat)
+{
+	t_eq(hmm_client_share(a, id, 65534, HMM_READ, "shared-w"), 0,
+	     "share w as shared-w with uid 65534, read-only");
+	if (getuid() != 0 || !getgrnam("nogroup")) {
+		t_diag("not root or no nogroup: other uids not tried");
+		return;
+	}
+	t_eq(other_uid(65534, pat), 0, "uid 65534 attaches shared-w, reads "
+	     "it, and may not map it for writing (-EACCES)");
+	t_eq(other_uid(65533, pat), 10, "uid 65533 cannot attach it "
+	     "(-ENOENT)");
+}
+
+/* ---- quotas and back-pressure --------------------------------------------- */
+
+#define NCLIENTS	3
+#define ROUNDS		40
+
+/* One client process: quota 4 MiB, maps of all 4 MiB held a little
+ * (three of them cannot be pinned at once under the 8 MiB budget). */
+static void quota_child(int k)
+{
+	int64_t shape[1] = { (4 << 20) / 4 };
+	struct hmm_proto_tensor t;
+	struct hmm_client *c;
+	char name[32];
+	int i, ret;
+	void *v;
+
+	snprintf(name, sizeof(name), "q%d", k);
+	if (hmm_client_open(sock, (uint64_t[]){ 0, 4u << 20, 0 }, name, &c,
+			    NULL))
+		_exit(101);
+	if (hmm_client_tensor_new(c, name, HMM_DTYPE_F32, 1, shape, 0, &t))
+		_exit(102);
+	for (i = 0; i < ROUNDS; i++) {
+		ret = hmm_client_map(c, t.id, 0, 4 << 20, HMM_WRITE |
+				     HMM_READ, &v);
+		if (ret)
+			_exit(103);
+		((uint32_t *)v)[(i % 2) * ((2 << 20) / 4)] += 1;
+		usleep(3000);
+		if (hmm_client_unmap(c, v))
+			_exit(104);
+	}
+	/* what was written is there: both halves counted ROUNDS / 2 */
+	if (hmm_client_map(c, t.id, 0, 4 << 20, HMM_READ, &v))
+		_exit(105);
+	ret = ((uint32_t *)v)[0] == ROUNDS / 2 &&
+	      ((uint32_t *)v)[(2 << 20) / 4] == ROUNDS / 2;
+	hmm_client_close(c);
+	_exit(ret ? 0 : 106);
+}
+
+static void test_quotas(struct hmm_client *a)
+{
+	struct hmm_proto_stats_reply st;
+	pid_t pids[NCLIENTS];
+	double pinned, pmax = 0;
+	uint64_t rmax = 0;
+	int i, st2, ok = 0, over = 0, samples = 0, running;
+	double waits0 = metric("hmmd_waits_total");
+
+	for (i = 0; i < NCLIENTS; i++) {
+		pids[i] = fork();
+		if (pids[i] == 0)
+			quota_child(i);
+	}
+	do {
+		running = 0;
+		for (i = 0; i < NCLIENTS; i++)
+			if (pids[i] > 0 && waitpid(pids[i], &st2, WNOHANG) ==
+			    pids[i]) {
+				ok += WIFEXITED(st2) && !WEXITSTATUS(st2);
+				if (!WIFEXITED(st2) || WEXITSTATUS(st2))
+					t_diag("quota client %d: status %d", i,
+					       st2);
+				pids[i] = 0;
+			} else if (pids[i] > 0) {
+				running++;
+			}
+		pinned = metric("hmmd_pinned_bytes");
+		if (!hmm_client_stats(a, &st)) {
+			if (st.tier[HMM_TIER_HOST].resident >
+			    st.tier[HMM_TIER_HOST].capacity)
+				over++;
+			if (st.tier[HMM_TIER_HOST].resident > rmax)
+				rmax = st.tier[HMM_TIER_HOST].resident;
+		}
+		if (pinned > BUDGET)
+			over++;
+		if (pinned > pmax)
+			pmax = pinned;
+		samples++;
+		usleep(2000);
+	} while (running);
+	t_eq(ok, NCLIENTS, "%d clients with 4 MiB quotas under an 8 MiB "
+	     "budget all finish, their bytes right", NCLIENTS);
+	t_eq(over, 0, "pinned and resident bytes never above the budget "
+	     "(%d samples, peak pinned %.0f, peak resident %llu)", samples,
+	     pmax, (unsigned long long)rmax);
+	t_ok(metric("hmmd_waits_total") > waits0,
+	     "oversubscribed: some maps waited (back-pressure), %.0f",
+	     metric("hmmd_waits_total") - waits0);
+}
+
+/* ---- kill -9 of a client ---------------------------------------------------- */
+
+static void test_kill_client(struct hmm_client *a)
+{
+	struct hmm_proto_list_reply l;
+	int p[2], st, found, i;
+	double pinned0 = metric("hmmd_pinned_bytes");
+	char c;
+	pid_t pid;
+
+	if (pipe(p))
+		t_fail_all("pipe");
+	pid = fork();
+	if (pid == 0) {
+		int64_t shape[1] = { (1 << 20) / 4 };
+		struct hmm_proto_tensor t;
+		struct hmm_client *k;
+		void *v;
+
+		close(p[0]);
+		if (hmm_client_open(sock, NULL, "doomed", &k, NULL) ||
+		    hmm_client_tensor_new(k, "doomed-tmp", HMM_DTYPE_F32, 1,
+					  shape, 0, &t) ||
+		    hmm_client_map(k, t.id, 0, HMM_ALL, HMM_WRITE, &v))
+			_exit(1);
+		if (write(p[1], "x", 1) != 1)
+			_exit(1);
+		pause();
+		_exit(0);
+	}
+	close(p[1]);
+	t_eq(read(p[0], &c, 1), 1, "client maps 1 MiB and waits");
+	close(p[0]);
+	t_eq(metric("hmmd_pinned_bytes"), pinned0 + (1 << 20),
+	     "its 1 MiB is pinned");
+	kill(pid, SIGKILL);
+	waitpid(pid, &st, 0);
+	for (i = 0; i < 300; i++) {
+		if (metric("hmmd_pinned_bytes") == pinned0)
+			break;
+		usleep(10000);
+	}
+	t_eq(metric("hmmd_pinned_bytes"), pinned0,
+	     "kill -9: its pins are released");
+	found = 0;
+	for (l.id = 1; !hmm_client_list(a, HMM_PROTO_LIST_TENSORS, l.id, &l)
+	     && l.id; l.id++)
+		found += !strcmp(l.name, "doomed-tmp");
+	t_eq(found, 0, "kill -9: its temporary tensor is freed");
+}
+
+/* ---- restart, kill -9 of hmmd ---------------------------------------------- */
+
+static void test_restart(pid_t *pid, const uint8_t *pat, size_t bytes)
+{
+	int64_t shape[1] = { (int64_t)(bytes / 4) };
+	struct hmm_proto_tensor t;
+	struct hmm_client *c;
+	void *v;
+	int ret;
+
+	kill(*pid, SIGTERM);
+	t_eq(wait_exit(*pid, 30), 0, "SIGTERM: hmmd flushes and exits 0");
+	*pid = start("60000", 0);
+	c = conn(0, "after-restart");
+	ret = hmm_client_tensor_new(c, "w", HMM_DTYPE_F32, 1, shape,
+				    HMM_PROTO_TENSOR_PERSIST, &t);
+	t_eq(ret, 0, "restarted hmmd: tensor_new(PERSIST) w finds it: %s",
+	     hmm_last_error());
+	ret = ret ? ret : hmm_client_map(c, t.id, 0, HMM_ALL, HMM_READ, &v);
+	t_ok(!ret && !memcmp(v, pat, bytes),
+	     "restart recovery: w byte-exact (%zu bytes)", bytes);
+	if (!ret)
+		hmm_client_unmap(c, v);
+	shape[0] = 3;
+	t_eq(hmm_client_tensor_new(c, "w", HMM_DTYPE_F32, 1, shape,
+				   HMM_PROTO_TENSOR_PERSIST, &t), -EEXIST,
+	     "w with another shape: -EEXIST");
+	hmm_client_close(c);
+}
+
+static void test_kill_daemon(pid_t pid)
+{
+	int64_t shape[1] = { BUDGET / 4 };
+	struct hmm_proto_tensor t;
+	struct hmm_client *hog;
+	int p[2], st, code;
+	pid_t w;
+	void *v;
+	char ch;
+
+	hog = conn(BUDGET, "hog");
+	t_eq(hmm_client_tensor_new(hog, "hog", HMM_DTYPE_F32, 1, shape, 0,
+				   &t), 0, "hog: an 8 MiB tensor");
+	t_eq(hmm_client_map(hog, t.id, 0, HMM_ALL, HMM_WRITE, &v), 0,
+	     "hog pins the whole budget");
+	if (pipe(p))
+		t_fail_all("pipe");
+	w = fork();
+	if (w == 0) {
+		struct hmm_client *c;
+		struct hmm_proto_tensor t2;
+		double t0;
+		int ret;
+
+		close(p[0]);
+		if (hmm_client_open(sock, NULL, "waiter", &c, NULL) ||
+		    hmm_client_tensor_new(c, "small", HMM_DTYPE_F32, 1,
+					  (int64_t[]){ 1024 }, 0, &t2))
+			_exit(1);
+		if (write(p[1], "x", 1) != 1)
+			_exit(1);
+		t0 = now();
+		ret = hmm_client_map(c, t2.id, 0, HMM_ALL, HMM_READ, &v);
+		if (now() - t0 > 5)
+			_exit(2);
+		_exit(ret == -ENOTCONN || ret == -ECONNRESET ||
+		      ret == -EPIPE ? 0 : 3);
+	}
+	close(p[1]);
+	t_eq(read(p[0], &ch, 1), 1, "a client is about to map");
+	close(p[0]);
+	usleep(300000);		/* it waits in map (the budget is pinned) */
+	t_ok(metric("hmmd_waits_total") >= 1, "the map waits in hmmd");
+	kill(pid, SIGKILL);
+	waitpid(pid, &st, 0);
+	code = wait_exit(w, 10);
+	t_eq(code, 0, "kill -9 of hmmd: the blocked map fails with "
+	     "-ENOTCONN/-ECONNRESET/-EPIPE within 5 s");
+	t_ok(hmm_client_stats(hog, &(struct hmm_proto_stats_reply){ 0 }) < 0,
+	     "other clients' calls fail too: %s", hmm_last_error());
+	hmm_client_close(hog);
+}
+
+int main(void)
+{
+	const char *b = getenv("HMM_BUILD");
+	size_t bytes = 16 * CHUNK;
+	struct hmm_client *a;
+	uint8_t *pat;
+	uint64_t id;
+	const char *m;
+	pid_t pid;
+
+	snprintf(hmmd, sizeof(hmmd), "%s/bin/hmmd", b ? b : "build");
+	if (access(hmmd, X_OK))
+		t_skip_all("%s not built", hmmd);
+	signal(SIGPIPE, SIG_IGN);
+	if (strlen(t_tmpdir()) >= 80)
+		t_skip_all("temporary dir %s: too long", t_tmpdir());
+	strcpy(dir, t_tmpdir());
+	chmod(dir, 0711);
+	snprintf(sock, sizeof(sock), "%s/e.sock", dir);
+	snprintf(store, sizeof(store), "%s/e.store", dir);
+	snprintf(logf, sizeof(logf), "%s/hmmd.log", dir);
+	pick_port();
+	pat = malloc(bytes);
+	t_fill(pat, bytes, 42);
+
+	pid = start("10000", getuid() == 0 && getgrnam("nogroup"));
+	m = metrics();
+	t_ok(strstr(m, "hmm_tier_capacity_bytes{tier=\"host\"} 8388608\n") &&
+	     strstr(m, "# TYPE hmmd_clients gauge"),
+	     "metrics: Prometheus text over loopback TCP");
+	a = conn(0, "main");
+	t_eq(metric("hmmd_clients"), 1, "metrics: one client");
+	id = test_data(a, pat, bytes);
+	test_share(a, id, pat);
+	test_kill_client(a);
+	test_quotas(a);
+	hmm_client_close(a);
+	test_restart(&pid, pat, bytes);
+	test_kill_daemon(pid);
+	t_diag("hmmd log: %s", logf);
+	free(pat);
+	return t_done();
+}
