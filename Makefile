@@ -159,7 +159,8 @@ $(B)/tests/%: $(O)/tests/%.o $(LIBS)
 
 # ---- CUDA: built whenever nvcc exists, run only where a GPU is -------------
 NVFLAGS := -O3 -std=c++17 -Iinclude -Ikernels/core -lineinfo \
-	   -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90a,code=sm_90a
+	   -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90a,code=sm_90a \
+	   -gencode arch=compute_80,code=compute_80
 CU_OBJ := $(patsubst %.cu,$(O)/%.o,$(CU_SRC))
 $(O)/%.o: %.cu
 	@mkdir -p $(@D)
