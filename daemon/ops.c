@@ -819,6 +819,7 @@ static void list_find(struct req *q, struct hmm_proto_list_reply *r)
 	if (!bdt)
 		return;
 	r->id = bdt->id;
+	hmmd_residency(bdt->t, r->a);
 	r->owner = bdt->owner;
 	r->uid = bdt->owner_uid;
 	r->b[0] = bdt->pinned;
@@ -837,8 +838,6 @@ static int on_list(struct req *q)
 	pthread_mutex_lock(&q->e->lock);
 	list_find(q, &r);
 	pthread_mutex_unlock(&q->e->lock);
-	/* residency per tier: not in hmm.h per tensor; the engine's pinned
-	 * host bytes of the tensor and its size are what hmmd knows */
 	return hmm_proto_list_reply_encode(q->out, q->cap, q->m->hdr.seq,
 					   &r);
 }

@@ -40,7 +40,7 @@
 #define CHUNK	(64u << 10)
 #define BUDGET	(8u << 20)
 
-static char hmmd[4096], dir[1024], sock[4096], store[4096], logf[4096];
+static char hmmd[4096], hmmctl[4096], dir[1024], sock[4096], store[4096], logf[4096];
 static char port[16];
 
 static double now(void)
@@ -116,12 +116,16 @@ static int wait_exit(pid_t pid, int secs)
 	return -1;
 }
 
+static uint64_t last_id;
+
 static struct hmm_client *conn(uint64_t host_quota, const char *name)
 {
 	uint64_t q[HMM_TIERS] = { 0, host_quota, 0 };
+	struct hmm_proto_hello_reply rep;
 	struct hmm_client *c;
-	int ret = hmm_client_open(sock, q, name, &c, NULL);
+	int ret = hmm_client_open(sock, q, name, &c, &rep);
 
+	last_id = rep.client_id;
 	if (ret)
 		t_fail_all("connect %s: %s", sock, hmm_last_error());
 	return c;
@@ -279,6 +283,96 @@ static void test_share(struct hmm_client *a, uint64_t id, const uint8_t *pat)
 	     "it, and may not map it for writing (-EACCES)");
 	t_eq(other_uid(65533, pat), 10, "uid 65533 cannot attach it "
 	     "(-ENOENT)");
+}
+
+/* ---- hmmctl ---------------------------------------------------------------- */
+
+/* Run hmmctl with args; its stdout, and its exit status in *code. */
+static const char *ctl(const char *args, int *code)
+{
+	static char out[1 << 15];
+	char cmd[12288];
+	size_t n;
+	FILE *f;
+
+	snprintf(cmd, sizeof(cmd), "%s --socket %s %s 2>/dev/null", hmmctl,
+		 sock, args);
+	f = popen(cmd, "r");
+	if (!f)
+		t_fail_all("popen %s", cmd);
+	n = fread(out, 1, sizeof(out) - 1, f);
+	out[n] = 0;
+	*code = pclose(f);
+	*code = WIFEXITED(*code) ? WEXITSTATUS(*code) : -1;
+	return out;
+}
+
+/* The numbers on the line of tensors output whose name is name. */
+static int tensor_row(const char *out, const char *name, unsigned long long
+		      v[6])
+{
+	char nm[64];
+	const char *p = out;
+
+	while (p && *p) {
+		if (sscanf(p, "%llu %llu %llu %63s %llu %llu %llu %llu", &v[0],
+			   &v[1], &v[2], nm, &v[3], &v[4], &v[5],
+			   &v[5]) == 8 && !strcmp(nm, name)) {
+			sscanf(p, "%*u %*u %*u %*s %llu %llu %llu %llu",
+			       &v[0], &v[1], &v[2], &v[3]);
+			return 1;	/* bytes device host store */
+		}
+		p = strchr(p, '\n');
+		p = p ? p + 1 : NULL;
+	}
+	return 0;
+}
+
+static void test_hmmctl(struct hmm_client *a, uint64_t a_id, size_t bytes)
+{
+	struct hmm_proto_stats_reply st;
+	unsigned long long v[6];
+	const char *out;
+	char args[64];
+	void *p;
+	int code;
+
+	if (access(hmmctl, X_OK)) {
+		t_diag("%s not built: hmmctl not tried", hmmctl);
+		return;
+	}
+	out = ctl("status", &code);
+	t_ok(code == 0 && strstr(out, "protocol 1") && strstr(out, "host"),
+	     "hmmctl status");
+	out = ctl("clients", &code);
+	t_ok(code == 0 && strstr(out, " main ") && strstr(out, " hmmctl "),
+	     "hmmctl clients lists main and itself");
+	hmm_client_map(a, 1, 0, HMM_ALL, HMM_READ, &p);	/* all on host */
+	hmm_client_unmap(a, p);
+	out = ctl("tensors", &code);
+	t_ok(code == 0 && tensor_row(out, "w", v) && v[0] == bytes &&
+	     v[2] == bytes, "hmmctl tensors: w, %zu bytes, all on host", bytes);
+	out = ctl("evict 1 host", &code);
+	t_eq(code, 0, "hmmctl evict 1 host");
+	out = ctl("tensors", &code);
+	t_ok(code == 0 && tensor_row(out, "w", v) && v[2] == 0 &&
+	     v[3] == bytes, "after evict: w on the host 0, in the store %zu",
+	     bytes);
+	out = ctl("stats --json", &code);
+	t_ok(code == 0 && out[0] == '{' && strstr(out, "\"tiers\":{") &&
+	     strstr(out, "\"host\":{\"capacity\":8388608"),
+	     "hmmctl stats --json: one object with the tiers");
+	snprintf(args, sizeof(args), "set-quota %llu 2M",
+		 (unsigned long long)a_id);
+	ctl(args, &code);
+	t_eq(code, 0, "hmmctl set-quota %llu 2M", (unsigned long long)a_id);
+	t_ok(!hmm_client_stats(a, &st) && st.quota[HMM_TIER_HOST] == 2 << 20,
+	     "the client's host quota is now 2 MiB");
+	hmm_client_quota_set(a, 0, (uint64_t[]){ 0, 0, 0 });
+	ctl("set-quota 999 1M", &code);
+	t_eq(code, 1, "set-quota of no such client: exit 1");
+	ctl("bogus", &code);
+	t_eq(code, 2, "unknown command: exit 2");
 }
 
 /* ---- quotas and back-pressure --------------------------------------------- */
@@ -514,11 +608,12 @@ int main(void)
 	size_t bytes = 16 * CHUNK;
 	struct hmm_client *a;
 	uint8_t *pat;
-	uint64_t id;
+	uint64_t id, a_id;
 	const char *m;
 	pid_t pid;
 
 	snprintf(hmmd, sizeof(hmmd), "%s/bin/hmmd", b ? b : "build");
+	snprintf(hmmctl, sizeof(hmmctl), "%s/bin/hmmctl", b ? b : "build");
 	if (access(hmmd, X_OK))
 		t_skip_all("%s not built", hmmd);
 	signal(SIGPIPE, SIG_IGN);
@@ -539,8 +634,10 @@ int main(void)
 	     strstr(m, "# TYPE hmmd_clients gauge"),
 	     "metrics: Prometheus text over loopback TCP");
 	a = conn(0, "main");
+	a_id = last_id;
 	t_eq(metric("hmmd_clients"), 1, "metrics: one client");
 	id = test_data(a, pat, bytes);
+	test_hmmctl(a, a_id, bytes);
 	test_share(a, id, pat);
 	test_kill_client(a);
 	test_quotas(a);
