@@ -211,4 +211,7 @@ clean:
 	rm -rf $(B)
 	-$(if $(HAVE_KDIR),$(MAKE) -C $(KDIR) M=$(CURDIR) clean >/dev/null)
 
+# Keep the objects of tests and tools between builds.
+.SECONDARY:
+
 -include $(shell find $(O) -name '*.d' 2>/dev/null)
