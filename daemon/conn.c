@@ -41,7 +41,7 @@ struct hmmd_conn {
 	struct hmmd_client *cl;		/* after hello; the thread's */
 	pthread_t thread;
 	int started;
-	volatile int done;		/* set by the thread as it ends */
+	int done;			/* set by the thread as it ends (atomic) */
 	uint8_t in[HMM_PROTO_RECV_BUF];
 	uint8_t out[HMM_PROTO_MSG_MAX];
 };
@@ -75,7 +75,7 @@ int hmmd_conn_new(int fd, uint64_t id, const struct hmmd_config *cfg,
 
 int hmmd_conn_done(struct hmmd_conn *c)
 {
-	return c->done;
+	return __atomic_load_n(&c->done, __ATOMIC_ACQUIRE);
 }
 
 void hmmd_conn_kick(struct hmmd_conn *c)
