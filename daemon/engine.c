@@ -10,9 +10,13 @@
  * chunks; the sum of all clients' pins never passes the host budget, so
  * the engine can always evict an unpinned chunk for a new map.  Quotas
  * may add up to more than the budget (oversubscription): then a map that
- * does not fit waits, and when pins are released the waiter whose pins
- * are the smallest fraction of its quota goes first (shares follow the
- * quota weights).  A waiter fails with -ENOMEM only after wait_ms.
+ * does not fit waits.  Waiters are ordered by the fraction of its quota
+ * a client has pinned (smallest first: shares follow the quota weights),
+ * then by arrival.  A map goes when it fits and no waiter ahead of it
+ * fits; a waiter ahead that does not fit is passed (the budget is not
+ * left idle) until it has waited a quarter of wait_ms, after which the
+ * budget is kept for it (a large map is not starved by small ones).  A
+ * waiter fails with -ENOMEM only after wait_ms.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -126,21 +130,6 @@ static int fits(const struct hmmd_engine *e, uint64_t charge)
 	return e->pinned + charge <= e->budget;
 }
 
-/* May cl go now: it fits, and no waiter further below its share fits. */
-static int my_turn(const struct hmmd_engine *e, const struct hmmd_client *cl,
-		   uint64_t charge)
-{
-	const struct hmmd_client *o;
-
-	if (!fits(e, charge))
-		return 0;
-	for (o = e->clients; o; o = o->next)
-		if (o != cl && o->want && fits(e, o->want) &&
-		    share_of(o) < share_of(cl))
-			return 0;
-	return 1;
-}
-
 static uint64_t now_ns(void)
 {
 	struct timespec ts;
@@ -149,11 +138,43 @@ static uint64_t now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ull + ts.tv_nsec;
 }
 
+/* Is waiter o ahead of cl (cl may not be waiting: then behind all)? */
+static int ahead(const struct hmmd_client *o, const struct hmmd_client *cl)
+{
+	uint64_t so = share_of(o), sc = share_of(cl);
+
+	if (so != sc)
+		return so < sc;
+	return !cl->want || o->ticket < cl->ticket;
+}
+
+/* May cl go now: it fits, and no waiter ahead of it fits or starves. */
+static int my_turn(const struct hmmd_engine *e, const struct hmmd_client *cl,
+		   uint64_t charge)
+{
+	uint64_t starve = (uint64_t)e->wait_ms * 1000000ull / 4, now = 0;
+	const struct hmmd_client *o;
+
+	if (!fits(e, charge))
+		return 0;
+	for (o = e->clients; o; o = o->next) {
+		if (o == cl || !o->want || !ahead(o, cl))
+			continue;
+		if (fits(e, o->want))
+			return 0;
+		if (!now)
+			now = now_ns();
+		if (now - o->since_ns > starve)
+			return 0;
+	}
+	return 1;
+}
+
 int eng_admit(struct hmmd_engine *e, struct hmmd_client *cl, uint64_t charge)
 {
 	struct timespec dl;
 	uint64_t t0;
-	int r = 0;
+	int r = 0, go;
 
 	if (cl->used[HMM_TIER_HOST] + charge > cl->quota[HMM_TIER_HOST])
 		return -EDQUOT;
@@ -170,17 +191,36 @@ int eng_admit(struct hmmd_engine *e, struct hmmd_client *cl, uint64_t charge)
 		dl.tv_nsec -= 1000000000;
 	}
 	cl->want = charge;
+	cl->ticket = ++e->next_ticket;
+	cl->since_ns = t0;
 	e->waits++;
 	cl->waits++;
-	while (!e->stopping && !my_turn(e, cl, charge) && r != ETIMEDOUT)
-		r = pthread_cond_timedwait(&e->cond, &e->lock, &dl);
+	while (!e->stopping && !my_turn(e, cl, charge) && r != ETIMEDOUT) {
+		/* a starving waiter ahead may change our answer with time */
+		struct timespec tick;
+
+		clock_gettime(CLOCK_REALTIME, &tick);
+		tick.tv_nsec += 50000000;
+		if (tick.tv_nsec >= 1000000000) {
+			tick.tv_sec++;
+			tick.tv_nsec -= 1000000000;
+		}
+		if (tick.tv_sec > dl.tv_sec ||
+		    (tick.tv_sec == dl.tv_sec && tick.tv_nsec > dl.tv_nsec))
+			tick = dl;
+		r = pthread_cond_timedwait(&e->cond, &e->lock, &tick);
+		if (r == ETIMEDOUT && (tick.tv_sec != dl.tv_sec ||
+				       tick.tv_nsec != dl.tv_nsec))
+			r = 0;
+	}
+	go = !e->stopping && my_turn(e, cl, charge);
 	cl->want = 0;
 	e->wait_ns += now_ns() - t0;
 	/* others may have been held back for us: let them look again */
 	pthread_cond_broadcast(&e->cond);
 	if (e->stopping)
 		return -ESHUTDOWN;
-	if (!my_turn(e, cl, charge)) {
+	if (!go) {
 		e->wait_fails++;
 		return -ENOMEM;
 	}

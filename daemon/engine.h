@@ -75,6 +75,8 @@ struct hmmd_client {
 	unsigned nhandles, cap;
 	struct mapping *maps;		/* newest first */
 	uint64_t want;			/* host bytes it waits for; 0 none */
+	uint64_t ticket;		/* when it began to wait (order) */
+	uint64_t since_ns;		/* when it began to wait (time) */
 	uint64_t maps_done, waits;	/* counters for metrics */
 };
 
@@ -94,6 +96,7 @@ struct hmmd_engine {
 	struct hmmd_client *clients;
 	uint64_t next_tid;
 	uint64_t nclients;
+	uint64_t next_ticket;
 	/* counters, for stats and metrics */
 	uint64_t waits, wait_ns, wait_fails, maps, unmaps, copy_bytes;
 };

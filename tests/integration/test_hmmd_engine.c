@@ -468,6 +468,80 @@ static void test_quotas(struct hmm_client *a)
 	     metric("hmmd_waits_total") - waits0);
 }
 
+/*
+ * Weights: quotas of 4 and 8 MiB under the 8 MiB budget, each client
+ * mapping all its quota again and again for the same time: they cannot
+ * both hold theirs, so they take turns, and the bytes each got follow
+ * the quotas (2:1), with neither starved.
+ */
+static void weight_child(uint64_t quota, int wfd)
+{
+	int64_t shape[1] = { (int64_t)(quota / 4) };
+	struct hmm_proto_tensor t;
+	struct hmm_client *c;
+	unsigned long long rounds = 0;
+	char line[64];
+	double t0;
+	void *v;
+
+	if (hmm_client_open(sock, (uint64_t[]){ 0, quota, 0 }, "weight", &c,
+			    NULL) ||
+	    hmm_client_tensor_new(c, "wt", HMM_DTYPE_F32, 1, shape, 0, &t))
+		_exit(1);
+	for (t0 = now(); now() - t0 < 2.0; rounds++) {
+		if (hmm_client_map(c, t.id, 0, HMM_ALL, HMM_DISCARD, &v))
+			_exit(2);
+		usleep(5000);
+		if (hmm_client_unmap(c, v))
+			_exit(3);
+	}
+	snprintf(line, sizeof(line), "%llu\n", rounds);
+	if (write(wfd, line, strlen(line)) < 0)
+		_exit(4);
+	hmm_client_close(c);
+	_exit(0);
+}
+
+static void test_weights(void)
+{
+	uint64_t q[2] = { 4u << 20, 8u << 20 };
+	unsigned long long r[2] = { 0, 0 };
+	double bytes[2], ratio;
+	char line[64];
+	int p[2][2], i, st, ok = 0;
+	pid_t pid[2];
+	FILE *f;
+
+	for (i = 0; i < 2; i++) {
+		if (pipe(p[i]))
+			t_fail_all("pipe");
+		pid[i] = fork();
+		if (pid[i] == 0) {
+			close(p[i][0]);
+			weight_child(q[i], p[i][1]);
+		}
+		close(p[i][1]);
+	}
+	for (i = 0; i < 2; i++) {
+		f = fdopen(p[i][0], "r");
+		if (f && fgets(line, sizeof(line), f))
+			r[i] = strtoull(line, NULL, 10);
+		if (f)
+			fclose(f);
+		ok += waitpid(pid[i], &st, 0) == pid[i] && WIFEXITED(st) &&
+		      !WEXITSTATUS(st);
+	}
+	t_eq(ok, 2, "two clients, quotas 4 and 8 MiB, 8 MiB budget: both "
+	     "finish");
+	bytes[0] = (double)r[0] * q[0];
+	bytes[1] = (double)r[1] * q[1];
+	ratio = bytes[0] > 0 ? bytes[1] / bytes[0] : 0;
+	t_ok(r[0] >= 3 && r[1] >= 3, "neither starves: %llu and %llu maps",
+	     r[0], r[1]);
+	t_ok(ratio > 1.4 && ratio < 2.8, "bytes mapped follow the weights: "
+	     "8M-client / 4M-client = %.2f (quota ratio 2)", ratio);
+}
+
 /* ---- kill -9 of a client ---------------------------------------------------- */
 
 static void test_kill_client(struct hmm_client *a)
@@ -641,6 +715,7 @@ int main(void)
 	test_share(a, id, pat);
 	test_kill_client(a);
 	test_quotas(a);
+	test_weights();
 	hmm_client_close(a);
 	test_restart(&pid, pat, bytes);
 	test_kill_daemon(pid);
