@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# test_bench_shared — `hmm-bench shared` runs two clients through one
+# hmmd and two embedded processes, and with --json its last line is one
+# object with both store rates, both host peaks and their ratios; bad
+# options exit 2.  Small sizes: this checks the tool, it does not time.
+set -u
+B=${HMM_BUILD:-build}
+bin=$B/bin/hmm-bench
+dir=${HMM_TEST_DIR:-build/tmp}/bench-shared.$$
+n=0 failed=0
+ok() { n=$((n + 1)); if [ "$1" = 0 ]; then echo "ok $n - $2"; else echo "not ok $n - $2"; failed=1; fi; }
+[ -x "$bin" ] || { echo "1..0 # SKIP $bin not built"; exit 77; }
+[ -x "$B/bin/hmmd" ] || { echo "1..0 # SKIP $B/bin/hmmd not built"; exit 77; }
+mkdir -p "$dir" && trap 'rm -rf "$dir"' EXIT
+
+has() {	# json key...
+	local j=$1; shift
+	for k in "$@"; do echo "$j" | grep -q "\"$k\":" || return 1; done
+}
+
+out=$("$bin" shared --size 8M --slice 1M --host 4M --passes 2 --dir "$dir" --hmmd "$B/bin/hmmd" --json 2>"$dir/err")
+rc=$?
+last=$(echo "$out" | tail -1)
+echo "# $last"
+ok $([ $rc = 0 ] && echo "$last" | grep -q '"bench":"shared"' && has "$last" independent_store_mbps shared_store_mbps store_mbps_ratio independent_host_peak shared_host_peak peak_ratio; echo $?) "JSON last line with the fields"
+ok $(echo "$last" | grep -q '"shared_host_peak":4194304'; echo $?) "one hmmd keeps both clients within its 4 MiB host budget"
+ok $([ -z "$(ls "$dir" | grep -v err)" ]; echo $?) "no store or socket left behind"
+"$bin" shared --slice 1000 >/dev/null 2>&1
+ok $([ $? = 2 ]; echo $?) "a slice that is not a multiple of 4096: exit 2"
+echo "1..$n"
+exit $failed
