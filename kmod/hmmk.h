@@ -125,12 +125,23 @@ struct hmmk_region *hmmk_region_get(struct hmmk_space *space, u64 handle);
 struct hmmk_region *hmmk_region_find_pgoff(struct hmmk_space *space,
 					   u64 pgoff, u64 nr);
 
-/* region.c: region lifetime and its VMAs. */
+/*
+ * Work on pages [lo, hi) of one block, called with blk->lock held (see
+ * hmmk_region_walk); 0 to go on to the next block, -errno to stop.
+ */
+typedef int (*hmmk_block_fn)(struct hmmk_block *blk, unsigned int lo,
+			     unsigned int hi, void *arg);
+
+/* region.c: region lifetime, its VMAs, and walks over its blocks. */
 struct hmmk_region *hmmk_region_alloc(struct hmmk_space *space, u64 size,
 				      int node);
 void hmmk_region_put(struct hmmk_region *region);
 int hmmk_region_mmap(struct hmmk_space *space, struct vm_area_struct *vma);
 int hmmk_range_check(struct hmmk_region *region, u64 start, u64 length);
+int hmmk_region_walk(struct hmmk_region *region, u64 first, u64 nr,
+		     hmmk_block_fn fn, void *arg);
+long hmmk_range_ioctl(struct hmmk_space *space, void __user *arg,
+		      struct hmmk_range *r, hmmk_block_fn fn);
 extern const struct vm_operations_struct hmmk_vm_ops;
 
 /* block.c: page state helpers; all called with blk->lock held. */

@@ -9,6 +9,8 @@
  */
 #include <linux/slab.h>
 #include <linux/mm.h>
+#include <linux/sched.h>
+#include <linux/uaccess.h>
 
 #include "hmmk.h"
 
@@ -77,6 +79,86 @@ int hmmk_range_check(struct hmmk_region *region, u64 start, u64 length)
 	if (start >= size || length > size - start)
 		return -EINVAL;
 	return 0;
+}
+
+/**
+ * hmmk_region_walk() - call @fn on each block of a page range in turn
+ * @region: the region; the caller holds a reference
+ * @first: first page of the range
+ * @nr: pages in the range, non-zero; @first + @nr <= region->nr_pages
+ * @fn: called once per block the range touches, on pages [lo, hi) of it
+ * @arg: passed to @fn
+ *
+ * Takes each block's lock (killable) around its @fn call, one block at a
+ * time in ascending order, and reschedules between blocks.
+ *
+ * Context: process context; sleeps.  The caller holds no block lock; @fn
+ * runs with blk->lock held and no other block lock.
+ * Return: 0, -EINTR when a fatal signal ended a lock wait, or the first
+ * error @fn returned; the walk stops at either.
+ */
+int hmmk_region_walk(struct hmmk_region *region, u64 first, u64 nr,
+		     hmmk_block_fn fn, void *arg)
+{
+	u64 pg = first, end = first + nr;
+	int ret = 0;
+
+	while (pg < end) {
+		struct hmmk_block *blk = &region->blocks[pg / HMMK_BLOCK_PAGES];
+		unsigned int lo = pg % HMMK_BLOCK_PAGES;
+		unsigned int hi = min_t(u64, HMMK_BLOCK_PAGES, lo + end - pg);
+
+		ret = hmmk_block_lock(blk);
+		if (ret)
+			break;
+		ret = fn(blk, lo, hi, arg);
+		mutex_unlock(&blk->lock);
+		if (ret)
+			break;
+		pg += hi - lo;
+		cond_resched();
+	}
+	return ret;
+}
+
+/**
+ * hmmk_range_ioctl() - the body of the ioctls that take a struct hmmk_range
+ * @space: the caller's space
+ * @arg: the user's struct hmmk_range, where @r is copied back
+ * @r: the request, copied in and validated by the caller
+ * @fn: the per-block work, given @r as its arg; it counts pages in
+ *      r->done and r->skipped
+ *
+ * Looks up r->handle, checks [r->start, r->start + r->length), zeroes the
+ * counts, walks the range with hmmk_region_walk() and copies @r back, with
+ * the counts so far, also when the walk stopped early.
+ *
+ * Context: process context; sleeps.  The caller holds no block lock.
+ * Return: 0, -ENOENT (no such region), -EINVAL (bad range), -EFAULT, or
+ * the walk's error.
+ */
+long hmmk_range_ioctl(struct hmmk_space *space, void __user *arg,
+		      struct hmmk_range *r, hmmk_block_fn fn)
+{
+	struct hmmk_region *region;
+	long ret;
+
+	region = hmmk_region_get(space, r->handle);
+	if (!region)
+		return -ENOENT;
+	ret = hmmk_range_check(region, r->start, r->length);
+	if (ret)
+		goto out_put;
+
+	r->done = 0;
+	r->skipped = 0;
+	ret = hmmk_region_walk(region, r->start >> PAGE_SHIFT,
+			       r->length >> PAGE_SHIFT, fn, r);
+	if (copy_to_user(arg, r, sizeof(*r)) && !ret)
+		ret = -EFAULT;
+out_put:
+	hmmk_region_put(region);
+	return ret;
 }
 
 /* A VMA was split or copied within the mm: it holds one more reference. */

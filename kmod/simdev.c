@@ -263,27 +263,29 @@ static void hmmk_prefetch_block(struct hmmk_block *blk)
 	}
 }
 
+/* DEV_ACCESS on pages [lo, hi); blk->lock held.  arg: the hmmk_range. */
 static int hmmk_dev_access_block(struct hmmk_block *blk, unsigned int lo,
-				 unsigned int hi, u64 *done, u64 *skipped)
+				 unsigned int hi, void *arg)
 {
+	struct hmmk_range *r = arg;
 	unsigned int i;
 	int ret = 0;
 
 	for (i = lo; i < hi; i++) {
 		if (hmmk_tier(blk, i) == HMMK_TIER_DEV ||
 		    hmmk_thrash_check(blk, i)) {
-			(*done)++;
+			r->done++;
 			continue;
 		}
 		ret = hmmk_simdev_to_dev(blk, i);
 		if (ret == -EBUSY || ret == -ENOSPC) {
-			(*skipped)++;
+			r->skipped++;
 			ret = 0;
 			continue;
 		}
 		if (ret)
 			return ret;
-		(*done)++;
+		r->done++;
 	}
 	hmmk_prefetch_block(blk);
 
@@ -297,47 +299,14 @@ static int hmmk_dev_access_block(struct hmmk_block *blk, unsigned int lo,
 
 long hmmk_dev_access_ioctl(struct hmmk_space *space, void __user *arg)
 {
-	struct hmmk_region *region;
 	struct hmmk_range r;
-	u64 pg, end;
-	long ret;
 
 	if (copy_from_user(&r, arg, sizeof(r)))
 		return -EFAULT;
 	if (r.node || r.flags & ~HMMK_ACCESS_F_ALL ||
 	    !hmmk_zero(r.reserved, sizeof(r.reserved)))
 		return -EINVAL;
-	region = hmmk_region_get(space, r.handle);
-	if (!region)
-		return -ENOENT;
-	ret = hmmk_range_check(region, r.start, r.length);
-	if (ret)
-		goto out_put;
-
-	r.done = 0;
-	r.skipped = 0;
-	pg = r.start >> PAGE_SHIFT;
-	end = pg + (r.length >> PAGE_SHIFT);
-	while (pg < end) {
-		struct hmmk_block *blk = &region->blocks[pg / HMMK_BLOCK_PAGES];
-		unsigned int lo = pg % HMMK_BLOCK_PAGES;
-		unsigned int hi = min_t(u64, HMMK_BLOCK_PAGES, lo + end - pg);
-
-		ret = hmmk_block_lock(blk);
-		if (ret)
-			break;
-		ret = hmmk_dev_access_block(blk, lo, hi, &r.done, &r.skipped);
-		mutex_unlock(&blk->lock);
-		if (ret)
-			break;
-		pg += hi - lo;
-		cond_resched();
-	}
-	if (copy_to_user(arg, &r, sizeof(r)) && !ret)
-		ret = -EFAULT;
-out_put:
-	hmmk_region_put(region);
-	return ret;
+	return hmmk_range_ioctl(space, arg, &r, hmmk_dev_access_block);
 }
 
 long hmmk_simdev_config_ioctl(void __user *arg)

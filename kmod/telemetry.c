@@ -71,12 +71,29 @@ static void hmmk_page_info(struct hmmk_block *blk, unsigned int i,
 		pi->state |= HMMK_PAGE_PINNED;
 }
 
+/* Fills buf (arg) with pages [lo, hi) of the block; blk->lock held. */
+static int hmmk_snapshot_block(struct hmmk_block *blk, unsigned int lo,
+			       unsigned int hi, void *arg)
+{
+	struct hmmk_page_info *buf = arg;
+	unsigned int i;
+
+	for (i = lo; i < hi; i++)
+		hmmk_page_info(blk, i, &buf[i - lo]);
+	return 0;
+}
+
+/*
+ * Copies out one block's entries per hmmk_region_walk, after the block's
+ * lock is dropped: the entries may lie in a region of this space, and a
+ * fault there takes mmap_lock and a block lock.
+ */
 long hmmk_snapshot_ioctl(struct hmmk_space *space, void __user *arg)
 {
 	struct hmmk_page_info *buf;
 	struct hmmk_region *region;
 	struct hmmk_snapshot sn;
-	u64 pg, end;
+	u64 pg, end, n;
 	long ret = 0;
 
 	if (copy_from_user(&sn, arg, sizeof(sn)))
@@ -100,25 +117,19 @@ long hmmk_snapshot_ioctl(struct hmmk_space *space, void __user *arg)
 	end = pg + min(sn.nr_pages, region->nr_pages - pg);
 	sn.filled = 0;
 	while (pg < end) {
-		struct hmmk_block *blk = &region->blocks[pg / HMMK_BLOCK_PAGES];
-		unsigned int lo = pg % HMMK_BLOCK_PAGES;
-		unsigned int hi = min_t(u64, HMMK_BLOCK_PAGES, lo + end - pg);
-		unsigned int i;
-
-		ret = hmmk_block_lock(blk);
+		n = min_t(u64, HMMK_BLOCK_PAGES - pg % HMMK_BLOCK_PAGES,
+			  end - pg);
+		ret = hmmk_region_walk(region, pg, n, hmmk_snapshot_block, buf);
 		if (ret)
 			break;
-		for (i = lo; i < hi; i++)
-			hmmk_page_info(blk, i, &buf[i - lo]);
-		mutex_unlock(&blk->lock);
 		if (copy_to_user(u64_to_user_ptr(sn.entries) +
 				 sn.filled * sizeof(*buf), buf,
-				 (hi - lo) * sizeof(*buf))) {
+				 n * sizeof(*buf))) {
 			ret = -EFAULT;
 			break;
 		}
-		sn.filled += hi - lo;
-		pg += hi - lo;
+		sn.filled += n;
+		pg += n;
 	}
 	kfree(buf);
 	if (!ret && copy_to_user(arg, &sn, sizeof(sn)))
@@ -128,56 +139,41 @@ out_put:
 	return ret;
 }
 
+/*
+ * Unmaps pages [lo, hi) of the block and marks the resident ones SAMPLED,
+ * counting them in the done and skipped of arg, the hmmk_range, and in the
+ * region's sampled counter.  blk->lock held.
+ */
+static int hmmk_sample_block(struct hmmk_block *blk, unsigned int lo,
+			     unsigned int hi, void *arg)
+{
+	struct hmmk_range *r = arg;
+	unsigned int i, done = 0;
+
+	hmmk_block_unmap(blk, lo, hi - lo);
+	for (i = lo; i < hi; i++) {
+		blk->state[i] &= ~HMMK_S_ACCESSED;
+		if (hmmk_tier(blk, i) != HMMK_TIER_CPU) {
+			r->skipped++;
+			continue;
+		}
+		blk->state[i] |= HMMK_S_SAMPLED;
+		done++;
+	}
+	r->done += done;
+	atomic64_add(done, &blk->region->c.sampled);
+	return 0;
+}
+
 long hmmk_sample_ioctl(struct hmmk_space *space, void __user *arg)
 {
-	struct hmmk_region *region;
 	struct hmmk_range r;
-	u64 pg, end;
-	long ret;
 
 	if (copy_from_user(&r, arg, sizeof(r)))
 		return -EFAULT;
 	if (r.node || r.flags || !hmmk_zero(r.reserved, sizeof(r.reserved)))
 		return -EINVAL;
-	region = hmmk_region_get(space, r.handle);
-	if (!region)
-		return -ENOENT;
-	ret = hmmk_range_check(region, r.start, r.length);
-	if (ret)
-		goto out_put;
-
-	r.done = 0;
-	r.skipped = 0;
-	pg = r.start >> PAGE_SHIFT;
-	end = pg + (r.length >> PAGE_SHIFT);
-	while (pg < end) {
-		struct hmmk_block *blk = &region->blocks[pg / HMMK_BLOCK_PAGES];
-		unsigned int lo = pg % HMMK_BLOCK_PAGES;
-		unsigned int hi = min_t(u64, HMMK_BLOCK_PAGES, lo + end - pg);
-		unsigned int i;
-
-		ret = hmmk_block_lock(blk);
-		if (ret)
-			break;
-		hmmk_block_unmap(blk, lo, hi - lo);
-		for (i = lo; i < hi; i++) {
-			blk->state[i] &= ~HMMK_S_ACCESSED;
-			if (hmmk_tier(blk, i) != HMMK_TIER_CPU) {
-				r.skipped++;
-				continue;
-			}
-			blk->state[i] |= HMMK_S_SAMPLED;
-			r.done++;
-		}
-		mutex_unlock(&blk->lock);
-		pg += hi - lo;
-	}
-	atomic64_add(r.done, &region->c.sampled);
-	if (copy_to_user(arg, &r, sizeof(r)) && !ret)
-		ret = -EFAULT;
-out_put:
-	hmmk_region_put(region);
-	return ret;
+	return hmmk_range_ioctl(space, arg, &r, hmmk_sample_block);
 }
 
 static struct dentry *hmmk_debugfs;

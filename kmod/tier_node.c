@@ -8,7 +8,6 @@
 #include <linux/highmem.h>
 #include <linux/nodemask.h>
 #include <linux/uaccess.h>
-#include <linux/sched.h>
 
 #include "hmmk.h"
 
@@ -19,20 +18,22 @@ static bool hmmk_page_movable(struct page *page)
 }
 
 /*
- * Moves pages [lo, hi) of the block to node.  blk->lock held.  Adds to
- * *done and *skipped; returns 0 or -ENOMEM (node full).
+ * Moves pages [lo, hi) of the block to r->node (arg: the hmmk_range).
+ * blk->lock held.  Adds to r->done and r->skipped; returns 0 or -ENOMEM
+ * (node full).
  */
 static int hmmk_migrate_block(struct hmmk_block *blk, unsigned int lo,
-			      unsigned int hi, int node, u64 *done,
-			      u64 *skipped)
+			      unsigned int hi, void *arg)
 {
 	struct hmmk_region *region = blk->region;
 	unsigned int i, first = hi, last = lo;
+	struct hmmk_range *r = arg;
+	int node = r->node;
 	struct page *new;
 
 	for (i = lo; i < hi; i++) {
 		if (hmmk_tier(blk, i) != HMMK_TIER_CPU) {
-			(*skipped)++;
+			r->skipped++;
 			continue;
 		}
 		if (page_to_nid(blk->pages[i]) == node)
@@ -51,7 +52,7 @@ static int hmmk_migrate_block(struct hmmk_block *blk, unsigned int lo,
 		    page_to_nid(old) == node)
 			continue;
 		if (!hmmk_page_movable(old)) {
-			(*skipped)++;
+			r->skipped++;
 			continue;
 		}
 		new = hmmk_page_alloc(node, true, false);
@@ -60,7 +61,7 @@ static int hmmk_migrate_block(struct hmmk_block *blk, unsigned int lo,
 		copy_highpage(new, old);
 		blk->pages[i] = new;
 		put_page(old);
-		(*done)++;
+		r->done++;
 		atomic64_inc(&region->c.migrations);
 		atomic64_add(PAGE_SIZE, &region->c.migrated_bytes);
 	}
@@ -69,10 +70,7 @@ static int hmmk_migrate_block(struct hmmk_block *blk, unsigned int lo,
 
 long hmmk_migrate_ioctl(struct hmmk_space *space, void __user *arg)
 {
-	struct hmmk_region *region;
 	struct hmmk_range r;
-	u64 pg, end;
-	long ret;
 
 	if (copy_from_user(&r, arg, sizeof(r)))
 		return -EFAULT;
@@ -80,36 +78,5 @@ long hmmk_migrate_ioctl(struct hmmk_space *space, void __user *arg)
 		return -EINVAL;
 	if (r.node >= nr_node_ids || !node_state(r.node, N_MEMORY))
 		return -EINVAL;
-	region = hmmk_region_get(space, r.handle);
-	if (!region)
-		return -ENOENT;
-	ret = hmmk_range_check(region, r.start, r.length);
-	if (ret)
-		goto out_put;
-
-	r.done = 0;
-	r.skipped = 0;
-	pg = r.start >> PAGE_SHIFT;
-	end = pg + (r.length >> PAGE_SHIFT);
-	while (pg < end) {
-		struct hmmk_block *blk = &region->blocks[pg / HMMK_BLOCK_PAGES];
-		unsigned int lo = pg % HMMK_BLOCK_PAGES;
-		unsigned int hi = min_t(u64, HMMK_BLOCK_PAGES, lo + end - pg);
-
-		ret = hmmk_block_lock(blk);
-		if (ret)
-			break;
-		ret = hmmk_migrate_block(blk, lo, hi, r.node, &r.done,
-					 &r.skipped);
-		mutex_unlock(&blk->lock);
-		if (ret)
-			break;
-		pg += hi - lo;
-		cond_resched();
-	}
-	if (copy_to_user(arg, &r, sizeof(r)) && !ret)
-		ret = -EFAULT;
-out_put:
-	hmmk_region_put(region);
-	return ret;
+	return hmmk_range_ioctl(space, arg, &r, hmmk_migrate_block);
 }

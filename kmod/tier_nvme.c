@@ -96,12 +96,14 @@ vm_fault_t hmmk_nvme_fill_async(struct vm_fault *vmf, struct hmmk_block *blk,
 
 /*
  * Hands pages [lo, hi) of the block to the daemon and frees them once it
- * has them.  blk->lock held, so faults on the block wait meanwhile.
+ * has them, counting in the done and skipped of arg, the hmmk_range.
+ * blk->lock held, so faults on the block wait meanwhile.
  */
 static int hmmk_evict_block(struct hmmk_block *blk, unsigned int lo,
-			    unsigned int hi, u64 *done, u64 *skipped)
+			    unsigned int hi, void *arg)
 {
 	unsigned long deadline = hmmk_deadline();
+	struct hmmk_range *rng = arg;
 	struct hmmk_req **reqs;
 	unsigned int i;
 	int ret = 0, r;
@@ -115,7 +117,7 @@ static int hmmk_evict_block(struct hmmk_block *blk, unsigned int lo,
 
 		if (hmmk_tier(blk, i) != HMMK_TIER_CPU ||
 		    page_count(page) != 1) {
-			(*skipped)++;
+			rng->skipped++;
 			continue;
 		}
 		reqs[i] = hmmk_req_new(blk, i, HMMK_OP_EVICT, page);
@@ -127,7 +129,7 @@ static int hmmk_evict_block(struct hmmk_block *blk, unsigned int lo,
 		if (ret) {		/* the daemon went away: not queued */
 			hmmk_req_put(reqs[i]);
 			reqs[i] = NULL;
-			(*skipped)++;
+			rng->skipped++;
 		}
 	}
 	for (i = lo; i < hi; i++) {
@@ -139,9 +141,9 @@ static int hmmk_evict_block(struct hmmk_block *blk, unsigned int lo,
 			put_page(blk->pages[i]);
 			hmmk_block_set(blk, i, HMMK_TIER_NVME, NULL);
 			atomic64_inc(&blk->region->c.evictions);
-			(*done)++;
+			rng->done++;
 		} else {
-			(*skipped)++;
+			rng->skipped++;
 			if (r == -EINTR)
 				ret = r;
 		}
@@ -153,10 +155,7 @@ static int hmmk_evict_block(struct hmmk_block *blk, unsigned int lo,
 
 long hmmk_evict_ioctl(struct hmmk_space *space, void __user *arg)
 {
-	struct hmmk_region *region;
 	struct hmmk_range r;
-	u64 pg, end;
-	long ret;
 
 	if (copy_from_user(&r, arg, sizeof(r)))
 		return -EFAULT;
@@ -164,34 +163,5 @@ long hmmk_evict_ioctl(struct hmmk_space *space, void __user *arg)
 		return -EINVAL;
 	if (!hmmk_daemon_attached())
 		return -ENODEV;
-	region = hmmk_region_get(space, r.handle);
-	if (!region)
-		return -ENOENT;
-	ret = hmmk_range_check(region, r.start, r.length);
-	if (ret)
-		goto out_put;
-
-	r.done = 0;
-	r.skipped = 0;
-	pg = r.start >> PAGE_SHIFT;
-	end = pg + (r.length >> PAGE_SHIFT);
-	while (pg < end) {
-		struct hmmk_block *blk = &region->blocks[pg / HMMK_BLOCK_PAGES];
-		unsigned int lo = pg % HMMK_BLOCK_PAGES;
-		unsigned int hi = min_t(u64, HMMK_BLOCK_PAGES, lo + end - pg);
-
-		ret = hmmk_block_lock(blk);
-		if (ret)
-			break;
-		ret = hmmk_evict_block(blk, lo, hi, &r.done, &r.skipped);
-		mutex_unlock(&blk->lock);
-		if (ret)
-			break;
-		pg += hi - lo;
-	}
-	if (copy_to_user(arg, &r, sizeof(r)) && !ret)
-		ret = -EFAULT;
-out_put:
-	hmmk_region_put(region);
-	return ret;
+	return hmmk_range_ioctl(space, arg, &r, hmmk_evict_block);
 }
