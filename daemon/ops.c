@@ -79,17 +79,23 @@ int hmmd_client_new(struct hmmd_engine *e, uint64_t id, pid_t pid,
 	return 0;
 }
 
-/* Undo one map: copy back what the client wrote, unpin, release. */
+/*
+ * Undo one map: copy back what the client wrote, unpin, release.  Called
+ * with e->lock held; the copy and the engine's unmap run with it dropped
+ * (mp is off every list, and only cl's own thread reaches it).
+ */
 static void unmap_one(struct hmmd_engine *e, struct hmmd_client *cl,
 		      struct mapping *mp)
 {
-	int ret;
+	int ret, wrote = mp->access & (HMM_WRITE | HMM_DISCARD);
 
-	if (mp->access & (HMM_WRITE | HMM_DISCARD)) {
+	pthread_mutex_unlock(&e->lock);
+	if (wrote)
 		memcpy(mp->eptr, mp->mptr, mp->len);
-		e->copy_bytes += mp->len;
-	}
 	ret = hmm_unmap(mp->dt->t, mp->eptr);
+	pthread_mutex_lock(&e->lock);
+	if (wrote)
+		e->copy_bytes += mp->len;
 	if (ret)
 		hmmd_log("client %llu: unmap of tensor %llu: %s",
 			 (unsigned long long)cl->id,
