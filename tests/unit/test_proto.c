@@ -566,6 +566,17 @@ static void test_fields(void)
 	bad_wire(HMM_PROTO_ATTACH, 8, 8, 0, E, "field name: empty");
 	bad_wire(HMM_PROTO_ATTACH, 8, 1, 0, E,
 		 "field name: byte 1 after the NUL is 0x6b");
+
+	/* list, list_reply (hmmctl) */
+	BADS(HMM_PROTO_LIST, b.list.what = 3, E,
+	     "message list: field what: 3 is not clients (1) or tensors (2)");
+	bad_wire(HMM_PROTO_LIST, 0, 4, 0, E, "field what: 0");
+	bad_wire(HMM_PROTO_LIST, 4, 4, 1, P, "message list: field reserved");
+	BADS(HMM_PROTO_LIST_REPLY, b.list_reply.name[2] = 7, E,
+	     "field name: control character 0x07");
+	bad_wire(HMM_PROTO_LIST_REPLY, 72, 4, 9, E, "field what: 9");
+	bad_wire(HMM_PROTO_LIST_REPLY, 98, 1, 0x41, E,
+		 "field name: byte 10 after the NUL is 0x41");
 }
 
 /* ---- garbage ------------------------------------------------------------- */
