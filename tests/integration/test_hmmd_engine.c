@@ -36,6 +36,7 @@
 #include "t.h"
 #include "client.h"
 #include "err.h"
+#include "proto_sock.h"
 
 #define CHUNK	(64u << 10)
 #define BUDGET	(8u << 20)
@@ -283,6 +284,52 @@ static void test_share(struct hmm_client *a, uint64_t id, const uint8_t *pat)
 	     "it, and may not map it for writing (-EACCES)");
 	t_eq(other_uid(65533, pat), 10, "uid 65533 cannot attach it "
 	     "(-ENOENT)");
+}
+
+/* Own quotas: beyond them a map or a tensor fails at once. */
+static void test_own_quota(void)
+{
+	int64_t shape[1] = { (2 << 20) / 4 };
+	struct hmm_proto_tensor t;
+	struct hmm_client *c;
+	void *v;
+	double t0;
+	int ret;
+
+	if (hmm_client_open(sock, (uint64_t[]){ 0, 1 << 20, 3 << 20 },
+			    "small", &c, NULL))
+		t_fail_all("connect: %s", hmm_last_error());
+	t_eq(hmm_client_tensor_new(c, "a", HMM_DTYPE_F32, 1, shape, 0, &t), 0,
+	     "store quota 3 MiB: a 2 MiB tensor");
+	t_eq(hmm_client_tensor_new(c, "b", HMM_DTYPE_F32, 1, shape, 0, NULL),
+	     -EDQUOT, "a second one: -EDQUOT (store quota)");
+	t0 = now();
+	ret = hmm_client_map(c, t.id, 0, HMM_ALL, HMM_READ, &v);
+	t_eq(ret, -EDQUOT, "host quota 1 MiB: a 2 MiB map fails at once, "
+	     "-EDQUOT (%.2f s)", now() - t0);
+	t_ok(strstr(hmm_last_error(), "quota") != NULL, "detail: %s",
+	     hmm_last_error());
+	t_eq(hmm_client_map(c, t.id, 0, 1 << 20, HMM_READ, &v), 0,
+	     "1 MiB of it maps");
+	t_eq(hmm_client_map(c, t.id, 1 << 20, 4096, HMM_READ, &v), -EDQUOT,
+	     "and nothing more while it is mapped");
+	t_eq(hmm_client_tensor_free(c, t.id), -EBUSY,
+	     "free of a mapped tensor: -EBUSY");
+	ret = hmm_client_map(c, t.id, 0, 4096, HMM_READ, &v);
+	t_eq(hmm_client_prefetch(c, t.id, 0, HMM_ALL, HMM_TIER_HOST), 0,
+	     "prefetch");
+	{
+		struct hmm_proto_range q = { t.id, 0, 4096, HMM_TIER_DEVICE,
+					     HMM_READ };
+		uint8_t b[HMM_PROTO_MSG_MAX], rb[HMM_PROTO_RECV_BUF];
+		struct hmm_proto_msg r;
+		int n = hmm_proto_map_encode(b, sizeof(b), 77, &q);
+
+		t_eq(hmm_proto_call(hmm_client_fd(c), b, n, rb, sizeof(rb), &r,
+				    NULL, NULL, 5000), -ENOTSUP,
+		     "a device-tier map: -ENOTSUP");
+	}
+	hmm_client_close(c);
 }
 
 /* ---- hmmctl ---------------------------------------------------------------- */
@@ -702,6 +749,17 @@ int main(void)
 	pat = malloc(bytes);
 	t_fill(pat, bytes, 42);
 
+	pid = fork();
+	if (pid == 0) {
+		int fd = open("/dev/null", O_WRONLY);
+
+		dup2(fd, 2);
+		execl(hmmd, hmmd, "--socket", sock, "--metrics", "0.0.0.0:1",
+		      NULL);
+		_exit(127);
+	}
+	t_eq(wait_exit(pid, 10), 1, "--metrics on a non-loopback address: "
+	     "refused, exit 1");
 	pid = start("10000", getuid() == 0 && getgrnam("nogroup"));
 	m = metrics();
 	t_ok(strstr(m, "hmm_tier_capacity_bytes{tier=\"host\"} 8388608\n") &&
@@ -712,6 +770,7 @@ int main(void)
 	t_eq(metric("hmmd_clients"), 1, "metrics: one client");
 	id = test_data(a, pat, bytes);
 	test_hmmctl(a, a_id, bytes);
+	test_own_quota();
 	test_share(a, id, pat);
 	test_kill_client(a);
 	test_quotas(a);
