@@ -15,6 +15,10 @@
  *  - kill -9 of a client releases its pins and frees its temporaries;
  *  - SIGTERM flushes; a restarted hmmd on the same store finds the
  *    persistent tensor byte-exact, by TENSOR_NEW(PERSIST) and by ATTACH;
+ *    after a client's FLUSH and kill -9 of hmmd, a restarted one finds
+ *    what that flush saved, byte-exact;
+ *  - own quotas: -EDQUOT at once; weights: bytes follow quota ratios;
+ *  - hmmctl: status, clients, tensors, evict, stats --json, set-quota;
  *  - kill -9 of hmmd while a client waits in map: the map fails with
  *    -ENOTCONN / -ECONNRESET / -EPIPE within 5 s;
  *  - --metrics: Prometheus text over a loopback TCP connection.
@@ -663,11 +667,45 @@ static void test_restart(pid_t *pid, const uint8_t *pat, size_t bytes)
 	     "restart recovery: w byte-exact (%zu bytes)", bytes);
 	if (!ret)
 		hmm_client_unmap(c, v);
+	/* new contents, flushed by the client: must survive a kill -9 */
+	ret = hmm_client_map(c, t.id, 0, HMM_ALL, HMM_WRITE, &v);
+	if (!ret) {
+		t_fill(v, bytes, 43);
+		hmm_client_unmap(c, v);
+	}
+	t_eq(hmm_client_flush(c), 0, "a client's FLUSH: %s",
+	     hmm_last_error());
 	shape[0] = 3;
 	t_eq(hmm_client_tensor_new(c, "w", HMM_DTYPE_F32, 1, shape,
 				   HMM_PROTO_TENSOR_PERSIST, &t), -EEXIST,
 	     "w with another shape: -EEXIST");
 	hmm_client_close(c);
+}
+
+/* After kill -9 of hmmd: what the last FLUSH saved is found, exact. */
+static void test_crash_recovery(size_t bytes)
+{
+	struct hmm_proto_tensor t;
+	struct hmm_client *c;
+	uint8_t *want = malloc(bytes);
+	pid_t pid = start("10000", 0);
+	void *v;
+	int ret;
+
+	t_fill(want, bytes, 43);
+	c = conn(0, "after-crash");
+	ret = hmm_client_attach(c, getuid(), "w", &t);
+	t_eq(ret, 0, "after kill -9 and restart: attach w by name: %s",
+	     ret ? hmm_last_error() : "");
+	ret = ret ? ret : hmm_client_map(c, t.id, 0, HMM_ALL, HMM_READ, &v);
+	t_ok(!ret && !memcmp(v, want, bytes),
+	     "crash recovery: w as flushed before kill -9, byte-exact");
+	if (!ret)
+		hmm_client_unmap(c, v);
+	hmm_client_close(c);
+	kill(pid, SIGTERM);
+	t_eq(wait_exit(pid, 30), 0, "SIGTERM: exit 0");
+	free(want);
 }
 
 static void test_kill_daemon(pid_t pid)
@@ -778,6 +816,7 @@ int main(void)
 	hmm_client_close(a);
 	test_restart(&pid, pat, bytes);
 	test_kill_daemon(pid);
+	test_crash_recovery(bytes);
 	t_diag("hmmd log: %s", logf);
 	free(pat);
 	return t_done();
