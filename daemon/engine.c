@@ -65,6 +65,7 @@ int hmmd_engine_open(const struct hmmd_config *cfg, struct hmmd_engine **out)
 	e->budget = hc.host_budget;
 	e->wait_ms = cfg->wait_ms ? cfg->wait_ms : 10000;
 	e->next_tid = 1;
+	pthread_mutex_init(&e->open_lock, NULL);
 	pthread_mutex_init(&e->lock, NULL);
 	pthread_cond_init(&e->cond, NULL);
 	hmmd_log("engine: store %s, host budget %llu bytes, chunk %u bytes",
@@ -111,6 +112,7 @@ int hmmd_engine_close(struct hmmd_engine *e)
 	}
 	pthread_cond_destroy(&e->cond);
 	pthread_mutex_destroy(&e->lock);
+	pthread_mutex_destroy(&e->open_lock);
 	free(e);
 	return ret;
 }

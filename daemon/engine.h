@@ -87,6 +87,9 @@ struct hmmd_engine {
 	uint32_t chunk;			/* the engine's chunk bytes */
 	uint64_t budget;		/* global host budget for pins */
 	unsigned wait_ms;
+	pthread_mutex_t open_lock;	/* serialises opening and making
+					   persistent tensors; taken before
+					   lock */
 	pthread_mutex_t lock;		/* protects all below */
 	pthread_cond_t cond;		/* pins released, quotas changed */
 	int stopping;

@@ -224,6 +224,18 @@ static int handle_add(struct hmmd_client *cl, struct dt *dt, unsigned access)
 	return 0;
 }
 
+/* Take back cl's handle on dt (lock held). */
+static void handle_drop(struct hmmd_engine *e, struct hmmd_client *cl,
+			struct dt *dt)
+{
+	struct handle *h = handle_of(cl, dt->id);
+
+	if (!h)
+		return;
+	*h = cl->handles[--cl->nhandles];
+	dt_put(e, dt);
+}
+
 static struct dt *find_kept(struct hmmd_engine *e, uid_t uid,
 			    const char *name)
 {
@@ -320,7 +332,7 @@ static struct dt *open_kept(struct req *q, const char *name, int *err)
 	return *err ? NULL : dt;
 }
 
-static int on_tensor_new(struct req *q)
+static int tensor_new_locked(struct req *q)
 {
 	const struct hmm_proto_tensor *m = &q->m->u.tensor;
 	int persist = m->flags & HMM_PROTO_TENSOR_PERSIST;
@@ -329,7 +341,7 @@ static int on_tensor_new(struct req *q)
 	struct hmm_tensor *t;
 	uint64_t bytes;
 	struct dt *dt;
-	int ret;
+	int ret, had;
 
 	ret = store_name(sname, q->cl, m->name, persist);
 	if (ret)
@@ -337,8 +349,12 @@ static int on_tensor_new(struct req *q)
 				 "uid prefix (%s)", m->name, sname);
 	pthread_mutex_lock(&e->lock);
 	if (persist) {
+		dt = find_kept(e, q->cl->uid, m->name);
+		had = dt && handle_of(q->cl, dt->id);
 		dt = open_kept(q, m->name, &ret);
 		if (dt && !same_form(dt->t, m)) {
+			if (!had)
+				handle_drop(e, q->cl, dt);
 			pthread_mutex_unlock(&e->lock);
 			return reply_err(q, -EEXIST, "tensor %s: saved with "
 					 "another dtype or shape", m->name);
@@ -414,8 +430,7 @@ static int on_tensor_free(struct req *q)
 	/* the owner frees it for everyone; an attacher only detaches */
 	if (dt->owner_uid == q->cl->uid)
 		dt->freed = 1;
-	*h = q->cl->handles[--q->cl->nhandles];
-	dt_put(e, dt);
+	handle_drop(e, q->cl, dt);
 	pthread_mutex_unlock(&e->lock);
 	return reply_ok(q);
 }
@@ -449,7 +464,7 @@ static int on_share(struct req *q)
 	return reply_ok(q);
 }
 
-static int on_attach(struct req *q)
+static int attach_locked(struct req *q)
 {
 	const struct hmm_proto_attach *m = &q->m->u.attach;
 	struct hmmd_engine *e = q->e;
@@ -482,6 +497,33 @@ static int on_attach(struct req *q)
 	if (ret)
 		return reply_err(q, ret, "attach: %s: no memory", m->name);
 	return reply_tensor(q, dt);
+}
+
+/*
+ * Opening or making a persistent tensor drops e->lock around the engine;
+ * e->open_lock keeps two clients from both missing "uU/name" and making
+ * it twice.
+ */
+static int on_tensor_new(struct req *q)
+{
+	int persist = q->m->u.tensor.flags & HMM_PROTO_TENSOR_PERSIST, n;
+
+	if (persist)
+		pthread_mutex_lock(&q->e->open_lock);
+	n = tensor_new_locked(q);
+	if (persist)
+		pthread_mutex_unlock(&q->e->open_lock);
+	return n;
+}
+
+static int on_attach(struct req *q)
+{
+	int n;
+
+	pthread_mutex_lock(&q->e->open_lock);
+	n = attach_locked(q);
+	pthread_mutex_unlock(&q->e->open_lock);
+	return n;
 }
 
 /* ---- map, unmap --------------------------------------------------------------- */
