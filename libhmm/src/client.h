@@ -73,4 +73,37 @@ int hmm_client_quota_set(struct hmm_client *c, uint64_t client_id,
 int hmm_client_list(struct hmm_client *c, uint32_t what, uint64_t cursor,
 		    struct hmm_proto_list_reply *out);
 
+/* ---- shared mode, shaped like hmm.h ----------------------------------------
+ *
+ * What ctx.c forwards to when hmm_config.daemon is set.  A remote tensor
+ * carries what hmm.h's accessors return.  Differences from embedded
+ * mode, by design of hmmd: maps are of the host tier only (device maps
+ * -ENOTSUP); two maps of one range return two pointers (a memfd each);
+ * a tensor is kept in the store by hmm_remote_flush() only when made with
+ * HMM_PROTO_TENSOR_PERSIST, and hmm_remote_tensor_open() finds those
+ * (by name, per uid), not what an embedded context saved.
+ */
+struct hmm_remote_tensor {
+	struct hmm_client *c;		/* not owned */
+	struct hmm_proto_tensor t;	/* id, bytes, dtype, ndim, shape, name */
+};
+
+/* Connect as cfg says: cfg->daemon "unix:PATH"; quotas device_budget,
+ * host_budget, store_size (0 = hmmd's default). */
+int hmm_remote_open(const struct hmm_config *cfg, struct hmm_client **out);
+
+/* Allocated here, freed by hmm_remote_tensor_free (even when it fails:
+ * the daemon then still holds the tensor until the client goes). */
+int hmm_remote_tensor_new(struct hmm_client *c, const char *name,
+			  uint32_t dtype, unsigned ndim, const int64_t *shape,
+			  uint32_t flags, struct hmm_remote_tensor **out);
+int hmm_remote_tensor_open(struct hmm_client *c, const char *name,
+			   struct hmm_remote_tensor **out);
+int hmm_remote_tensor_free(struct hmm_remote_tensor *t);
+int hmm_remote_map(struct hmm_remote_tensor *t, uint64_t off, uint64_t len,
+		   int tier, unsigned access, void **ptr);
+int hmm_remote_unmap(struct hmm_remote_tensor *t, void *ptr);
+/* hmmd's engine counters in hmm.h's form (the device/host/store tiers). */
+int hmm_remote_stats(struct hmm_client *c, struct hmm_stats *st);
+
 #endif /* HMM_CLIENT_H */

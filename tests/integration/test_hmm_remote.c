@@ -1,0 +1,133 @@
+// SPDX-License-Identifier: MIT
+/*
+ * test_hmm_remote — the hmm.h-shaped shared-mode calls of
+ * libhmm/src/client.c (what ctx.c is to forward to when
+ * hmm_config.daemon is set) against a real hmmd on a temporary socket:
+ * open from a config, make, map, write, read back, flush, reopen a
+ * persistent tensor by name from a second context, stats, free.
+ */
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+
+#include "t.h"
+#include "client.h"
+#include "err.h"
+
+static char hmmd[4096], sock[4096], store[4096], logf[4096];
+
+static pid_t start(void)
+{
+	struct timespec d = { 0, 20000000 };
+	struct stat st;
+	pid_t pid;
+	int i, fd;
+
+	pid = fork();
+	if (pid == 0) {
+		fd = open(logf, O_WRONLY | O_CREAT | O_APPEND, 0644);
+		if (fd >= 0)
+			dup2(fd, 2);
+		execl(hmmd, hmmd, "--socket", sock, "--store", store,
+		      "--store-size", "32M", "--host-budget", "4M", "--chunk",
+		      "64K", NULL);
+		_exit(127);
+	}
+	for (i = 0; i < 1000; i++, nanosleep(&d, NULL))
+		if (stat(sock, &st) == 0)
+			return pid;
+	kill(pid, SIGKILL);
+	t_fail_all("hmmd did not start (log %s)", logf);
+	return -1;
+}
+
+int main(void)
+{
+	const char *b = getenv("HMM_BUILD");
+	char addr[4200];
+	int64_t shape[2] = { 256, 1024 };	/* 1 MiB of f32 */
+	struct hmm_remote_tensor *t, *t2;
+	struct hmm_client *c, *c2;
+	struct hmm_config cfg;
+	struct hmm_stats st;
+	uint8_t *want;
+	size_t bytes = 256 * 1024 * 4;
+	void *p;
+	pid_t pid;
+	int ret, stt;
+
+	snprintf(hmmd, sizeof(hmmd), "%s/bin/hmmd", b ? b : "build");
+	if (access(hmmd, X_OK))
+		t_skip_all("%s not built", hmmd);
+	if (strlen(t_tmpdir()) >= 80)
+		t_skip_all("temporary dir too long for a socket path");
+	snprintf(sock, sizeof(sock), "%s/r.sock", t_tmpdir());
+	snprintf(store, sizeof(store), "%s/r.store", t_tmpdir());
+	snprintf(logf, sizeof(logf), "%s/hmmd.log", t_tmpdir());
+	signal(SIGPIPE, SIG_IGN);
+	pid = start();
+
+	hmm_config_default(&cfg);
+	t_eq(hmm_remote_open(&cfg, &c), -EINVAL, "no daemon in the config: "
+	     "-EINVAL");
+	snprintf(addr, sizeof(addr), "unix:%s", sock);
+	cfg.daemon = addr;
+	cfg.host_budget = 2 << 20;
+	ret = hmm_remote_open(&cfg, &c);
+	t_eq(ret, 0, "hmm_remote_open(daemon = \"unix:...\"): %s",
+	     hmm_last_error());
+	if (ret)
+		t_fail_all("no client");
+	ret = hmm_remote_tensor_new(c, "emb", HMM_DTYPE_F32, 2, shape,
+				    HMM_PROTO_TENSOR_PERSIST, &t);
+	t_eq(ret, 0, "tensor_new emb");
+	if (ret)
+		t_fail_all("no tensor: %s", hmm_last_error());
+	t_eq(t->t.bytes, bytes, "emb: %zu bytes, shape kept", bytes);
+	t_ok(t->t.ndim == 2 && t->t.shape[1] == 1024, "emb: 2 dims");
+	t_eq(hmm_remote_map(t, 0, HMM_ALL, HMM_TIER_DEVICE, HMM_READ, &p),
+	     -ENOTSUP, "a device map: -ENOTSUP");
+	t_eq(hmm_remote_map(t, 0, HMM_ALL, HMM_TIER_HOST, HMM_READ, &p), 0,
+	     "map READ");
+	want = calloc(1, bytes);
+	t_ok(!memcmp(p, want, bytes), "a new tensor reads zero");
+	t_eq(hmm_remote_unmap(t, p), 0, "unmap");
+	t_eq(hmm_remote_unmap(t, p), -EINVAL, "unmap twice: -EINVAL");
+	t_fill(want, bytes, 5);
+	ret = hmm_remote_map(t, 0, HMM_ALL, HMM_TIER_HOST, HMM_DISCARD, &p);
+	t_eq(ret, 0, "map DISCARD");
+	if (!ret) {
+		memcpy(p, want, bytes);
+		hmm_remote_unmap(t, p);
+	}
+	t_eq(hmm_client_flush(c), 0, "flush");
+
+	ret = hmm_remote_open(&cfg, &c2);
+	t_eq(ret, 0, "a second context");
+	ret = ret ? ret : hmm_remote_tensor_open(c2, "emb", &t2);
+	t_eq(ret, 0, "it opens emb by name: %s", ret ? hmm_last_error() : "");
+	ret = ret ? ret : hmm_remote_map(t2, 4096, 8192, HMM_TIER_HOST,
+					 HMM_READ, &p);
+	t_ok(!ret && !memcmp(p, want + 4096, 8192),
+	     "and reads what the first wrote");
+	if (!ret) {
+		hmm_remote_unmap(t2, p);
+		free(t2);	/* a handle: the owner frees the tensor */
+	}
+	t_eq(hmm_remote_tensor_open(c2, "nope", &t2), -ENOENT,
+	     "open of an unknown name: -ENOENT");
+	t_eq(hmm_remote_stats(c, &st), 0, "stats");
+	t_ok(st.tier[HMM_TIER_HOST].capacity == 4 << 20 && st.tensors >= 1,
+	     "stats: hmmd's 4 MiB host tier, %llu tensors",
+	     (unsigned long long)st.tensors);
+	t_eq(hmm_remote_tensor_free(t), 0, "free");
+	hmm_client_close(c2);
+	hmm_client_close(c);
+	free(want);
+	kill(pid, SIGTERM);
+	waitpid(pid, &stt, 0);
+	t_ok(WIFEXITED(stt) && WEXITSTATUS(stt) == 0, "hmmd: exit 0");
+	return t_done();
+}
