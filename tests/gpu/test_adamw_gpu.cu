@@ -10,14 +10,12 @@
  * vector path) and pointers one element off (the element path), 10
  * steps; 40 tensors in one call (more than one launch); the found-inf
  * flag on the device (check, preset, missing).  Exits 77 when there is no
- * CUDA device.  Its speed: tests/gpu/bench_adamw_gpu.cu.
- *
- * TAP by hand: tests/t.h is C, and nvcc compiles this file as C++.
+ * CUDA device.  Its speed: tests/gpu/bench_adamw_gpu.cu.  The variants
+ * and the random data are test_adamw.c's (tests/unit/adamw_ref.h).
  */
 #include <cuda_runtime.h>
 #include <errno.h>
 #include <math.h>
-#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,65 +25,16 @@ extern "C" {
 #include "hk.h"
 #include "hk_adamw.h"
 }
+#include "t.h"
+#include "unit/adamw_ref.h"
 
-static int n_tests, n_failed;
-
-static int ok(int cond, const char *fmt, ...)
-{
-	va_list ap;
-
-	n_tests++;
-	n_failed += !cond;
-	printf("%sok %d - ", cond ? "" : "not ", n_tests);
-	va_start(ap, fmt);
-	vprintf(fmt, ap);
-	va_end(ap);
-	printf("\n");
-	fflush(stdout);
-	return cond;
-}
-
+/* A CUDA call that must succeed: else the test bails out (exit 1). */
 #define CK(x)								\
 	do {								\
 		cudaError_t e_ = (x);					\
-		if (e_ != cudaSuccess) {				\
-			printf("not ok %d - %s: %s\nBail out!\n",	\
-			       ++n_tests, #x, cudaGetErrorString(e_));	\
-			exit(1);					\
-		}							\
+		if (e_ != cudaSuccess)					\
+			t_fail_all("%s: %s", #x, cudaGetErrorString(e_)); \
 	} while (0)
-
-static uint64_t rnd(uint64_t *s)	/* splitmix64, as t.h's t_rand */
-{
-	uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
-
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-	return z ^ (z >> 31);
-}
-
-static double frand(uint64_t *s)
-{
-	return (double)(rnd(s) >> 11) * 0x1p-52 - 1.0;
-}
-
-struct variant {
-	const char *name;
-	int gdt, sdt, pout;
-	double scale, lr, b1, b2, eps, wd;
-};
-
-static const struct variant variants[] = {
-	{ "fp32", 0, 0, 0, 0, 1e-3, 0.9, 0.999, 1e-8, 0.01 },
-	{ "fp32 scaled", 0, 0, 0, 3, 0.1, 0.5, 0.9, 1e-6, 0.1 },
-	{ "bf16 param, fp32 master+grad", 0, 0, 1, 1024, 1e-3, 0.9, 0.999,
-	  1e-8, 0.01 },
-	{ "bf16 param+grad, fp32 master", 1, 0, 1, 0, 0.05, 0.8, 0.99, 1e-8,
-	  0.0 },
-	{ "bf16 states, bf16 param+grad", 1, 1, 1, 1024, 1e-3, 0.9, 0.999,
-	  1e-8, 0.01 },
-	{ "bf16 states, fp32 param", 0, 1, 0, 3, 0.02, 0.9, 0.95, 1e-7, 0.05 },
-};
 
 /*
  * One tensor, on the host (the CPU reference runs on it) and on the
@@ -117,10 +66,8 @@ static void tensor_new(struct tensor *t, const struct variant *vr, size_t n,
 		if (k == 4 && !vr->pout)
 			continue;
 		t->h[k] = (char *)calloc(1, bytes);
-		if (!t->h[k]) {
-			printf("Bail out! malloc\n");
-			exit(1);
-		}
+		if (!t->h[k])
+			t_fail_all("malloc %zu", bytes);
 		CK(cudaMalloc((void **)&t->draw[k], bytes));
 		t->d[k] = t->draw[k] + off * elsize(vr, k);
 	}
@@ -183,9 +130,7 @@ static void tensor_grads(struct tensor *t, const struct variant *vr,
 	double sc = vr->scale ? vr->scale : 1;
 
 	for (size_t i = 0; i < t->n; i++) {
-		uint64_t r = rnd(&seed);
-		double g = r % 97 ? frand(&seed) * ldexp(1, (int)(r % 25) - 20)
-				  : 0;
+		double g = grand(&seed);
 
 		if (vr->gdt)
 			((uint16_t *)t->h[1])[i] =
@@ -218,8 +163,8 @@ static int tensor_same(const struct tensor *t, const struct variant *vr)
 
 				memcpy(&a, back + i * es, es);
 				memcpy(&b, t->h[k] + i * es, es);
-				printf("# n=%zu %s[%zu]: gpu 0x%08x "
-				       "cpu 0x%08x\n", t->n, names[k], i, a, b);
+				t_diag("n=%zu %s[%zu]: gpu 0x%08x cpu 0x%08x",
+				       t->n, names[k], i, a, b);
 				same = 0;
 				break;
 			}
@@ -257,9 +202,9 @@ static void test_batches(void)
 			CK(cudaDeviceSynchronize());
 			for (int i = 0; i < NL; i++)
 				same &= tensor_same(&t[i], vr);
-			ok(rc == 0 && same, "%s, %s pointers: 6 lengths in one "
-			   "call, 10 steps = CPU bit for bit", vr->name,
-			   off ? "element-aligned" : "16-byte aligned");
+			t_ok(rc == 0 && same, "%s, %s pointers: 6 lengths in "
+			     "one call, 10 steps = CPU bit for bit", vr->name,
+			     off ? "element-aligned" : "16-byte aligned");
 			for (int i = 0; i < NL; i++)
 				tensor_free(&t[i]);
 		}
@@ -284,8 +229,8 @@ static void test_many(void)
 	CK(cudaDeviceSynchronize());
 	for (int i = 0; i < NT; i++)
 		same &= tensor_same(&t[i], vr);
-	ok(rc == 0 && same, "%d tensors in one call (several launches) = CPU",
-	   NT);
+	t_ok(rc == 0 && same, "%d tensors in one call (several launches) = CPU",
+	     NT);
 	for (int i = 0; i < NT; i++)
 		tensor_free(&t[i]);
 }
@@ -308,28 +253,28 @@ static void test_found_inf(void)
 	CK(cudaMemcpy(t[2].d[1], t[2].h[1], 2 * t[2].n,
 		      cudaMemcpyHostToDevice));
 	CK(cudaMemset(flag, 0, sizeof(int)));
-	ok(hk_adamw_step_cuda(da, 3, flag, NULL) == 0, "check: enqueued");
+	t_ok(hk_adamw_step_cuda(da, 3, flag, NULL) == 0, "check: enqueued");
 	CK(cudaMemcpy(&h, flag, sizeof(int), cudaMemcpyDeviceToHost));
-	ok(h == 1, "check: a NaN grad in the third tensor sets the flag");
+	t_ok(h == 1, "check: a NaN grad in the third tensor sets the flag");
 	for (int i = 0; i < 3; i++)	/* the host side: as it was */
 		same &= tensor_same(&t[i], vr);
-	ok(same, "check: no tensor touched");
+	t_ok(same, "check: no tensor touched");
 	for (int i = 0; i < 3; i++)
 		da[i].flags = 0;
-	ok(hk_adamw_step_cuda(da, 3, flag, NULL) == 0 &&
-	   cudaDeviceSynchronize() == cudaSuccess,
-	   "preset flag: enqueued");
+	t_ok(hk_adamw_step_cuda(da, 3, flag, NULL) == 0 &&
+	     cudaDeviceSynchronize() == cudaSuccess,
+	     "preset flag: enqueued");
 	same = 1;
 	for (int i = 0; i < 3; i++)
 		same &= tensor_same(&t[i], vr);
-	ok(same, "preset flag: no tensor touched");
+	t_ok(same, "preset flag: no tensor touched");
 	da[0].flags = HK_ADAMW_CHECK_FINITE;
-	ok(hk_adamw_step_cuda(da, 3, NULL, NULL) == -EINVAL,
-	   "CHECK_FINITE without a flag: -EINVAL (%s)", hk_adamw_error());
+	t_ok(hk_adamw_step_cuda(da, 3, NULL, NULL) == -EINVAL,
+	     "CHECK_FINITE without a flag: -EINVAL (%s)", hk_adamw_error());
 	da[0].flags = 0;
 	da[1].found_inf = 1;
-	ok(hk_adamw_step_cuda(da, 3, NULL, NULL) == HK_ADAMW_SKIPPED,
-	   "args.found_inf: HK_ADAMW_SKIPPED, nothing enqueued");
+	t_ok(hk_adamw_step_cuda(da, 3, NULL, NULL) == HK_ADAMW_SKIPPED,
+	     "args.found_inf: HK_ADAMW_SKIPPED, nothing enqueued");
 	CK(cudaFree(flag));
 	for (int i = 0; i < 3; i++)
 		tensor_free(&t[i]);
@@ -339,14 +284,11 @@ int main(void)
 {
 	int count = 0;
 
-	if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
-		printf("1..0 # SKIP no CUDA device\n");
-		return 77;
-	}
+	if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0)
+		t_skip_all("no CUDA device");
 	hk_adamw_force_isa(HK_ISA_SCALAR);	/* the reference path */
 	test_batches();
 	test_many();
 	test_found_inf();
-	printf("1..%d\n", n_tests);
-	return n_failed ? 1 : 0;
+	return t_done();
 }

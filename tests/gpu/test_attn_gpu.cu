@@ -16,49 +16,12 @@
 #include <errno.h>
 #include <math.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include <stdarg.h>
-#include <stdio.h>
-
 #include "hk_attn.h"
-
-/*
- * TAP, as tests/t.h prints it (t.h itself is C, not C++: its void *
- * conversions do not compile under nvcc).
- */
-static int n_ok, n_fail;
-
-static int t_ok(int cond, const char *fmt, ...)
-{
-	va_list ap;
-
-	n_ok++;
-	n_fail += !cond;
-	printf("%sok %d - ", cond ? "" : "not ", n_ok);
-	va_start(ap, fmt);
-	vprintf(fmt, ap);
-	va_end(ap);
-	printf("\n");
-	fflush(stdout);
-	return cond;
-}
-
-#define t_eq(a, b, ...)                                                   \
-	do {                                                              \
-		long long a_ = (long long)(a), b_ = (long long)(b);       \
-		if (!t_ok(a_ == b_, __VA_ARGS__))                         \
-			printf("# got %lld, want %lld\n", a_, b_);        \
-	} while (0)
-
-static void t_fail_all(const char *fmt, const char *s)
-{
-	printf("not ok %d - setup: ", ++n_ok);
-	printf(fmt, s);
-	printf("\nBail out!\n");
-	exit(1);
-}
+#include "t.h"
 
 struct gcase {
 	int B, H, Hkv, Nq, Nk, d, causal, dtype, bs;
@@ -304,10 +267,8 @@ int main(void)
 {
 	int n = 0;
 
-	if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0) {
-		printf("1..0 # SKIP no CUDA device\n");
-		return 77;
-	}
+	if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0)
+		t_skip_all("no CUDA device");
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
 		run_case(&cases[i]);
 	{
@@ -317,6 +278,5 @@ int main(void)
 		t_eq(hk_attn_fwd_cuda(&a, NULL, NULL, NULL, NULL, NULL, NULL),
 		     -EINVAL, "d = 300 is refused on the GPU path too");
 	}
-	printf("1..%d\n", n_ok);
-	return n_fail ? 1 : 0;
+	return t_done();
 }

@@ -28,29 +28,12 @@
 #include "hk.h"
 #include "hk_adamw.h"
 #include "t.h"
+#include "unit/adamw_ref.h"
 
 #define U	0x1p-24
 #define TINY	0x1p-146
 #define HU	0x1p-8		/* half a bf16 ulp, relative */
 #define STEPS	10
-
-struct variant {
-	const char *name;
-	int gdt, sdt, pout;
-	double scale, lr, b1, b2, eps, wd;
-};
-
-static const struct variant variants[] = {
-	{ "fp32", 0, 0, 0, 0, 1e-3, 0.9, 0.999, 1e-8, 0.01 },
-	{ "fp32 scaled", 0, 0, 0, 3, 0.1, 0.5, 0.9, 1e-6, 0.1 },
-	{ "bf16 param, fp32 master+grad", 0, 0, 1, 1024, 1e-3, 0.9, 0.999,
-	  1e-8, 0.01 },
-	{ "bf16 param+grad, fp32 master", 1, 0, 1, 0, 0.05, 0.8, 0.99, 1e-8,
-	  0.0 },
-	{ "bf16 states, bf16 param+grad", 1, 1, 1, 1024, 1e-3, 0.9, 0.999,
-	  1e-8, 0.01 },
-	{ "bf16 states, fp32 param", 0, 1, 0, 3, 0.02, 0.9, 0.95, 1e-7, 0.05 },
-};
 
 static double rd(const void *b, int dt, size_t i)
 {
@@ -78,21 +61,6 @@ static void *buf_new(struct buf *b, size_t bytes, size_t mis)
 		t_fail_all("malloc %zu", bytes);
 	b->p = (char *)(((uintptr_t)b->raw + 63) & ~(uintptr_t)63) + mis;
 	return b->p;
-}
-
-static double frand(uint64_t *s)	/* in [-1, 1) */
-{
-	return (double)(t_rand(s) >> 11) * 0x1p-52 - 1.0;
-}
-
-/* Grads over a wide range of magnitudes, some exactly zero. */
-static double grand(uint64_t *s)
-{
-	uint64_t r = t_rand(s);
-
-	if (r % 97 == 0)
-		return 0;
-	return frand(s) * ldexp(1, (int)(r % 25) - 20);
 }
 
 /* fp64 step of one element; returns the one-step bounds in t[]. */
