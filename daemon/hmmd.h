@@ -25,8 +25,8 @@
  * the client maps the memfd (SCM_RIGHTS).  Zero-copy needs a memfd-backed
  * host pool in libhmm (see the report).
  *
- * Threading: the main thread runs the event loop (listener, signalfd,
- * metrics); each client has its own thread (conn.c) that blocks in its
+ * Threading: the main thread runs the event loop (listener, signalfd),
+ * metrics have a thread; each client has its own thread (conn.c) that blocks in its
  * socket and in the engine.  engine.c's one mutex protects every table.
  */
 #ifndef HMMD_H
@@ -122,7 +122,8 @@ void hmmd_server_close(struct hmmd_server *s);
 /* Listen on "127.0.0.1:PORT" (loopback only); the fd or -errno. */
 int hmmd_metrics_listen(const char *addr);
 
-/* Accept one connection on lfd and answer it (GET /metrics). */
+/* Accept one connection on lfd (blocking) and answer it (GET /metrics);
+ * returns at once when lfd is shut down. */
 void hmmd_metrics_serve(int lfd, struct hmmd_engine *e);
 
 /* ---- one connection (conn.c, called by server.c) --------------------------- */

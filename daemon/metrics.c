@@ -2,8 +2,8 @@
 /*
  * metrics.c — `hmmd --metrics 127.0.0.1:PORT`: Prometheus text
  * exposition (version 0.0.4) on a loopback TCP port.  A tiny HTTP/1.0
- * responder run from the event loop: one request at a time, read with a
- * one-second limit, answered and closed.  Only loopback addresses are
+ * responder on its own thread (server.c): one request at a time, read
+ * with a one-second limit, answered and closed.  Only loopback addresses are
  * accepted for listening: the counters name uids and clients.
  */
 #include <arpa/inet.h>
@@ -44,7 +44,7 @@ int hmmd_metrics_listen(const char *addr)
 		return -EINVAL;
 	}
 	sa.sin_port = htons((uint16_t)port);
-	fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (fd < 0)
 		return -errno;
 	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
@@ -81,8 +81,11 @@ void hmmd_metrics_serve(int lfd, struct hmmd_engine *e)
 	int fd;
 
 	fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
-	if (fd < 0)
+	if (fd < 0) {
+		if (errno != EINTR && errno != ECONNABORTED)
+			usleep(10000);	/* shut down, or out of fds */
 		return;
+	}
 	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
 	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
 	while (got < sizeof(req) - 1) {

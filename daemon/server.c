@@ -1,12 +1,14 @@
 // SPDX-License-Identifier: MIT
 /*
  * server.c — hmmd's listening socket and event loop: one epoll set with
- * the listener, a signalfd (SIGTERM, SIGINT) and the metrics listener.
- * Each client is served by its own thread (conn.c); the loop reaps the
- * finished ones every REAP_MS.
+ * the listener and a signalfd (SIGTERM, SIGINT).  Each client is served
+ * by its own thread (conn.c); the loop reaps the finished ones every
+ * REAP_MS.  The metrics listener has its own thread, so a slow scraper
+ * never holds up accepting clients.
  */
 #include <errno.h>
 #include <grp.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,6 +27,8 @@ struct hmmd_server {
 	const struct hmmd_config *cfg;
 	struct hmmd_engine *e;
 	int mfd;			/* metrics listener; -1 = none */
+	pthread_t mthread;		/* serves mfd while mfd >= 0 */
+	int mstop;			/* atomic: metrics thread, stop */
 	int lfd;			/* the listener */
 	int sfd;			/* signalfd: SIGTERM, SIGINT */
 	int ep;				/* epoll: lfd, sfd, every client */
@@ -36,7 +40,6 @@ struct hmmd_server {
 /* epoll data of the fixed fds. */
 #define EV_LISTEN	0
 #define EV_SIGNAL	1
-#define EV_METRICS	2
 #define REAP_MS		100
 
 static int addr_of(const char *path, struct sockaddr_un *sa)
@@ -155,6 +158,16 @@ static int ep_add(int ep, int fd, uint64_t data)
 	return epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev) < 0 ? -errno : 0;
 }
 
+/* The metrics thread: one scrape at a time until told to stop. */
+static void *metrics_main(void *arg)
+{
+	struct hmmd_server *s = arg;
+
+	while (!__atomic_load_n(&s->mstop, __ATOMIC_ACQUIRE))
+		hmmd_metrics_serve(s->mfd, s->e);
+	return NULL;
+}
+
 int hmmd_server_open(const struct hmmd_config *cfg, struct hmmd_engine *e,
 		     struct hmmd_server **out)
 {
@@ -196,9 +209,10 @@ int hmmd_server_open(const struct hmmd_config *cfg, struct hmmd_engine *e,
 		if (ret < 0)
 			goto out_listen;
 		s->mfd = ret;
-		ret = ep_add(s->ep, s->mfd, EV_METRICS);
+		ret = -pthread_create(&s->mthread, NULL, metrics_main, s);
 		if (ret) {
 			close(s->mfd);
+			s->mfd = -1;
 			goto out_listen;
 		}
 	}
@@ -299,8 +313,6 @@ int hmmd_server_run(struct hmmd_server *s)
 						 strsignal(si.ssi_signo));
 					return 0;
 				}
-			} else if (d == EV_METRICS) {
-				hmmd_metrics_serve(s->mfd, s->e);
 			}
 		}
 	}
@@ -318,8 +330,12 @@ void hmmd_server_close(struct hmmd_server *s)
 	for (i = 0; i < s->cfg->max_clients; i++)
 		if (s->conns[i])
 			drop(s, i);
-	if (s->mfd >= 0)
+	if (s->mfd >= 0) {
+		__atomic_store_n(&s->mstop, 1, __ATOMIC_RELEASE);
+		shutdown(s->mfd, SHUT_RDWR);	/* wakes its accept() */
+		pthread_join(s->mthread, NULL);
 		close(s->mfd);
+	}
 	close(s->lfd);
 	unlink(s->cfg->socket_path);
 	close(s->ep);
