@@ -109,7 +109,7 @@ ifneq ($(HAVE_NVCC),)
 ALL += $(if $(CU_SRC),$(CUDA_A)) $(GPU_BINS)
 endif
 
-.PHONY: all units check demo deps kmod fuzz clean skipped
+.PHONY: all units check demo deps kmod fuzz clean skipped install
 all: $(ALL) $(if $(HAVE_KDIR),kmod) skipped
 skipped:
 	@printf '%s' '$(SKIPPED)' | tr ';' '\n' | sed 's/^ *//;/^$$/d;s/^/make: skipped /' >&2
@@ -206,6 +206,21 @@ demo: deps
 
 deps:
 	scripts/deps.sh
+
+# ---- install (DESTDIR, PREFIX) ----------------------------------------------
+install: all
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib/pkgconfig \
+		$(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/share/man/man1 \
+		$(DESTDIR)$(PREFIX)/share/man/man3 $(DESTDIR)$(PREFIX)/share/man/man8
+	install -m 755 $(TOOL_BINS) $(DESTDIR)$(PREFIX)/bin/
+	install -m 644 $(LIBHMM_A) $(DESTDIR)$(PREFIX)/lib/
+	install -m 755 $(LIBHMM_SO) $(DESTDIR)$(PREFIX)/lib/
+	ln -sf libhmm.so.0 $(DESTDIR)$(PREFIX)/lib/libhmm.so
+	install -m 644 $(B)/lib/pkgconfig/libhmm.pc $(DESTDIR)$(PREFIX)/lib/pkgconfig/
+	install -m 644 libhmm/include/*.h $(DESTDIR)$(PREFIX)/include/
+	install -m 644 $(wildcard man/*.1) $(DESTDIR)$(PREFIX)/share/man/man1/
+	install -m 644 $(wildcard man/*.3) $(DESTDIR)$(PREFIX)/share/man/man3/
+	$(if $(wildcard man/*.8),install -m 644 $(wildcard man/*.8) $(DESTDIR)$(PREFIX)/share/man/man8/)
 
 clean:
 	rm -rf $(B)
