@@ -1,8 +1,14 @@
 // SPDX-License-Identifier: MIT
 /*
- * ckpt.c — save and load the training state (ckpt.h).
+ * ckpt.c — the checkpoint file (ckpt.h).
+ *
+ * Layout (native endian, like the store it describes):
+ *   struct ckpt_disk, then store_len bytes of store path, then a CRC-32
+ *   (IEEE) of everything before it.  total = the whole file's bytes.
  */
 #include <errno.h>
+#include <fcntl.h>
+#include <libgen.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,14 +16,21 @@
 
 #include "ckpt.h"
 
-#define MAGIC "HMMTRN01"
+#define MAGIC		"HMMTRN02"
+#define MAGIC_ANY	"HMMTRN"	/* any version: ours, may be replaced */
+#define VERSION		2
 
-struct ckpt_head {
+struct ckpt_disk {
 	char magic[8];
-	int32_t cfg[6];		/* vocab ctx d heads layers batch */
-	int32_t nblocks, pad;
+	uint32_t version, total;
+	char preset[32];
+	int32_t cfg[6];
+	double lr;
 	int64_t step;
 	uint64_t seed, data_len, data_hash;
+	uint64_t tag[4];
+	uint64_t state_bytes;
+	uint32_t store_len, pad;
 };
 
 uint64_t ckpt_hash(const void *p, size_t n, uint64_t h)
@@ -29,28 +42,18 @@ uint64_t ckpt_hash(const void *p, size_t n, uint64_t h)
 	return h;
 }
 
-static void head_fill(struct ckpt_head *h, const struct gpt *g,
-		      const struct ckpt_info *in)
+static uint32_t crc32(const void *p, size_t n)
 {
-	memset(h, 0, sizeof(*h));
-	memcpy(h->magic, MAGIC, 8);
-	h->cfg[0] = g->c.vocab, h->cfg[1] = g->c.ctx, h->cfg[2] = g->c.d;
-	h->cfg[3] = g->c.heads, h->cfg[4] = g->c.layers, h->cfg[5] = g->c.batch;
-	h->nblocks = g->c.layers + 1;
-	if (in) {
-		h->step = in->step;
-		h->seed = in->seed;
-		h->data_len = in->data_len;
-		h->data_hash = in->data_hash;
+	const unsigned char *b = p;
+	uint32_t c = 0xffffffffu;
+
+	for (size_t i = 0; i < n; i++) {
+		c ^= b[i];
+		for (int k = 0; k < 8; k++)
+			c = (c >> 1) ^ (0xedb88320u & -(c & 1));
 	}
+	return ~c;
 }
-
-static size_t block_floats(const struct gpt *g, int blk)
-{
-	return blk == g->c.layers ? g->E.total : g->L.total;
-}
-
-static const int kinds[] = { ST_P, ST_M, ST_V };
 
 int ckpt_check_target(const char *path, char *err, size_t cap)
 {
@@ -62,7 +65,7 @@ int ckpt_check_target(const char *path, char *err, size_t cap)
 		size_t n = fread(head, 1, sizeof(head), f);
 
 		fclose(f);
-		if (n && (n < 8 || memcmp(head, MAGIC, 8))) {
+		if (n && (n < 6 || memcmp(head, MAGIC_ANY, 6))) {
 			snprintf(err, cap, "--ckpt %s: the file exists and is "
 				 "not an hmm-train checkpoint; refusing to "
 				 "replace it", path);
@@ -82,116 +85,161 @@ int ckpt_check_target(const char *path, char *err, size_t cap)
 	return 0;
 }
 
-int ckpt_save(struct gpt *g, const char *path, const struct ckpt_info *in,
-	      char *err, size_t cap)
+/* fsync the folder holding path, so the rename is durable. */
+static int sync_dir(const char *path)
 {
-	struct ckpt_head h;
+	char buf[4200];
+	int fd, e = 0;
+
+	snprintf(buf, sizeof(buf), "%s", path);
+	fd = open(dirname(buf), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	if (fsync(fd))
+		e = -errno;
+	close(fd);
+	return e;
+}
+
+int ckpt_write(const char *path, const struct ckpt_info *in, char *err,
+	       size_t cap)
+{
+	size_t slen = strnlen(in->store, sizeof(in->store) - 1);
+	size_t total = sizeof(struct ckpt_disk) + slen + 4;
+	struct ckpt_disk *d = calloc(1, total);
 	char tmp[4200];
-	uint64_t hash;
-	FILE *f;
-	int e = 0;
+	uint32_t crc;
+	int fd, e = 0;
+
+	if (!d) {
+		snprintf(err, cap, "--ckpt %s: out of memory", path);
+		return -ENOMEM;
+	}
+	memcpy(d->magic, MAGIC, 8);
+	d->version = VERSION;
+	d->total = total;
+	memcpy(d->preset, in->preset, sizeof(d->preset));
+	memcpy(d->cfg, in->cfg, sizeof(d->cfg));
+	d->lr = in->lr;
+	d->step = in->step;
+	d->seed = in->seed;
+	d->data_len = in->data_len;
+	d->data_hash = in->data_hash;
+	memcpy(d->tag, in->tag, sizeof(d->tag));
+	d->state_bytes = in->state_bytes;
+	d->store_len = slen;
+	memcpy(d + 1, in->store, slen);
+	crc = crc32(d, total - 4);
+	memcpy((char *)d + total - 4, &crc, 4);
 
 	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
-	f = fopen(tmp, "wb");
-	if (!f) {
+	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	if (fd < 0) {
 		e = -errno;
 		snprintf(err, cap, "--ckpt %s: cannot create %s: %s", path, tmp,
 			 strerror(errno));
+		free(d);
 		return e;
 	}
-	head_fill(&h, g, in);
-	hash = ckpt_hash(&h, sizeof(h), CKPT_HASH0);
-	if (fwrite(&h, sizeof(h), 1, f) != 1)
-		e = -EIO;
-	for (int b = 0; b <= g->c.layers && !e; b++)
-		for (int k = 0; k < 3 && !e; k++) {
-			size_t n = block_floats(g, b);
-			float *p = state_map(g->st, b, kinds[k], SM_READ);
-
-			if (!p) {
-				snprintf(err, cap, "--ckpt %s: %s", path,
-					 state_error());
-				fclose(f);
-				unlink(tmp);
-				return -EIO;
-			}
-			hash = ckpt_hash(p, n * 4, hash);
-			if (fwrite(p, 4, n, f) != n)
-				e = -EIO;
-			state_unmap(g->st, b, kinds[k], p);
-		}
-	if (!e && fwrite(&hash, sizeof(hash), 1, f) != 1)
-		e = -EIO;
-	if (!e && (fflush(f) || fsync(fileno(f))))
+	if (write(fd, d, total) != (ssize_t)total)
+		e = errno ? -errno : -EIO;
+	if (!e && fsync(fd))
 		e = -errno;
-	if (fclose(f) && !e)
+	if (close(fd) && !e)
 		e = -errno;
 	if (!e && rename(tmp, path))
 		e = -errno;
+	if (!e)
+		e = sync_dir(path);
 	if (e) {
 		snprintf(err, cap, "--ckpt %s: write failed: %s", path,
 			 strerror(-e));
 		unlink(tmp);
 	}
+	free(d);
 	return e;
 }
 
-static int load_fail(FILE *f, char *err, size_t cap, const char *path,
-		     const char *why)
+static int bad(char *err, size_t cap, const char *path, const char *why)
 {
 	snprintf(err, cap, "--resume %s: %s", path, why);
-	if (f)
-		fclose(f);
 	return -EINVAL;
 }
 
-int ckpt_load(struct gpt *g, const char *path, struct ckpt_info *out,
-	      char *err, size_t cap)
+int ckpt_read(const char *path, struct ckpt_info *out, char *err,
+	      size_t cap)
 {
-	struct ckpt_head h, want;
-	uint64_t hash, stored;
-	FILE *f = fopen(path, "rb");
+	struct ckpt_disk d;
+	char *buf = NULL;
+	uint32_t crc;
+	ssize_t n;
+	int fd, e;
 
-	if (!f) {
-		int e = -errno;
-
+	memset(out, 0, sizeof(*out));
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0) {
+		e = -errno;
 		snprintf(err, cap, "--resume %s: cannot open: %s", path,
 			 strerror(errno));
 		return e;
 	}
-	if (fread(&h, sizeof(h), 1, f) != 1 || memcmp(h.magic, MAGIC, 8))
-		return load_fail(f, err, cap, path, "not an hmm-train checkpoint");
-	head_fill(&want, g, NULL);
-	if (memcmp(h.cfg, want.cfg, sizeof(h.cfg)) || h.nblocks != want.nblocks)
-		return load_fail(f, err, cap, path, "made with another model "
-				 "shape (use the same --preset)");
-	hash = ckpt_hash(&h, sizeof(h), CKPT_HASH0);
-	for (int b = 0; b <= g->c.layers; b++)
-		for (int k = 0; k < 3; k++) {
-			size_t n = block_floats(g, b);
-			float *p = state_map(g->st, b, kinds[k], SM_DISCARD);
-			size_t got;
+	n = pread(fd, &d, sizeof(d), 0);
+	if (n < 8 || memcmp(d.magic, MAGIC_ANY, 6)) {
+		e = bad(err, cap, path, "not an hmm-train checkpoint");
+		goto out;
+	}
+	if (memcmp(d.magic, MAGIC, 8)) {
+		e = bad(err, cap, path, "a checkpoint of another hmm-train "
+			"version (not a store flush); train again");
+		goto out;
+	}
+	if (n < (ssize_t)sizeof(d) || d.total < sizeof(d) + 4 ||
+	    d.store_len >= sizeof(out->store) ||
+	    d.total != sizeof(d) + d.store_len + 4) {
+		e = bad(err, cap, path, n < (ssize_t)sizeof(d) ? "truncated" :
+			"checksum mismatch: the file is damaged (bad sizes)");
+		goto out;
+	}
+	buf = malloc(d.total);
+	if (!buf) {
+		e = -ENOMEM;
+		snprintf(err, cap, "--resume %s: out of memory", path);
+		goto out;
+	}
+	n = pread(fd, buf, d.total, 0);
+	if (n != (ssize_t)d.total) {
+		e = bad(err, cap, path, "truncated");
+		goto out;
+	}
+	memcpy(&crc, buf + d.total - 4, 4);
+	if (crc != crc32(buf, d.total - 4)) {
+		e = bad(err, cap, path, "checksum mismatch: the file is "
+			"damaged");
+		goto out;
+	}
+	memcpy(out->preset, d.preset, sizeof(out->preset));
+	out->preset[sizeof(out->preset) - 1] = 0;
+	memcpy(out->cfg, d.cfg, sizeof(out->cfg));
+	out->lr = d.lr;
+	out->step = d.step;
+	out->seed = d.seed;
+	out->data_len = d.data_len;
+	out->data_hash = d.data_hash;
+	memcpy(out->tag, d.tag, sizeof(out->tag));
+	out->state_bytes = d.state_bytes;
+	memcpy(out->store, buf + sizeof(d), d.store_len);
+	e = 0;
+out:
+	free(buf);
+	close(fd);
+	return e;
+}
 
-			if (!p) {
-				snprintf(err, cap, "--resume %s: %s", path,
-					 state_error());
-				fclose(f);
-				return -EIO;
-			}
-			got = fread(p, 4, n, f);
-			hash = ckpt_hash(p, n * 4, hash);
-			state_unmap(g->st, b, kinds[k], p);
-			if (got != n)
-				return load_fail(f, err, cap, path,
-						 "truncated");
-		}
-	if (fread(&stored, sizeof(stored), 1, f) != 1 || stored != hash)
-		return load_fail(f, err, cap, path, "checksum mismatch: the "
-				 "file is damaged");
-	fclose(f);
-	out->step = h.step;
-	out->seed = h.seed;
-	out->data_len = h.data_len;
-	out->data_hash = h.data_hash;
-	return 0;
+void ckpt_store_path(const char *path, const struct ckpt_info *in,
+		     char *buf, size_t cap)
+{
+	if (in->store[0])
+		snprintf(buf, cap, "%s", in->store);
+	else
+		snprintf(buf, cap, "%s.store", path);
 }

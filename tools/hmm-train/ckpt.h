@@ -1,19 +1,24 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * ckpt.h — checkpoints: the whole training state (every block's
- * parameters and AdamW moments; gradients are rebuilt each step), the
- * step reached, the seed and the data's identity, in one file.
+ * ckpt.h — the checkpoint file: what the store does not hold.
  *
- * Format (little-endian): a header (magic "HMMTRN01", config, step,
- * seed, data length and FNV-1a hash, block count and sizes), then for
- * each block P, M, V as raw fp32, then the FNV-1a hash of all that.
- * Written to PATH.tmp, fsync'ed and renamed, so a crash leaves the old
- * checkpoint or the new one, never half of one.  Read back only when
- * magic, config, data identity and the trailing hash all match.
+ * A checkpoint is a flush of the store (state_flush: libhmm writes the
+ * dirty chunks and its table of named tensors, parameters and AdamW
+ * moments among them), plus this small file, which says how to continue:
+ * format magic and version, the preset and its shape, the learning rate,
+ * the step reached, the seed (batches are a function of seed and step),
+ * the data's length and FNV-1a hash, the store's path and a tag that the
+ * store's "train.ckpt" tensor holds too (so a file and a store that do
+ * not belong together are refused), then a CRC-32 of all that.
  *
- * The blocks are read and written through state_map, so states that
- * live in the store stream through the host budget.
- * Threading: one thread.  Returns 0 or -errno with a message in err.
+ * Written to PATH.tmp, fsync'ed, renamed over PATH and the folder
+ * fsync'ed, so a crash leaves the old file or the new one.  Read back
+ * only when magic, version, size and CRC match.
+ *
+ * The store: "" in the file means PATH.store next to the file (the pair
+ * may be moved or copied together); otherwise an absolute path (--store).
+ * Threading: one thread.  Returns 0 or -errno with a message in err that
+ * names the path.
  */
 #ifndef HMM_TRAIN_CKPT_H
 #define HMM_TRAIN_CKPT_H
@@ -21,19 +26,21 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "model.h"
-
 struct ckpt_info {
+	char preset[32];
+	int32_t cfg[6];		/* vocab ctx d heads layers batch */
+	double lr;
 	int64_t step;		/* steps done */
 	uint64_t seed;
 	uint64_t data_len, data_hash;
+	uint64_t tag[4];	/* also in the store's "train.ckpt" */
+	uint64_t state_bytes;	/* for the log: the state the store holds */
+	char store[4096];	/* "": PATH.store */
 };
 
 uint64_t ckpt_hash(const void *p, size_t n, uint64_t h);	/* FNV-1a */
 #define CKPT_HASH0 0xcbf29ce484222325ull
 
-int ckpt_save(struct gpt *g, const char *path, const struct ckpt_info *in,
-	      char *err, size_t cap);
 /*
  * Before training: may a checkpoint be written at path?  -EEXIST when a
  * file is there that is not a checkpoint (it would be replaced), -errno
@@ -41,8 +48,16 @@ int ckpt_save(struct gpt *g, const char *path, const struct ckpt_info *in,
  */
 int ckpt_check_target(const char *path, char *err, size_t cap);
 
-/* Loads P, M, V into g's state; *out gets the header's info. */
-int ckpt_load(struct gpt *g, const char *path, struct ckpt_info *out,
-	      char *err, size_t cap);
+/* Write in atomically at path (see above). */
+int ckpt_write(const char *path, const struct ckpt_info *in, char *err,
+	       size_t cap);
+
+/* Read and check path's file into *out (-EINVAL: not ours, damaged). */
+int ckpt_read(const char *path, struct ckpt_info *out, char *err,
+	      size_t cap);
+
+/* The store of the checkpoint at path: in->store or PATH.store. */
+void ckpt_store_path(const char *path, const struct ckpt_info *in,
+		     char *buf, size_t cap);
 
 #endif /* HMM_TRAIN_CKPT_H */

@@ -61,8 +61,10 @@ void progress_begin(struct run *r)
 	fprintf(f, "hmm-train: training state %.1f MiB, host budget %.1f MiB"
 		"%s%s%s; attention %s, adamw %s, blas %s\n",
 		mib(r->state_bytes), mib(r->host_budget),
-		r->offloaded ? ", store " : " (all in memory)",
-		r->offloaded ? r->store_path : "", "", r->attn, r->optim,
+		r->offloaded ? ", store " : r->has_store ?
+		" (all in memory; checkpoint store " : " (all in memory)",
+		r->has_store ? r->store_path : "",
+		!r->offloaded && r->has_store ? ")" : "", r->attn, r->optim,
 		r->blas_core);
 	fflush(f);
 }
@@ -140,7 +142,8 @@ void progress_end(struct run *r)
 		"\"state_bytes\":%llu,\"offloaded\":%s,"
 		"\"store_read_bytes\":%llu,\"store_write_bytes\":%llu,"
 		"\"peak_rss_bytes\":%llu,\"stall_s\":%.4f,\"step_flops\":%.6g,"
-		"\"wall_s\":%.3f}\n", r->preset,
+		"\"ckpt_step\":%lld,\"ckpt_flush_bytes\":%llu,"
+		"\"ckpt_file_bytes\":%llu,\"wall_s\":%.3f}\n", r->preset,
 		(unsigned long long)r->params, r->nrec, a ? a->loss : 0,
 		z ? z->loss : 0, run_step_s_median(r), run_tok_s(r),
 		(unsigned long long)r->host_budget,
@@ -149,6 +152,8 @@ void progress_end(struct run *r)
 		(unsigned long long)(z ? z->store_read_bytes : 0),
 		(unsigned long long)(z ? z->store_write_bytes : 0),
 		(unsigned long long)r->peak_rss_bytes, z ? z->stall_s : 0,
-		r->step_flops, r->wall_s);
+		r->step_flops, (long long)r->ckpt_step,
+		(unsigned long long)r->ckpt_flush_bytes,
+		(unsigned long long)r->ckpt_file_bytes, r->wall_s);
 	fflush(f);
 }

@@ -37,6 +37,7 @@ struct run {
 	double lr;
 	uint64_t host_budget, state_bytes, params;
 	int offloaded, json, tty;
+	int has_store;			/* a store, maybe only for --ckpt */
 	const char *store_path, *data_source, *blas_core, *attn, *optim;
 	const char *ckpt, *resume, *report;
 	double step_flops;
@@ -45,6 +46,9 @@ struct run {
 	int nrec;
 	double wall_s;
 	uint64_t peak_rss_bytes;
+	int64_t ckpt_step;		/* 0, or the step --ckpt saved */
+	uint64_t ckpt_flush_bytes;	/* store bytes its flush wrote */
+	uint64_t ckpt_file_bytes;	/* the checkpoint file's size */
 	FILE *out;			/* progress goes here (stdout) */
 };
 

@@ -41,11 +41,13 @@ struct state {
 	uint64_t chunk;		/* chunk bytes: a quarter of the largest array */
 	uint32_t depth;		/* pieces the optimizer reads ahead */
 	int offloaded, unlink_store;
+	int has_store, reopen;	/* see state_config: persist, reopen */
 	char store_path[4096];
 	double map_s;
 #ifdef HAVE_LIBHMM
 	struct hmm *h;
 	struct hmm_tensor **t;		/* [nblocks * ST_KINDS] */
+	struct hmm_tensor *tag;		/* "train.ckpt", with a store */
 #else
 	float **mem;			/* [nblocks * ST_KINDS] */
 #endif
@@ -208,6 +210,39 @@ size_t state_chunk_floats(const struct state *s)
 }
 
 #ifdef HAVE_LIBHMM
+#define TAG_NAME	"train.ckpt"
+#define TAG_BYTES	32
+
+/*
+ * Make array name (shape floats) anew, or with a reopened store open the
+ * saved one and check its size.
+ */
+static int array_open(struct state *s, const char *name, int64_t floats,
+		      uint32_t dtype, struct hmm_tensor **out)
+{
+	uint64_t want = (uint64_t)floats * hmm_dtype_size(dtype);
+	int err;
+
+	if (!s->reopen) {
+		err = hmm_tensor_new(s->h, name, dtype, 1, &floats, out);
+		if (err)
+			return fail(err, "tensor %s: %s", name,
+				    hmm_last_error());
+		return 0;
+	}
+	err = hmm_tensor_open(s->h, name, out);
+	if (err)
+		return fail(err, "store %s: tensor %s: %s: %s", s->store_path,
+			    name, hmm_strerror(err), hmm_last_error());
+	if (hmm_tensor_bytes(*out) != want || hmm_tensor_dtype(*out) != dtype)
+		return fail(-EINVAL, "store %s: tensor %s holds %llu bytes, "
+			    "this model's needs %llu (another --preset?)",
+			    s->store_path, name,
+			    (unsigned long long)hmm_tensor_bytes(*out),
+			    (unsigned long long)want);
+	return 0;
+}
+
 static int backend_open(struct state *s, const struct state_config *cfg)
 {
 	struct hmm_config hc;
@@ -229,10 +264,12 @@ static int backend_open(struct state *s, const struct state_config *cfg)
 	hc.daemon = cfg->daemon;
 	hc.policy = getenv("HMM_TRAIN_LRU") ? HMM_POLICY_LRU :
 		    HMM_POLICY_SCHEDULE;
-	if (s->offloaded) {
+	if (s->has_store) {
 		hc.store_path = s->store_path;
 		hc.store_size = s->store_size;
 	}
+	if (s->reopen)
+		hc.flags |= HMM_CONFIG_STORE_KEEP;
 	err = hmm_open(&hc, &s->h);
 	if (err)
 		return fail(err, "libhmm: %s%s%s", hmm_strerror(err),
@@ -256,12 +293,53 @@ static int backend_open(struct state *s, const struct state_config *cfg)
 				snprintf(name, sizeof(name), "%s.%s",
 					 cfg->names[i], kind_name(k));
 			}
-			err = hmm_tensor_new(s->h, name, HMM_DTYPE_F32, 1,
-					     &shape, &s->t[i * ST_KINDS + k]);
+			err = array_open(s, name, shape, HMM_DTYPE_F32,
+					 &s->t[i * ST_KINDS + k]);
 			if (err)
-				return fail(err, "tensor %s: %s", name,
-					    hmm_last_error());
+				return err;
 		}
+	if (s->has_store)
+		return array_open(s, TAG_NAME, TAG_BYTES, HMM_DTYPE_U8,
+				  &s->tag);
+	return 0;
+}
+
+int state_flush(struct state *s, uint64_t *flush_bytes)
+{
+	struct hmm_stats a, b;
+	int err;
+
+	if (!s->has_store)
+		return fail(-ENODEV, "checkpoint: no store to flush");
+	hmm_stats(s->h, &a);
+	err = hmm_flush(s->h);
+	if (err)
+		return fail(err, "store %s: flush: %s: %s", s->store_path,
+			    hmm_strerror(err), hmm_last_error());
+	hmm_stats(s->h, &b);
+	if (flush_bytes)
+		*flush_bytes = b.tier[HMM_TIER_STORE].bytes_in -
+			       a.tier[HMM_TIER_STORE].bytes_in;
+	return 0;
+}
+
+int state_tag(struct state *s, uint64_t tag[4], int write)
+{
+	void *p;
+	int err;
+
+	if (!s->tag)
+		return fail(-ENODEV, "checkpoint: no store");
+	err = hmm_map(s->tag, 0, TAG_BYTES, HMM_TIER_HOST,
+		      write ? HMM_WRITE | HMM_DISCARD : HMM_READ, &p);
+	if (err)
+		return fail(err, "store %s: map %s: %s", s->store_path,
+			    TAG_NAME, hmm_last_error());
+	if (write)
+		memcpy(p, tag, TAG_BYTES);
+	else
+		memcpy(tag, p, TAG_BYTES);
+	hmm_unmap(s->tag, p);
 	return 0;
 }
 
@@ -322,6 +400,35 @@ void state_sample(struct state *s, struct state_sample *o)
 	o->stall_s = st.tier[HMM_TIER_HOST].stall_s;
 }
 
+/*
+ * The budget holds the whole state: one in-memory AdamW over the mapped
+ * arrays (the offloaded step would evict behind itself and, with a
+ * checkpoint store, write the state back every step).  Same bits.
+ */
+static int adamw_resident(struct state *s, int blk, const struct optim_hp *hp,
+			  double wd)
+{
+	static const unsigned acc[ST_KINDS] = {
+		[ST_P] = SM_READ | SM_WRITE, [ST_G] = SM_READ,
+		[ST_M] = SM_READ | SM_WRITE, [ST_V] = SM_READ | SM_WRITE,
+	};
+	float *a[ST_KINDS] = { 0 };
+	int err = -EIO;
+
+	for (int k = 0; k < ST_KINDS; k++)
+		if (!(a[k] = state_map(s, blk, k, acc[k])))
+			goto out;
+	err = optim_adamw(hp, wd, a[ST_P], a[ST_G], a[ST_M], a[ST_V],
+			  s->floats[blk], hmm_tensor_name(s->t[blk * ST_KINDS]));
+	if (err)
+		fail(err, "AdamW on %s: %s",
+		     hmm_tensor_name(s->t[blk * ST_KINDS]), strerror(-err));
+out:
+	for (int k = ST_KINDS - 1; k >= 0; k--)
+		state_unmap(s, blk, k, a[k]);
+	return err;
+}
+
 int state_adamw(struct state *s, int blk, const struct optim_hp *hp,
 		double wd)
 {
@@ -336,7 +443,11 @@ int state_adamw(struct state *s, int blk, const struct optim_hp *hp,
 			.name = hmm_tensor_name(t[ST_P]) },
 	};
 	double t0 = st_now();
-	int err = hk_offload_adamw_step(s->h, &o);
+	int err;
+
+	if (!s->offloaded)
+		return adamw_resident(s, blk, hp, wd);
+	err = hk_offload_adamw_step(s->h, &o);
 
 	s->map_s += st_now() - t0;
 	if (err < 0)
@@ -412,6 +523,16 @@ int state_adamw(struct state *s, int blk, const struct optim_hp *hp,
 void state_step(struct state *s, int begin)
 {
 }
+
+int state_flush(struct state *s, uint64_t *flush_bytes)
+{
+	return fail(-ENOTSUP, "checkpoints need libhmm");
+}
+
+int state_tag(struct state *s, uint64_t tag[4], int write)
+{
+	return fail(-ENOTSUP, "checkpoints need libhmm");
+}
 #endif
 
 int state_open(const struct state_config *cfg, struct state **out)
@@ -467,7 +588,18 @@ int state_open(const struct state_config *cfg, struct state **out)
 			   "embeddings' p and g, optimizer chunks)", b, m);
 		goto out_free;
 	}
-	if (s->offloaded) {
+	s->has_store = s->offloaded || cfg->persist || cfg->reopen;
+	s->reopen = cfg->reopen;
+	if ((cfg->persist || cfg->reopen) && !cfg->store_path) {
+		err = fail(-EINVAL, "state: a kept store needs a path");
+		goto out_free;
+	}
+	if (cfg->reopen && access(cfg->store_path, F_OK)) {
+		err = fail(-errno, "store %s: %s (the checkpoint's state lives "
+			   "there)", cfg->store_path, strerror(errno));
+		goto out_free;
+	}
+	if (s->has_store) {
 		if (cfg->store_path) {
 			snprintf(s->store_path, sizeof(s->store_path), "%s",
 				 cfg->store_path);
@@ -520,7 +652,12 @@ int state_offloaded(const struct state *s)
 	return s->offloaded;
 }
 
+int state_has_store(const struct state *s)
+{
+	return s->has_store;
+}
+
 const char *state_store_path(const struct state *s)
 {
-	return s->offloaded ? s->store_path : "";
+	return s->has_store ? s->store_path : "";
 }

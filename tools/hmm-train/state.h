@@ -9,7 +9,17 @@
  * is --store: the model maps a block's arrays around their use and
  * unmaps them after, and libhmm moves chunks between DRAM and the store
  * to stay within the budget.  When the budget holds the whole state no
- * store is opened.  Built without libhmm (no HAVE_LIBHMM) the arrays are
+ * store is opened, unless cfg->persist asks for one (checkpoints).
+ *
+ * Checkpoints are flushes, not copies: state_flush() writes the dirty
+ * chunks and libhmm's table of named tensors into the store and makes it
+ * durable; a later state_open with cfg->reopen opens that store with
+ * HMM_CONFIG_STORE_KEEP and hmm_tensor_open()s every array by name
+ * (shapes checked).  The store is copy-on-write until the next flush, so
+ * training on after a flush (and closing without one) leaves the flushed
+ * checkpoint intact; the next flush replaces it.  A small tensor
+ * "train.ckpt" holds a tag (state_tag) that ties the store's checkpoint
+ * to the checkpoint file that describes it.  Built without libhmm (no HAVE_LIBHMM) the arrays are
  * plain memory and the budget is reported but not enforced.
  *
  * Ownership: state_open allocates, state_close frees (and removes a store
@@ -38,7 +48,12 @@
 struct state_config {
 	uint64_t host_budget;	/* bytes; 0: a quarter of the state;
 				   >= state bytes: all in memory */
-	const char *store_path;	/* NULL: a temporary file, removed at close */
+	const char *store_path;	/* NULL: a temporary file, removed at close
+				   (only without persist/reopen) */
+	int persist;		/* 1: always use a store (store_path), even
+				   when the budget holds everything */
+	int reopen;		/* 1: open store_path's saved arrays (it
+				   must exist) instead of making new ones */
 	const char *daemon;	/* hmmd socket or NULL */
 	int nblocks;
 	const size_t *floats;	/* [nblocks]: floats per array of block i */
@@ -70,7 +85,8 @@ void state_close(struct state *s);
 
 uint64_t state_bytes(const struct state *s);	/* all arrays, exact */
 uint64_t state_budget(const struct state *s);	/* host budget in force */
-int state_offloaded(const struct state *s);	/* 1: a store is in use */
+int state_offloaded(const struct state *s);	/* 1: budget < state */
+int state_has_store(const struct state *s);	/* 1: a store is in use */
 const char *state_store_path(const struct state *s);
 
 float *state_map(struct state *s, int blk, int kind, unsigned access);
@@ -93,6 +109,15 @@ int state_adamw(struct state *s, int blk, const struct optim_hp *hp,
 		double wd);
 /* Mark a training step for libhmm's schedule-aware policy. */
 void state_step(struct state *s, int begin);
+
+/*
+ * Checkpoint: write every dirty chunk and the table of tensors to the
+ * store and make it durable (hmm_flush).  *flush_bytes (may be NULL)
+ * gets the bytes the flush wrote to the store.  -ENODEV without a store.
+ */
+int state_flush(struct state *s, uint64_t *flush_bytes);
+/* Read (write = 0) or write the store's 4-word checkpoint tag. */
+int state_tag(struct state *s, uint64_t tag[4], int write);
 
 const char *state_error(void);
 

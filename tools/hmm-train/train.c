@@ -7,7 +7,9 @@
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -53,15 +55,22 @@ static uint64_t peak_rss(void)
 	return getrusage(RUSAGE_SELF, &ru) ? 0 : (uint64_t)ru.ru_maxrss * 1024;
 }
 
+/* Where the state's store is, and whether it is kept or reopened. */
+struct store_plan {
+	char path[4200];
+	int persist, reopen;
+};
+
 static int open_state(const struct train_opts *o, struct run *r,
-		      struct state **st)
+		      const struct store_plan *sp, struct state **st)
 {
 	int nb = r->cfg.layers + 1, err;
 	size_t *sizes = calloc(nb, sizeof(*sizes));
 	const char **names = calloc(nb, sizeof(*names));
 	char (*buf)[16] = calloc(nb, sizeof(*buf));
 	struct state_config sc = { .store_path = o->store, .daemon = o->daemon,
-				   .nblocks = nb };
+				   .nblocks = nb, .persist = sp->persist,
+				   .reopen = sp->reopen };
 
 	if (!sizes || !names || !buf) {
 		err = -ENOMEM;
@@ -77,8 +86,13 @@ static int open_state(const struct train_opts *o, struct run *r,
 	sc.names = names;
 	sc.host_budget = o->host_budget < 0 ? 0 : (uint64_t)o->host_budget;
 	sc.shared_grad = 1;
+	if (sp->persist || sp->reopen)
+		sc.store_path = sp->path;
 	err = state_open(&sc, st);
-	if (err)
+	if (err && sp->reopen)
+		fprintf(stderr, "hmm-train: --resume %s: %s\n", o->resume,
+			state_error());
+	else if (err)
 		fprintf(stderr, "hmm-train: %s\n", state_error());
 	else
 		r->state_bytes = state_bytes(*st);
@@ -111,11 +125,88 @@ static void record(struct run *r, struct gpt *g, struct state *st,
 	s->stall_s = ss.stall_s > 0 ? ss.stall_s : ss.map_s;
 }
 
-static int start(const struct train_opts *o, struct run *r, struct gpt *g,
-		 const struct data *d, uint64_t dhash)
+/* Are a and b the same file?  0 when either is missing. */
+static int same_file(const char *a, const char *b)
 {
-	struct ckpt_info ci;
+	struct stat x, y;
+
+	return !stat(a, &x) && !stat(b, &y) && x.st_dev == y.st_dev &&
+	       x.st_ino == y.st_ino;
+}
+
+/*
+ * Before the state is opened: read --resume's file, check it fits this
+ * run, and plan the store: the checkpoint's own (reopened), PATH.store
+ * or --store for --ckpt (kept), or a temporary one.
+ */
+static int plan(const struct train_opts *o, struct run *r,
+		const struct data *d, uint64_t dhash, struct ckpt_info *ci,
+		struct store_plan *sp)
+{
+	int32_t cfg[6] = { r->cfg.vocab, r->cfg.ctx, r->cfg.d, r->cfg.heads,
+			   r->cfg.layers, r->cfg.batch };
 	char err[512];
+	int e;
+
+	memset(sp, 0, sizeof(*sp));
+	if (!o->resume) {
+		if (!o->ckpt)
+			return 0;
+		sp->persist = 1;
+		if (o->store)
+			snprintf(sp->path, sizeof(sp->path), "%s", o->store);
+		else
+			snprintf(sp->path, sizeof(sp->path), "%s.store",
+				 o->ckpt);
+		return 0;
+	}
+	e = ckpt_read(o->resume, ci, err, sizeof(err));
+	if (e) {
+		fprintf(stderr, "hmm-train: %s\n", err);
+		return e;
+	}
+	if (memcmp(ci->cfg, cfg, sizeof(cfg))) {
+		fprintf(stderr, "hmm-train: --resume %s: made with preset %s "
+			"(another model shape: %d layers, d %d, batch %d); use "
+			"--preset %s and its batch\n", o->resume, ci->preset,
+			ci->cfg[4], ci->cfg[2], ci->cfg[5], ci->preset);
+		return -EINVAL;
+	}
+	if (ci->data_len != d->len || ci->data_hash != dhash) {
+		fprintf(stderr, "hmm-train: --resume %s: made on other data "
+			"(%llu bytes) than this run's %s\n", o->resume,
+			(unsigned long long)ci->data_len, d->source);
+		return -EINVAL;
+	}
+	ckpt_store_path(o->resume, ci, sp->path, sizeof(sp->path));
+	sp->reopen = 1;
+	if (o->store && strcmp(o->store, sp->path) &&
+	    !same_file(o->store, sp->path)) {
+		fprintf(stderr, "hmm-train: --store %s: the state of --resume "
+			"%s lives in %s; leave --store out\n", o->store,
+			o->resume, sp->path);
+		return -EINVAL;
+	}
+	/* a flush in the resumed store replaces the checkpoint it holds:
+	 * only the file that describes that store may be rewritten */
+	if (o->ckpt && strcmp(o->ckpt, o->resume) &&
+	    !same_file(o->ckpt, o->resume)) {
+		fprintf(stderr, "hmm-train: --ckpt %s: the resumed state lives "
+			"in %s, whose checkpoint is %s; a new checkpoint there "
+			"replaces it, so --ckpt must be %s (copy %s and %s "
+			"first to keep the old one)\n", o->ckpt, sp->path,
+			o->resume, o->resume, o->resume, sp->path);
+		return -EINVAL;
+	}
+	if (o->lr <= 0)
+		r->lr = ci->lr;
+	return 0;
+}
+
+static int start(const struct train_opts *o, struct run *r, struct gpt *g,
+		 struct state *st, const struct ckpt_info *ci)
+{
+	uint64_t tag[4];
 	int e;
 
 	if (!o->resume) {
@@ -125,19 +216,21 @@ static int start(const struct train_opts *o, struct run *r, struct gpt *g,
 				state_error());
 		return e;
 	}
-	e = ckpt_load(g, o->resume, &ci, err, sizeof(err));
-	if (!e && (ci.data_len != d->len || ci.data_hash != dhash)) {
-		snprintf(err, sizeof(err), "--resume %s: made on other data "
-			 "(%llu bytes) than this run's %s", o->resume,
-			 (unsigned long long)ci.data_len, d->source);
-		e = -EINVAL;
-	}
+	e = state_tag(st, tag, 0);
 	if (e) {
-		fprintf(stderr, "hmm-train: %s\n", err);
+		fprintf(stderr, "hmm-train: --resume %s: %s\n", o->resume,
+			state_error());
 		return e;
 	}
-	r->first_step = ci.step + 1;
-	r->seed = ci.seed;
+	if (memcmp(tag, ci->tag, sizeof(tag))) {
+		fprintf(stderr, "hmm-train: --resume %s: its store %s holds "
+			"another checkpoint (flushed later, or by another run); "
+			"refusing to mix them\n", o->resume,
+			state_store_path(st));
+		return -EINVAL;
+	}
+	r->first_step = ci->step + 1;
+	r->seed = ci->seed;
 	return 0;
 }
 
@@ -177,26 +270,87 @@ static int loop(struct run *r, struct gpt *g, struct state *st,
 	return 0;
 }
 
-static int finish(const struct train_opts *o, struct run *r, struct gpt *g,
-		  const struct data *d, uint64_t dhash)
+/* A fresh tag: ties the checkpoint file to the store's flush. */
+static void new_tag(uint64_t tag[4], int64_t step)
+{
+	struct timespec ts;
+
+	if (getrandom(tag, 4 * sizeof(*tag), 0) != 4 * sizeof(*tag)) {
+		clock_gettime(CLOCK_REALTIME, &ts);
+		tag[0] = ts.tv_sec, tag[1] = ts.tv_nsec, tag[2] = getpid();
+	}
+	tag[3] = step;
+}
+
+/*
+ * The checkpoint: tag the store, flush it (libhmm writes the dirty chunks
+ * and its table of tensors: a flush of the extent table, not a copy),
+ * then write the small file that describes it.  A crash between the two
+ * leaves the old file, whose tag the store no longer has: refused.
+ */
+static int checkpoint(const struct train_opts *o, struct run *r,
+		      struct state *st, const struct data *d, uint64_t dhash,
+		      const struct ckpt_info *from)
+{
+	struct ckpt_info ci;
+	char err[512], *abs;
+	struct stat sb;
+	uint64_t fb = 0;
+	int e;
+
+	memset(&ci, 0, sizeof(ci));
+	snprintf(ci.preset, sizeof(ci.preset), "%s", r->preset);
+	ci.cfg[0] = r->cfg.vocab, ci.cfg[1] = r->cfg.ctx, ci.cfg[2] = r->cfg.d;
+	ci.cfg[3] = r->cfg.heads, ci.cfg[4] = r->cfg.layers;
+	ci.cfg[5] = r->cfg.batch;
+	ci.lr = r->lr;
+	ci.step = r->first_step + r->nrec - 1;
+	ci.seed = r->seed;
+	ci.data_len = d->len;
+	ci.data_hash = dhash;
+	ci.state_bytes = r->state_bytes;
+	if (o->resume) {
+		memcpy(ci.store, from->store, sizeof(ci.store));
+	} else if (o->store) {	/* absolute: the file may be read elsewhere */
+		abs = realpath(o->store, NULL);
+		snprintf(ci.store, sizeof(ci.store), "%s", abs ? abs : o->store);
+		free(abs);
+	}
+	new_tag(ci.tag, ci.step);
+	e = state_tag(st, ci.tag, 1);
+	if (!e)
+		e = state_flush(st, &fb);
+	if (e) {
+		fprintf(stderr, "hmm-train: --ckpt %s: %s\n", o->ckpt,
+			state_error());
+		return e;
+	}
+	e = ckpt_write(o->ckpt, &ci, err, sizeof(err));
+	if (e) {
+		fprintf(stderr, "hmm-train: %s\n", err);
+		return e;
+	}
+	r->ckpt_step = ci.step;
+	r->ckpt_flush_bytes = fb;
+	r->ckpt_file_bytes = stat(o->ckpt, &sb) ? 0 : sb.st_size;
+	fprintf(r->json ? stderr : r->out, "hmm-train: checkpoint at step %lld:"
+		" flushed the store %s (%.1f MiB written by the flush, state "
+		"%.1f MiB), %s %llu bytes\n", (long long)ci.step,
+		state_store_path(st), fb / 1048576.0,
+		r->state_bytes / 1048576.0, o->ckpt,
+		(unsigned long long)r->ckpt_file_bytes);
+	return 0;
+}
+
+static int finish(const struct train_opts *o, struct run *r,
+		  struct state *st, const struct data *d, uint64_t dhash,
+		  const struct ckpt_info *from)
 {
 	char err[512];
 	int e;
 
-	if (o->ckpt) {
-		struct ckpt_info ci = { .step = r->first_step + r->nrec - 1,
-					.seed = r->seed, .data_len = d->len,
-					.data_hash = dhash };
-
-		e = ckpt_save(g, o->ckpt, &ci, err, sizeof(err));
-		if (e) {
-			fprintf(stderr, "hmm-train: %s\n", err);
-			return 1;
-		}
-		if (!r->json)
-			fprintf(r->out, "hmm-train: checkpoint at step %lld "
-				"written to %s\n", (long long)ci.step, o->ckpt);
-	}
+	if (o->ckpt && checkpoint(o, r, st, d, dhash, from))
+		return 1;
 	r->peak_rss_bytes = peak_rss();
 	progress_end(r);
 	if (o->report) {
@@ -220,6 +374,8 @@ int train_main(const struct train_opts *o)
 			 .blas_core = o->blas_core, .attn = attn_impl(),
 			 .optim = optim_impl(), .lr = o->lr > 0 ? o->lr : p->lr };
 	struct state *st = NULL;
+	struct store_plan *sp = NULL;
+	struct ckpt_info *ci = NULL;
 	struct gpt *g = NULL;
 	struct data d;
 	char err[512];
@@ -253,20 +409,30 @@ int train_main(const struct train_opts *o)
 	}
 	r.data_source = d.source;
 	dhash = ckpt_hash(d.text, d.len, CKPT_HASH0);
-	e = open_state(o, &r, &st);
+	sp = calloc(1, sizeof(*sp));
+	ci = calloc(1, sizeof(*ci));
+	if (!sp || !ci)
+		goto out_data;
+	e = plan(o, &r, &d, dhash, ci, sp);
+	if (e) {
+		rc = e == -ENOMEM || e == -EIO ? 1 : 2;
+		goto out_data;
+	}
+	e = open_state(o, &r, sp, &st);
 	if (e) {
 		rc = e == -ENOMEM || e == -EIO ? 1 : 2;	/* else: bad input */
 		goto out_data;
 	}
 	r.host_budget = state_budget(st);
 	r.offloaded = state_offloaded(st);
+	r.has_store = state_has_store(st);
 	r.store_path = state_store_path(st);
 	e = gpt_new(&r.cfg, st, &g);
 	if (e) {
 		fprintf(stderr, "hmm-train: model: %s\n", strerror(-e));
 		goto out_state;
 	}
-	e = start(o, &r, g, &d, dhash);
+	e = start(o, &r, g, st, ci);
 	if (e) {
 		rc = e == -EIO ? 1 : 2;
 		goto out_model;
@@ -276,13 +442,15 @@ int train_main(const struct train_opts *o)
 	if (!r.rec)
 		goto out_model;
 	if (!loop(&r, g, st, &d, p))
-		rc = finish(o, &r, g, &d, dhash);
+		rc = finish(o, &r, st, &d, dhash, ci);
 	free(r.rec);
 out_model:
 	gpt_free(g);
 out_state:
 	state_close(st);
 out_data:
+	free(sp);
+	free(ci);
 	data_free(&d);
 	return rc;
 }
