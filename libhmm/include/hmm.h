@@ -99,8 +99,11 @@ struct hmm_config {
 	uint64_t host_budget;	/* bytes of host memory for chunks (> 0) */
 	uint64_t device_budget;	/* bytes of device memory; 0 = the device's */
 	const char *device;	/* "none" (or NULL), "sim" or "cuda" */
-	const char *daemon;	/* hmmd socket for shared mode; NULL = the
-				   embedded engine (shared mode: -ENOTSUP) */
+	const char *daemon;	/* "unix:PATH": shared mode, every call goes
+				   to that hmmd (host tier only; regions
+				   and device maps -ENOTSUP; see
+				   libhmm/src/shared.c); NULL = the
+				   embedded engine */
 	const char *trace_path;	/* Chrome trace JSON; NULL = $HMM_TRACE */
 	uint32_t chunk_bytes;	/* multiple of 4096; 0 = 2 MiB */
 	uint32_t policy;	/* HMM_POLICY_* */
@@ -125,7 +128,7 @@ void hmm_config_default(struct hmm_config *cfg);
  * Open a context: validates cfg, opens (and by default formats) the
  * store, starts the I/O thread and the device backend.
  * Returns 0 and *out, or -EINVAL (bad field, named in the detail),
- * -ENOTSUP (daemon set: shared mode is not built yet), -ENODEV (device
+ * the connect error of daemon (e.g. -ENOENT, -ECONNREFUSED), -ENODEV (device
  * "cuda" with no driver or GPU), or the store's error.  Any thread.
  */
 int hmm_open(const struct hmm_config *cfg, struct hmm **out);

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 /*
- * ctx.c — opening and closing a context, steps, hmm_strerror.
+ * ctx.c — opening and closing a context, steps, hmm_strerror.  With
+ * config.daemon set the context is a connection to hmmd (shared.c).
  */
 #include <errno.h>
 #include <stdarg.h>
@@ -49,10 +50,6 @@ static int config_check(const struct hmm_config *c)
 {
 	unsigned i;
 
-	if (c->daemon)
-		return hmm_err(-ENOTSUP, "config.daemon '%s': shared mode "
-			       "(hmmd) is not built yet; leave daemon NULL for "
-			       "the embedded engine", c->daemon);
 	if (!c->host_budget)
 		return hmm_err(-EINVAL, "config.host_budget: must be > 0");
 	if (c->chunk_bytes % HMM_PAGE || c->chunk_bytes > (1u << 30))
@@ -140,6 +137,13 @@ int hmm_open(const struct hmm_config *cfg, struct hmm **out)
 	if (!h)
 		return hmm_err(-ENOMEM, "hmm_open: no memory for the context");
 	ctx_init(h, cfg);
+	if (cfg->daemon) {	/* shared mode: shared.c */
+		r = hmm_shared_open(h, cfg);
+		if (r < 0)
+			goto out_free;
+		*out = h;
+		return 0;
+	}
 	trace = cfg->trace_path ? cfg->trace_path : getenv("HMM_TRACE");
 	if (trace && *trace) {
 		r = hmm_trace_open(h, trace);
@@ -185,10 +189,13 @@ void hmm_close(struct hmm *h)
 
 	if (!h)
 		return;
-	hmm_region_fini(h);
+	if (!h->remote)
+		hmm_region_fini(h);
 	for (i = 0; i < h->ntensors; i++)
 		if (h->tensors[i])
 			hmm_tensor_destroy(h->tensors[i], 0);
+	if (h->remote)
+		hmm_shared_close(h);
 	hmm_iot_stop(h);
 	if (h->dev)
 		h->dev->close(h->dev_priv);

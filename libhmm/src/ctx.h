@@ -58,6 +58,8 @@ static inline void hmm_list_del(struct hmm_list *n)
 
 struct hmm_chunk;
 struct hmm_tensor;
+struct hmm_client;
+struct hmm_remote_tensor;
 struct hmm_dev_ops;
 struct hmm_region;
 
@@ -111,6 +113,13 @@ struct hmm_tier {
  * thread), the device backend and the trace file.
  */
 struct hmm {
+	/*
+	 * Shared mode (cfg.daemon set): the hmmd connection, owned; every
+	 * public call on this context and its tensors forwards to it
+	 * (shared.c) and the engine's fields below stay idle (no store,
+	 * device, I/O thread or chunks).  NULL: the embedded engine.
+	 */
+	struct hmm_client *remote;
 	pthread_mutex_t lock;
 	pthread_cond_t cond;		/* state changed (see above) */
 	struct hmm_config cfg;		/* strings not kept */
@@ -207,6 +216,30 @@ void hmm_persist_fini(struct hmm *h);
 int hmm_tensor_create(struct hmm *h, const char *name, uint32_t dtype,
 		      unsigned ndim, const int64_t *shape, int64_t id,
 		      const uint8_t *stored, struct hmm_tensor **out);
+
+/* ---- shared.c: shared mode (hmm_config.daemon) -------------------------- */
+/*
+ * The public calls whose engine bodies live in persist.c and region.c are
+ * compiled there under these engine names; shared.c defines the public
+ * symbols and dispatches on h->remote.  (Every other public call tests
+ * h->remote / t->remote itself, in the file that holds it.)
+ */
+#define hmm_tensor_open		hmm_engine_tensor_open
+#define hmm_region_new		hmm_engine_region_new
+#define hmm_region_advise	hmm_engine_region_advise
+#define hmm_region_free		hmm_engine_region_free
+int hmm_engine_tensor_open(struct hmm *h, const char *name,
+			   struct hmm_tensor **out);
+int hmm_engine_region_new(struct hmm *h, uint64_t bytes, void **ptr);
+int hmm_engine_region_advise(struct hmm *h, void *ptr, uint64_t len,
+			     int advice);
+int hmm_engine_region_free(struct hmm *h, void *ptr);
+
+int hmm_shared_open(struct hmm *h, const struct hmm_config *cfg);
+void hmm_shared_close(struct hmm *h);
+/* tensor.c: wrap a remote tensor in a struct hmm_tensor (takes rt). */
+int hmm_tensor_wrap_remote(struct hmm *h, struct hmm_remote_tensor *rt,
+			   struct hmm_tensor **out);
 
 /* ---- region.c ---------------------------------------------------------- */
 void hmm_region_fini(struct hmm *h);

@@ -9,6 +9,7 @@
 #include <time.h>
 
 #include "chunk.h"
+#include "client.h"
 #include "err.h"
 
 static const char *const tier_names[] = { "device", "host", "store" };
@@ -27,6 +28,9 @@ static int range_check(const char *fn, struct hmm_tensor *t, uint64_t off,
 		return hmm_err(-EINVAL, "%s: tensor %s: tier %d is not %s",
 			       fn, t->name, tier, mappable ?
 			       "device or host" : "a tier");
+	if (tier == HMM_TIER_DEVICE && t->remote)
+		return hmm_err(-ENOTSUP, "%s: tensor %s: shared mode (hmmd) "
+			       "serves the host tier only", fn, t->name);
 	if (tier == HMM_TIER_DEVICE && !h->dev)
 		return hmm_err(-EINVAL, "%s: tensor %s: the device tier has no "
 			       "backend (config.device is \"none\")", fn,
@@ -177,6 +181,12 @@ int hmm_map(struct hmm_tensor *t, uint64_t off, uint64_t len, int tier,
 	if (!ptr)
 		return hmm_err(-EINVAL, "hmm_map: tensor %s: ptr is NULL",
 			       t->name);
+	if (t->remote) {	/* shared mode: shared memory from hmmd */
+		r = hmm_remote_map(t->remote, off, len, tier, access, ptr);
+		/* over this client's quota = over its budget: hmm.h's
+		   -ENOMEM (hmm_last_error() keeps hmmd's detail) */
+		return r == -EDQUOT ? -ENOMEM : r;
+	}
 	h = t->h;
 	if (access & HMM_DISCARD)
 		access |= HMM_WRITE;
@@ -229,6 +239,8 @@ int hmm_unmap(struct hmm_tensor *t, void *ptr)
 
 	if (!t)
 		return hmm_err(-EINVAL, "hmm_unmap: no tensor");
+	if (t->remote)
+		return hmm_remote_unmap(t->remote, ptr);
 	h = t->h;
 	pthread_mutex_lock(&h->lock);
 	for (p = t->maps.prev; p != &t->maps; p = p->prev) {
@@ -269,6 +281,9 @@ int hmm_prefetch(struct hmm_tensor *t, uint64_t off, uint64_t len, int tier)
 	r = range_check("hmm_prefetch", t, off, &len, tier, 1);
 	if (r < 0)
 		return r;
+	if (t->remote)
+		return hmm_client_prefetch(t->remote->c, t->remote->t.id, off,
+					   len, tier);
 	h = t->h;
 	first = off / h->chunk_bytes;
 	last = (off + len - 1) / h->chunk_bytes;
@@ -295,6 +310,9 @@ int hmm_evict(struct hmm_tensor *t, uint64_t off, uint64_t len, int tier)
 	r = range_check("hmm_evict", t, off, &len, tier, 1);
 	if (r < 0)
 		return r;
+	if (t->remote)
+		return hmm_client_evict(t->remote->c, t->remote->t.id, off,
+					len, tier);
 	h = t->h;
 	if (tier == HMM_TIER_HOST && !h->store)
 		return hmm_err(-EINVAL, "hmm_evict: tensor %s: no store tier "
@@ -352,6 +370,8 @@ int hmm_wait(struct hmm *h, struct hmm_tensor *t)
 
 	if (!h)
 		return hmm_err(-EINVAL, "hmm_wait: no context");
+	if (h->remote)		/* hmmd has no wait: see shared.c */
+		return 0;
 	pthread_mutex_lock(&h->lock);
 	while (t ? !tensor_quiet(t) : !all_quiet(h))
 		pthread_cond_wait(&h->cond, &h->lock);
@@ -404,6 +424,8 @@ int hmm_flush(struct hmm *h)
 
 	if (!h)
 		return hmm_err(-EINVAL, "hmm_flush: no context");
+	if (h->remote)
+		return hmm_client_flush(h->remote);
 	if (!h->store)
 		return hmm_err(-ENODEV, "hmm_flush: no store tier "
 			       "(config.store_path is NULL)");

@@ -4,6 +4,7 @@
 #include <stdarg.h>
 #include <string.h>
 
+#include "client.h"
 #include "ctx.h"
 #include "err.h"
 #include "store.h"
@@ -14,6 +15,16 @@ int hmm_stats(struct hmm *h, struct hmm_stats *st)
 
 	if (!h || !st)
 		return hmm_err(-EINVAL, "hmm_stats: context and st required");
+	if (h->remote) {	/* hmmd's engine, this context's steps */
+		int r = hmm_remote_stats(h->remote, st);
+
+		if (r == 0) {
+			pthread_mutex_lock(&h->lock);
+			st->steps = h->st.steps;
+			pthread_mutex_unlock(&h->lock);
+		}
+		return r;
+	}
 	pthread_mutex_lock(&h->lock);
 	*st = h->st;
 	for (i = 0; i < HMM_TIERS; i++) {

@@ -10,6 +10,7 @@
 #include <sys/mman.h>
 
 #include "chunk.h"
+#include "client.h"
 #include "dev.h"
 #include "err.h"
 
@@ -174,6 +175,15 @@ int hmm_tensor_create(struct hmm *h, const char *name, uint32_t dtype,
 		return r;
 	if (!out)
 		return hmm_err(-EINVAL, "tensor %s: out is NULL", name);
+	if (h->remote) {	/* shared mode: hmmd makes it */
+		struct hmm_remote_tensor *rt;
+
+		r = hmm_remote_tensor_new(h->remote, name, dtype, ndim, shape,
+					  0, &rt);
+		if (r < 0)
+			return r;
+		return hmm_tensor_wrap_remote(h, rt, out);
+	}
 	t = calloc(1, sizeof(*t));
 	if (!t)
 		return hmm_err(-ENOMEM, "tensor %s: no memory", name);
@@ -227,6 +237,63 @@ out_free:
 	return r;
 }
 
+/*
+ * Shared mode: a struct hmm_tensor that carries hmmd's tensor rt (taken:
+ * freed with t, or released here when this fails) and what the
+ * accessors return; no chunks and no host range.
+ */
+int hmm_tensor_wrap_remote(struct hmm *h, struct hmm_remote_tensor *rt,
+			   struct hmm_tensor **out)
+{
+	struct hmm_tensor *t = calloc(1, sizeof(*t));
+	unsigned i;
+	int r;
+
+	if (!t) {
+		r = hmm_err(-ENOMEM, "tensor %s: no memory", rt->t.name);
+		goto out_rt;
+	}
+	t->h = h;
+	t->remote = rt;
+	snprintf(t->name, sizeof(t->name), "%s", rt->t.name);
+	t->dtype = rt->t.dtype;
+	t->ndim = rt->t.ndim;
+	for (i = 0; i < t->ndim && i < HMM_MAX_DIMS; i++)
+		t->shape[i] = rt->t.shape[i];
+	t->bytes = rt->t.bytes;
+	t->span = HMM_ROUND_UP(t->bytes, HMM_PAGE);
+	hmm_list_init(&t->maps);
+	pthread_mutex_lock(&h->lock);
+	r = tensor_register(h, t, -1);
+	pthread_mutex_unlock(&h->lock);
+	if (r < 0) {
+		r = hmm_err(r, "tensor %s: no memory", rt->t.name);
+		free(t);
+		goto out_rt;
+	}
+	*out = t;
+	return 0;
+
+out_rt:
+	hmm_remote_tensor_free(rt);
+	return r;
+}
+
+/* Forget a remote tensor here (hmmd's copy is freed by the caller or,
+ * at hmm_close, by closing the connection). */
+static void tensor_unwrap_remote(struct hmm_tensor *t, int free_remote)
+{
+	struct hmm *h = t->h;
+
+	pthread_mutex_lock(&h->lock);
+	h->tensors[t->id] = NULL;
+	h->live_tensors--;
+	pthread_mutex_unlock(&h->lock);
+	if (free_remote)
+		free(t->remote);
+	free(t);
+}
+
 static void tensor_free_extent(struct hmm_ioreq *r)
 {
 	free(r);
@@ -270,6 +337,10 @@ void hmm_tensor_destroy(struct hmm_tensor *t, int forget)
 {
 	struct hmm *h = t->h;
 
+	if (t->remote) {
+		tensor_unwrap_remote(t, 1);
+		return;
+	}
 	pthread_mutex_lock(&h->lock);
 	while (t->inflight)
 		pthread_cond_wait(&h->cond, &h->lock);
@@ -301,6 +372,14 @@ int hmm_tensor_free(struct hmm_tensor *t)
 
 	if (!t)
 		return hmm_err(-EINVAL, "hmm_tensor_free: no tensor");
+	if (t->remote) {	/* hmm_remote_tensor_free frees t->remote
+				   unless -EBUSY */
+		int r = hmm_remote_tensor_free(t->remote);
+
+		if (r != -EBUSY)
+			tensor_unwrap_remote(t, 0);
+		return r;
+	}
 	h = t->h;
 	pthread_mutex_lock(&h->lock);
 	if (!hmm_list_empty(&t->maps)) {

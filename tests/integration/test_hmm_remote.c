@@ -122,6 +122,31 @@ int main(void)
 	t_ok(st.tier[HMM_TIER_HOST].capacity == 4 << 20 && st.tensors >= 1,
 	     "stats: hmmd's 4 MiB host tier, %llu tensors",
 	     (unsigned long long)st.tensors);
+	{	/* the same through hmm.h: hmm_open with config.daemon */
+		struct hmm_tensor *ht;
+		struct hmm *h;
+
+		ret = hmm_open(&cfg, &h);
+		t_eq(ret, 0, "hmm_open(daemon = \"unix:...\"): %s",
+		     ret ? hmm_last_error() : "shared mode");
+		if (!ret) {
+			ret = hmm_tensor_open(h, "emb", &ht);
+			t_eq(ret, 0, "hmm_tensor_open finds emb through hmmd");
+			t_ok(!ret && hmm_tensor_bytes(ht) == bytes &&
+			     hmm_tensor_ndim(ht) == 2, "with its size and "
+			     "shape");
+			ret = ret ? ret : hmm_map(ht, 0, HMM_ALL, HMM_TIER_HOST,
+						  HMM_READ, &p);
+			t_ok(!ret && !memcmp(p, want, bytes),
+			     "hmm_map reads what hmm_remote_map wrote");
+			if (!ret)
+				t_eq(hmm_unmap(ht, p), 0, "hmm_unmap");
+			t_eq(hmm_region_new(h, 65536, &p), -ENOTSUP,
+			     "regions in shared mode: -ENOTSUP (%s)",
+			     hmm_last_error());
+			hmm_close(h);	/* drops the handle, not emb */
+		}
+	}
 	t_eq(hmm_remote_tensor_free(t), 0, "free");
 	hmm_client_close(c2);
 	hmm_client_close(c);

@@ -5,6 +5,7 @@
  * mappings and the stats are the same after the failed call.
  */
 #include "t.h"
+#include "hmm_mode.h"
 
 #include "hmm.h"
 
@@ -43,7 +44,7 @@ int main(void)
 	struct hmm_stats st0;
 	int64_t shape[2] = { 64, 1024 }, zero[2] = { 0, 4 };
 	void *p, *q;
-	int r;
+	int r, sh = hmm_test_shared();
 
 	hmm_config_default(&cfg);
 	cfg.host_budget = 4 << 20;
@@ -51,9 +52,12 @@ int main(void)
 
 	/* config */
 	cfg.daemon = "/run/hmmd.sock";
-	expect_err(hmm_open(&cfg, &h), -ENOTSUP, "daemon address (shared "
-		   "mode)");
+	expect_err(hmm_open(&cfg, &h), -EINVAL, "daemon address without "
+		   "unix:");
+	cfg.daemon = "unix:/nonexistent/hmmd.sock";
+	expect_err(hmm_open(&cfg, &h), -ENOENT, "daemon socket missing");
 	cfg.daemon = NULL;
+	hmm_test_mode(&cfg);	/* HMM_TEST_MODE=shared: through hmmd */
 	cfg.chunk_bytes = 1000;
 	expect_err(hmm_open(&cfg, &h), -EINVAL, "chunk_bytes 1000");
 	cfg.chunk_bytes = 64 << 10;
@@ -111,7 +115,8 @@ int main(void)
 	expect_err(hmm_map(t, 0, 0, HMM_TIER_HOST, HMM_READ, &p), -EINVAL,
 		   "zero length");
 	expect_err(hmm_map(t, 0, HMM_ALL, HMM_TIER_DEVICE, HMM_READ, &p),
-		   -EINVAL, "map at the device tier with no backend");
+		   sh ? -ENOTSUP : -EINVAL, sh ? "map at the device tier in "
+		   "shared mode" : "map at the device tier with no backend");
 	check_unchanged(t, &st0, "device map");
 	expect_err(hmm_map(t, 0, HMM_ALL, HMM_TIER_STORE, HMM_READ, &p),
 		   -EINVAL, "map at the store tier");
@@ -143,17 +148,28 @@ int main(void)
 	/* async calls validate too */
 	expect_err(hmm_prefetch(t, 1 << 30, 1, HMM_TIER_HOST), -EINVAL,
 		   "prefetch past end");
-	expect_err(hmm_evict(t, 0, HMM_ALL, HMM_TIER_HOST), -EINVAL,
-		   "evict host with no store");
-	expect_err(hmm_flush(h), -ENODEV, "flush with no store");
+	if (sh) {
+		hmm_test_skip("evict host with no store", "shared mode: "
+			      "hmmd always has a store");
+		hmm_test_skip("flush with no store", "shared mode: hmmd "
+			      "always has a store");
+	} else {
+		expect_err(hmm_evict(t, 0, HMM_ALL, HMM_TIER_HOST), -EINVAL,
+			   "evict host with no store");
+		expect_err(hmm_flush(h), -ENODEV, "flush with no store");
+	}
 	expect_err(hmm_step_end(h), -EINVAL, "step_end without begin");
 	t_eq(hmm_step_begin(h), 0, "step_begin");
 	expect_err(hmm_step_begin(h), -EINVAL, "step_begin twice");
 	t_eq(hmm_step_end(h), 0, "step_end");
 	check_unchanged(t, &st0, "async");
 
-	expect_err(hmm_region_advise(h, &r, 4096, HMM_ADVISE_COLD), -EINVAL,
-		   "advise outside any region");
+	expect_err(hmm_region_advise(h, &r, 4096, HMM_ADVISE_COLD),
+		   sh ? -ENOTSUP : -EINVAL, sh ? "advise in shared mode "
+		   "(no regions)" : "advise outside any region");
+	if (sh)
+		expect_err(hmm_region_new(h, 4096, &p), -ENOTSUP,
+			   "region in shared mode");
 
 	char js[4096];
 	r = hmm_stats_json(h, js, sizeof(js));

@@ -7,6 +7,7 @@
  * collide with saved ones.
  */
 #include "t.h"
+#include "hmm_mode.h"
 
 #include "hmm.h"
 
@@ -57,6 +58,10 @@ int main(void)
 	struct hmm *h;
 	void *p;
 
+	if (hmm_test_shared())
+		t_skip_all("shared mode: hmmd's flush keeps only tensors made "
+			   "persistent through its protocol, not every "
+			   "hmm_tensor_new one (see test_hmm_remote)");
 	snprintf(path, sizeof(path), "%s/store", t_tmpdir());
 	hmm_config_default(&cfg);
 	cfg.store_path = path;

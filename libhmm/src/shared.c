@@ -1,0 +1,95 @@
+// SPDX-License-Identifier: MIT
+/*
+ * shared.c — shared mode: a context opened with hmm_config.daemon =
+ * "unix:PATH" is a connection to hmmd (client.c) and the same hmm.h API
+ * forwards to it.  One struct hmm and one struct hmm_tensor serve both
+ * modes: h->remote / t->remote say which.  The forwarding of tensors,
+ * map/unmap, prefetch/evict, wait/flush and stats sits at the top of
+ * those calls (tensor.c, map.c, stats.c); this file opens and closes the
+ * connection and holds the public calls whose engine bodies are in
+ * persist.c and region.c (see ctx.h).
+ *
+ * Differences from the embedded engine, as hmmd serves it:
+ *  - the host tier only: device maps, prefetches and evictions -ENOTSUP;
+ *    regions -ENOTSUP (hmmd serves them through hmmk.ko, not here);
+ *  - hmm_tensor_open() attaches the caller's uid's persistent tensor of
+ *    that name in hmmd; hmm_tensor_new() tensors are not kept by a flush
+ *    (hmmd keeps only tensors made persistent through its protocol);
+ *  - hmm_wait() returns at once (hmmd has no wait message: its prefetch
+ *    and eviction are asynchronous there, and a map waits for them);
+ *  - step markers are counted here only (hmmd's policy is LRU);
+ *  - hmm_stats() is hmmd's engine counters (all clients), with this
+ *    context's step count;
+ *  - a map over this client's hmmd quota (-EDQUOT there) is -ENOMEM, as
+ *    a map over the budget is in the embedded engine;
+ *  - store_path, device and trace_path are ignored (hmmd has its own).
+ */
+#include <errno.h>
+#include <string.h>
+
+#include "chunk.h"
+#include "client.h"
+#include "err.h"
+
+#undef hmm_tensor_open
+#undef hmm_region_new
+#undef hmm_region_advise
+#undef hmm_region_free
+
+int hmm_shared_open(struct hmm *h, const struct hmm_config *cfg)
+{
+	if (strncmp(cfg->daemon, "unix:", 5) || !cfg->daemon[5])
+		return hmm_err(-EINVAL, "config.daemon '%s': not unix:PATH",
+			       cfg->daemon);
+	return hmm_remote_open(cfg, &h->remote);
+}
+
+void hmm_shared_close(struct hmm *h)
+{
+	hmm_client_close(h->remote);
+	h->remote = NULL;
+}
+
+int hmm_tensor_open(struct hmm *h, const char *name, struct hmm_tensor **out)
+{
+	struct hmm_remote_tensor *rt;
+	int r;
+
+	if (!h || !h->remote)
+		return hmm_engine_tensor_open(h, name, out);
+	if (!name || !*name || strlen(name) > 63 || !out)
+		return hmm_err(-EINVAL, "hmm_tensor_open: a name of 1..63 "
+			       "bytes and out are required");
+	r = hmm_remote_tensor_open(h->remote, name, &rt);
+	if (r < 0)
+		return r;
+	return hmm_tensor_wrap_remote(h, rt, out);
+}
+
+static int no_regions(const char *fn)
+{
+	return hmm_err(-ENOTSUP, "%s: shared mode (config.daemon) has no "
+		       "transparent regions in the client; use the embedded "
+		       "engine or hmmk.ko", fn);
+}
+
+int hmm_region_new(struct hmm *h, uint64_t bytes, void **ptr)
+{
+	if (h && h->remote)
+		return no_regions("hmm_region_new");
+	return hmm_engine_region_new(h, bytes, ptr);
+}
+
+int hmm_region_advise(struct hmm *h, void *ptr, uint64_t len, int advice)
+{
+	if (h && h->remote)
+		return no_regions("hmm_region_advise");
+	return hmm_engine_region_advise(h, ptr, len, advice);
+}
+
+int hmm_region_free(struct hmm *h, void *ptr)
+{
+	if (h && h->remote)
+		return no_regions("hmm_region_free");
+	return hmm_engine_region_free(h, ptr);
+}
