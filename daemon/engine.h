@@ -121,8 +121,5 @@ void eng_release(struct hmmd_engine *e, struct hmmd_client *cl,
  * kept.  Lock held; may drop and retake it around the engine call. */
 void dt_put(struct hmmd_engine *e, struct dt *dt);
 
-/* Bytes of t resident per tier (store: saved there); resid.c.  Takes
- * the engine's context lock: call with or without e->lock. */
-void hmmd_residency(struct hmm_tensor *t, uint64_t out[HMM_TIERS]);
 
 #endif /* HMMD_ENGINE_H */

@@ -867,7 +867,8 @@ static void list_find(struct req *q, struct hmm_proto_list_reply *r)
 	if (!bdt)
 		return;
 	r->id = bdt->id;
-	hmmd_residency(bdt->t, r->a);
+	if (hmm_tensor_residency(bdt->t, r->a))
+		memset(r->a, 0, sizeof(r->a));
 	r->owner = bdt->owner;
 	r->uid = bdt->owner_uid;
 	r->b[0] = bdt->pinned;

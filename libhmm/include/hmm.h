@@ -180,6 +180,15 @@ uint32_t hmm_tensor_dtype(const struct hmm_tensor *t);
 unsigned hmm_tensor_ndim(const struct hmm_tensor *t);
 const int64_t *hmm_tensor_shape(const struct hmm_tensor *t);
 
+/*
+ * Bytes of t per tier now, in bytes[HMM_TIERS]: DEVICE and HOST count
+ * the chunks with memory there, STORE the chunks the store holds an
+ * extent for (valid or not).  A snapshot; any thread.  Returns 0,
+ * -EINVAL (no tensor or bytes), -ENOTSUP (shared mode: hmmctl tensors
+ * asks hmmd).
+ */
+int hmm_tensor_residency(struct hmm_tensor *t, uint64_t bytes[]);
+
 /* ---- map and unmap ----------------------------------------------------- */
 
 /*

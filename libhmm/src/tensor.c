@@ -399,3 +399,32 @@ const int64_t *hmm_tensor_shape(const struct hmm_tensor *t)
 {
 	return t->shape;
 }
+
+int hmm_tensor_residency(struct hmm_tensor *t, uint64_t bytes[])
+{
+	struct hmm *h;
+	uint32_t i;
+
+	if (!t || !bytes)
+		return hmm_err(-EINVAL, "hmm_tensor_residency: tensor and "
+			       "bytes are required");
+	if (t->remote)
+		return hmm_err(-ENOTSUP, "tensor %s: residency in shared mode "
+			       "is hmmd's (hmmctl tensors)", t->name);
+	h = t->h;
+	bytes[HMM_TIER_DEVICE] = bytes[HMM_TIER_HOST] = 0;
+	bytes[HMM_TIER_STORE] = 0;
+	pthread_mutex_lock(&h->lock);
+	for (i = 0; i < t->nchunks; i++) {
+		const struct hmm_chunk *c = &t->chunks[i];
+
+		if (c->res & TB(HMM_TIER_DEVICE))
+			bytes[HMM_TIER_DEVICE] += c->bytes;
+		if (c->res & TB(HMM_TIER_HOST))
+			bytes[HMM_TIER_HOST] += c->bytes;
+		if (c->stored)
+			bytes[HMM_TIER_STORE] += c->bytes;
+	}
+	pthread_mutex_unlock(&h->lock);
+	return 0;
+}

@@ -231,6 +231,22 @@ range:
 	}
 
 	t_eq(hmm_flush(h), 0, "flush (%s)", hmm_last_error());
+	{	/* per-tensor residency after a flush: every chunk stored */
+		uint64_t rb[HMM_TIERS] = { 1, 1, 1 };
+		int r = hmm_tensor_residency(ts[7], rb);
+
+		if (sh)
+			t_eq(r, -ENOTSUP, "residency in shared mode: -ENOTSUP");
+		else
+			t_ok(r == 0 && rb[HMM_TIER_STORE] == TBYTES &&
+			     rb[HMM_TIER_HOST] <= cfg.host_budget &&
+			     rb[HMM_TIER_DEVICE] <= cfg.device_budget,
+			     "residency: %llu stored, %llu on the host",
+			     (unsigned long long)rb[HMM_TIER_STORE],
+			     (unsigned long long)rb[HMM_TIER_HOST]);
+		t_eq(hmm_tensor_residency(NULL, rb), -EINVAL,
+		     "residency of no tensor: -EINVAL");
+	}
 	char js[4096];
 	hmm_stats_json(h, js, sizeof(js));
 	t_diag("%s", js);
