@@ -6,6 +6,13 @@
  *   hmmd [--config FILE] [--socket PATH] [--store PATH] [--group NAME]
  *        [--host-budget SIZE] [--client-quota SIZE] [--chunk SIZE]
  *        [--wait-ms MS] [--metrics 127.0.0.1:PORT] [-v]
+ *        [--module DEV|none] [--module-store PATH] [--module-store-size SIZE]
+ *
+ * The module bridge (bridge.c): when DEV (default /dev/hmmk, if it
+ * exists) is there, hmmd attaches as the hmmk module's daemon and serves
+ * its EVICT / FILL from the store file --module-store (default: the
+ * --store path with ".hmmk" appended).  An explicit --module that cannot
+ * attach is an error; an absent /dev/hmmk is not.
  *
  * Runs in the foreground.  Flags override the config file, whatever
  * their order.  When $NOTIFY_SOCKET is set (systemd Type=notify) it
@@ -24,8 +31,17 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "uapi/hmmk.h"
+#include "bridge.h"
 #include "hmmd.h"
 #include "proto.h"
+
+/* The module bridge's flags (not config keys yet); set by parse_args. */
+static struct {
+	const char *dev;	/* NULL: HMMK_DEVICE if present; "none": off */
+	const char *store;	/* NULL: <store>.hmmk */
+	uint64_t store_size;	/* 0: bridge.c's default */
+} mod;
 
 void hmmd_log(const char *fmt, ...)
 {
@@ -84,8 +100,35 @@ static void usage(FILE *f)
 "  --wait-ms MS   back-pressure bound of a map (default 10000)\n"
 "  --metrics ADDR Prometheus text on http://ADDR/metrics (loopback only)\n"
 "  -v, --verbose  log every message\n"
+"  --module DEV   attach to the hmmk module (default %s if present;\n"
+"                 \"none\" = never)\n"
+"  --module-store PATH  the module's page store (default STORE.hmmk)\n"
+"  --module-store-size SIZE  size of a new module store (default 1G)\n"
 "Flags override the config file.  Foreground; SIGTERM stops it.\n",
-		HMMD_SOCKET_DEFAULT);
+		HMMD_SOCKET_DEFAULT, HMMK_DEVICE);
+}
+
+/* "64M" and friends (K, M, G, T: powers of 1024); 0 or -EINVAL. */
+static int parse_size(const char *s, uint64_t *out)
+{
+	char *end;
+	unsigned long long v;
+	int shift = 0;
+
+	errno = 0;
+	v = strtoull(s, &end, 10);
+	if (errno || end == s)
+		return -EINVAL;
+	switch (*end) {
+	case 'K': case 'k': shift = 10; end++; break;
+	case 'M': case 'm': shift = 20; end++; break;
+	case 'G': case 'g': shift = 30; end++; break;
+	case 'T': case 't': shift = 40; end++; break;
+	}
+	if (*end || (v << shift) >> shift != v)
+		return -EINVAL;
+	*out = v << shift;
+	return 0;
 }
 
 /* Parse argv into cfg: config file first, then the flags over it. */
@@ -103,6 +146,9 @@ static int parse_args(int argc, char **argv, struct hmmd_config *cfg)
 		{ "chunk", required_argument, NULL, 'C' },
 		{ "wait-ms", required_argument, NULL, 'W' },
 		{ "metrics", required_argument, NULL, 'M' },
+		{ "module", required_argument, NULL, 'm' },
+		{ "module-store", required_argument, NULL, 'D' },
+		{ "module-store-size", required_argument, NULL, 'z' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 }
 	};
@@ -123,6 +169,15 @@ static int parse_args(int argc, char **argv, struct hmmd_config *cfg)
 		case 'C': keys[n] = "chunk_bytes"; vals[n++] = optarg; break;
 		case 'W': keys[n] = "wait_ms"; vals[n++] = optarg; break;
 		case 'M': keys[n] = "metrics"; vals[n++] = optarg; break;
+		case 'm': mod.dev = optarg; continue;
+		case 'D': mod.store = optarg; continue;
+		case 'z':
+			if (parse_size(optarg, &mod.store_size)) {
+				hmmd_log("--module-store-size %s: not a size",
+					 optarg);
+				return -EINVAL;
+			}
+			continue;
 		case 'h': usage(stdout); exit(0);
 		default: usage(stderr); return -EINVAL;
 		}
@@ -152,8 +207,51 @@ static int parse_args(int argc, char **argv, struct hmmd_config *cfg)
 	return 0;
 }
 
+/*
+ * Start the module bridge when asked or when the module is there.
+ * Returns 0 (attached, or nothing to attach to) or -errno when an
+ * explicit --module cannot be served.
+ */
+static int bridge_start(const struct hmmd_config *cfg,
+			struct hmmd_bridge **out, char **store_buf)
+{
+	const char *dev = mod.dev ? mod.dev : HMMK_DEVICE;
+	const char *store = mod.store;
+	int ret;
+
+	*out = NULL;
+	if (!strcmp(dev, "none"))
+		return 0;
+	if (!mod.dev && access(dev, F_OK))
+		return 0;			/* no module: run as before */
+	if (!store && cfg->store_path) {
+		if (asprintf(store_buf, "%s.hmmk", cfg->store_path) < 0)
+			return -ENOMEM;
+		store = *store_buf;
+	}
+	if (!store) {
+		hmmd_log("module bridge: %s: no store for its pages "
+			 "(--store or --module-store)%s", dev,
+			 mod.dev ? "" : "; not attaching");
+		return mod.dev ? -EINVAL : 0;
+	}
+	if (cfg->store_path && !strcmp(store, cfg->store_path)) {
+		hmmd_log("module bridge: --module-store %s is the engine's "
+			 "store; give it a file of its own", store);
+		return -EINVAL;
+	}
+	ret = hmmd_bridge_open(dev, store, mod.store_size, out);
+	if (ret && !mod.dev) {
+		hmmd_log("module bridge: not attached; serving without it");
+		return 0;
+	}
+	return ret;
+}
+
 int main(int argc, char **argv)
 {
+	struct hmmd_bridge *bridge = NULL;
+	char *bridge_store = NULL;
 	struct hmmd_config cfg;
 	struct hmmd_server *s;
 	struct hmmd_engine *e;
@@ -177,10 +275,19 @@ int main(int argc, char **argv)
 		hmmd_config_fini(&cfg);
 		return 1;
 	}
+	ret = bridge_start(&cfg, &bridge, &bridge_store);
+	if (ret) {
+		hmmd_engine_close(e);
+		free(bridge_store);
+		hmmd_config_fini(&cfg);
+		return 1;
+	}
 	ret = hmmd_server_open(&cfg, e, &s);
 	if (ret) {
 		hmmd_log("cannot serve %s: %s", cfg.socket_path,
 			 strerror(-ret));
+		hmmd_bridge_close(bridge);
+		free(bridge_store);
 		hmmd_engine_close(e);
 		hmmd_config_fini(&cfg);
 		return 1;
@@ -191,6 +298,8 @@ int main(int argc, char **argv)
 	ret = hmmd_server_run(s);
 	notify("STOPPING=1");
 	hmmd_server_close(s);
+	hmmd_bridge_close(bridge);	/* flushes the module's store */
+	free(bridge_store);
 	/* every client is gone: flush the store (persistent tensors) */
 	if (hmmd_engine_close(e) && !ret)
 		ret = -EIO;

@@ -1,0 +1,286 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * tests/vm/hmmk_bridge.c — kselftests of hmmd's module bridge
+ * (daemon/bridge.c): the real hmmd (/bin/hmmd, static) attaches to
+ * /dev/hmmk and serves EVICT / FILL from a store file on tmpfs.  Evict
+ * then refault is byte-exact; a restarted hmmd serves what a killed one
+ * took; kill -9 of hmmd while it holds a FILL -> SIGBUS, no hang.
+ */
+#include <poll.h>
+#include <setjmp.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+
+#include "hmmk_t.h"
+#include "kselftest_harness.h"
+
+#define HMMD		"/bin/hmmd"
+#define HMMD_SOCK	"/tmp/hmmd.sock"
+#define NOTIFY		"/tmp/hmmk_bridge.notify"
+#define STORE		"/tmp/hmmk_bridge.store"
+
+static __thread sigjmp_buf bus_jmp;
+static __thread volatile int bus_armed;
+
+static void on_sigbus(int sig)
+{
+	if (bus_armed)
+		siglongjmp(bus_jmp, 1);
+	_exit(99);
+}
+
+/* Reads one byte at p; returns it, or -1 if the read raised SIGBUS. */
+static int touch(volatile char *p)
+{
+	int v;
+
+	if (sigsetjmp(bus_jmp, 1)) {
+		bus_armed = 0;
+		return -1;
+	}
+	bus_armed = 1;
+	v = (unsigned char)*p;
+	bus_armed = 0;
+	return v;
+}
+
+/*
+ * Start hmmd as the module's daemon (store STORE) and wait for its
+ * READY=1 on $NOTIFY_SOCKET: it attaches before it says ready.  delay
+ * (ms, 0 = none) holds every FILL that long.  Returns the pid or -errno.
+ */
+static pid_t hmmd_start(int delay)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	char buf[256], d[16];
+	pid_t pid;
+	int fd, i, st;
+
+	unlink(NOTIFY);
+	strcpy(sa.sun_path, NOTIFY);
+	fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	if (fd < 0 || bind(fd, (struct sockaddr *)&sa, sizeof(sa)))
+		return -errno;
+	pid = fork();
+	if (pid < 0)
+		return -errno;
+	if (!pid) {
+		setenv("NOTIFY_SOCKET", NOTIFY, 1);
+		snprintf(d, sizeof(d), "%d", delay);
+		if (delay)
+			setenv("HMMD_BRIDGE_FILL_DELAY_MS", d, 1);
+		execl(HMMD, HMMD, "--socket", HMMD_SOCK, "--host-budget", "8M",
+		      "--module", HMMK_DEVICE, "--module-store", STORE,
+		      "--module-store-size", "64M", (char *)NULL);
+		_exit(127);
+	}
+	for (i = 0; i < 1200; i++) {	/* 120 s: TCG is slow */
+		struct pollfd pfd = { .fd = fd, .events = POLLIN };
+		ssize_t n;
+
+		if (poll(&pfd, 1, 100) == 1) {
+			n = recv(fd, buf, sizeof(buf) - 1, 0);
+			if (n > 0) {
+				buf[n] = 0;
+				if (strstr(buf, "READY=1")) {
+					close(fd);
+					return pid;
+				}
+			}
+		}
+		if (waitpid(pid, &st, WNOHANG) == pid) {
+			close(fd);
+			return -ECHILD;		/* it exited */
+		}
+	}
+	close(fd);
+	kill(pid, SIGKILL);
+	waitpid(pid, NULL, 0);
+	return -ETIMEDOUT;
+}
+
+/* SIGTERM; the exit status, or -1 if it did not exit normally. */
+static int hmmd_term(pid_t pid)
+{
+	int st;
+
+	kill(pid, SIGTERM);
+	if (waitpid(pid, &st, 0) != pid || !WIFEXITED(st))
+		return -1;
+	return WEXITSTATUS(st);
+}
+
+FIXTURE(bridge) {
+	int fd;
+	pid_t hmmd;
+};
+
+FIXTURE_SETUP(bridge)
+{
+	struct sigaction sa = { .sa_handler = on_sigbus };
+
+	self->hmmd = -1;
+	self->fd = t_open();
+	if (self->fd < 0)
+		SKIP(return, "no %s", HMMK_DEVICE);
+	if (access(HMMD, X_OK))
+		SKIP(return, "no %s", HMMD);
+	unlink(STORE);
+	sigaction(SIGBUS, &sa, NULL);
+}
+
+FIXTURE_TEARDOWN(bridge)
+{
+	t_daemon_stop(self->hmmd);
+	if (self->fd >= 0)
+		close(self->fd);
+}
+
+TEST_F_TIMEOUT(bridge, hmmd_serves_evict_and_fill, 180)
+{
+	const uint64_t pages = 1024 + 7;
+	struct hmmk_region_create rc;
+	struct hmmk_range r;
+	struct hmmk_stats s;
+	struct stat st;
+	int fd2 = t_open();
+	char *p;
+
+	self->hmmd = hmmd_start(0);
+	ASSERT_LT(0, self->hmmd);
+	/* hmmd holds the daemon channel */
+	ASSERT_LE(0, fd2);
+	EXPECT_EQ(-EBUSY, t_ioctl(fd2, HMMK_IOC_DAEMON_ATTACH, NULL));
+	close(fd2);
+	p = t_map(self->fd, pages * T_PAGE, HMMK_NODE_ANY, &rc);
+	ASSERT_NE(NULL, p);
+	t_fill(p, pages, 41);
+	ASSERT_EQ(0, t_range(self->fd, HMMK_IOC_EVICT, rc.handle, 0,
+			     pages * T_PAGE, 0, 0, &r));
+	EXPECT_EQ(pages, r.done);
+	EXPECT_EQ(0, r.skipped);
+	EXPECT_EQ(HMMK_TIER_NVME, t_info(self->fd, rc.handle, 0).tier);
+	EXPECT_EQ(HMMK_TIER_NVME, t_info(self->fd, rc.handle, pages - 1).tier);
+	ASSERT_EQ(0, stat(STORE, &st));
+	EXPECT_LT(0, st.st_size);
+	EXPECT_EQ(0, t_check(p, pages, 41));
+	EXPECT_EQ(HMMK_TIER_CPU, t_info(self->fd, rc.handle, pages - 1).tier);
+	ASSERT_EQ(0, t_stats(self->fd, rc.handle, &s));
+	EXPECT_EQ(pages, s.evictions);
+	EXPECT_EQ(pages, s.fills);
+	EXPECT_EQ(0, s.sigbus);
+	/* rewrite half, evict all again: the new bytes come back */
+	t_fill(p, pages / 2, 42);
+	ASSERT_EQ(0, t_range(self->fd, HMMK_IOC_EVICT, rc.handle, 0,
+			     pages * T_PAGE, 0, 0, &r));
+	EXPECT_EQ(pages, r.done);
+	EXPECT_EQ(0, t_check(p, pages / 2, 42));
+	EXPECT_EQ((char)t_pat(pages - 1, 0, 41), p[(pages - 1) * T_PAGE]);
+	/* every byte of one page, not only the sampled ones */
+	for (uint64_t o = 0; o < T_PAGE; o++)
+		p[3 * T_PAGE + o] = (char)(o * 13 + 5);
+	ASSERT_EQ(0, t_range(self->fd, HMMK_IOC_EVICT, rc.handle, 3 * T_PAGE,
+			     T_PAGE, 0, 0, &r));
+	EXPECT_EQ(1, r.done);
+	for (uint64_t o = 0; o < T_PAGE; o++)
+		if (p[3 * T_PAGE + o] != (char)(o * 13 + 5)) {
+			EXPECT_EQ(o * 13 + 5, (unsigned char)p[3 * T_PAGE + o]);
+			break;
+		}
+	EXPECT_EQ(0, hmmd_term(self->hmmd));	/* clean stop */
+	self->hmmd = -1;
+	munmap(p, pages * T_PAGE);
+}
+
+TEST_F_TIMEOUT(bridge, restarted_hmmd_serves_what_a_killed_one_took, 180)
+{
+	const uint64_t pages = 300;
+	struct hmmk_region_create rc;
+	struct hmmk_range r;
+	char *p;
+
+	self->hmmd = hmmd_start(0);
+	ASSERT_LT(0, self->hmmd);
+	p = t_map(self->fd, pages * T_PAGE, HMMK_NODE_ANY, &rc);
+	ASSERT_NE(NULL, p);
+	t_fill(p, pages, 51);
+	ASSERT_EQ(0, t_range(self->fd, HMMK_IOC_EVICT, rc.handle, 0,
+			     pages * T_PAGE, 0, 0, &r));
+	EXPECT_EQ(pages, r.done);
+	t_daemon_stop(self->hmmd);		/* kill -9, idle */
+	self->hmmd = hmmd_start(0);
+	ASSERT_LT(0, self->hmmd);
+	EXPECT_EQ(0, t_check(p, pages, 51));
+	munmap(p, pages * T_PAGE);
+}
+
+TEST_F_TIMEOUT(bridge, kill9_hmmd_during_faults_sigbus_no_hang, 180)
+{
+	const uint64_t pages = 64;
+	struct hmmk_region_create rc;
+	struct hmmk_stats s;
+	volatile int *done;
+	uint64_t pg, first_bus = pages;
+	pid_t killer;
+	int st, v;
+	char *p;
+
+	done = mmap(NULL, T_PAGE, PROT_READ | PROT_WRITE,
+		    MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	ASSERT_NE(MAP_FAILED, (void *)done);
+	*done = 0;
+	self->hmmd = hmmd_start(100);		/* every FILL held 100 ms */
+	ASSERT_LT(0, self->hmmd);
+	p = t_map(self->fd, pages * T_PAGE, HMMK_NODE_ANY, &rc);
+	ASSERT_NE(NULL, p);
+	t_fill(p, pages, 61);
+	ASSERT_EQ(0, t_range(self->fd, HMMK_IOC_EVICT, rc.handle, 0,
+			     pages * T_PAGE, 0, 0, NULL));
+	killer = fork();
+	ASSERT_LE(0, killer);
+	if (!killer) {
+		/* two faults served: the third is being held right now */
+		for (int i = 0; i < 60000; i++) {
+			if (__atomic_load_n(done, __ATOMIC_ACQUIRE) >= 2) {
+				usleep(20000);
+				kill(self->hmmd, SIGKILL);
+				_exit(0);
+			}
+			usleep(1000);
+		}
+		_exit(1);
+	}
+	for (pg = 0; pg < pages; pg++) {
+		v = touch(p + pg * T_PAGE);
+		if (v < 0) {
+			if (first_bus == pages)
+				first_bus = pg;
+			continue;
+		}
+		/* served pages are exact; none is served after a SIGBUS */
+		EXPECT_EQ(t_pat(pg, 0, 61), v);
+		EXPECT_EQ(pages, first_bus);
+		__atomic_store_n(done, (int)pg + 1, __ATOMIC_RELEASE);
+	}
+	ASSERT_EQ(killer, waitpid(killer, &st, 0));
+	EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	t_daemon_stop(self->hmmd);
+	self->hmmd = -1;
+	TH_LOG("hmmd killed holding a FILL: pages 0..%llu served, "
+	       "SIGBUS from page %llu on", (unsigned long long)first_bus - 1,
+	       (unsigned long long)first_bus);
+	EXPECT_LE(2, first_bus);
+	EXPECT_GT(pages, first_bus);
+	ASSERT_EQ(0, t_stats(self->fd, rc.handle, &s));
+	EXPECT_EQ(pages - first_bus, s.sigbus);
+	EXPECT_EQ(HMMK_TIER_NVME, t_info(self->fd, rc.handle, first_bus).tier);
+	/* a new hmmd on the same store serves the rest, byte-exact */
+	self->hmmd = hmmd_start(0);
+	ASSERT_LT(0, self->hmmd);
+	EXPECT_EQ(0, t_check(p, pages, 61));
+	munmap(p, pages * T_PAGE);
+	munmap((void *)done, T_PAGE);
+}
+
+TEST_HARNESS_MAIN
