@@ -31,7 +31,7 @@
 #include "pool.h"
 #include "store.h"
 
-#define BATCH		32			/* requests per wake-up */
+#define BATCH		64			/* requests per wake-up */
 #define PAGE		HMMK_PAGE_SIZE
 #define STORE_SIZE_DEF	(1ull << 30)
 #define POOL_BYTES	(BATCH * PAGE)
@@ -63,8 +63,12 @@ struct hmmd_bridge {
 	struct hmm_store *st;
 	char *bufs;			/* BATCH pages of the store's pool */
 	int fill_delay_ms;
-	uint64_t evicts, fills, failed, flushes;
+	/* written by the thread, read by anyone: atomic */
+	struct hmmd_bridge_stats c;
 };
+
+#define INC(b, f)	__atomic_add_fetch(&(b)->c.f, 1, __ATOMIC_RELAXED)
+#define GET(b, f)	__atomic_load_n(&(b)->c.f, __ATOMIC_RELAXED)
 
 static void sleep_ms(int ms)
 {
@@ -86,6 +90,7 @@ static int store_setup(struct hmmd_bridge *b)
 	sc.flags = HMM_STORE_CREATE;
 	sc.numa_node = -1;
 	sc.pool_bytes = POOL_BYTES;
+	sc.queue_depth = BATCH;
 	sc.pool_flags = HMM_POOL_NOHUGE;
 	if (stat(b->store_path, &st) < 0 ||
 	    (S_ISREG(st.st_mode) && st.st_size == 0))
@@ -211,7 +216,7 @@ static void serve(struct hmmd_bridge *b, struct slot *sl, unsigned n)
 	/* an evicted page is the store's only copy once we complete it */
 	if (evicted) {
 		ret = hmm_store_flush(b->st);
-		b->flushes++;
+		INC(b, flushes);
 		for (i = 0; ret && i < n; i++)
 			if (sl[i].r.op == HMMK_OP_EVICT)
 				sl[i].status = EIO;
@@ -227,11 +232,11 @@ static void serve(struct hmmd_bridge *b, struct slot *sl, unsigned n)
 		c.status = sl[i].status;
 		c.buf = (uintptr_t)(b->bufs + i * PAGE);
 		if (c.status)
-			b->failed++;
+			INC(b, failed);
 		else if (sl[i].r.op == HMMK_OP_EVICT)
-			b->evicts++;
+			INC(b, evictions);
 		else
-			b->fills++;
+			INC(b, fills);
 		/* ENOENT: the module gave up on it (deadline) */
 		if (ioctl(b->mfd, HMMK_IOC_DAEMON_COMPLETE, &c) &&
 		    errno != ENOENT)
@@ -297,8 +302,10 @@ static void *bridge_main(void *arg)
 			hmmd_log("module bridge: %s: poll error", b->dev);
 			break;
 		}
-		while ((n = fetch(b, sl)))
+		while ((n = fetch(b, sl))) {
+			INC(b, batches);
 			serve(b, sl, n);
+		}
 	}
 	if (hmm_store_flush(b->st))
 		hmmd_log("module bridge: final flush %s: %s", b->store_path,
@@ -306,9 +313,12 @@ static void *bridge_main(void *arg)
 	hmm_pool_free(hmm_store_pool(b->st), b->bufs);
 	hmm_store_close(b->st);
 	hmmd_log("module bridge: stopped after %llu evictions, %llu fills, "
-		 "%llu failed, %llu flushes",
-		 (unsigned long long)b->evicts, (unsigned long long)b->fills,
-		 (unsigned long long)b->failed, (unsigned long long)b->flushes);
+		 "%llu failed, %llu flushes, %llu batches",
+		 (unsigned long long)GET(b, evictions),
+		 (unsigned long long)GET(b, fills),
+		 (unsigned long long)GET(b, failed),
+		 (unsigned long long)GET(b, flushes),
+		 (unsigned long long)GET(b, batches));
 	return NULL;
 }
 
@@ -391,6 +401,15 @@ int hmmd_bridge_open(const char *dev, const char *store_path,
 out:
 	bridge_free(b);
 	return ret;
+}
+
+void hmmd_bridge_stats(struct hmmd_bridge *b, struct hmmd_bridge_stats *st)
+{
+	st->evictions = GET(b, evictions);
+	st->fills = GET(b, fills);
+	st->failed = GET(b, failed);
+	st->flushes = GET(b, flushes);
+	st->batches = GET(b, batches);
 }
 
 void hmmd_bridge_close(struct hmmd_bridge *b)

@@ -33,6 +33,18 @@ struct hmmd_bridge;		/* allocated by _open, freed by _close */
 int hmmd_bridge_open(const char *dev, const char *store_path,
 		     uint64_t store_size, struct hmmd_bridge **out);
 
+/* Counters since open; a snapshot. */
+struct hmmd_bridge_stats {
+	uint64_t evictions;	/* pages stored and completed */
+	uint64_t fills;		/* pages read back and completed */
+	uint64_t failed;	/* requests completed with an error */
+	uint64_t flushes;	/* store flushes (one per batch that evicted) */
+	uint64_t batches;	/* wake-ups that fetched requests */
+};
+
+/* Threading: any thread, while b is open. */
+void hmmd_bridge_stats(struct hmmd_bridge *b, struct hmmd_bridge_stats *st);
+
 /*
  * Stop the thread after the batch it serves, flush and close the store,
  * close the device (the module fails whatever it still queued for us).

@@ -283,4 +283,38 @@ TEST_F_TIMEOUT(bridge, kill9_hmmd_during_faults_sigbus_no_hang, 180)
 	munmap((void *)done, T_PAGE);
 }
 
+TEST_F_TIMEOUT(bridge, page_missing_from_store_sigbus_not_zeros, 180)
+{
+	struct hmmk_region_create rc;
+	struct hmmk_range r;
+	char *p;
+
+	self->hmmd = hmmd_start(0);
+	ASSERT_LT(0, self->hmmd);
+	p = t_map(self->fd, 4 * T_PAGE, HMMK_NODE_ANY, &rc);
+	ASSERT_NE(NULL, p);
+	t_fill(p, 4, 71);
+	ASSERT_EQ(0, t_range(self->fd, HMMK_IOC_EVICT, rc.handle, 0,
+			     4 * T_PAGE, 0, 0, &r));
+	EXPECT_EQ(4, r.done);
+	EXPECT_EQ(0, hmmd_term(self->hmmd));
+	/* the store is lost: a new hmmd must not answer with zeros */
+	ASSERT_EQ(0, unlink(STORE));
+	self->hmmd = hmmd_start(0);
+	ASSERT_LT(0, self->hmmd);
+	EXPECT_EQ(-1, touch(p));
+	EXPECT_EQ(-1, touch(p + 3 * T_PAGE));
+	EXPECT_EQ(HMMK_TIER_NVME, t_info(self->fd, rc.handle, 0).tier);
+	munmap(p, 4 * T_PAGE);
+	/* and hmmd still serves: a new region round-trips */
+	p = t_map(self->fd, 4 * T_PAGE, HMMK_NODE_ANY, &rc);
+	ASSERT_NE(NULL, p);
+	t_fill(p, 4, 72);
+	ASSERT_EQ(0, t_range(self->fd, HMMK_IOC_EVICT, rc.handle, 0,
+			     4 * T_PAGE, 0, 0, &r));
+	EXPECT_EQ(4, r.done);
+	EXPECT_EQ(0, t_check(p, 4, 72));
+	munmap(p, 4 * T_PAGE);
+}
+
 TEST_HARNESS_MAIN
