@@ -11,6 +11,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <time.h>
 
 #include "hmmk_t.h"
 #include "kselftest_harness.h"
@@ -100,6 +101,14 @@ static pid_t hmmd_start(int delay)
 	return -ETIMEDOUT;
 }
 
+static double now_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
 /* SIGTERM; the exit status, or -1 if it did not exit normally. */
 static int hmmd_term(pid_t pid)
 {
@@ -145,6 +154,7 @@ TEST_F_TIMEOUT(bridge, hmmd_serves_evict_and_fill, 180)
 	struct hmmk_stats s;
 	struct stat st;
 	int fd2 = t_open();
+	double t0, t1, t2;
 	char *p;
 
 	self->hmmd = hmmd_start(0);
@@ -156,15 +166,22 @@ TEST_F_TIMEOUT(bridge, hmmd_serves_evict_and_fill, 180)
 	p = t_map(self->fd, pages * T_PAGE, HMMK_NODE_ANY, &rc);
 	ASSERT_NE(NULL, p);
 	t_fill(p, pages, 41);
+	t0 = now_s();
 	ASSERT_EQ(0, t_range(self->fd, HMMK_IOC_EVICT, rc.handle, 0,
 			     pages * T_PAGE, 0, 0, &r));
+	t1 = now_s();
 	EXPECT_EQ(pages, r.done);
 	EXPECT_EQ(0, r.skipped);
 	EXPECT_EQ(HMMK_TIER_NVME, t_info(self->fd, rc.handle, 0).tier);
 	EXPECT_EQ(HMMK_TIER_NVME, t_info(self->fd, rc.handle, pages - 1).tier);
 	ASSERT_EQ(0, stat(STORE, &st));
 	EXPECT_LT(0, st.st_size);
+	t2 = now_s();
 	EXPECT_EQ(0, t_check(p, pages, 41));
+	t2 = now_s() - t2;
+	TH_LOG("%llu pages through hmmd (qemu TCG): EVICT %.0f pages/s, "
+	       "refault %.0f pages/s", (unsigned long long)pages,
+	       pages / (t1 - t0), pages / t2);
 	EXPECT_EQ(HMMK_TIER_CPU, t_info(self->fd, rc.handle, pages - 1).tier);
 	ASSERT_EQ(0, t_stats(self->fd, rc.handle, &s));
 	EXPECT_EQ(pages, s.evictions);
