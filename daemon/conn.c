@@ -20,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <poll.h>
 #include <pthread.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -76,6 +77,13 @@ int hmmd_conn_new(int fd, uint64_t id, const struct hmmd_config *cfg,
 int hmmd_conn_done(struct hmmd_conn *c)
 {
 	return __atomic_load_n(&c->done, __ATOMIC_ACQUIRE);
+}
+
+int hmmd_conn_hung_up(struct hmmd_conn *c)
+{
+	struct pollfd p = { .fd = c->fd, .events = POLLRDHUP };
+
+	return poll(&p, 1, 0) == 1 && (p.revents & (POLLHUP | POLLRDHUP));
 }
 
 void hmmd_conn_kick(struct hmmd_conn *c)

@@ -17,13 +17,16 @@
  * SIGTERM, restart recovery of persistent tensors.  Not built: the
  * module bridge (hmmk FILL/EVICT) and device-tier maps for clients.
  *
- * Host maps and shared memory.  libhmm's host pool is the engine's own
- * memory (not a memfd), so a client cannot map it directly.  What is
- * built instead, honestly: each host MAP gets its own memfd holding the
- * mapped range; the daemon copies the engine's bytes into it at map time
- * (unless DISCARD) and back into the engine at unmap (WRITE/DISCARD), and
- * the client maps the memfd (SCM_RIGHTS).  Zero-copy needs a memfd-backed
- * host pool in libhmm (see the report).
+ * Host maps and shared memory.  hmmd opens its engine with
+ * HMM_CONFIG_HOST_SHARED: every tensor's host memory is its own memfd.
+ * A host MAP pins the range in the engine, then sends that memfd
+ * (SCM_RIGHTS; a read-only reopen for a read-only share) with the
+ * offset of the range's first byte; the client maps it MAP_SHARED, so
+ * its pointer is the engine's page, with no copy either way, and two
+ * clients of one shared tensor see each other's writes at once.  UNMAP
+ * unpins.  The fd reaches the whole tensor: a client can see (not pin)
+ * bytes outside its range, which may change or read as zeros while
+ * unpinned; only tensors the client holds a handle to are sent.
  *
  * Threading: the main thread runs the event loop (listener, signalfd),
  * metrics have a thread; each client has its own thread (conn.c) that blocks in its
@@ -142,6 +145,10 @@ int hmmd_conn_start(struct hmmd_conn *c);
 
 /* 1 once the thread has finished (then hmmd_conn_free joins it). */
 int hmmd_conn_done(struct hmmd_conn *c);
+
+/* 1 if the peer has hung up (its thread may not have noticed yet).
+ * Main thread; does not read from the socket. */
+int hmmd_conn_hung_up(struct hmmd_conn *c);
 
 /* Wake the thread out of its socket (shutdown); it then finishes. */
 void hmmd_conn_kick(struct hmmd_conn *c);

@@ -240,6 +240,34 @@ static void drop(struct hmmd_server *s, unsigned slot)
 	s->nconns--;
 }
 
+static void reap(struct hmmd_server *s);
+
+/*
+ * A free slot, or max_clients.  A full table may hold a client that has
+ * hung up but whose thread has not ended yet: wait for such threads a
+ * little (at most HUNGUP_WAIT_MS) rather than refuse a new client.
+ */
+#define HUNGUP_WAIT_MS 200
+static unsigned free_slot(struct hmmd_server *s)
+{
+	for (int waited = 0;; waited += 2) {
+		unsigned slot, i;
+		int hung = 0;
+
+		reap(s);
+		for (slot = 0; slot < s->cfg->max_clients && s->conns[slot];
+		     slot++)
+			;
+		if (slot < s->cfg->max_clients || waited >= HUNGUP_WAIT_MS)
+			return slot;
+		for (i = 0; i < s->cfg->max_clients && !hung; i++)
+			hung = hmmd_conn_hung_up(s->conns[i]);
+		if (!hung)
+			return slot;
+		usleep(2000);
+	}
+}
+
 static void accept_one(struct hmmd_server *s)
 {
 	struct hmmd_conn *c;
@@ -252,8 +280,7 @@ static void accept_one(struct hmmd_server *s)
 			hmmd_log("accept: %s", strerror(errno));
 		return;
 	}
-	for (slot = 0; slot < s->cfg->max_clients && s->conns[slot]; slot++)
-		;
+	slot = free_slot(s);
 	if (slot == s->cfg->max_clients) {
 		hmmd_log("refusing a client: %u connected (max_clients)",
 			 s->nconns);
