@@ -14,8 +14,9 @@
  * Built: the socket (SOCK_SEQPACKET, mode 0660, optional group),
  * SO_PEERCRED identity, the codec on every message, isolation of a
  * malformed client, tensors, maps, quotas, sharing, stats, flush on
- * SIGTERM, restart recovery of persistent tensors.  Not built: the
- * module bridge (hmmk FILL/EVICT) and device-tier maps for clients.
+ * SIGTERM, restart recovery of persistent tensors, the module bridge
+ * (bridge.c: hmmk EVICT/FILL served from a store file of its own).  Not
+ * built: device-tier maps for clients, client regions backed by hmmk.
  *
  * Host maps and shared memory.  hmmd opens its engine with
  * HMM_CONFIG_HOST_SHARED: every tensor's host memory is its own memfd.
