@@ -47,7 +47,8 @@ int hmmd_engine_open(const struct hmmd_config *cfg, struct hmmd_engine **out)
 	hc.store_path = cfg->store_path;
 	hc.store_size = cfg->store_size;
 	/* keep what an earlier hmmd flushed: restart recovery */
-	hc.flags = HMM_CONFIG_STORE_KEEP;
+	/* memfd host memory: maps hand clients the engine's own pages */
+	hc.flags = HMM_CONFIG_STORE_KEEP | HMM_CONFIG_HOST_SHARED;
 	if (cfg->store_path && !hc.store_size &&
 	    (stat(cfg->store_path, &st) < 0 ||
 	     (S_ISREG(st.st_mode) && st.st_size == 0)))
@@ -327,7 +328,7 @@ size_t hmmd_engine_metrics(struct hmmd_engine *e, char *buf, size_t cap)
 	  "# TYPE hmmd_wait_seconds_total counter\n"
 	  "hmmd_wait_seconds_total %.6f\n", e->wait_ns / 1e9);
 	P("# HELP hmmd_copy_bytes_total Bytes copied between the engine "
-	  "and clients' memfds.\n# TYPE hmmd_copy_bytes_total counter\n"
+	  "and clients (0: maps share the engine's pages).\n# TYPE hmmd_copy_bytes_total counter\n"
 	  "hmmd_copy_bytes_total %llu\n", (unsigned long long)e->copy_bytes);
 	P("# HELP hmmd_client_quota_bytes Host quota of a client.\n"
 	  "# TYPE hmmd_client_quota_bytes gauge\n");

@@ -55,9 +55,8 @@ struct mapping {
 	uint32_t tier;
 	unsigned access;
 	uint64_t charge;		/* host bytes admitted (chunk-rounded) */
-	void *eptr;			/* the engine's pointer to byte off */
-	void *mptr;			/* hmmd's view of the memfd */
-	size_t mlen;			/* its size, page-rounded */
+	void *eptr;			/* the engine's pointer to byte off
+					   (the client maps the same pages) */
 };
 
 /* Allocated by hmmd_client_new, freed by hmmd_client_free. */

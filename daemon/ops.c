@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 /*
  * ops.c — hmmd's requests on the embedded engine: hello, tensors (new,
- * open-by-name, free), map/unmap through a memfd, prefetch, evict,
+ * open-by-name, free), map/unmap of the tensor's memfd, prefetch, evict,
  * flush, stats, share/attach, quota_set, list.
  *
  * Names.  A persistent tensor of uid U named N is saved in the store as
@@ -16,11 +16,11 @@
  * client's own handle table is accepted (administrators, uid 0 or
  * hmmd's uid, may also evict, prefetch and list any tensor).
  *
- * Host maps (see hmmd.h): a memfd per map, copied in at map time and
- * back at unmap time.  Coherence between two clients of one shared
- * tensor holds at map/unmap boundaries only (the last unmap wins).
+ * Host maps (see hmmd.h): the tensor's own memfd, pinned while mapped,
+ * no copy.  Two clients of one shared tensor share its pages.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -80,27 +80,23 @@ int hmmd_client_new(struct hmmd_engine *e, uint64_t id, pid_t pid,
 }
 
 /*
- * Undo one map: copy back what the client wrote, unpin, release.  Called
- * with e->lock held; the copy and the engine's unmap run with it dropped
- * (mp is off every list, and only cl's own thread reaches it).
+ * Undo one map: unpin, release.  The client wrote straight into the
+ * engine's pages (zero-copy), so there is nothing to copy back.  Called
+ * with e->lock held; the engine's unmap runs with it dropped (mp is off
+ * every list, and only cl's own thread reaches it).
  */
 static void unmap_one(struct hmmd_engine *e, struct hmmd_client *cl,
 		      struct mapping *mp)
 {
-	int ret, wrote = mp->access & (HMM_WRITE | HMM_DISCARD);
+	int ret;
 
 	pthread_mutex_unlock(&e->lock);
-	if (wrote)
-		memcpy(mp->eptr, mp->mptr, mp->len);
 	ret = hmm_unmap(mp->dt->t, mp->eptr);
 	pthread_mutex_lock(&e->lock);
-	if (wrote)
-		e->copy_bytes += mp->len;
 	if (ret)
 		hmmd_log("client %llu: unmap of tensor %llu: %s",
 			 (unsigned long long)cl->id,
 			 (unsigned long long)mp->dt->id, hmm_last_error());
-	munmap(mp->mptr, mp->mlen);
 	mp->dt->pinned -= mp->charge;
 	eng_release(e, cl, mp->charge);
 	e->unmaps++;
@@ -562,6 +558,32 @@ static int map_fail(struct req *q, struct mapping *mp, int err,
 	return n;
 }
 
+/*
+ * A descriptor of t's memfd for the client (sent and closed by the
+ * caller) and the offset of t's byte 0 in it.  A handle without write
+ * access gets a read-only reopen, so the client cannot write a tensor
+ * shared with it read-only.
+ */
+static int map_fd(struct hmm_tensor *t, int wr, int *out, uint64_t *off)
+{
+	char path[64];
+	int fd, ret;
+
+	ret = hmm_tensor_host_fd(t, &fd, off);
+	if (ret)
+		return ret;
+	if (wr) {
+		*out = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+	} else {
+		snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+		*out = open(path, O_RDONLY | O_CLOEXEC);
+	}
+	if (*out < 0)
+		return hmm_err(-errno, "tensor %s: descriptor for the client: "
+			       "%s", hmm_tensor_name(t), strerror(errno));
+	return 0;
+}
+
 static int on_map(struct req *q)
 {
 	const struct hmm_proto_range *m = &q->m->u.range;
@@ -569,7 +591,8 @@ static int on_map(struct req *q)
 	struct hmm_proto_map_reply r;
 	struct mapping *mp;
 	struct handle *h;
-	int ret, mfd = -1;
+	uint64_t foff = 0;
+	int ret, wr, mfd = -1;
 
 	if (m->tier != HMM_TIER_HOST)
 		return reply_err(q, -ENOTSUP, "map: tier %u: hmmd maps the "
@@ -598,6 +621,7 @@ static int on_map(struct req *q)
 	}
 	mp->tier = m->tier;
 	mp->access = m->access;
+	wr = !!(h->access & HMM_WRITE);
 	mp->charge = charge_of(e, mp->off, mp->len);
 	ret = eng_admit(e, q->cl, mp->charge);
 	if (ret) {
@@ -621,45 +645,29 @@ static int on_map(struct req *q)
 		      &mp->eptr);
 	if (ret)
 		goto out_release;
-	/* per-map memfd: see hmmd.h, "Host maps and shared memory" */
-	mp->mlen = (mp->len + 4095) & ~4095ull;
-	mfd = memfd_create("hmmd-map", MFD_CLOEXEC);
-	if (mfd < 0 || ftruncate(mfd, mp->mlen) < 0) {
-		ret = -errno;
-		goto out_fd;
-	}
-	mp->mptr = mmap(NULL, mp->mlen, PROT_READ | PROT_WRITE, MAP_SHARED,
-			mfd, 0);
-	if (mp->mptr == MAP_FAILED) {
-		ret = -errno;
-		goto out_fd;
-	}
-	if (!(mp->access & HMM_DISCARD))
-		memcpy(mp->mptr, mp->eptr, mp->len);
+	/* zero-copy: the tensor's own memfd (see hmmd.h) */
+	ret = map_fd(mp->dt->t, wr, &mfd, &foff);
+	if (ret)
+		goto out_unmap;
 
 	pthread_mutex_lock(&e->lock);
 	mp->next = q->cl->maps;
 	q->cl->maps = mp;
 	e->maps++;
 	q->cl->maps_done++;
-	if (!(mp->access & HMM_DISCARD))
-		e->copy_bytes += mp->len;
 	pthread_mutex_unlock(&e->lock);
 	memset(&r, 0, sizeof(r));
 	r.id = m->id;
 	r.off = mp->off;
 	r.len = mp->len;
-	r.addr = 0;		/* byte off is at offset 0 of this memfd */
+	r.addr = foff + mp->off;	/* byte off's offset in the memfd */
 	r.tier = HMM_TIER_HOST;
 	*q->fd = mfd;
 	return hmm_proto_encode(q->out, q->cap, HMM_PROTO_MAP_REPLY,
 				HMM_PROTO_F_FDS, q->m->hdr.seq, &r);
 
-out_fd:
-	if (mfd >= 0)
-		close(mfd);
+out_unmap:
 	hmm_unmap(mp->dt->t, mp->eptr);
-	hmm_err(ret, "memfd of %llu bytes", (unsigned long long)mp->mlen);
 out_release:
 	pthread_mutex_lock(&e->lock);
 	mp->dt->pinned -= mp->charge;

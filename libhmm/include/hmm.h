@@ -80,6 +80,12 @@ extern "C" {
 #define HMM_CONFIG_STORE_KEEP	  (1u << 1) /* store: keep an existing store
 					       and its saved tensors
 					       (default: format it) */
+#define HMM_CONFIG_HOST_SHARED	  (1u << 2) /* tensors' host memory is a
+					       memfd each (shareable:
+					       hmm_tensor_host_fd), 4 KiB
+					       pages unless shmem THP is
+					       enabled; default: anonymous
+					       memory with huge pages */
 
 /* hmm_map len: from off to the end of the tensor. */
 #define HMM_ALL			UINT64_MAX
@@ -188,6 +194,18 @@ const int64_t *hmm_tensor_shape(const struct hmm_tensor *t);
  * asks hmmd).
  */
 int hmm_tensor_residency(struct hmm_tensor *t, uint64_t bytes[]);
+
+/*
+ * The memfd behind t's host range and the offset of t's byte 0 in it,
+ * for a process that hands the tensor's pages to another (hmmd does, so
+ * a client's map is the same memory without a copy).  The fd stays
+ * t's: valid until hmm_tensor_free, never closed by the caller (dup it
+ * to keep it).  Bytes of unpinned chunks may change or read as zeros at
+ * any time; only a mapped range is stable.  Returns 0, -EINVAL,
+ * -ENOTSUP (shared mode, or the context was opened without
+ * HMM_CONFIG_HOST_SHARED).  Any thread.
+ */
+int hmm_tensor_host_fd(struct hmm_tensor *t, int *fd, uint64_t *off);
 
 /* ---- map and unmap ----------------------------------------------------- */
 

@@ -5,6 +5,7 @@
  * Every function here runs with h->lock held; completions take it.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <string.h>
 #include <sys/mman.h>
 
@@ -30,7 +31,10 @@ static const char *const io_names[] = {
 
 void hmm_chunk_drop(struct hmm *h, struct hmm_chunk *c, int tier)
 {
-	if (tier == HMM_TIER_HOST)
+	if (tier == HMM_TIER_HOST && c->t->host_fd >= 0)	/* tensor.c */
+		fallocate(c->t->host_fd, FALLOC_FL_PUNCH_HOLE |
+			  FALLOC_FL_KEEP_SIZE, hmm_chunk_off(c), c->alloc);
+	else if (tier == HMM_TIER_HOST)
 		madvise(chunk_host(c), c->alloc, MADV_DONTNEED);
 	else
 		h->dev->depopulate(h->dev_priv, chunk_dev(c), c->alloc);

@@ -2,11 +2,12 @@
 /*
  * chunk.h — tensors, chunks and the chunk state machine.
  *
- * A tensor owns one virtual range per mappable tier (host: an anonymous
- * mapping; device: the backend's reservation), so that a mapped range is
+ * A tensor owns one virtual range per mappable tier (host: anonymous
+ * memory, or its own memfd with HMM_CONFIG_HOST_SHARED; device: the
+ * backend's reservation), so that a mapped range is
  * contiguous and a tensor's address at a tier never changes.  Memory
  * behind a chunk is "resident" (counted in the tier's budget) or dropped
- * (MADV_DONTNEED / depopulated).
+ * (MADV_DONTNEED / punched out of the memfd / depopulated).
  *
  * Chunk state, all under h->lock:
  *   res    tiers where the chunk has memory (DEVICE, HOST bits)
@@ -86,7 +87,8 @@ struct hmm_tensor {
 	uint64_t span;		/* bytes rounded up to 4 KiB */
 	uint32_t nchunks;
 	struct hmm_chunk *chunks;
-	char *host;		/* host range (mmap) */
+	char *host;		/* host range (mmap; see tensor.c) */
+	int host_fd;		/* its memfd (owned), -1 = anonymous */
 	uint64_t dev;		/* device range (backend), 0 = none */
 	struct hmm_list maps;	/* struct hmm_mapping, under h->lock */
 	uint32_t inflight;	/* chunks busy */

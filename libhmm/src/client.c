@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: MIT
 /*
  * client.c — hmmd's client side (see client.h): connect and hello, then
- * one round trip per call over proto_sock.c.  A host map's memfd is
- * mapped here (MAP_SHARED) and the mapping kept until unmap.
+ * one round trip per call over proto_sock.c.  A host map's memfd (the
+ * tensor's own memory in hmmd) is mapped here (MAP_SHARED) from the
+ * page of the range's first byte, and the mapping kept until unmap.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -22,7 +23,8 @@
 struct cmap {
 	struct cmap *next;
 	uint64_t id, off, len;
-	void *ptr;
+	void *ptr;		/* the mapping (page-aligned) */
+	void *uptr;		/* what map returned: ptr + byte off's delta */
 	size_t mlen;
 };
 
@@ -181,6 +183,7 @@ int hmm_client_map(struct hmm_client *c, uint64_t id, uint64_t off,
 	struct hmm_proto_msg r;
 	struct cmap *m = calloc(1, sizeof(*m));
 	unsigned nfds = 0;
+	uint64_t moff, delta;
 	int fds[HMM_PROTO_FDS_MAX], ret;
 
 	if (!m)
@@ -198,15 +201,23 @@ int hmm_client_map(struct hmm_client *c, uint64_t id, uint64_t off,
 	m->id = id;
 	m->off = r.u.map_reply.off;
 	m->len = r.u.map_reply.len;
-	m->mlen = (m->len + r.u.map_reply.addr + 4095) & ~4095ull;
+	/* map the pages of [addr, addr + len) of the memfd: the tensor's
+	   own memory in hmmd (a read-only fd for a read-only share) */
+	moff = r.u.map_reply.addr & ~4095ull;
+	delta = r.u.map_reply.addr - moff;
+	m->mlen = (delta + m->len + 4095) & ~4095ull;
 	m->ptr = mmap(NULL, m->mlen, PROT_READ | PROT_WRITE, MAP_SHARED,
-		      fds[0], 0);
+		      fds[0], moff);
+	if (m->ptr == MAP_FAILED && errno == EACCES)
+		m->ptr = mmap(NULL, m->mlen, PROT_READ, MAP_SHARED, fds[0],
+			      moff);
 	if (m->ptr == MAP_FAILED) {
 		ret = hmm_err(-errno, "map: tensor %llu: mmap of the memfd: %s",
 			      (unsigned long long)id, strerror(errno));
 		goto out;
 	}
-	*ptr = (uint8_t *)m->ptr + r.u.map_reply.addr;
+	m->uptr = (uint8_t *)m->ptr + delta;
+	*ptr = m->uptr;
 	m->next = c->maps;
 	c->maps = m;
 	m = NULL;
@@ -227,7 +238,7 @@ int hmm_client_unmap(struct hmm_client *c, void *ptr)
 
 	pthread_mutex_lock(&c->lock);
 	for (pp = &c->maps; (m = *pp); pp = &m->next)
-		if (m->ptr == ptr)
+		if (m->uptr == ptr)
 			break;
 	if (!m) {
 		pthread_mutex_unlock(&c->lock);

@@ -63,6 +63,10 @@ static int config_check(const struct hmm_config *c)
 	    strcmp(c->device, "sim") && strcmp(c->device, "cuda"))
 		return hmm_err(-EINVAL, "config.device '%s': not none, sim "
 			       "or cuda", c->device);
+	if (c->flags & ~(HMM_CONFIG_STORE_BUFFERED | HMM_CONFIG_STORE_KEEP |
+			 HMM_CONFIG_HOST_SHARED))
+		return hmm_err(-EINVAL, "config.flags %#x: unknown bits",
+			       c->flags);
 	if (c->store_path && !*c->store_path)
 		return hmm_err(-EINVAL, "config.store_path: empty");
 	for (i = 0; i < sizeof(c->reserved) / sizeof(c->reserved[0]); i++)

@@ -7,7 +7,9 @@
 #include <numaif.h>
 #include <stdlib.h>
 #include <string.h>
+#include <stdio.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include "chunk.h"
 #include "client.h"
@@ -66,21 +68,64 @@ static int tensor_check(struct hmm *h, const char *name, uint32_t dtype,
  * pages moves 2-5x faster here (fewer segments), and dropping a chunk
  * frees whole huge pages.  The short last chunk keeps 4 KiB pages so a
  * huge page never holds more than the budget counts.
+ *
+ * By default the memory is anonymous (MAP_PRIVATE, t->host_fd -1) and a
+ * dropped chunk is MADV_DONTNEED'd.  With HMM_CONFIG_HOST_SHARED (hmmd)
+ * it is a MAP_SHARED mapping of the tensor's own memfd, so that another
+ * process can map the same pages (hmm_tensor_host_fd) instead of a copy,
+ * and a dropped chunk is punched out of the memfd, which frees it in
+ * every mapping.  Shmem gets huge pages only where
+ * /sys/kernel/mm/transparent_hugepage/shmem_enabled allows (advise,
+ * within_size, always); with "never" it is 4 KiB pages and store reads
+ * into it run several times slower, which is why it is not the default.
  */
 #define HUGE_BYTES	(2ull << 20)
+static int tensor_host_fd_new(struct hmm_tensor *t)
+{
+	char mname[80];
+	int fd;
+
+	snprintf(mname, sizeof(mname), "hmm:%s", t->name);
+	fd = memfd_create(mname, MFD_CLOEXEC);
+	if (fd < 0)
+		return hmm_err(-errno, "tensor %s: memfd_create: %s", t->name,
+			       strerror(errno));
+	if (ftruncate(fd, t->span) < 0) {
+		int r = hmm_err(-errno, "tensor %s: memfd of %llu bytes: %s",
+				t->name, (unsigned long long)t->span,
+				strerror(errno));
+
+		close(fd);
+		return r;
+	}
+	t->host_fd = fd;
+	return 0;
+}
+
 static int tensor_host_map(struct hmm *h, struct hmm_tensor *t)
 {
 	int huge = h->chunk_bytes % HUGE_BYTES == 0 &&
 		   t->bytes >= h->chunk_bytes;
+	int shared = h->cfg.flags & HMM_CONFIG_HOST_SHARED;
 	uint64_t len = t->span + (huge ? HUGE_BYTES : 0);
-	char *p = mmap(NULL, len, PROT_READ | PROT_WRITE,
-		       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-	char *a;
+	char *p, *a;
+	int r;
 
-	if (p == MAP_FAILED)
-		return hmm_err(-errno, "tensor %s: cannot reserve %llu bytes "
-			       "of address space", t->name,
-			       (unsigned long long)t->span);
+	t->host_fd = -1;
+	if (shared) {
+		r = tensor_host_fd_new(t);
+		if (r < 0)
+			return r;
+	}
+	/* reserve an aligned range (the memfd then goes over it) */
+	p = mmap(NULL, len, shared ? PROT_NONE : PROT_READ | PROT_WRITE,
+		 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	if (p == MAP_FAILED) {
+		r = hmm_err(-errno, "tensor %s: cannot reserve %llu bytes "
+			    "of address space", t->name,
+			    (unsigned long long)t->span);
+		goto out_fd;
+	}
 	a = p;
 	if (huge) {
 		a = (char *)HMM_ROUND_UP((uintptr_t)p, HUGE_BYTES);
@@ -88,9 +133,18 @@ static int tensor_host_map(struct hmm *h, struct hmm_tensor *t)
 			munmap(p, a - p);
 		if (a + t->span < p + len)
 			munmap(a + t->span, p + len - (a + t->span));
+	}
+	if (shared && mmap(a, t->span, PROT_READ | PROT_WRITE,
+			   MAP_SHARED | MAP_FIXED, t->host_fd, 0) ==
+		      MAP_FAILED) {
+		r = hmm_err(-errno, "tensor %s: mapping its memfd: %s",
+			    t->name, strerror(errno));
+		munmap(a, t->span);
+		goto out_fd;
+	}
+	if (huge)
 		madvise(a, t->bytes / h->chunk_bytes * h->chunk_bytes,
 			MADV_HUGEPAGE);
-	}
 	if (h->cfg.numa_node >= 0) {
 		unsigned long mask = 1ul << h->cfg.numa_node;
 
@@ -99,6 +153,19 @@ static int tensor_host_map(struct hmm *h, struct hmm_tensor *t)
 	}
 	t->host = a;
 	return 0;
+
+out_fd:
+	if (t->host_fd >= 0)
+		close(t->host_fd);
+	t->host_fd = -1;
+	return r;
+}
+
+static void tensor_host_unmap(struct hmm_tensor *t)
+{
+	munmap(t->host, t->span);
+	if (t->host_fd >= 0)
+		close(t->host_fd);
 }
 
 /* Give t an id (a new one when id < 0) and a slot in h->tensors. */
@@ -229,7 +296,7 @@ out_dev:
 	if (h->dev)
 		h->dev->release(h->dev_priv, t->dev, t->span);
 out_host:
-	munmap(t->host, t->span);
+	tensor_host_unmap(t);
 out_chunks:
 	free(t->chunks);
 out_free:
@@ -255,6 +322,7 @@ int hmm_tensor_wrap_remote(struct hmm *h, struct hmm_remote_tensor *rt,
 	}
 	t->h = h;
 	t->remote = rt;
+	t->host_fd = -1;
 	snprintf(t->name, sizeof(t->name), "%s", rt->t.name);
 	t->dtype = rt->t.dtype;
 	t->ndim = rt->t.ndim;
@@ -361,7 +429,7 @@ void hmm_tensor_destroy(struct hmm_tensor *t, int forget)
 	pthread_mutex_unlock(&h->lock);
 	if (h->dev)
 		h->dev->release(h->dev_priv, t->dev, t->span);
-	munmap(t->host, t->span);
+	tensor_host_unmap(t);
 	free(t->chunks);
 	free(t);
 }
@@ -426,5 +494,22 @@ int hmm_tensor_residency(struct hmm_tensor *t, uint64_t bytes[])
 			bytes[HMM_TIER_STORE] += c->bytes;
 	}
 	pthread_mutex_unlock(&h->lock);
+	return 0;
+}
+
+int hmm_tensor_host_fd(struct hmm_tensor *t, int *fd, uint64_t *off)
+{
+	if (!t || !fd || !off)
+		return hmm_err(-EINVAL, "hmm_tensor_host_fd: tensor, fd and "
+			       "off are required");
+	if (t->remote)
+		return hmm_err(-ENOTSUP, "tensor %s: shared mode: its memory "
+			       "is hmmd's", t->name);
+	if (t->host_fd < 0)
+		return hmm_err(-ENOTSUP, "tensor %s: its host memory is "
+			       "anonymous (open the context with "
+			       "HMM_CONFIG_HOST_SHARED)", t->name);
+	*fd = t->host_fd;
+	*off = 0;
 	return 0;
 }

@@ -139,8 +139,22 @@ int main(void)
 						  HMM_READ, &p);
 			t_ok(!ret && !memcmp(p, want, bytes),
 			     "hmm_map reads what hmm_remote_map wrote");
-			if (!ret)
+			if (!ret) {	/* both map hmmd's pages: no copy */
+				void *w;
+				int r2 = hmm_remote_map(t, 0, 4096,
+							HMM_TIER_HOST,
+							HMM_WRITE, &w);
+
+				if (!r2)
+					memset(w, 0xee, 64);
+				t_ok(!r2 && ((uint8_t *)p)[0] == 0xee &&
+				     ((uint8_t *)p)[63] == 0xee, "zero-copy: "
+				     "another client's write shows at once "
+				     "in this map");
+				if (!r2)
+					hmm_remote_unmap(t, w);
 				t_eq(hmm_unmap(ht, p), 0, "hmm_unmap");
+			}
 			t_eq(hmm_region_new(h, 65536, &p), -ENOTSUP,
 			     "regions in shared mode: -ENOTSUP (%s)",
 			     hmm_last_error());
