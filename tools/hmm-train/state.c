@@ -349,7 +349,8 @@ static void backend_close(struct state *s)
 
 	if (s->h && getenv("HMM_TRAIN_STATS") &&
 	    hmm_stats_json(s->h, buf, sizeof(buf)) > 0)
-		fprintf(stderr, "hmm-train: libhmm stats: %s\n", buf);
+		fprintf(stderr, "hmm-train: %.3f s in maps and AdamW; libhmm "
+			"stats: %s\n", s->map_s, buf);
 	if (s->h)
 		hmm_close(s->h);	/* frees the tensors */
 	free(s->t);
@@ -558,6 +559,12 @@ int state_open(const struct state_config *cfg, struct state **out)
 	s->chunk = CHUNK_MAX;
 	while (s->chunk > CHUNK_MIN && s->chunk * 4 > big * 4)
 		s->chunk /= 2;
+	/* 1 MiB -> 2 MiB: libhmm backs whole 2 MiB chunks with huge pages,
+	 * smaller ones fault in 4 KiB at a time (default preset at a
+	 * quarter budget, measured: 46k minor faults and about 0.1 s of
+	 * system time fewer per step) */
+	if (s->chunk == CHUNK_MAX / 2 && big * 4 >= 2 * CHUNK_MAX)
+		s->chunk = CHUNK_MAX;
 	s->shared_grad = cfg->shared_grad;
 	for (int i = 0; i < cfg->nblocks; i++) {
 		int arrays = ST_KINDS;
