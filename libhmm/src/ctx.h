@@ -218,23 +218,11 @@ int hmm_tensor_create(struct hmm *h, const char *name, uint32_t dtype,
 		      const uint8_t *stored, struct hmm_tensor **out);
 
 /* ---- shared.c: shared mode (hmm_config.daemon) -------------------------- */
-/*
- * The public calls whose engine bodies live in persist.c and region.c are
- * compiled there under these engine names; shared.c defines the public
- * symbols and dispatches on h->remote.  (Every other public call tests
- * h->remote / t->remote itself, in the file that holds it.)
- */
-#define hmm_tensor_open		hmm_engine_tensor_open
-#define hmm_region_new		hmm_engine_region_new
-#define hmm_region_advise	hmm_engine_region_advise
-#define hmm_region_free		hmm_engine_region_free
-int hmm_engine_tensor_open(struct hmm *h, const char *name,
+/* hmm_tensor_open's remote half, and the -ENOTSUP of regions in shared
+ * mode (persist.c and region.c call them when h->remote is set). */
+int hmm_shared_tensor_open(struct hmm *h, const char *name,
 			   struct hmm_tensor **out);
-int hmm_engine_region_new(struct hmm *h, uint64_t bytes, void **ptr);
-int hmm_engine_region_advise(struct hmm *h, void *ptr, uint64_t len,
-			     int advice);
-int hmm_engine_region_free(struct hmm *h, void *ptr);
-
+int hmm_shared_no_regions(const char *fn);
 int hmm_shared_open(struct hmm *h, const struct hmm_config *cfg);
 void hmm_shared_close(struct hmm *h);
 /* tensor.c: wrap a remote tensor in a struct hmm_tensor (takes rt). */

@@ -191,6 +191,8 @@ int hmm_tensor_open(struct hmm *h, const char *name, struct hmm_tensor **out)
 	uint32_t i;
 	int r;
 
+	if (h && h->remote)
+		return hmm_shared_tensor_open(h, name, out);
 	if (!h || !name || !out)
 		return hmm_err(-EINVAL, "hmm_tensor_open: context, name and "
 			       "out are required");

@@ -322,6 +322,8 @@ int hmm_region_new(struct hmm *h, uint64_t bytes, void **ptr)
 	struct hmm_region *r;
 	int err;
 
+	if (h && h->remote)
+		return hmm_shared_no_regions("hmm_region_new");
 	if (!h || !ptr || !bytes || bytes > (1ull << 46))
 		return hmm_err(-EINVAL, "hmm_region_new: bytes %llu: must be "
 			       "1..2^46 with a context and ptr",
@@ -398,6 +400,8 @@ int hmm_region_advise(struct hmm *h, void *ptr, uint64_t len, int advice)
 	struct hmm_region *r;
 	uint32_t b, first, last;
 
+	if (h && h->remote)
+		return hmm_shared_no_regions("hmm_region_advise");
 	if (!h || !len)
 		return hmm_err(-EINVAL, "hmm_region_advise: no context or "
 			       "zero length");
@@ -459,6 +463,8 @@ int hmm_region_free(struct hmm *h, void *ptr)
 {
 	struct hmm_region *r;
 
+	if (h && h->remote)
+		return hmm_shared_no_regions("hmm_region_free");
 	if (!h)
 		return hmm_err(-EINVAL, "hmm_region_free: no context");
 	pthread_mutex_lock(&h->lock);

@@ -50,13 +50,12 @@ void hmm_shared_close(struct hmm *h)
 	h->remote = NULL;
 }
 
-int hmm_tensor_open(struct hmm *h, const char *name, struct hmm_tensor **out)
+int hmm_shared_tensor_open(struct hmm *h, const char *name,
+			   struct hmm_tensor **out)
 {
 	struct hmm_remote_tensor *rt;
 	int r;
 
-	if (!h || !h->remote)
-		return hmm_engine_tensor_open(h, name, out);
 	if (!name || !*name || strlen(name) > 63 || !out)
 		return hmm_err(-EINVAL, "hmm_tensor_open: a name of 1..63 "
 			       "bytes and out are required");
@@ -66,30 +65,9 @@ int hmm_tensor_open(struct hmm *h, const char *name, struct hmm_tensor **out)
 	return hmm_tensor_wrap_remote(h, rt, out);
 }
 
-static int no_regions(const char *fn)
+int hmm_shared_no_regions(const char *fn)
 {
 	return hmm_err(-ENOTSUP, "%s: shared mode (config.daemon) has no "
 		       "transparent regions in the client; use the embedded "
 		       "engine or hmmk.ko", fn);
-}
-
-int hmm_region_new(struct hmm *h, uint64_t bytes, void **ptr)
-{
-	if (h && h->remote)
-		return no_regions("hmm_region_new");
-	return hmm_engine_region_new(h, bytes, ptr);
-}
-
-int hmm_region_advise(struct hmm *h, void *ptr, uint64_t len, int advice)
-{
-	if (h && h->remote)
-		return no_regions("hmm_region_advise");
-	return hmm_engine_region_advise(h, ptr, len, advice);
-}
-
-int hmm_region_free(struct hmm *h, void *ptr)
-{
-	if (h && h->remote)
-		return no_regions("hmm_region_free");
-	return hmm_engine_region_free(h, ptr);
 }
