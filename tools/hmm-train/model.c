@@ -311,6 +311,13 @@ static void embed_bwd(struct gpt *g, float *eg, const int *tok)
 	}
 }
 
+/* Start reading block blk's AdamW moments while its backward runs. */
+static void prefetch_moments(struct gpt *g, int blk)
+{
+	state_prefetch(g->st, blk, ST_M);
+	state_prefetch(g->st, blk, ST_V);
+}
+
 static int forward(struct gpt *g, const float *ep, const int *tok,
 		   const int *tgt, double *loss)
 {
@@ -324,6 +331,12 @@ static int forward(struct gpt *g, const float *ep, const int *tok,
 
 		if (!p)
 			return -EIO;
+		/* read the next layer's p while this one computes; the last
+		 * layer's m and v: the backward starts with its AdamW */
+		if (l + 1 < nl)
+			state_prefetch(g->st, l + 1, ST_P);
+		else
+			prefetch_moments(g, l);
 		err = block_fwd(g, p, g->acts + l * nd, g->acts + (l + 1) * nd);
 		state_unmap(g->st, l, ST_P, p);
 		if (err)
@@ -353,10 +366,16 @@ static int backward(struct gpt *g, const float *ep, float *eg,
 		err = -EIO;
 		if (p)
 			gr = state_map(g->st, l, ST_G, SM_DISCARD);
+		/* again: chunks skipped while the last layer's write-back
+		 * held the budget get their turn */
+		prefetch_moments(g, l);
 		if (gr)
 			err = block_fwd(g, p, g->acts + l * nd, g->out);
+		prefetch_moments(g, l);
 		if (!err)
 			err = block_bwd(g, p, gr, g->acts + l * nd, g->dx);
+		if (l > 0)
+			state_prefetch(g->st, l - 1, ST_P);
 		/* unmapped, p may be written back as soon as it is stepped;
 		 * layer 0's stays resident: the next forward starts with it */
 		if (l > 0)

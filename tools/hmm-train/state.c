@@ -40,6 +40,10 @@ struct state {
 	uint64_t bytes, budget, store_size;
 	uint64_t chunk;		/* chunk bytes: a quarter of the largest array */
 	uint32_t depth;		/* pieces the optimizer reads ahead */
+	int whole;		/* 1: AdamW maps a layer's p, g, m, v whole */
+	int keep_p;		/* layers below it keep p after AdamW */
+	int pending[2];		/* blocks stepped last, write-back unchecked
+				   (-1: none); [1] is the older */
 	int offloaded, unlink_store;
 	int has_store, reopen;	/* see state_config: persist, reopen */
 	char store_path[4096];
@@ -191,6 +195,26 @@ static uint64_t min_budget(const struct state *s)
 	 * and the optimizer's m and v chunks */
 	return 2 * ROUND(s->floats[s->nblocks - 1] * 4) + 2 * ROUND(big) +
 	       4 * s->chunk;
+}
+
+#define PAGE_UP(x)	(((x) + 4095) / 4096 * 4096)
+
+/*
+ * Can AdamW map a layer's p, g, m and v whole (next to the embeddings'
+ * p and g, with a chunk to spare)?  Then it needs no streaming, and the
+ * I/O of m and v overlaps the backward instead of stalling AdamW.
+ */
+static void whole_plan(struct state *s)
+{
+	uint64_t big = 0, need, emb = s->floats[s->nblocks - 1] * 4;
+
+	for (int i = 0; i + 1 < s->nblocks; i++)
+		if (PAGE_UP(s->floats[i] * 4) > big)
+			big = PAGE_UP(s->floats[i] * 4);
+	need = 2 * PAGE_UP(emb) + 4 * big + s->chunk;
+	/* HMM_TRAIN_STREAM: kernels/bind's streamed step regardless */
+	s->whole = getenv("HMM_TRAIN_STREAM") ? 0 : s->budget >= need;
+	s->keep_p = 1;
 }
 
 /* Is array (blk, kind) the shared layer gradient? */
@@ -430,6 +454,63 @@ out:
 	return err;
 }
 
+/* Wait for the write-backs of block blk's p, m and v; 0 or the error. */
+static int wait_block(struct state *s, int blk)
+{
+	for (int k = ST_P; k <= ST_V; k++) {
+		struct hmm_tensor *t = s->t[blk * ST_KINDS + k];
+		int err;
+
+		if (k == ST_G)
+			continue;
+		err = hmm_wait(s->h, t);
+		if (err)
+			return fail(err, "store %s: write-back of %s: %s: %s",
+				    s->store_path, hmm_tensor_name(t),
+				    hmm_strerror(err), hmm_last_error());
+	}
+	return 0;
+}
+
+/*
+ * The budget holds one layer's p, g, m and v at once (next to the
+ * embeddings' p and g): AdamW over the whole mapped arrays, whose m and
+ * v the model prefetched during the layer's backward (state_prefetch),
+ * then evict m, v and p without waiting, so their write-back overlaps
+ * the next layer's backward.  Write-back errors are collected two steps
+ * later (by then the writes are done: the wait costs nothing) and by
+ * the checkpoint's flush.  Layer 0's p stays: the next forward starts
+ * with it (keeping more measured no better: they crowd out the reads).  Same kernel, same bits as in memory.
+ */
+static int adamw_async(struct state *s, int blk, const struct optim_hp *hp,
+		       double wd)
+{
+	struct hmm_tensor **t = &s->t[blk * ST_KINDS];
+	int err = 0;
+
+	if (s->pending[1] >= 0)
+		err = wait_block(s, s->pending[1]);
+	s->pending[1] = s->pending[0];
+	s->pending[0] = blk;
+	if (err)
+		return err;
+	err = adamw_resident(s, blk, hp, wd);
+	if (err)
+		return err;
+	hmm_evict(t[ST_M], 0, HMM_ALL, HMM_TIER_HOST);
+	hmm_evict(t[ST_V], 0, HMM_ALL, HMM_TIER_HOST);
+	if (blk >= s->keep_p && blk + 1 < s->nblocks)
+		hmm_evict(t[ST_P], 0, HMM_ALL, HMM_TIER_HOST);
+	return 0;
+}
+
+void state_prefetch(struct state *s, int blk, int kind)
+{
+	if (s->offloaded && !shares_grad(s, blk, kind))
+		hmm_prefetch(s->t[blk * ST_KINDS + kind], 0, HMM_ALL,
+			     HMM_TIER_HOST);
+}
+
 int state_adamw(struct state *s, int blk, const struct optim_hp *hp,
 		double wd)
 {
@@ -448,6 +529,11 @@ int state_adamw(struct state *s, int blk, const struct optim_hp *hp,
 
 	if (!s->offloaded)
 		return adamw_resident(s, blk, hp, wd);
+	if (s->whole) {
+		err = adamw_async(s, blk, hp, wd);
+		s->map_s += st_now() - t0;
+		return err;
+	}
 	err = hk_offload_adamw_step(s->h, &o);
 
 	s->map_s += st_now() - t0;
@@ -525,6 +611,10 @@ void state_step(struct state *s, int begin)
 {
 }
 
+void state_prefetch(struct state *s, int blk, int kind)
+{
+}
+
 int state_flush(struct state *s, uint64_t *flush_bytes)
 {
 	return fail(-ENOTSUP, "checkpoints need libhmm");
@@ -595,6 +685,9 @@ int state_open(const struct state_config *cfg, struct state **out)
 			   "embeddings' p and g, optimizer chunks)", b, m);
 		goto out_free;
 	}
+	s->pending[0] = s->pending[1] = -1;
+	if (s->offloaded)
+		whole_plan(s);
 	s->has_store = s->offloaded || cfg->persist || cfg->reopen;
 	s->reopen = cfg->reopen;
 	if ((cfg->persist || cfg->reopen) && !cfg->store_path) {

@@ -107,6 +107,11 @@ void state_sample(struct state *s, struct state_sample *out);
 struct optim_hp;
 int state_adamw(struct state *s, int blk, const struct optim_hp *hp,
 		double wd);
+/*
+ * Start reading array (blk, kind) into DRAM without waiting (no-op in
+ * memory, and for the shared gradient); chunks with no room are skipped.
+ */
+void state_prefetch(struct state *s, int blk, int kind);
 /* Mark a training step for libhmm's schedule-aware policy. */
 void state_step(struct state *s, int begin);
 
