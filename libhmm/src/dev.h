@@ -17,6 +17,7 @@
 #ifndef HMM_DEV_H
 #define HMM_DEV_H
 
+#include <pthread.h>
 #include <stdint.h>
 
 #include "hmm.h"
@@ -40,6 +41,51 @@ struct hmm_dev_ops {
 		    uint64_t bytes, void (*done)(void *arg, int err),
 		    void *arg);
 };
+
+/*
+ * The copy queue both backends use (dev_common.c): copy() pushes, one
+ * thread per backend pops in order and runs the backend's run().
+ */
+
+/* One queued copy: allocated by hmm_dev_queue_push, freed by the queue's
+ * thread after done() returns. */
+struct hmm_dev_copy {
+	struct hmm_dev_copy *next;
+	int dir;			/* HMM_H2D or HMM_D2H */
+	uint64_t dev;
+	void *host;
+	uint64_t bytes;
+	void (*done)(void *arg, int err);
+	void *arg;
+};
+
+/* Embedded in the backend's private struct; set up by _start, torn down
+ * by _stop.  lock protects head, tail and stop. */
+struct hmm_dev_queue {
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	struct hmm_dev_copy *head, *tail;
+	int stop;
+	pthread_t thr;
+	void *owner;
+	/* On the queue's thread: enter() once before the first copy (may
+	 * be NULL); run() per copy, returning 0 or -errno for done(). */
+	void (*enter)(void *owner);
+	int (*run)(void *owner, const struct hmm_dev_copy *c);
+};
+
+/* Starts the thread.  0, or -errno from pthread_create (nothing left to
+ * undo).  Call from open. */
+int hmm_dev_queue_start(struct hmm_dev_queue *q, void *owner,
+			void (*enter)(void *owner),
+			int (*run)(void *owner, const struct hmm_dev_copy *c));
+/* Lets the thread finish every queued copy, joins it.  Call from close. */
+void hmm_dev_queue_stop(struct hmm_dev_queue *q);
+/* Queues one copy; done(arg, err) runs later on the thread.  0 or
+ * -ENOMEM.  Any thread; does not block on a copy. */
+int hmm_dev_queue_push(struct hmm_dev_queue *q, int dir, uint64_t dev,
+		       void *host, uint64_t bytes,
+		       void (*done)(void *arg, int err), void *arg);
 
 extern const struct hmm_dev_ops hmm_dev_sim;
 extern const struct hmm_dev_ops hmm_dev_cuda;

@@ -20,11 +20,10 @@
  * The prototypes below are the CUDA 13 driver ABI (the _v2 entry points
  * where they exist), declared here so that cuda.h is not needed.
  * Threading: a primary context is made current on every thread that
- * calls in (cuCtxSetCurrent is cheap).  c->lock protects the queue.
+ * calls in (cuCtxSetCurrent is cheap).  The queue is dev_common.c's.
  */
 #include <dlfcn.h>
 #include <errno.h>
-#include <pthread.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
@@ -105,16 +104,6 @@ struct cu_api {
 	CUresult (*GetErrorString)(CUresult, const char **);
 };
 
-struct cu_copy {
-	struct cu_copy *next;
-	int dir;
-	uint64_t dev;
-	void *host;
-	uint64_t bytes;
-	void (*done)(void *arg, int err);
-	void *arg;
-};
-
 /* Allocated by cu_open, freed by cu_close. */
 struct cu {
 	struct cu_api api;
@@ -126,11 +115,7 @@ struct cu {
 	CUstream stream;		/* copy thread only */
 	CUevent ev[2];
 	void *stage[2];			/* registered, CU_STAGE_BYTES each */
-	pthread_t thr;
-	pthread_mutex_t lock;
-	pthread_cond_t cond;
-	struct cu_copy *head, *tail;	/* under lock */
-	int stop;
+	struct hmm_dev_queue q;		/* the copy thread and its queue */
 };
 
 static const char *cu_str(struct cu *c, CUresult r)
@@ -251,8 +236,9 @@ static int cu_streams(struct cu *c)
 }
 
 /* One copy, in staging-sized pieces, double-buffered.  0 or -EIO. */
-static int cu_do_copy(struct cu *c, struct cu_copy *q)
+static int cu_do_copy(void *owner, const struct hmm_dev_copy *q)
 {
+	struct cu *c = owner;
 	uint64_t off;
 	int k = 0;
 
@@ -279,29 +265,12 @@ static int cu_do_copy(struct cu *c, struct cu_copy *q)
 	return c->api.StreamSynchronize(c->stream) ? -EIO : 0;
 }
 
-static void *cu_main(void *arg)
+/* The copy thread's start: the context current on it. */
+static void cu_enter(void *owner)
 {
-	struct cu *c = arg;
+	struct cu *c = owner;
 
 	c->api.CtxSetCurrent(c->ctx);
-	for (;;) {
-		struct cu_copy *q;
-
-		pthread_mutex_lock(&c->lock);
-		while (!c->head && !c->stop)
-			pthread_cond_wait(&c->cond, &c->lock);
-		q = c->head;
-		if (!q) {
-			pthread_mutex_unlock(&c->lock);
-			return NULL;
-		}
-		c->head = q->next;
-		if (!c->head)
-			c->tail = NULL;
-		pthread_mutex_unlock(&c->lock);
-		q->done(q->arg, cu_do_copy(c, q));
-		free(q);
-	}
 }
 
 static void cu_teardown(struct cu *c)
@@ -335,14 +304,12 @@ static int cu_open(const struct hmm_config *cfg, void **priv,
 
 	if (!c)
 		return hmm_err(-ENOMEM, "device cuda: no memory");
-	pthread_mutex_init(&c->lock, NULL);
-	pthread_cond_init(&c->cond, NULL);
 	r = cu_load(c);
 	if (!r)
 		r = cu_device(c, cfg, capacity);
 	if (!r)
 		r = cu_streams(c);
-	if (!r && pthread_create(&c->thr, NULL, cu_main, c))
+	if (!r && hmm_dev_queue_start(&c->q, c, cu_enter, cu_do_copy))
 		r = hmm_err(-EAGAIN, "device cuda: cannot start the copy "
 			    "thread");
 	if (r) {
@@ -358,11 +325,7 @@ static void cu_close(void *priv)
 {
 	struct cu *c = priv;
 
-	pthread_mutex_lock(&c->lock);
-	c->stop = 1;
-	pthread_cond_signal(&c->cond);
-	pthread_mutex_unlock(&c->lock);
-	pthread_join(c->thr, NULL);
+	hmm_dev_queue_stop(&c->q);
 	cu_teardown(c);
 }
 
@@ -426,20 +389,8 @@ static int cu_copy(void *priv, int dir, uint64_t dev, void *host,
 		   void *arg)
 {
 	struct cu *c = priv;
-	struct cu_copy *q = calloc(1, sizeof(*q));
 
-	if (!q)
-		return -ENOMEM;
-	*q = (struct cu_copy){ NULL, dir, dev, host, bytes, done, arg };
-	pthread_mutex_lock(&c->lock);
-	if (c->tail)
-		c->tail->next = q;
-	else
-		c->head = q;
-	c->tail = q;
-	pthread_cond_signal(&c->cond);
-	pthread_mutex_unlock(&c->lock);
-	return 0;
+	return hmm_dev_queue_push(&c->q, dir, dev, host, bytes, done, arg);
 }
 
 const struct hmm_dev_ops hmm_dev_cuda = {

@@ -7,12 +7,10 @@
  *
  * Device addresses are host addresses of an anonymous reservation per
  * tensor; depopulated chunks are MADV_DONTNEED'd.  Copies are queued to
- * the copy thread and done in order; with a bandwidth set the thread
- * sleeps so that bytes / elapsed never exceeds it.  s->lock protects the
- * queue and stop flag.
+ * the copy thread (dev_common.c) and done in order; with a bandwidth
+ * set the thread sleeps so that bytes / elapsed never exceeds it.
  */
 #include <errno.h>
-#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -22,23 +20,9 @@
 #include "dev.h"
 #include "err.h"
 
-struct sim_copy {
-	struct sim_copy *next;
-	int dir;
-	uint64_t dev;
-	void *host;
-	uint64_t bytes;
-	void (*done)(void *arg, int err);
-	void *arg;
-};
-
 /* Allocated by sim_open, freed by sim_close. */
 struct sim {
-	pthread_mutex_t lock;
-	pthread_cond_t cond;
-	struct sim_copy *head, *tail;	/* queue, under lock */
-	int stop;
-	pthread_t thr;
+	struct hmm_dev_queue q;		/* the copy thread and its queue */
 	uint64_t bw;
 	double busy_until;		/* copy thread only */
 };
@@ -62,33 +46,17 @@ static void sim_throttle(struct sim *s, uint64_t bytes)
 		;
 }
 
-static void *sim_main(void *arg)
+/* On the copy thread: one copy, then the bandwidth's sleep.  Always 0. */
+static int sim_run(void *owner, const struct hmm_dev_copy *c)
 {
-	struct sim *s = arg;
+	struct sim *s = owner;
 
-	for (;;) {
-		struct sim_copy *c;
-
-		pthread_mutex_lock(&s->lock);
-		while (!s->head && !s->stop)
-			pthread_cond_wait(&s->cond, &s->lock);
-		c = s->head;
-		if (!c) {
-			pthread_mutex_unlock(&s->lock);
-			return NULL;
-		}
-		s->head = c->next;
-		if (!s->head)
-			s->tail = NULL;
-		pthread_mutex_unlock(&s->lock);
-		if (c->dir == HMM_H2D)
-			memcpy((void *)(uintptr_t)c->dev, c->host, c->bytes);
-		else
-			memcpy(c->host, (void *)(uintptr_t)c->dev, c->bytes);
-		sim_throttle(s, c->bytes);
-		c->done(c->arg, 0);
-		free(c);
-	}
+	if (c->dir == HMM_H2D)
+		memcpy((void *)(uintptr_t)c->dev, c->host, c->bytes);
+	else
+		memcpy(c->host, (void *)(uintptr_t)c->dev, c->bytes);
+	sim_throttle(s, c->bytes);
+	return 0;
 }
 
 static int sim_open(const struct hmm_config *cfg, void **priv,
@@ -99,13 +67,11 @@ static int sim_open(const struct hmm_config *cfg, void **priv,
 
 	if (!s)
 		return hmm_err(-ENOMEM, "device sim: no memory");
-	pthread_mutex_init(&s->lock, NULL);
-	pthread_cond_init(&s->cond, NULL);
 	s->bw = cfg->sim_bandwidth;
-	r = pthread_create(&s->thr, NULL, sim_main, s);
+	r = hmm_dev_queue_start(&s->q, s, NULL, sim_run);
 	if (r) {
 		free(s);
-		return hmm_err(-r, "device sim: cannot start the copy thread");
+		return hmm_err(r, "device sim: cannot start the copy thread");
 	}
 	*capacity = cfg->device_budget ? cfg->device_budget : 256ull << 20;
 	*granularity = 4096;
@@ -117,13 +83,7 @@ static void sim_close(void *priv)
 {
 	struct sim *s = priv;
 
-	pthread_mutex_lock(&s->lock);
-	s->stop = 1;
-	pthread_cond_signal(&s->cond);
-	pthread_mutex_unlock(&s->lock);
-	pthread_join(s->thr, NULL);
-	pthread_cond_destroy(&s->cond);
-	pthread_mutex_destroy(&s->lock);
+	hmm_dev_queue_stop(&s->q);
 	free(s);
 }
 
@@ -158,25 +118,8 @@ static int sim_copy(void *priv, int dir, uint64_t dev, void *host,
 		    void *arg)
 {
 	struct sim *s = priv;
-	struct sim_copy *c = calloc(1, sizeof(*c));
 
-	if (!c)
-		return -ENOMEM;
-	c->dir = dir;
-	c->dev = dev;
-	c->host = host;
-	c->bytes = bytes;
-	c->done = done;
-	c->arg = arg;
-	pthread_mutex_lock(&s->lock);
-	if (s->tail)
-		s->tail->next = c;
-	else
-		s->head = c;
-	s->tail = c;
-	pthread_cond_signal(&s->cond);
-	pthread_mutex_unlock(&s->lock);
-	return 0;
+	return hmm_dev_queue_push(&s->q, dir, dev, host, bytes, done, arg);
 }
 
 const struct hmm_dev_ops hmm_dev_sim = {
