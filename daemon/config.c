@@ -26,8 +26,8 @@ void hmmd_config_fini(struct hmmd_config *cfg)
 	memset(cfg, 0, sizeof(*cfg));
 }
 
-/* "8G", "512M", "4096", "1T": bytes, 1024-based suffixes. */
-static int parse_size(const char *s, uint64_t *out)
+/* "8G", "512M", "4096", "1T": bytes, 1024-based suffixes (hmmd.h). */
+int hmmd_parse_size(const char *s, uint64_t *out)
 {
 	unsigned shift = 0;
 	char *end;
@@ -79,7 +79,7 @@ int hmmd_config_set(struct hmmd_config *cfg, const char *key,
 			       &cfg->socket_group, value);
 	}
 	if (!strcmp(key, "chunk_bytes") || !strcmp(key, "wait_ms")) {
-		if (parse_size(value, &v) || v > UINT32_MAX ||
+		if (hmmd_parse_size(value, &v) || v > UINT32_MAX ||
 		    (!strcmp(key, "chunk_bytes") && v % 4096)) {
 			snprintf(err, errlen, "%s: \"%s\" is out of range",
 				 key, value);
@@ -93,7 +93,7 @@ int hmmd_config_set(struct hmmd_config *cfg, const char *key,
 	}
 	if (!strcmp(key, "host_budget") || !strcmp(key, "device_budget") ||
 	    !strcmp(key, "store_size") || !strcmp(key, "client_quota")) {
-		if (parse_size(value, &v)) {
+		if (hmmd_parse_size(value, &v)) {
 			snprintf(err, errlen,
 				 "%s: \"%s\" is not a size (e.g. 8G, 512M)",
 				 key, value);

@@ -108,29 +108,6 @@ static void usage(FILE *f)
 		HMMD_SOCKET_DEFAULT, HMMK_DEVICE);
 }
 
-/* "64M" and friends (K, M, G, T: powers of 1024); 0 or -EINVAL. */
-static int parse_size(const char *s, uint64_t *out)
-{
-	char *end;
-	unsigned long long v;
-	int shift = 0;
-
-	errno = 0;
-	v = strtoull(s, &end, 10);
-	if (errno || end == s)
-		return -EINVAL;
-	switch (*end) {
-	case 'K': case 'k': shift = 10; end++; break;
-	case 'M': case 'm': shift = 20; end++; break;
-	case 'G': case 'g': shift = 30; end++; break;
-	case 'T': case 't': shift = 40; end++; break;
-	}
-	if (*end || (v << shift) >> shift != v)
-		return -EINVAL;
-	*out = v << shift;
-	return 0;
-}
-
 /* Parse argv into cfg: config file first, then the flags over it. */
 static int parse_args(int argc, char **argv, struct hmmd_config *cfg)
 {
@@ -172,7 +149,7 @@ static int parse_args(int argc, char **argv, struct hmmd_config *cfg)
 		case 'm': mod.dev = optarg; continue;
 		case 'D': mod.store = optarg; continue;
 		case 'z':
-			if (parse_size(optarg, &mod.store_size)) {
+			if (hmmd_parse_size(optarg, &mod.store_size)) {
 				hmmd_log("--module-store-size %s: not a size",
 					 optarg);
 				return -EINVAL;
