@@ -10,7 +10,9 @@
  * measured is exactly what a user runs.
  *
  * Last line (--json): {"bench":"train",...,"offload_step_s","inmem_step_s",
- * "ratio","tok_s","inmem_tok_s","gflops","peak_gflops","fraction",
+ * "ratio","offload_stall_s" (seconds per step the offloaded run's maps
+ * waited for the store: libhmm's stall_s over the steps),"tok_s",
+ * "inmem_tok_s","gflops","peak_gflops","fraction",
  * "peak_rss_bytes","rss_limit_bytes"}.  Target: ratio <= 1.30, peak RSS
  * <= host budget + 128 MiB.
  */
@@ -75,7 +77,7 @@ static double fma_peak(void)
 }
 
 struct summary {
-	double step_s, tok_s, flops;
+	double step_s, tok_s, flops, stall_s;
 	int64_t rss, budget, state, rd, wr;
 };
 
@@ -116,6 +118,7 @@ static int run_train(const char *bin, const char *args, struct summary *s)
 	s->state = num(last, "state_bytes");
 	s->rd = num(last, "store_read_bytes");
 	s->wr = num(last, "store_write_bytes");
+	s->stall_s = num(last, "stall_s");
 	return 0;
 }
 
@@ -142,7 +145,7 @@ static int bench_train(int argc, char **argv)
 {
 	const char *preset = "default", *store = NULL;
 	int steps = 10, reps = 3, json = 0, batch = 0;
-	double off[16], mem[16], otok[16], mtok[16], peak = 0;
+	double off[16], mem[16], otok[16], mtok[16], ostall[16], peak = 0;
 	struct summary o = { 0 }, m = { 0 };
 	int64_t rss = 0;
 	char bin[PATH_MAX], a_off[PATH_MAX + 256], a_mem[160];
@@ -189,6 +192,7 @@ static int bench_train(int argc, char **argv)
 			return 1;
 		mem[r] = m.step_s, mtok[r] = m.tok_s;
 		off[r] = o.step_s, otok[r] = o.tok_s;
+		ostall[r] = o.stall_s / steps;
 		rss = o.rss > rss ? o.rss : rss;
 		if (!json)
 			printf("rep %d: in memory %.3f s/step, offloaded %.3f "
@@ -215,6 +219,7 @@ static int bench_train(int argc, char **argv)
 		bench_json_num(f, "offload_step_s", os);
 		bench_json_num(f, "inmem_step_s", ms);
 		bench_json_num(f, "ratio", os / ms);
+		bench_json_num(f, "offload_stall_s", bench_median(ostall, reps));
 		bench_json_num(f, "tok_s", bench_median(otok, reps));
 		bench_json_num(f, "inmem_tok_s", bench_median(mtok, reps));
 		bench_json_num(f, "step_flops", o.flops);
