@@ -7,7 +7,6 @@
  * took; kill -9 of hmmd while it holds a FILL -> SIGBUS, no hang.
  */
 #include <poll.h>
-#include <setjmp.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -20,31 +19,6 @@
 #define HMMD_SOCK	"/tmp/hmmd.sock"
 #define NOTIFY		"/tmp/hmmk_bridge.notify"
 #define STORE		"/tmp/hmmk_bridge.store"
-
-static __thread sigjmp_buf bus_jmp;
-static __thread volatile int bus_armed;
-
-static void on_sigbus(int sig)
-{
-	if (bus_armed)
-		siglongjmp(bus_jmp, 1);
-	_exit(99);
-}
-
-/* Reads one byte at p; returns it, or -1 if the read raised SIGBUS. */
-static int touch(volatile char *p)
-{
-	int v;
-
-	if (sigsetjmp(bus_jmp, 1)) {
-		bus_armed = 0;
-		return -1;
-	}
-	bus_armed = 1;
-	v = (unsigned char)*p;
-	bus_armed = 0;
-	return v;
-}
 
 /*
  * Start hmmd as the module's daemon (store STORE) and wait for its
@@ -127,8 +101,6 @@ FIXTURE(bridge) {
 
 FIXTURE_SETUP(bridge)
 {
-	struct sigaction sa = { .sa_handler = on_sigbus };
-
 	self->hmmd = -1;
 	self->fd = t_open();
 	if (self->fd < 0)
@@ -136,7 +108,7 @@ FIXTURE_SETUP(bridge)
 	if (access(HMMD, X_OK))
 		SKIP(return, "no %s", HMMD);
 	unlink(STORE);
-	sigaction(SIGBUS, &sa, NULL);
+	t_sigbus_catch();
 }
 
 FIXTURE_TEARDOWN(bridge)
@@ -269,7 +241,7 @@ TEST_F_TIMEOUT(bridge, kill9_hmmd_during_faults_sigbus_no_hang, 180)
 		_exit(1);
 	}
 	for (pg = 0; pg < pages; pg++) {
-		v = touch(p + pg * T_PAGE);
+		v = t_touch(p + pg * T_PAGE);
 		if (v < 0) {
 			if (first_bus == pages)
 				first_bus = pg;
@@ -319,8 +291,8 @@ TEST_F_TIMEOUT(bridge, page_missing_from_store_sigbus_not_zeros, 180)
 	ASSERT_EQ(0, unlink(STORE));
 	self->hmmd = hmmd_start(0);
 	ASSERT_LT(0, self->hmmd);
-	EXPECT_EQ(-1, touch(p));
-	EXPECT_EQ(-1, touch(p + 3 * T_PAGE));
+	EXPECT_EQ(-1, t_touch(p));
+	EXPECT_EQ(-1, t_touch(p + 3 * T_PAGE));
 	EXPECT_EQ(HMMK_TIER_NVME, t_info(self->fd, rc.handle, 0).tier);
 	munmap(p, 4 * T_PAGE);
 	/* and hmmd still serves: a new region round-trips */

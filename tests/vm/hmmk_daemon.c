@@ -7,7 +7,6 @@
  * page -> one FILL.
  */
 #include <pthread.h>
-#include <setjmp.h>
 #include <stdatomic.h>
 #include <sys/stat.h>
 
@@ -15,31 +14,6 @@
 #include "kselftest_harness.h"
 
 #define TIMEOUT_PARAM	"/sys/module/hmmk/parameters/fill_timeout_ms"
-
-static __thread sigjmp_buf bus_jmp;
-static __thread volatile int bus_armed;
-
-static void on_sigbus(int sig)
-{
-	if (bus_armed)
-		siglongjmp(bus_jmp, 1);
-	_exit(99);
-}
-
-/* Reads one byte at p; returns it, or -1 if the read raised SIGBUS. */
-static int touch(volatile char *p)
-{
-	int v;
-
-	if (sigsetjmp(bus_jmp, 1)) {
-		bus_armed = 0;
-		return -1;
-	}
-	bus_armed = 1;
-	v = (unsigned char)*p;
-	bus_armed = 0;
-	return v;
-}
 
 static int write_param(const char *path, int v)
 {
@@ -58,15 +32,13 @@ FIXTURE(daemon) {
 
 FIXTURE_SETUP(daemon)
 {
-	struct sigaction sa = { .sa_handler = on_sigbus };
-
 	self->daemon = -1;
 	self->fd = t_open();
 	if (self->fd < 0)
 		SKIP(return, "no %s", HMMK_DEVICE);
 	if (access(HMMK_TESTD, X_OK))
 		SKIP(return, "no %s", HMMK_TESTD);
-	sigaction(SIGBUS, &sa, NULL);
+	t_sigbus_catch();
 }
 
 FIXTURE_TEARDOWN(daemon)
@@ -152,8 +124,8 @@ TEST_F(daemon, no_daemon_sigbus)
 			     4 * T_PAGE, 0, 0, NULL));
 	t_daemon_stop(self->daemon);
 	self->daemon = -1;
-	EXPECT_EQ(-1, touch(p));
-	EXPECT_EQ(-1, touch(p + 3 * T_PAGE));
+	EXPECT_EQ(-1, t_touch(p));
+	EXPECT_EQ(-1, t_touch(p + 3 * T_PAGE));
 	EXPECT_EQ(HMMK_TIER_NVME, t_info(self->fd, rc.handle, 0).tier);
 	ASSERT_EQ(0, t_stats(self->fd, rc.handle, &s));
 	EXPECT_EQ(2, s.sigbus);
@@ -187,12 +159,12 @@ TEST_F(daemon, daemon_killed_midflight_sigbus)
 		}
 		_exit(1);
 	}
-	EXPECT_EQ(-1, touch(p));	/* sleeps until the daemon dies */
+	EXPECT_EQ(-1, t_touch(p));	/* sleeps until the daemon dies */
 	ASSERT_EQ(killer, waitpid(killer, &st, 0));
 	EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0);
 	t_daemon_stop(self->daemon);
 	self->daemon = -1;
-	EXPECT_EQ(-1, touch(p + T_PAGE));	/* and later faults too */
+	EXPECT_EQ(-1, t_touch(p + T_PAGE));	/* and later faults too */
 	munmap(p, 4 * T_PAGE);
 }
 
@@ -209,7 +181,7 @@ TEST_F(daemon, silent_daemon_times_out)
 	p[0] = 1;
 	ASSERT_EQ(0, t_range(self->fd, HMMK_IOC_EVICT, rc.handle, 0,
 			     T_PAGE, 0, 0, NULL));
-	EXPECT_EQ(-1, touch(p));
+	EXPECT_EQ(-1, t_touch(p));
 	EXPECT_EQ(HMMK_TIER_NVME, t_info(self->fd, rc.handle, 0).tier);
 	munmap(p, 2 * T_PAGE);
 }
@@ -227,7 +199,7 @@ static void *crowd_touch(void *arg)
 	int me = atomic_fetch_add(&next, 1) % 8;
 
 	pthread_barrier_wait(&c->go);
-	c->got[me] = touch(c->p);
+	c->got[me] = t_touch(c->p);
 	return NULL;
 }
 
@@ -270,7 +242,7 @@ static void *wait_touch(void *arg)
 {
 	struct waiter *w = arg;
 
-	w->got = touch(w->p);
+	w->got = t_touch(w->p);
 	atomic_store(&w->done, 1);
 	return NULL;
 }

@@ -9,6 +9,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <setjmp.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -146,6 +147,42 @@ static inline uint64_t t_check(const char *p, uint64_t pages, uint32_t seed)
 		for (uint64_t o = 0; o < T_PAGE; o += 512)
 			bad += p[pg * T_PAGE + o] != (char)t_pat(pg, o, seed);
 	return bad;
+}
+
+/*
+ * SIGBUS as a value: after t_sigbus_catch(), t_touch(p) reads one byte
+ * and returns it, or -1 if the read raised SIGBUS.  A SIGBUS outside
+ * t_touch exits the process with 99.  Per thread.
+ */
+static __thread sigjmp_buf t_bus_jmp __attribute__((unused));
+static __thread volatile int t_bus_armed __attribute__((unused));
+
+static inline void t_on_sigbus(int sig)
+{
+	if (t_bus_armed)
+		siglongjmp(t_bus_jmp, 1);
+	_exit(99);
+}
+
+static inline void t_sigbus_catch(void)
+{
+	struct sigaction sa = { .sa_handler = t_on_sigbus };
+
+	sigaction(SIGBUS, &sa, NULL);
+}
+
+static inline int t_touch(volatile char *p)
+{
+	int v;
+
+	if (sigsetjmp(t_bus_jmp, 1)) {
+		t_bus_armed = 0;
+		return -1;
+	}
+	t_bus_armed = 1;
+	v = (unsigned char)*p;
+	t_bus_armed = 0;
+	return v;
 }
 
 /*
