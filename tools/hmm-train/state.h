@@ -99,10 +99,14 @@ void state_sample(struct state *s, struct state_sample *out);
 
 /*
  * AdamW on block blk (p, its g, m, v), weight decay wd on every element.
- * With libhmm: kernels/bind's offloaded step (hk_offload.h), which
- * streams the arrays through host memory piece by piece, reading ahead
- * and writing back behind; arrays the caller keeps mapped (the gradient)
- * stay resident.  Without: one in-memory AdamW.  Same bits either way.
+ * In memory: one AdamW over the mapped arrays.  Offloaded, when the
+ * budget holds a layer's four arrays beside the embeddings' p and g: the
+ * same over the whole mapped arrays (m and v should have been
+ * state_prefetch'ed during the block's backward), then m, v and p (not
+ * layer 0's nor the embeddings') are evicted without waiting; a
+ * write-back error is returned by the call two later, or by the flush.
+ * Otherwise kernels/bind's streamed step (hk_offload.h), piece by piece.
+ * Same bits every way.
  */
 struct optim_hp;
 int state_adamw(struct state *s, int blk, const struct optim_hp *hp,
