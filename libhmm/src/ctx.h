@@ -144,6 +144,10 @@ struct hmm {
 	struct hmm_list ioq;
 	unsigned io_inflight;		/* queued + submitted */
 	int io_stop, io_started;
+	int io_efd;			/* eventfd: wakes the I/O thread out
+					   of hmm_store_poll_wake */
+	int io_sleeping;		/* it sleeps there: queue writes efd */
+	int io_kicked;			/* efd written, not drained yet */
 
 	/* the device (dev.h) */
 	const struct hmm_dev_ops *dev;

@@ -8,14 +8,25 @@
  * in batches, reaps completions (calling each request's done() without
  * h->lock), and closes the store when told to stop.  HMM_IOREQ_* (free,
  * flush, meta) are carried out synchronously on this thread.
+ *
+ * Waking it: with nothing in flight it sleeps on h->io_cond; with I/O in
+ * flight it sleeps in hmm_store_poll_wake on h->io_efd (an eventfd), so
+ * that a completion or a new request, whichever comes first, wakes it at
+ * once.  It says so in h->io_sleeping (under h->lock); hmm_iot_queue
+ * writes the eventfd only then, once (h->io_kicked), and the thread
+ * drains it under h->lock before it takes the queue, so no request
+ * queued after the drain can be missed.
  */
 #include <errno.h>
 #include <string.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
 
 #include "chunk.h"
 #include "err.h"
 
 #define IOT_BATCH	64
+#define IOT_NAP_MS	100	/* a wake-up lost anyway costs this */
 
 struct iot_start {
 	struct hmm *h;
@@ -32,7 +43,24 @@ void hmm_iot_queue(struct hmm *h, struct hmm_ioreq *r)
 	r->t0 = hmm_now();
 	hmm_list_add_tail(&h->ioq, &r->link);
 	h->io_inflight++;
+	if (h->io_sleeping && !h->io_kicked) {
+		uint64_t one = 1;
+
+		h->io_kicked = 1;	/* EAGAIN: the counter is full: awake */
+		(void)!write(h->io_efd, &one, sizeof(one));
+	}
 	pthread_cond_signal(&h->io_cond);
+}
+
+/* The eventfd was written: read it back to 0 (h->lock held). */
+static void iot_drain(struct hmm *h)
+{
+	uint64_t v;
+
+	if (!h->io_kicked)
+		return;
+	h->io_kicked = 0;
+	(void)!read(h->io_efd, &v, sizeof(v));	/* EAGAIN: already 0 */
 }
 
 static void iot_sync_done(struct hmm_ioreq *r)
@@ -112,6 +140,7 @@ static void iot_loop(struct hmm *h)
 		unsigned n = 0, pending;
 
 		pthread_mutex_lock(&h->lock);
+		iot_drain(h);
 		pending = hmm_store_inflight(h->store);
 		while (hmm_list_empty(&h->ioq) && !pending && !h->io_stop)
 			pthread_cond_wait(&h->io_cond, &h->lock);
@@ -146,8 +175,19 @@ static void iot_loop(struct hmm *h)
 			if (na)
 				iot_submit(h, async, na);
 		}
-		if (hmm_store_inflight(h->store))
-			hmm_store_poll(h->store, 1, 1);
+		if (!hmm_store_inflight(h->store))
+			continue;
+		/* sleep until a completion or a new request */
+		pthread_mutex_lock(&h->lock);
+		pending = hmm_list_empty(&h->ioq) && !h->io_stop;
+		h->io_sleeping = pending;
+		pthread_mutex_unlock(&h->lock);
+		hmm_store_poll_wake(h->store, pending, IOT_NAP_MS, h->io_efd);
+		if (pending) {
+			pthread_mutex_lock(&h->lock);
+			h->io_sleeping = 0;
+			pthread_mutex_unlock(&h->lock);
+		}
 	}
 }
 
@@ -191,16 +231,26 @@ int hmm_iot_start(struct hmm *h, const struct hmm_config *cfg)
 	st.scfg.queue_depth = 64;
 	st.scfg.pool_bytes = 4u << 20;
 	st.scfg.numa_node = cfg->numa_node;
+	h->io_efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (h->io_efd < 0)
+		return hmm_err(-errno, "store %s: eventfd for the I/O thread: "
+			       "%s", cfg->store_path, strerror(errno));
+	h->io_sleeping = h->io_kicked = 0;
 	r = pthread_create(&h->io_thread, NULL, iot_main, &st);
-	if (r)
+	if (r) {
+		close(h->io_efd);
+		h->io_efd = -1;
 		return hmm_err(-r, "store %s: cannot start the I/O thread",
 			       cfg->store_path);
+	}
 	pthread_mutex_lock(&h->lock);
 	while (!st.done)
 		pthread_cond_wait(&h->cond, &h->lock);
 	pthread_mutex_unlock(&h->lock);
 	if (st.result < 0) {
 		pthread_join(h->io_thread, NULL);
+		close(h->io_efd);
+		h->io_efd = -1;
 		h->store = NULL;
 		return hmm_err(st.result, "%s", st.detail);
 	}
@@ -215,9 +265,17 @@ void hmm_iot_stop(struct hmm *h)
 		return;
 	pthread_mutex_lock(&h->lock);
 	h->io_stop = 1;
+	if (h->io_sleeping && !h->io_kicked) {
+		uint64_t one = 1;
+
+		h->io_kicked = 1;
+		(void)!write(h->io_efd, &one, sizeof(one));
+	}
 	pthread_cond_signal(&h->io_cond);
 	pthread_mutex_unlock(&h->lock);
 	pthread_join(h->io_thread, NULL);
+	close(h->io_efd);
+	h->io_efd = -1;
 	h->io_started = 0;
 	h->store = NULL;
 }

@@ -152,6 +152,25 @@ int hmm_store_submit(struct hmm_store *s, struct hmm_io **ios, unsigned n);
  * completed or -errno. */
 int hmm_store_poll(struct hmm_store *s, unsigned min_complete, int timeout_ms);
 
+/*
+ * hmm_store_poll that also returns early, with the completions reaped so
+ * far (maybe 0), as soon as wake_fd is readable: another thread (which
+ * may not touch the store) writes an eventfd to make the store's thread
+ * look at new work without waiting for a completion or the timeout.
+ * The store keeps one POLL_ADD on wake_fd armed in its own ring (so a
+ * completion and a wake-up end the same wait) and never reads, writes
+ * or closes wake_fd: the caller drains it before it looks for new work,
+ * so that work queued after the drain makes the next poll return; pass
+ * the same fd every time and keep it open until hmm_store_close (a
+ * poll still armed is cancelled then).  Plain hmm_store_poll, _wait and
+ * _flush ignore a wake-up.  Without io_uring (the pread/pwrite fallback)
+ * completions happen within submit and this poll never sleeps (nor arms
+ * anything): the caller needs no wake-up there.
+ * Returns the number completed, or -errno (-EINVAL: wake_fd < 0).
+ */
+int hmm_store_poll_wake(struct hmm_store *s, unsigned min_complete,
+			int timeout_ms, int wake_fd);
+
 /* Wait until io has completed (reaping others on the way); io->result. */
 int hmm_store_wait(struct hmm_store *s, struct hmm_io *io);
 

@@ -282,8 +282,14 @@ static void reap(struct hmm_store *s)
 			c[i].res = cqes[i]->res;
 		}
 		io_uring_cq_advance(&s->u.ring, n);
-		for (unsigned i = 0; i < n; i++)
+		for (unsigned i = 0; i < n; i++) {
+			if (c[i].io == HMM_URING_WAKE) {	/* not an I/O */
+				s->u.wake_armed = 0;
+				s->u.woken = 1;
+				continue;
+			}
 			on_cqe(s, c[i].io, c[i].res);
+		}
 	}
 }
 
@@ -428,7 +434,9 @@ static int remaining_ms(double deadline)
 	return now >= deadline ? 0 : (int)(deadline - now + 0.999);
 }
 
-int hmm_store_poll(struct hmm_store *s, unsigned min_complete, int timeout_ms)
+/* hmm_store_poll, and with wake_fd >= 0 hmm_store_poll_wake. */
+static int store_poll(struct hmm_store *s, unsigned min_complete,
+		      int timeout_ms, int wake_fd)
 {
 	uint64_t c0;
 	double deadline = 0;
@@ -447,15 +455,28 @@ int hmm_store_poll(struct hmm_store *s, unsigned min_complete, int timeout_ms)
 		clock_gettime(CLOCK_MONOTONIC, &ts);
 		deadline = ts.tv_sec * 1e3 + ts.tv_nsec / 1e6 + timeout_ms;
 	}
+	if (wake_fd >= 0 && !s->sync_io) {
+		s->u.wake_on = 1;
+		s->u.wake_fd = wake_fd;
+		s->u.woken = 0;
+	}
 	for (;;) {
 		int ms = timeout_ms < 0 ? -1 : remaining_ms(deadline);
 
+		/* no room for the wake's SQE: wait in short slices */
+		if (wake_fd >= 0 && !s->sync_io &&
+		    hmm_uring_arm_wake(&s->u) < 0 && (ms < 0 || ms > 1))
+			ms = 1;
 		err = pump(s);
 		reap(s);
 		if (s->bl_head)		/* resubmissions from reap */
 			err = pump(s);
 		if (s->ncompleted - c0 >= min_complete)
 			break;
+		if (wake_fd >= 0 && s->u.woken) {
+			s->u.woken = 0;
+			break;
+		}
 		if (err && !s->in_ring)
 			return err;
 		if (!ms)
@@ -472,6 +493,20 @@ int hmm_store_poll(struct hmm_store *s, unsigned min_complete, int timeout_ms)
 				       s->path, strerrordesc_np(-err));
 	}
 	return (int)(s->ncompleted - c0);
+}
+
+int hmm_store_poll(struct hmm_store *s, unsigned min_complete, int timeout_ms)
+{
+	return store_poll(s, min_complete, timeout_ms, -1);
+}
+
+int hmm_store_poll_wake(struct hmm_store *s, unsigned min_complete,
+			int timeout_ms, int wake_fd)
+{
+	if (wake_fd < 0)
+		return hmm_err(-EINVAL, "store %s: poll: wake fd %d",
+			       s ? s->path : "?", wake_fd);
+	return store_poll(s, min_complete, timeout_ms, wake_fd);
 }
 
 int hmm_store_wait(struct hmm_store *s, struct hmm_io *io)

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 /* uring.c — io_uring setup, registration and SQE preparation (uring.h). */
 #include <errno.h>
+#include <poll.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
@@ -152,6 +153,21 @@ struct io_uring_sqe *hmm_uring_prep(struct hmm_uring *u, int write, void *buf,
 		io_uring_sqe_set_flags(sqe, IOSQE_FIXED_FILE);
 	io_uring_sqe_set_data(sqe, user);
 	return sqe;
+}
+
+int hmm_uring_arm_wake(struct hmm_uring *u)
+{
+	struct io_uring_sqe *sqe;
+
+	if (!u->wake_on || u->wake_armed)
+		return 0;
+	sqe = io_uring_get_sqe(&u->ring);
+	if (!sqe)
+		return -EBUSY;
+	io_uring_prep_poll_add(sqe, u->wake_fd, POLLIN);
+	io_uring_sqe_set_data(sqe, HMM_URING_WAKE);
+	u->wake_armed = 1;
+	return 0;
 }
 
 int hmm_uring_submit(struct hmm_uring *u)

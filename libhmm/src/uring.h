@@ -39,7 +39,15 @@ struct hmm_uring {
 	size_t buf_len;
 	int enabled;		/* 0 until the first submit (R_DISABLED) */
 	pid_t owner;		/* tid that enabled the ring, or 0 */
+	/* the wake fd (hmm_store_set_wake): a one-shot POLL_ADD on it */
+	int wake_on;		/* 1: wake_fd is set */
+	int wake_fd;		/* the caller's eventfd, valid when wake_on */
+	int wake_armed;		/* its POLL_ADD is in the ring */
+	int woken;		/* its CQE was reaped (cleared by the store) */
 };
+
+/* user_data of the wake fd's POLL_ADD completions */
+#define HMM_URING_WAKE	((void *)~(uintptr_t)0)
 
 /* 0, or -errno from io_uring_setup (after every fallback failed). */
 int hmm_uring_init(struct hmm_uring *u, unsigned depth, int fd, int sqpoll);
@@ -58,6 +66,11 @@ int hmm_uring_claim(struct hmm_uring *u);
  * can.  NULL when the SQ ring is full. */
 struct io_uring_sqe *hmm_uring_prep(struct hmm_uring *u, int write, void *buf,
 				    unsigned len, uint64_t off, void *user);
+
+/* Prepare a one-shot POLL_ADD (POLLIN) on u->wake_fd whose CQE carries
+ * HMM_URING_WAKE, unless one is armed already or no wake fd is set:
+ * 0, or -EBUSY when the SQ ring is full.  The caller submits it. */
+int hmm_uring_arm_wake(struct hmm_uring *u);
 
 /* Submit what was prepared: >= 0 SQEs submitted, or -errno. */
 int hmm_uring_submit(struct hmm_uring *u);
