@@ -26,6 +26,14 @@
  * (a 512-byte stride maps every 8th row to one set of an 8-way 32 KiB L1).
  */
 #define HK_ATTN_LDT	(HK_ATTN_BC + 8)
+/*
+ * Column panel width of the forward's packed V (vp): V tile t is stored
+ * as dp / 16 panels (the last 8 wide when dp % 16 == 8), each BC rows of
+ * 16 contiguous floats, so the panel the P V gemm keeps in L1 is one
+ * contiguous 8 KiB block.  Rows of dp floats at d = 128 are 512 bytes
+ * apart and a 128-row panel of them falls in 8 of the L1's 64 sets.
+ */
+#define HK_ATTN_VPW	16
 
 struct hk_attn_ops {
 	const char *name;
@@ -68,7 +76,8 @@ struct hk_attn_ctx {
 	const float *lse_in;
 	const float *qf, *dof, *kf, *vf;	/* [bh or bg][N][dp] */
 	float *kt, *vt;			/* [bg][tile][d][BC] transposed */
-	float *own[6];			/* packed copies to free */
+	float *vp;			/* forward: [bg][tile][panel][BC][16] */
+	float *own[7];			/* packed copies to free */
 	float *D;			/* [B*H*Nq], backward */
 	float *dqf;			/* [nchunk][B*H*Nq][dp] or dq itself */
 	int nchunk, per_chunk;		/* kv tiles per chunk */
