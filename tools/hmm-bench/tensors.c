@@ -20,7 +20,7 @@
  * under the floor: with compute c x floor, a perfect pipeline ends at
  * the floor with a stall of (1 - c) x floor, while no prefetch stalls
  * about a whole floor.  So the default compute_ratio is 0.9, calibrated
- * on the raw store bandwidth measured first (the median of two samples).
+ * on the raw store bandwidth measured first (the median of five samples).
  * A compute above the floor makes total / floor > 1 by construction;
  * bound_s = max(floor, compute) and the ratio to it are reported too.
  * floor_s uses the raw store, so total / floor also shows what libhmm's
@@ -42,11 +42,15 @@ struct opts {
 	int64_t layer_bytes, chunk;
 	double compute_ratio;
 	const char *store;
+	const char *trace_dir;	/* --trace-dir: DIR/POLICY.json per run */
 	int json;
 	int reps;		/* interleaved repetitions (medians) */
 };
 
 #define MAXREP	9
+#define CALIB	5	/* raw samples the compute is calibrated on */
+
+static const char *const names[] = { "none", "lru", "sched" };
 
 struct result {
 	double stall_s, total_s, compute_s;
@@ -54,10 +58,10 @@ struct result {
 };
 
 static int open_ctx(const struct opts *o, uint32_t policy, struct hmm **h,
-		    struct hmm_tensor **ts)
+		    struct hmm_tensor **ts, const char *trace)
 {
 	struct hmm_config cfg;
-	char name[32];
+	char name[32], tpath[4200];
 	int64_t n = o->layer_bytes;
 	int l, r;
 
@@ -68,6 +72,11 @@ static int open_ctx(const struct opts *o, uint32_t policy, struct hmm **h,
 	cfg.chunk_bytes = o->chunk;
 	cfg.policy = policy;
 	cfg.prefetch_depth = o->depth;
+	if (trace && o->trace_dir) {
+		snprintf(tpath, sizeof(tpath), "%s/%s.json", o->trace_dir,
+			 trace);
+		cfg.trace_path = tpath;
+	}
 	r = hmm_open(&cfg, h);
 	if (r)
 		return r;
@@ -161,7 +170,7 @@ static double measure_bw(const struct opts *o)
 	double t0, t1;
 	int l, n = o->layers / 4;
 
-	if (open_ctx(o, HMM_POLICY_LRU, &h, ts)) {
+	if (open_ctx(o, HMM_POLICY_LRU, &h, ts, NULL)) {
 		fprintf(stderr, "hmm-bench tensors: %s\n", hmm_last_error());
 		exit(1);
 	}
@@ -204,7 +213,7 @@ static int run(const struct opts *o, int mode, double bw, struct result *res)
 	int s, i, r;
 
 	r = open_ctx(o, mode == 2 ? HMM_POLICY_SCHEDULE : HMM_POLICY_LRU, &h,
-		     ts);
+		     ts, names[mode]);
 	if (r)
 		return r;
 	memset(res, 0, sizeof(*res));
@@ -300,7 +309,9 @@ static void usage(void)
 	fprintf(stderr, "usage: hmm-bench tensors [--layers N] [--layer-size "
 		"SIZE] [--chunk SIZE] [--steps N]\n"
 		"  [--depth CHUNKS (0: libhmm's default)] [--compute-ratio R] "
-		"[--store PATH] [--reps N] [--json]\n");
+		"[--store PATH] [--reps N] [--json]\n"
+		"  [--trace-dir DIR (Chrome traces DIR/POLICY.json, the last "
+		"repetition's)]\n");
 }
 
 static int bench_tensors(int argc, char **argv)
@@ -310,14 +321,14 @@ static int bench_tensors(int argc, char **argv)
 		{ "chunk", 1, 0, 'c' }, { "steps", 1, 0, 'n' },
 		{ "depth", 1, 0, 'd' }, { "compute-ratio", 1, 0, 'r' },
 		{ "store", 1, 0, 'S' }, { "json", 0, 0, 'j' },
-		{ "reps", 1, 0, 'R' },
+		{ "reps", 1, 0, 'R' }, { "trace-dir", 1, 0, 'T' },
 		{ "help", 0, 0, 'h' }, { 0 },
 	};
-	static const char *const names[] = { "none", "lru", "sched" };
-	struct opts o = { 16, 3, 0, 8 << 20, 2 << 20, 0.9, NULL, 0, 3 };
+	struct opts o = { .layers = 16, .steps = 3, .layer_bytes = 8 << 20,
+			  .chunk = 2 << 20, .compute_ratio = 0.9, .reps = 3 };
 	struct result res[3], all[MAXREP][3];
-	double bw[2 + 3 * MAXREP], raw[2 + 3 * MAXREP];
-	double bwm, bwc, rawm, floor_s, bound_s;
+	double bw[2 + 3 * MAXREP], raw[CALIB + 3 * MAXREP], v[CALIB];
+	double bwm, bwc, rawc, rawm, floor_s, bound_s;
 	char key[64], path[4200];
 	int c, m, rep, nbw = 0, nraw = 0;
 	uint64_t must;
@@ -333,6 +344,7 @@ static int bench_tensors(int argc, char **argv)
 		case 'S': o.store = optarg; break;
 		case 'j': o.json = 1; break;
 		case 'R': o.reps = atoi(optarg); break;
+		case 'T': o.trace_dir = optarg; break;
 		default: usage(); return c == 'h' ? 0 : 2;
 		}
 	}
@@ -351,13 +363,15 @@ static int bench_tensors(int argc, char **argv)
 			return 1;
 		o.store = path;
 	}
-	raw[nraw++] = measure_raw(&o);
-	raw[nraw++] = measure_raw(&o);
+	for (c = 0; c < CALIB; c++)
+		raw[nraw++] = measure_raw(&o);
 	bw[nbw++] = measure_bw(&o);
 	/* a step's compute = compute_ratio x its floor: as if every layer
-	 * visit took its share of the floor at this bandwidth */
-	bwc = (double)o.layer_bytes * 2 * o.layers * (raw[0] + raw[1]) / 2 /
-	      belady_bytes(&o);
+	 * visit took its share of the floor at this bandwidth (the median
+	 * of CALIB samples: one 32 MiB sample on a shared disk is noisy) */
+	memcpy(v, raw, sizeof(*v) * CALIB);
+	rawc = bench_median(v, CALIB);
+	bwc = (double)o.layer_bytes * 2 * o.layers * rawc / belady_bytes(&o);
 	for (rep = 0; rep < o.reps; rep++) {
 		for (m = 0; m < 3; m++) {
 			if (run(&o, m, bwc, &all[rep][m])) {
@@ -394,8 +408,9 @@ static int bench_tensors(int argc, char **argv)
 		       (unsigned long long)res[m].read_bytes >> 20,
 		       (unsigned long long)res[m].prefetch_hits);
 	printf("store %.0f MiB/s raw, %.0f MiB/s through libhmm (medians of "
-	       "%d and %d samples; medians of %d runs above)\n",
-	       rawm / (1 << 20), bwm / (1 << 20), nraw, nbw, o.reps);
+	       "%d and %d samples; medians of %d runs above); compute "
+	       "calibrated on %.0f MiB/s\n", rawm / (1 << 20),
+	       bwm / (1 << 20), nraw, nbw, o.reps, rawc / (1 << 20));
 	printf("must move %llu MiB -> floor %.3f s, compute "
 	       "%.3f s; sched stall / none %.3f, sched total / floor %.3f, "
 	       "/ max(floor, compute) %.3f\n",
@@ -420,6 +435,7 @@ static int bench_tensors(int argc, char **argv)
 	}
 	bench_json_num(stdout, "compute_s", res[2].compute_s);
 	bench_json_num(stdout, "store_bw_Bps", rawm);
+	bench_json_num(stdout, "calib_bw_Bps", rawc);
 	bench_json_num(stdout, "hmm_read_bw_Bps", bwm);
 	bench_json_int(stdout, "must_move_bytes", must);
 	bench_json_num(stdout, "floor_s", floor_s);
