@@ -172,15 +172,16 @@ static void pack_t(struct hk_attn_ctx *c, const void *src, float *dst,
 			dst[p * LDT + j] = 0;
 }
 
-/* V tile t of kv head bg into column panels (attn.h, HK_ATTN_VPW). */
-static void pack_vp(struct hk_attn_ctx *c, float *dst, int b, int g, int t,
-		    float *row)
+/* Tile t of src (V or K) of kv head bg into column panels (attn.h,
+ * HK_ATTN_VPW). */
+static void pack_vp(struct hk_attn_ctx *c, const void *src, float *dst,
+		    int b, int g, int t, float *row)
 {
 	int d = c->a.d, dp = c->dp, j0 = t * BC;
 	int nc = c->a.Nk - j0 < BC ? c->a.Nk - j0 : BC;
 
 	for (int j = 0; j < nc; j++) {
-		load_row(row, c->v, kv_off(c, b, g, j0 + j), d, c->a.dtype);
+		load_row(row, src, kv_off(c, b, g, j0 + j), d, c->a.dtype);
 		memset(row + d, 0, (dp - d) * sizeof(float));
 		for (int p0 = 0; p0 < dp; p0 += HK_ATTN_VPW) {
 			int w = dp - p0 < HK_ATTN_VPW ? dp - p0 : HK_ATTN_VPW;
@@ -215,21 +216,18 @@ static void pack_item(struct hk_attn_ctx *c, float *row, int it)
 
 	if (it < nkv) {		/* one kv tile */
 		int bg = it / c->ntk, t = it % c->ntk;
-		int b = bg / a->Hkv, g = bg % a->Hkv, j0 = t * BC;
-		int nc = a->Nk - j0 < BC ? a->Nk - j0 : BC;
+		int b = bg / a->Hkv, g = bg % a->Hkv;
 		size_t tile = ((size_t)bg * c->ntk + t) * a->d * LDT;
-		size_t rows = ((size_t)bg * a->Nk + j0) * c->dp;
 
 		pack_t(c, c->k, c->kt + tile, b, g, t, row);
 		if (c->vp)
-			pack_vp(c, c->vp + ((size_t)bg * c->ntk + t) *
+			pack_vp(c, c->v, c->vp + ((size_t)bg * c->ntk + t) *
+				c->dp * BC, b, g, t, row);
+		if (c->kp)
+			pack_vp(c, c->k, c->kp + ((size_t)bg * c->ntk + t) *
 				c->dp * BC, b, g, t, row);
 		if (c->vt)
 			pack_t(c, c->v, c->vt + tile, b, g, t, row);
-		if (c->own[2])
-			pack_rows(c, c->k, c->own[2] + rows, b, g, j0, nc);
-		if (c->own[3])
-			pack_rows(c, c->v, c->own[3] + rows, b, g, j0, nc);
 		return;
 	}
 	it -= nkv;		/* q, dout rows of one (batch, head) */
@@ -250,8 +248,8 @@ static float *alloc_f(size_t n)
 }
 
 /*
- * Forward (bwd = 0): kt, vp, qf.  Backward: kt, vt, kf, qf, dof.  own[]:
- * 0 kt, 1 vt, 2 kf, 3 vf (unused), 4 qf, 5 dof, 6 vp.
+ * Forward (bwd = 0): kt, vp, qf.  Backward: kt, vt, kp, qf, dof.  own[]:
+ * 0 kt, 1 vt, 2 kf and 3 vf (unused), 4 qf, 5 dof, 6 vp, 7 kp.
  */
 int hk_attn_pack(struct hk_attn_ctx *c, int bwd)
 {
@@ -261,19 +259,17 @@ int hk_attn_pack(struct hk_attn_ctx *c, int bwd)
 	size_t nq = (size_t)a->B * a->H * a->Nq * c->dp;
 	int plain = a->dtype == HK_F32 && a->d % 8 == 0;
 	size_t nvp = (size_t)a->B * a->Hkv * c->ntk * c->dp * BC;
-	int want[7] = { 1, bwd, bwd && (!plain || a->block_table), 0, !plain,
-			bwd && !plain, !bwd };
-	size_t len[7] = { nt, nt, nkv, nkv, nq, nq, nvp };
+	int want[8] = { 1, bwd, 0, 0, !plain, bwd && !plain, !bwd, bwd };
+	size_t len[8] = { nt, nt, nkv, nkv, nq, nq, nvp, nvp };
 	int r;
 
-	for (int i = 0; i < 7; i++)
+	for (int i = 0; i < 8; i++)
 		if (want[i] && !(c->own[i] = alloc_f(len[i])))
 			return -ENOMEM;
 	c->kt = c->own[0];
 	c->vt = c->own[1];
 	c->vp = c->own[6];
-	c->kf = c->own[2] ? c->own[2] : (const float *)c->k;
-	c->vf = c->own[3] ? c->own[3] : (const float *)c->v;
+	c->kp = c->own[7];
 	c->qf = c->own[4] ? c->own[4] : (const float *)c->q;
 	c->dof = c->own[5] ? c->own[5] : (const float *)c->dout;
 	r = hk_attn_run(c, a->B * a->Hkv * c->ntk +
@@ -283,7 +279,7 @@ int hk_attn_pack(struct hk_attn_ctx *c, int bwd)
 
 void hk_attn_ctx_fini(struct hk_attn_ctx *c)
 {
-	for (int i = 0; i < 7; i++)
+	for (int i = 0; i < 8; i++)
 		free(c->own[i]);
 }
 

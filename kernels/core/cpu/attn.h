@@ -31,7 +31,8 @@
  * as dp / 16 panels (the last 8 wide when dp % 16 == 8), each BC rows of
  * 16 contiguous floats, so the panel the P V gemm keeps in L1 is one
  * contiguous 8 KiB block.  Rows of dp floats at d = 128 are 512 bytes
- * apart and a 128-row panel of them falls in 8 of the L1's 64 sets.
+ * apart and a 128-row panel of them falls in 8 of the L1's 64 sets.  The
+ * backward keeps K the same way (kp) for dQ += dS K.
  */
 #define HK_ATTN_VPW	16
 
@@ -62,7 +63,7 @@ extern const struct hk_attn_ops hk_attn_avx512_ops;
 
 /*
  * One call's state, on the caller's stack for the length of one
- * hk_attn_fwd / hk_attn_bwd.  The f32 views (qf, kf, ...) have rows of dp
+ * hk_attn_fwd / hk_attn_bwd.  The f32 views (qf, dof) have rows of dp
  * floats: the caller's own arrays when they are dense fp32 with d % 8 == 0,
  * else packed copies (*_own set, freed by hk_attn_ctx_fini).
  */
@@ -74,10 +75,11 @@ struct hk_attn_ctx {
 	void *out, *dq, *dk, *dv;
 	float *lse;
 	const float *lse_in;
-	const float *qf, *dof, *kf, *vf;	/* [bh or bg][N][dp] */
+	const float *qf, *dof;		/* [bh][N][dp] */
 	float *kt, *vt;			/* [bg][tile][d][BC] transposed */
-	float *vp;			/* forward: [bg][tile][panel][BC][16] */
-	float *own[7];			/* packed copies to free */
+	float *vp;			/* forward V: [bg][tile][panel][BC][16] */
+	float *kp;			/* backward K, laid out like vp */
+	float *own[8];			/* packed copies to free */
 	float *D;			/* [B*H*Nq], backward */
 	float *dqf;			/* [nchunk][B*H*Nq][dp] or dq itself */
 	int nchunk, per_chunk;		/* kv tiles per chunk */

@@ -102,7 +102,7 @@ static void pair(struct hk_attn_ctx *c, struct bwd_buf *w, int bh, int bg,
 	size_t tile = ((size_t)bg * c->ntk + t) * d * LDT;
 	size_t qrow = (size_t)bh * c->a.Nq + i0;
 	const float *Q = c->qf + qrow * dp, *dO = c->dof + qrow * dp;
-	const float *K = c->kf + ((size_t)bg * c->a.Nk + j0) * dp;
+	const float *K = c->kp + ((size_t)bg * c->ntk + t) * dp * BC;
 	const float *D = c->D + qrow;
 
 	ops->gemm(mr, ncp, d, Q, dp, 1, c->kt + tile, LDT, w->S, LDT, 0);
@@ -113,8 +113,12 @@ static void pair(struct hk_attn_ctx *c, struct bwd_buf *w, int bh, int bg,
 		ops->dsoft(w->dP + r * LDT, w->S + r * LDT, ncp, D[r],
 			   c->a.scale);
 	ops->gemm(nc, dp, mr, w->dP, 1, LDT, Q, dp, w->dK, dp, 1);
-	ops->gemm(mr, dp, nc, w->dP, LDT, 1, K, dp, dq + (size_t)i0 * dp, dp,
-		  1);
+	for (int p0 = 0; p0 < dp; p0 += HK_ATTN_VPW) {	/* dq += dS K */
+		int pw = dp - p0 < HK_ATTN_VPW ? dp - p0 : HK_ATTN_VPW;
+
+		ops->gemm(mr, pw, nc, w->dP, LDT, 1, K + (size_t)p0 * BC, pw,
+			  dq + (size_t)i0 * dp + p0, dp, 1);
+	}
 }
 
 static void tile(struct hk_attn_ctx *c, struct bwd_buf *w, int bg, int ch,
