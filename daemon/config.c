@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "hmm.h"
 #include "hmmd.h"
 
 void hmmd_config_init(struct hmmd_config *cfg)
@@ -27,30 +28,6 @@ void hmmd_config_fini(struct hmmd_config *cfg)
 }
 
 /* "8G", "512M", "4096", "1T": bytes, 1024-based suffixes (hmmd.h). */
-int hmmd_parse_size(const char *s, uint64_t *out)
-{
-	unsigned shift = 0;
-	char *end;
-	uint64_t v;
-
-	errno = 0;
-	if (*s == '-' || *s == 0)
-		return -EINVAL;
-	v = strtoull(s, &end, 10);
-	if (errno || end == s)
-		return -EINVAL;
-	switch (*end) {
-	case 'K': case 'k': shift = 10; end++; break;
-	case 'M': case 'm': shift = 20; end++; break;
-	case 'G': case 'g': shift = 30; end++; break;
-	case 'T': case 't': shift = 40; end++; break;
-	}
-	if (*end || (shift && v > (UINT64_MAX >> shift)))
-		return -EINVAL;
-	*out = v << shift;
-	return 0;
-}
-
 static int set_str(char **dst, const char *value)
 {
 	char *s = strdup(value);
@@ -79,7 +56,7 @@ int hmmd_config_set(struct hmmd_config *cfg, const char *key,
 			       &cfg->socket_group, value);
 	}
 	if (!strcmp(key, "chunk_bytes") || !strcmp(key, "wait_ms")) {
-		if (hmmd_parse_size(value, &v) || v > UINT32_MAX ||
+		if (hmm_size_parse(value, &v) || v > UINT32_MAX ||
 		    (!strcmp(key, "chunk_bytes") && v % 4096)) {
 			snprintf(err, errlen, "%s: \"%s\" is out of range",
 				 key, value);
@@ -93,7 +70,7 @@ int hmmd_config_set(struct hmmd_config *cfg, const char *key,
 	}
 	if (!strcmp(key, "host_budget") || !strcmp(key, "device_budget") ||
 	    !strcmp(key, "store_size") || !strcmp(key, "client_quota")) {
-		if (hmmd_parse_size(value, &v)) {
+		if (hmm_size_parse(value, &v)) {
 			snprintf(err, errlen,
 				 "%s: \"%s\" is not a size (e.g. 8G, 512M)",
 				 key, value);

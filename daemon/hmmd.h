@@ -81,12 +81,6 @@ int hmmd_config_load(struct hmmd_config *cfg, const char *path,
 int hmmd_config_set(struct hmmd_config *cfg, const char *key,
 		    const char *value, char *err, size_t errlen);
 
-/*
- * A size as the config file and the flags write it: decimal bytes with an
- * optional K, M, G or T (powers of 1024).  0 and *out, or -EINVAL (empty,
- * negative, trailing junk, more than 64 bits).  Any thread.
- */
-int hmmd_parse_size(const char *s, uint64_t *out);
 
 /* ---- the engine (engine.c) ------------------------------------------------- */
 

@@ -33,6 +33,7 @@
 
 #include "uapi/hmmk.h"
 #include "bridge.h"
+#include "hmm.h"
 #include "hmmd.h"
 #include "proto.h"
 
@@ -149,7 +150,7 @@ static int parse_args(int argc, char **argv, struct hmmd_config *cfg)
 		case 'm': mod.dev = optarg; continue;
 		case 'D': mod.store = optarg; continue;
 		case 'z':
-			if (hmmd_parse_size(optarg, &mod.store_size)) {
+			if (hmm_size_parse(optarg, &mod.store_size)) {
 				hmmd_log("--module-store-size %s: not a size",
 					 optarg);
 				return -EINVAL;

@@ -328,6 +328,14 @@ int hmm_stats_json(struct hmm *h, char *buf, size_t cap);
 const char *hmm_strerror(int err);
 
 /*
+ * Parse a byte size: digits, then optionally K, M, G or T (powers of
+ * 1024, either case) and "iB" or "B": "4096", "64K", "2MiB", "1G".
+ * Returns 0 with *out set, -EINVAL (not a size: nothing written) or
+ * -ERANGE (does not fit 64 bits).  Any thread; no detail string.
+ */
+int hmm_size_parse(const char *s, uint64_t *out);
+
+/*
  * The current thread's detail of its latest failure (tensor, offset,
  * path); "" when none.  Valid until the next libhmm call on this thread.
  */

@@ -9,6 +9,7 @@
 #include <time.h>
 
 #include "bench.h"
+#include "hmm.h"
 
 extern const struct bench_cmd __start_hmm_bench[] __attribute__((weak));
 extern const struct bench_cmd __stop_hmm_bench[] __attribute__((weak));
@@ -38,24 +39,9 @@ double bench_median(double *v, int n)
 
 int64_t bench_parse_size(const char *s)
 {
-	char *end;
-	unsigned long long v;
-	int shift = 0;
+	uint64_t v;
 
-	if (!s || !isdigit((unsigned char)*s))
-		return -1;
-	v = strtoull(s, &end, 10);
-	switch (toupper((unsigned char)*end)) {
-	case 'K': shift = 10; end++; break;
-	case 'M': shift = 20; end++; break;
-	case 'G': shift = 30; end++; break;
-	case 'T': shift = 40; end++; break;
-	}
-	if (*end == 'i' || *end == 'B')
-		end += (*end == 'i') + (end[*end == 'i'] == 'B');
-	if (*end || v > (INT64_MAX >> shift))
-		return -1;
-	return (int64_t)(v << shift);
+	return hmm_size_parse(s, &v) || v > INT64_MAX ? -1 : (int64_t)v;
 }
 
 static int json_first;

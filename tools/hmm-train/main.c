@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "blas.h"
+#include "hmm.h"
 #include "train.h"
 
 static void usage(FILE *f)
@@ -41,29 +42,12 @@ static void usage(FILE *f)
 "  --help\n");
 }
 
-/* "123", "4K", "2M", "1G", "1T" (powers of 1024, optional "iB"/"B"). */
+/* A byte size (hmm_size_parse: "123", "4K", "2MiB", "1G"), or -1. */
 static int64_t parse_size(const char *s)
 {
-	unsigned long long v;
-	char *end;
-	int shift = 0;
+	uint64_t v;
 
-	if (!s || !isdigit((unsigned char)*s))
-		return -1;
-	v = strtoull(s, &end, 10);
-	switch (toupper((unsigned char)*end)) {
-	case 'K': shift = 10; end++; break;
-	case 'M': shift = 20; end++; break;
-	case 'G': shift = 30; end++; break;
-	case 'T': shift = 40; end++; break;
-	}
-	if (shift && !strcasecmp(end, "iB"))
-		end += 2;
-	else if (!strcasecmp(end, "B"))
-		end++;
-	if (*end || v > (unsigned long long)(INT64_MAX >> shift))
-		return -1;
-	return (int64_t)(v << shift);
+	return hmm_size_parse(s, &v) || v > INT64_MAX ? -1 : (int64_t)v;
 }
 
 static int parse_int(const char *s, int64_t *out)

@@ -1,0 +1,39 @@
+// SPDX-License-Identifier: MIT
+/* size.c — hmm_size_parse(): the one parser of byte sizes in the tree. */
+#include <ctype.h>
+#include <errno.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <strings.h>
+
+#include "hmm.h"
+
+int hmm_size_parse(const char *s, uint64_t *out)
+{
+	unsigned long long v;
+	unsigned shift = 0;
+	char *end;
+
+	if (!s || !out || !isdigit((unsigned char)*s))
+		return -EINVAL;
+	errno = 0;
+	v = strtoull(s, &end, 10);
+	if (errno)
+		return -ERANGE;
+	switch (toupper((unsigned char)*end)) {
+	case 'K': shift = 10; end++; break;
+	case 'M': shift = 20; end++; break;
+	case 'G': shift = 30; end++; break;
+	case 'T': shift = 40; end++; break;
+	}
+	if (shift && !strcasecmp(end, "iB"))
+		end += 2;
+	else if (!strcasecmp(end, "B"))
+		end++;
+	if (*end)
+		return -EINVAL;
+	if (v > (UINT64_MAX >> shift))
+		return -ERANGE;
+	*out = (uint64_t)v << shift;
+	return 0;
+}
