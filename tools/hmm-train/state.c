@@ -688,6 +688,11 @@ int state_open(const struct state_config *cfg, struct state **out)
 	s->pending[0] = s->pending[1] = -1;
 	if (s->offloaded)
 		whole_plan(s);
+	/* hmmd counts a client's pins in its own whole chunks against the
+	 * quota and refuses (not waits) past it, so the whole-layer plan's
+	 * pinned set does not fit there: stream the step instead */
+	if (cfg->daemon)
+		s->whole = 0;
 	s->has_store = s->offloaded || cfg->persist || cfg->reopen;
 	s->reopen = cfg->reopen;
 	if ((cfg->persist || cfg->reopen) && !cfg->store_path) {
