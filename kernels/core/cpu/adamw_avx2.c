@@ -124,19 +124,7 @@ AI void body(const struct hk_adamw_args *a, const struct hk_adamw_coef *c,
 		memcpy(pb + i, ht, r * 2);
 }
 
-#define V(key) case key:						\
-	body(a, c, lo, hi, key & 1, key >> 1 & 1, key >> 2 & 1, key >> 3 & 1); \
-	break
-
-static void avx2_step(const struct hk_adamw_args *a,
-		      const struct hk_adamw_coef *c, size_t lo, size_t hi)
-{
-	switch (a->grad_dtype | a->state_dtype << 1 |
-		!!a->param_bf16 << 2 | c->scaled << 3) {
-	V(0); V(1); V(2); V(3); V(4); V(5); V(6); V(7);
-	V(8); V(9); V(10); V(11); V(12); V(13); V(14); V(15);
-	}
-}
+HK_ADAMW_VARIANTS(avx2_step)
 
 /* Lanes whose exponent bits are all ones, OR-ed; checked every 4 KiB. */
 static int avx2_nonfinite(const void *x, int dtype, size_t lo, size_t hi)

@@ -56,4 +56,26 @@ extern const struct hk_adamw_ops hk_adamw_scalar_ops;
 extern const struct hk_adamw_ops hk_adamw_avx2_ops;
 extern const struct hk_adamw_ops hk_adamw_avx512_ops;
 
+/*
+ * HK_ADAMW_VARIANTS(name): define name(a, c, lo, hi), which calls the
+ * including file's always-inline body(a, c, lo, hi, bf16 grad, bf16
+ * states, bf16 copy out, scaled) with the four flags as constants, so
+ * the compiler makes one specialised loop per combination.
+ */
+#define HK_ADAMW_V_(key) case key:					\
+	body(a, c, lo, hi, key & 1, key >> 1 & 1, key >> 2 & 1, key >> 3 & 1); \
+	break
+#define HK_ADAMW_VARIANTS(name)						\
+static void name(const struct hk_adamw_args *a,				\
+		 const struct hk_adamw_coef *c, size_t lo, size_t hi)	\
+{									\
+	switch (a->grad_dtype | a->state_dtype << 1 |			\
+		!!a->param_bf16 << 2 | c->scaled << 3) {		\
+	HK_ADAMW_V_(0); HK_ADAMW_V_(1); HK_ADAMW_V_(2); HK_ADAMW_V_(3);	\
+	HK_ADAMW_V_(4); HK_ADAMW_V_(5); HK_ADAMW_V_(6); HK_ADAMW_V_(7);	\
+	HK_ADAMW_V_(8); HK_ADAMW_V_(9); HK_ADAMW_V_(10); HK_ADAMW_V_(11); \
+	HK_ADAMW_V_(12); HK_ADAMW_V_(13); HK_ADAMW_V_(14); HK_ADAMW_V_(15); \
+	}								\
+}
+
 #endif /* HK_ADAMW_OPS_H */
