@@ -19,6 +19,7 @@
  * waiter fails with -ENOMEM only after wait_ms.
  */
 #include <errno.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -274,6 +275,23 @@ void dt_put(struct hmmd_engine *e, struct dt *dt)
 
 /* ---- metrics ---------------------------------------------------------------- */
 
+/* The per-tier series, each a field of struct hmm_tier_stats. */
+struct tier_metric {
+	const char *name, *type, *help;
+	size_t off;
+};
+
+static const struct tier_metric tier_metrics[] = {
+	{ "hmm_tier_capacity_bytes", "gauge", "Budget of a tier.",
+	  offsetof(struct hmm_tier_stats, capacity) },
+	{ "hmm_tier_resident_bytes", "gauge", "Bytes allocated to chunks.",
+	  offsetof(struct hmm_tier_stats, resident) },
+	{ "hmm_tier_bytes_in_total", "counter", "Bytes copied into a tier.",
+	  offsetof(struct hmm_tier_stats, bytes_in) },
+	{ "hmm_tier_evictions_total", "counter", "Chunks dropped from a tier.",
+	  offsetof(struct hmm_tier_stats, evictions) },
+};
+
 size_t hmmd_engine_metrics(struct hmmd_engine *e, char *buf, size_t cap)
 {
 	static const char *const tn[HMM_TIERS] = { "device", "host", "store" };
@@ -288,26 +306,17 @@ size_t hmmd_engine_metrics(struct hmmd_engine *e, char *buf, size_t cap)
 			n += k_;					\
 	} while (0)
 	hmm_stats(e->h, &st);
-	P("# HELP hmm_tier_capacity_bytes Budget of a tier.\n"
-	  "# TYPE hmm_tier_capacity_bytes gauge\n");
-	for (i = 0; i < HMM_TIERS; i++)
-		P("hmm_tier_capacity_bytes{tier=\"%s\"} %llu\n", tn[i],
-		  (unsigned long long)st.tier[i].capacity);
-	P("# HELP hmm_tier_resident_bytes Bytes allocated to chunks.\n"
-	  "# TYPE hmm_tier_resident_bytes gauge\n");
-	for (i = 0; i < HMM_TIERS; i++)
-		P("hmm_tier_resident_bytes{tier=\"%s\"} %llu\n", tn[i],
-		  (unsigned long long)st.tier[i].resident);
-	P("# HELP hmm_tier_bytes_in_total Bytes copied into a tier.\n"
-	  "# TYPE hmm_tier_bytes_in_total counter\n");
-	for (i = 0; i < HMM_TIERS; i++)
-		P("hmm_tier_bytes_in_total{tier=\"%s\"} %llu\n", tn[i],
-		  (unsigned long long)st.tier[i].bytes_in);
-	P("# HELP hmm_tier_evictions_total Chunks dropped from a tier.\n"
-	  "# TYPE hmm_tier_evictions_total counter\n");
-	for (i = 0; i < HMM_TIERS; i++)
-		P("hmm_tier_evictions_total{tier=\"%s\"} %llu\n", tn[i],
-		  (unsigned long long)st.tier[i].evictions);
+	for (size_t m = 0; m < sizeof(tier_metrics) / sizeof(*tier_metrics);
+	     m++) {
+		const struct tier_metric *tm = &tier_metrics[m];
+
+		P("# HELP %s %s\n# TYPE %s %s\n", tm->name, tm->help,
+		  tm->name, tm->type);
+		for (i = 0; i < HMM_TIERS; i++)
+			P("%s{tier=\"%s\"} %llu\n", tm->name, tn[i],
+			  (unsigned long long)*(const uint64_t *)
+			  ((const char *)&st.tier[i] + tm->off));
+	}
 	pthread_mutex_lock(&e->lock);
 	P("# HELP hmmd_clients Clients connected.\n"
 	  "# TYPE hmmd_clients gauge\nhmmd_clients %llu\n",
