@@ -47,6 +47,7 @@ int hmmd_engine_open(const struct hmmd_config *cfg, struct hmmd_engine **out)
 	hc.wait_ms = cfg->wait_ms;
 	hc.store_path = cfg->store_path;
 	hc.store_size = cfg->store_size;
+	hc.host_dir = cfg->host_dir;	/* a huge-page tmpfs, or memfds */
 	/* keep what an earlier hmmd flushed: restart recovery */
 	/* memfd host memory: maps hand clients the engine's own pages */
 	hc.flags = HMM_CONFIG_STORE_KEEP | HMM_CONFIG_HOST_SHARED;
