@@ -5,6 +5,7 @@
  */
 #include <errno.h>
 #include <ini.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,6 +25,9 @@ void hmmd_config_fini(struct hmmd_config *cfg)
 	free(cfg->socket_group);
 	free(cfg->store_path);
 	free(cfg->metrics);
+	free(cfg->host_dir);
+	free(cfg->module);
+	free(cfg->module_store);
 	memset(cfg, 0, sizeof(*cfg));
 }
 
@@ -42,18 +46,29 @@ static int set_str(char **dst, const char *value)
 int hmmd_config_set(struct hmmd_config *cfg, const char *key,
 		    const char *value, char *err, size_t errlen)
 {
+	static const struct {
+		const char *key;
+		size_t off;
+	} strs[] = {
+		{ "socket", offsetof(struct hmmd_config, socket_path) },
+		{ "socket_group", offsetof(struct hmmd_config, socket_group) },
+		{ "store", offsetof(struct hmmd_config, store_path) },
+		{ "metrics", offsetof(struct hmmd_config, metrics) },
+		{ "host_dir", offsetof(struct hmmd_config, host_dir) },
+		{ "module", offsetof(struct hmmd_config, module) },
+		{ "module_store", offsetof(struct hmmd_config, module_store) },
+	};
 	uint64_t v;
+	unsigned i;
 
-	if (!strcmp(key, "socket") || !strcmp(key, "store") ||
-	    !strcmp(key, "socket_group") || !strcmp(key, "metrics")) {
+	for (i = 0; i < sizeof(strs) / sizeof(strs[0]); i++) {
+		if (strcmp(key, strs[i].key))
+			continue;
 		if (!*value) {
 			snprintf(err, errlen, "%s: empty", key);
 			return -EINVAL;
 		}
-		return set_str(!strcmp(key, "socket") ? &cfg->socket_path :
-			       !strcmp(key, "store") ? &cfg->store_path :
-			       !strcmp(key, "metrics") ? &cfg->metrics :
-			       &cfg->socket_group, value);
+		return set_str((char **)((char *)cfg + strs[i].off), value);
 	}
 	if (!strcmp(key, "chunk_bytes") || !strcmp(key, "wait_ms")) {
 		if (hmm_size_parse(value, &v) || v > UINT32_MAX ||
@@ -69,7 +84,8 @@ int hmmd_config_set(struct hmmd_config *cfg, const char *key,
 		return 0;
 	}
 	if (!strcmp(key, "host_budget") || !strcmp(key, "device_budget") ||
-	    !strcmp(key, "store_size") || !strcmp(key, "client_quota")) {
+	    !strcmp(key, "store_size") || !strcmp(key, "client_quota") ||
+	    !strcmp(key, "module_store_size")) {
 		if (hmm_size_parse(value, &v)) {
 			snprintf(err, errlen,
 				 "%s: \"%s\" is not a size (e.g. 8G, 512M)",
@@ -79,7 +95,8 @@ int hmmd_config_set(struct hmmd_config *cfg, const char *key,
 		*(!strcmp(key, "host_budget") ? &cfg->host_budget :
 		  !strcmp(key, "device_budget") ? &cfg->device_budget :
 		  !strcmp(key, "client_quota") ? &cfg->client_quota :
-		  &cfg->store_size) = v;
+		  !strcmp(key, "module_store_size") ?
+		  &cfg->module_store_size : &cfg->store_size) = v;
 		return 0;
 	}
 	if (!strcmp(key, "max_clients") || !strcmp(key, "verbose")) {

@@ -61,6 +61,13 @@ struct hmmd_config {
 	unsigned wait_ms;	/* back-pressure bound; 0 = 10000 */
 	uint32_t chunk_bytes;	/* 0 = libhmm's default (2 MiB) */
 	char *metrics;		/* "127.0.0.1:PORT"; NULL = none */
+	char *host_dir;		/* tmpfs for the host tier's files (libhmm
+				   config.host_dir); NULL = memfds */
+	char *module;		/* hmmk device; NULL = HMMK_DEVICE if it
+				   exists; "none" = never attach */
+	char *module_store;	/* the bridge's page store; NULL =
+				   <store_path>.hmmk */
+	uint64_t module_store_size; /* of a new one; 0 = bridge.c's */
 	int verbose;		/* log every message, not only failures */
 };
 
@@ -70,7 +77,8 @@ void hmmd_config_fini(struct hmmd_config *cfg);
 /*
  * Read the INI file path into cfg (section [hmmd]; keys socket,
  * socket_group, store, host_budget, device_budget, store_size,
- * max_clients, verbose).  Returns 0, or -ENOENT/-EACCES (cannot open),
+ * client_quota, chunk_bytes, wait_ms, metrics, host_dir, module,
+ * module_store, module_store_size, max_clients, verbose).  Returns 0, or -ENOENT/-EACCES (cannot open),
  * -EINVAL (a bad line, key or value; the message names file and line,
  * written into err[errlen]).
  */

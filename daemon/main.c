@@ -37,13 +37,6 @@
 #include "hmmd.h"
 #include "proto.h"
 
-/* The module bridge's flags (not config keys yet); set by parse_args. */
-static struct {
-	const char *dev;	/* NULL: HMMK_DEVICE if present; "none": off */
-	const char *store;	/* NULL: <store>.hmmk */
-	uint64_t store_size;	/* 0: bridge.c's default */
-} mod;
-
 void hmmd_log(const char *fmt, ...)
 {
 	char line[1024];
@@ -89,7 +82,8 @@ static void usage(FILE *f)
 	fprintf(f,
 "usage: hmmd [--config FILE] [--socket PATH] [--store PATH] [--group NAME]\n"
 "            [--host-budget SIZE] [--client-quota SIZE] [--chunk SIZE]\n"
-"            [--wait-ms MS] [--metrics 127.0.0.1:PORT] [-v]\n"
+"            [--wait-ms MS] [--metrics 127.0.0.1:PORT] [--host-dir DIR]\n"
+"            [--module DEV] [--module-store PATH] [-v]\n"
 "  --config FILE  INI file, section [hmmd] (see daemon/hmmd.conf.example)\n"
 "  --socket PATH  listen here (default %s)\n"
 "  --store PATH   the store file or block device (persistent tensors)\n"
@@ -100,6 +94,8 @@ static void usage(FILE *f)
 "  --chunk SIZE   chunk bytes (default 2M)\n"
 "  --wait-ms MS   back-pressure bound of a map (default 10000)\n"
 "  --metrics ADDR Prometheus text on http://ADDR/metrics (loopback only)\n"
+"  --host-dir DIR the host tier's files in this tmpfs (mount it with\n"
+"                 huge=within_size for huge pages); default memfds\n"
 "  -v, --verbose  log every message\n"
 "  --module DEV   attach to the hmmk module (default %s if present;\n"
 "                 \"none\" = never)\n"
@@ -127,10 +123,11 @@ static int parse_args(int argc, char **argv, struct hmmd_config *cfg)
 		{ "module", required_argument, NULL, 'm' },
 		{ "module-store", required_argument, NULL, 'D' },
 		{ "module-store-size", required_argument, NULL, 'z' },
+		{ "host-dir", required_argument, NULL, 'H' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 }
 	};
-	const char *config = NULL, *keys[16], *vals[16];
+	const char *config = NULL, *keys[32], *vals[32];
 	char err[512];
 	int o, n = 0, i;
 
@@ -147,19 +144,17 @@ static int parse_args(int argc, char **argv, struct hmmd_config *cfg)
 		case 'C': keys[n] = "chunk_bytes"; vals[n++] = optarg; break;
 		case 'W': keys[n] = "wait_ms"; vals[n++] = optarg; break;
 		case 'M': keys[n] = "metrics"; vals[n++] = optarg; break;
-		case 'm': mod.dev = optarg; continue;
-		case 'D': mod.store = optarg; continue;
+		case 'm': keys[n] = "module"; vals[n++] = optarg; break;
+		case 'D': keys[n] = "module_store"; vals[n++] = optarg; break;
 		case 'z':
-			if (hmm_size_parse(optarg, &mod.store_size)) {
-				hmmd_log("--module-store-size %s: not a size",
-					 optarg);
-				return -EINVAL;
-			}
-			continue;
+			keys[n] = "module_store_size";
+			vals[n++] = optarg;
+			break;
+		case 'H': keys[n] = "host_dir"; vals[n++] = optarg; break;
 		case 'h': usage(stdout); exit(0);
 		default: usage(stderr); return -EINVAL;
 		}
-		if (n == 16) {
+		if (n == 32) {
 			hmmd_log("too many flags");
 			return -EINVAL;
 		}
@@ -193,14 +188,14 @@ static int parse_args(int argc, char **argv, struct hmmd_config *cfg)
 static int bridge_start(const struct hmmd_config *cfg,
 			struct hmmd_bridge **out, char **store_buf)
 {
-	const char *dev = mod.dev ? mod.dev : HMMK_DEVICE;
-	const char *store = mod.store;
+	const char *dev = cfg->module ? cfg->module : HMMK_DEVICE;
+	const char *store = cfg->module_store;
 	int ret;
 
 	*out = NULL;
 	if (!strcmp(dev, "none"))
 		return 0;
-	if (!mod.dev && access(dev, F_OK))
+	if (!cfg->module && access(dev, F_OK))
 		return 0;			/* no module: run as before */
 	if (!store && cfg->store_path) {
 		if (asprintf(store_buf, "%s.hmmk", cfg->store_path) < 0)
@@ -210,16 +205,16 @@ static int bridge_start(const struct hmmd_config *cfg,
 	if (!store) {
 		hmmd_log("module bridge: %s: no store for its pages "
 			 "(--store or --module-store)%s", dev,
-			 mod.dev ? "" : "; not attaching");
-		return mod.dev ? -EINVAL : 0;
+			 cfg->module ? "" : "; not attaching");
+		return cfg->module ? -EINVAL : 0;
 	}
 	if (cfg->store_path && !strcmp(store, cfg->store_path)) {
 		hmmd_log("module bridge: --module-store %s is the engine's "
 			 "store; give it a file of its own", store);
 		return -EINVAL;
 	}
-	ret = hmmd_bridge_open(dev, store, mod.store_size, out);
-	if (ret && !mod.dev) {
+	ret = hmmd_bridge_open(dev, store, cfg->module_store_size, out);
+	if (ret && !cfg->module) {
 		hmmd_log("module bridge: not attached; serving without it");
 		return 0;
 	}

@@ -81,10 +81,11 @@ extern "C" {
 					       and its saved tensors
 					       (default: format it) */
 #define HMM_CONFIG_HOST_SHARED	  (1u << 2) /* tensors' host memory is a
-					       memfd each (shareable:
-					       hmm_tensor_host_fd), 4 KiB
-					       pages unless shmem THP is
-					       enabled; default: anonymous
+					       shmem file each (shareable:
+					       hmm_tensor_host_fd): a memfd,
+					       4 KiB pages unless shmem THP
+					       is enabled, or a file in
+					       host_dir; default: anonymous
 					       memory with huge pages */
 
 /* hmm_map len: from off to the end of the tensor. */
@@ -111,6 +112,11 @@ struct hmm_config {
 				   libhmm/src/shared.c); NULL = the
 				   embedded engine */
 	const char *trace_path;	/* Chrome trace JSON; NULL = $HMM_TRACE */
+	const char *host_dir;	/* with HMM_CONFIG_HOST_SHARED: a tmpfs
+				   directory where each tensor's host memory
+				   is an unnamed file (O_TMPFILE), so a mount
+				   with huge=within_size gives it huge pages
+				   whatever shmem_enabled says; NULL = memfds */
 	uint32_t chunk_bytes;	/* multiple of 4096; 0 = 2 MiB */
 	uint32_t policy;	/* HMM_POLICY_* */
 	uint32_t prefetch_depth; /* schedule policy: chunks ahead (bounded
@@ -121,7 +127,7 @@ struct hmm_config {
 	int numa_node;		/* host memory node; -1 = local */
 	int device_index;	/* CUDA device ordinal */
 	uint32_t flags;		/* HMM_CONFIG_* */
-	uint32_t reserved[7];	/* zero */
+	uint32_t reserved[5];	/* zero */
 };
 
 struct hmm;			/* a context: hmm_open / hmm_close */

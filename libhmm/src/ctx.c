@@ -4,10 +4,14 @@
  * config.daemon set the context is a connection to hmmd (shared.c).
  */
 #include <errno.h>
+#include <fcntl.h>
+#include <linux/magic.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/vfs.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "chunk.h"
 #include "dev.h"
@@ -69,6 +73,9 @@ static int config_check(const struct hmm_config *c)
 			       c->flags);
 	if (c->store_path && !*c->store_path)
 		return hmm_err(-EINVAL, "config.store_path: empty");
+	if (c->host_dir && !(c->flags & HMM_CONFIG_HOST_SHARED))
+		return hmm_err(-EINVAL, "config.host_dir '%s': needs flag "
+			       "HMM_CONFIG_HOST_SHARED", c->host_dir);
 	for (i = 0; i < sizeof(c->reserved) / sizeof(c->reserved[0]); i++)
 		if (c->reserved[i])
 			return hmm_err(-EINVAL, "config.reserved[%u]: must "
@@ -94,6 +101,30 @@ static int ctx_dev_open(struct hmm *h, const struct hmm_config *cfg)
 	return 0;
 }
 
+/*
+ * The host tier's directory: a tmpfs (shmem pages, shareable like a
+ * memfd's, and huge when mounted with huge=), opened once so that every
+ * tensor's file is an O_TMPFILE in it (tensor.c).
+ */
+static int ctx_host_dir_open(struct hmm *h, const char *dir)
+{
+	struct statfs sf;
+	int fd;
+
+	fd = open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0)
+		return hmm_err(-errno, "config.host_dir '%s': %s", dir,
+			       strerror(errno));
+	if (fstatfs(fd, &sf) < 0 || sf.f_type != TMPFS_MAGIC) {
+		close(fd);
+		return hmm_err(-EINVAL, "config.host_dir '%s': not a tmpfs "
+			       "(host memory there would be a disk file)",
+			       dir);
+	}
+	h->host_dirfd = fd;
+	return 0;
+}
+
 static void ctx_init(struct hmm *h, const struct hmm_config *cfg)
 {
 	pthread_condattr_t ca;
@@ -108,7 +139,8 @@ static void ctx_init(struct hmm *h, const struct hmm_config *cfg)
 	pthread_mutex_init(&h->trace_lock, NULL);
 	h->cfg = *cfg;
 	h->cfg.store_path = h->cfg.device = h->cfg.daemon = NULL;
-	h->cfg.trace_path = NULL;
+	h->cfg.trace_path = h->cfg.host_dir = NULL;
+	h->host_dirfd = -1;
 	if (!h->cfg.chunk_bytes)
 		h->cfg.chunk_bytes = 2u << 20;
 	if (!h->cfg.prefetch_depth)
@@ -154,6 +186,11 @@ int hmm_open(const struct hmm_config *cfg, struct hmm **out)
 		if (r < 0)
 			goto out_free;
 	}
+	if (cfg->host_dir) {
+		r = ctx_host_dir_open(h, cfg->host_dir);
+		if (r < 0)
+			goto out_trace;
+	}
 	r = ctx_dev_open(h, cfg);
 	if (r < 0)
 		goto out_trace;
@@ -179,6 +216,8 @@ out_dev:
 	if (h->dev)
 		h->dev->close(h->dev_priv);
 out_trace:
+	if (h->host_dirfd >= 0)
+		close(h->host_dirfd);
 	hmm_trace_close(h);
 out_free:
 	free(h);
@@ -205,6 +244,8 @@ void hmm_close(struct hmm *h)
 		h->dev->close(h->dev_priv);
 	hmm_policy_fini(h);
 	hmm_persist_fini(h);
+	if (h->host_dirfd >= 0)
+		close(h->host_dirfd);
 	hmm_trace_close(h);
 	free(h->tensors);
 	pthread_cond_destroy(&h->io_cond);

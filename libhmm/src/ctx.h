@@ -124,6 +124,8 @@ struct hmm {
 	pthread_cond_t cond;		/* state changed (see above) */
 	struct hmm_config cfg;		/* strings not kept */
 	uint32_t chunk_bytes;
+	int host_dirfd;			/* cfg.host_dir opened (O_PATH), owned;
+					   -1 = memfds (tensor.c) */
 
 	struct hmm_tier tier[HMM_TIERS];
 	struct hmm_stats st;		/* non-tier counters */

@@ -4,6 +4,7 @@
  * wait and flush.  The state machine they drive is in chunk.c.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <numaif.h>
 #include <stdlib.h>
 #include <string.h>
@@ -74,25 +75,34 @@ static int tensor_check(struct hmm *h, const char *name, uint32_t dtype,
  * it is a MAP_SHARED mapping of the tensor's own memfd, so that another
  * process can map the same pages (hmm_tensor_host_fd) instead of a copy,
  * and a dropped chunk is punched out of the memfd, which frees it in
- * every mapping.  Shmem gets huge pages only where
+ * every mapping.  A memfd gets huge pages only where
  * /sys/kernel/mm/transparent_hugepage/shmem_enabled allows (advise,
  * within_size, always); with "never" it is 4 KiB pages and store reads
- * into it run several times slower, which is why it is not the default.
+ * into it run 2-3x slower, which is why it is not the default.  With
+ * config.host_dir the file is an O_TMPFILE in that tmpfs instead, and a
+ * tmpfs mounted with huge=within_size has huge pages whatever
+ * shmem_enabled says (hmmd --host-dir).
  */
 #define HUGE_BYTES	(2ull << 20)
-static int tensor_host_fd_new(struct hmm_tensor *t)
+static int tensor_host_fd_new(struct hmm *h, struct hmm_tensor *t)
 {
 	char mname[80];
 	int fd;
 
 	snprintf(mname, sizeof(mname), "hmm:%s", t->name);
-	fd = memfd_create(mname, MFD_CLOEXEC);
+	if (h->host_dirfd >= 0)		/* ctx.c: config.host_dir */
+		fd = openat(h->host_dirfd, ".", O_TMPFILE | O_RDWR |
+			    O_CLOEXEC, 0600);
+	else
+		fd = memfd_create(mname, MFD_CLOEXEC);
 	if (fd < 0)
-		return hmm_err(-errno, "tensor %s: memfd_create: %s", t->name,
+		return hmm_err(-errno, "tensor %s: %s: %s", t->name,
+			       h->host_dirfd >= 0 ? "O_TMPFILE in "
+			       "config.host_dir" : "memfd_create",
 			       strerror(errno));
 	if (ftruncate(fd, t->span) < 0) {
-		int r = hmm_err(-errno, "tensor %s: memfd of %llu bytes: %s",
-				t->name, (unsigned long long)t->span,
+		int r = hmm_err(-errno, "tensor %s: host file of %llu bytes: "
+				"%s", t->name, (unsigned long long)t->span,
 				strerror(errno));
 
 		close(fd);
@@ -113,7 +123,7 @@ static int tensor_host_map(struct hmm *h, struct hmm_tensor *t)
 
 	t->host_fd = -1;
 	if (shared) {
-		r = tensor_host_fd_new(t);
+		r = tensor_host_fd_new(h, t);
 		if (r < 0)
 			return r;
 	}

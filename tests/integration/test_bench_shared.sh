@@ -18,13 +18,20 @@ has() {	# json key...
 	for k in "$@"; do echo "$j" | grep -q "\"$k\":" || return 1; done
 }
 
-out=$("$bin" shared --size 8M --slice 1M --host 4M --passes 2 --dir "$dir" --hmmd "$B/bin/hmmd" --json 2>"$dir/err")
+out=$("$bin" shared --size 8M --slice 1M --host 4M --passes 2 --reps 2 --dir "$dir" --hmmd "$B/bin/hmmd" --json 2>"$dir/err")
 rc=$?
 last=$(echo "$out" | tail -1)
 echo "# $last"
-ok $([ $rc = 0 ] && echo "$last" | grep -q '"bench":"shared"' && has "$last" independent_store_mbps shared_store_mbps store_mbps_ratio independent_host_peak shared_host_peak peak_ratio; echo $?) "JSON last line with the fields"
+ok $([ $rc = 0 ] && echo "$last" | grep -q '"bench":"shared"' && has "$last" reps host_tier independent_store_mbps shared_store_mbps store_mbps_ratio independent_host_peak shared_host_peak peak_ratio; echo $?) "JSON last line with the fields"
 ok $(echo "$last" | grep -q '"shared_host_peak":4194304'; echo $?) "one hmmd keeps both clients within its 4 MiB host budget"
-ok $([ -z "$(ls "$dir" | grep -v err)" ]; echo $?) "no store or socket left behind"
+ok $([ -z "$(ls "$dir" | grep -v err)" ]; echo $?) "no store, socket or tmpfs left behind"
+if [ "$(id -u)" = 0 ]; then
+	ok $(echo "$last" | grep -q '"host_tier":"tmpfs"'; echo $?) "as root: hmmd's host tier on a huge tmpfs it mounted"
+fi
+last=$("$bin" shared --size 8M --slice 1M --host 4M --passes 1 --reps 1 --memfd --dir "$dir" --hmmd "$B/bin/hmmd" --json 2>"$dir/err" | tail -1)
+ok $(echo "$last" | grep -q '"host_tier":"memfd"'; echo $?) "--memfd: memfds"
+"$bin" shared --host-dir "$dir" --size 8M --slice 1M --host 4M --reps 1 --dir "$dir" --hmmd "$B/bin/hmmd" >/dev/null 2>&1
+ok $([ $? != 0 ]; echo $?) "--host-dir on a disk directory: hmmd refuses it, the bench fails"
 "$bin" shared --slice 1000 >/dev/null 2>&1
 ok $([ $? = 2 ]; echo $?) "a slice that is not a multiple of 4096: exit 2"
 echo "1..$n"
