@@ -10,10 +10,15 @@
  * Requests go to the engine (ops.c).
  *
  * Each client has its own thread, which blocks in its socket and in the
- * engine (a map waiting for the budget): a client that pipelines requests
- * without reading its replies stalls only its own thread, in send().
- * When the peer goes (kill -9 included) the thread releases its pins and
- * handles in the engine (hmmd_client_free).
+ * engine: a client that pipelines requests without reading its replies
+ * stalls only its own thread, in send().  A map that must wait for room
+ * (the budget, or the client's own quota) is handed to a thread of its
+ * own (a "job", at most CONN_JOBS_MAX at a time, else served in line),
+ * so that the client's other requests, the unmaps that make that room
+ * among them, go on meanwhile; its reply then comes after later ones
+ * (replies are matched by seq).  When the peer goes (kill -9 included)
+ * its waiting maps give up, and the thread releases its pins and handles
+ * in the engine (hmmd_client_free).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -25,9 +30,12 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "engine.h"
 #include "err.h"
 #include "hmmd.h"
 #include "proto_sock.h"
+
+#define CONN_JOBS_MAX	32	/* maps of one client waiting at once */
 
 /* Allocated by hmmd_conn_new, freed by hmmd_conn_free; owns fd. */
 struct hmmd_conn {
@@ -43,7 +51,19 @@ struct hmmd_conn {
 	pthread_t thread;
 	int started;
 	int done;			/* set by the thread as it ends (atomic) */
+	pthread_mutex_t send_lock;	/* one reply at a time on fd */
+	pthread_mutex_t jobs_lock;	/* protects jobs */
+	pthread_cond_t jobs_cond;	/* a job ended */
+	unsigned jobs;			/* job threads running */
 	uint8_t in[HMM_PROTO_RECV_BUF];
+	uint8_t out[HMM_PROTO_MSG_MAX];	/* the connection thread's */
+};
+
+/* A map served on a thread of its own; allocated by on_msg, freed by
+ * job_main. */
+struct job {
+	struct hmmd_conn *c;
+	struct hmm_proto_msg m;
 	uint8_t out[HMM_PROTO_MSG_MAX];
 };
 
@@ -70,6 +90,9 @@ int hmmd_conn_new(int fd, uint64_t id, const struct hmmd_config *cfg,
 	c->id = id;
 	c->cfg = cfg;
 	c->e = e;
+	pthread_mutex_init(&c->send_lock, NULL);
+	pthread_mutex_init(&c->jobs_lock, NULL);
+	pthread_cond_init(&c->jobs_cond, NULL);
 	*out = c;
 	return 0;
 }
@@ -96,6 +119,9 @@ void hmmd_conn_free(struct hmmd_conn *c)
 	if (c->started)
 		pthread_join(c->thread, NULL);
 	close(c->fd);
+	pthread_cond_destroy(&c->jobs_cond);
+	pthread_mutex_destroy(&c->jobs_lock);
+	pthread_mutex_destroy(&c->send_lock);
 	free(c);
 }
 
@@ -136,7 +162,7 @@ static int fail(struct hmmd_conn *c, uint64_t seq, int err,
 }
 
 /* Send the reply out[0..n) (and fd, closed here); 0 or -errno. */
-static int send_reply(struct hmmd_conn *c, int n, int fd)
+static int send_buf(struct hmmd_conn *c, const uint8_t *out, int n, int fd)
 {
 	int ret;
 
@@ -147,14 +173,82 @@ static int send_reply(struct hmmd_conn *c, int n, int fd)
 			close(fd);
 		return n;
 	}
-	ret = hmm_proto_send(c->fd, c->out, n, fd >= 0 ? &fd : NULL,
+	pthread_mutex_lock(&c->send_lock);
+	ret = hmm_proto_send(c->fd, out, n, fd >= 0 ? &fd : NULL,
 			     fd >= 0, 0);
+	pthread_mutex_unlock(&c->send_lock);
 	if (fd >= 0)
 		close(fd);
 	if (ret && c->cfg->verbose)
 		hmmd_log("client %llu: reply: %s", (unsigned long long)c->id,
 			 hmm_last_error());
 	return ret;
+}
+
+static int send_reply(struct hmmd_conn *c, int n, int fd)
+{
+	return send_buf(c, c->out, n, fd);
+}
+
+static void *job_main(void *arg)
+{
+	struct job *j = arg;
+	struct hmmd_conn *c = j->c;
+	int n, fd;
+
+	n = hmmd_request(c->e, c->cl, &j->m, j->out, sizeof(j->out), &fd);
+	send_buf(c, j->out, n, fd);
+	free(j);
+	pthread_mutex_lock(&c->jobs_lock);
+	c->jobs--;
+	pthread_cond_broadcast(&c->jobs_cond);
+	pthread_mutex_unlock(&c->jobs_lock);
+	return NULL;
+}
+
+/* Serve m (a map that must wait) on a job thread; -errno when none can
+ * be had (the caller serves it in line). */
+static int job_start(struct hmmd_conn *c, const struct hmm_proto_msg *m)
+{
+	struct job *j = malloc(sizeof(*j));
+	pthread_attr_t at;
+	pthread_t t;
+	int r;
+
+	if (!j)
+		return -ENOMEM;
+	j->c = c;
+	j->m = *m;
+	pthread_mutex_lock(&c->jobs_lock);
+	if (c->jobs >= CONN_JOBS_MAX) {
+		pthread_mutex_unlock(&c->jobs_lock);
+		free(j);
+		return -EAGAIN;
+	}
+	c->jobs++;
+	pthread_mutex_unlock(&c->jobs_lock);
+	pthread_attr_init(&at);
+	pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+	r = pthread_create(&t, &at, job_main, j);
+	pthread_attr_destroy(&at);
+	if (r) {
+		free(j);
+		pthread_mutex_lock(&c->jobs_lock);
+		c->jobs--;
+		pthread_mutex_unlock(&c->jobs_lock);
+		return -r;
+	}
+	return 0;
+}
+
+/* The peer went: wake its waiting maps and let their jobs end. */
+static void jobs_end(struct hmmd_conn *c)
+{
+	eng_client_gone(c->e, c->cl);
+	pthread_mutex_lock(&c->jobs_lock);
+	while (c->jobs)
+		pthread_cond_wait(&c->jobs_cond, &c->jobs_lock);
+	pthread_mutex_unlock(&c->jobs_lock);
 }
 
 static int on_hello(struct hmmd_conn *c, const struct hmm_proto_msg *m)
@@ -206,7 +300,18 @@ static int on_msg(struct hmmd_conn *c, const struct hmm_proto_msg *m)
 		snprintf(why, sizeof(why), "message %s: before hello", name);
 		return fail(c, m->hdr.seq, -EPROTO, why);
 	}
-	n = hmmd_request(c->e, c->cl, m, c->out, sizeof(c->out), &fd);
+	if (m->hdr.version > c->version) {
+		snprintf(why, sizeof(why), "message %s: of version %u, but "
+			 "hello agreed on %d", name, m->hdr.version,
+			 c->version);
+		return fail(c, m->hdr.seq, -EPROTO, why);
+	}
+	n = hmmd_request_nowait(c->e, c->cl, m, c->out, sizeof(c->out), &fd,
+				1);
+	if (n == 0 && job_start(c, m) == 0)
+		return 0;	/* the job answers */
+	if (n == 0)		/* no job: wait here */
+		n = hmmd_request(c->e, c->cl, m, c->out, sizeof(c->out), &fd);
 	return send_reply(c, n, fd);
 }
 
@@ -243,6 +348,7 @@ static void *conn_main(void *arg)
 	while (serve_one(c) == 0)
 		;
 	if (c->cl) {
+		jobs_end(c);
 		hmmd_client_free(c->e, c->cl);
 		c->cl = NULL;
 		hmmd_log("client %llu (pid %d): gone: its maps and "

@@ -8,9 +8,12 @@
  * Quotas and fairness.  A client's host quota (granted at hello, capped
  * by client_quota) bounds the host bytes its maps pin, counted in whole
  * chunks; the sum of all clients' pins never passes the host budget, so
- * the engine can always evict an unpinned chunk for a new map.  Quotas
- * may add up to more than the budget (oversubscription): then a map that
- * does not fit waits.  Waiters are ordered by the fraction of its quota
+ * the engine can always evict an unpinned chunk for a new map.  A map
+ * that would take a client past its own quota waits (up to wait_ms) for
+ * that client's own unmaps, as a map in the embedded engine waits for
+ * pins to drop; only a map larger than the whole quota fails at once.
+ * Quotas may add up to more than the budget (oversubscription): then a
+ * map that does not fit waits.  Waiters are ordered by the fraction of its quota
  * a client has pinned (smallest first: shares follow the quota weights),
  * then by arrival.  A map goes when it fits and no waiter ahead of it
  * fits; a waiter ahead that does not fit is passed (the budget is not
@@ -135,6 +138,12 @@ static int fits(const struct hmmd_engine *e, uint64_t charge)
 	return e->pinned + charge <= e->budget;
 }
 
+/* Room in cl's own quota (only cl's unmaps change it, or a quota_set). */
+static int fits_quota(const struct hmmd_client *cl, uint64_t charge)
+{
+	return cl->used[HMM_TIER_HOST] + charge <= cl->quota[HMM_TIER_HOST];
+}
+
 static uint64_t now_ns(void)
 {
 	struct timespec ts;
@@ -143,27 +152,32 @@ static uint64_t now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ull + ts.tv_nsec;
 }
 
-/* Is waiter o ahead of cl (cl may not be waiting: then behind all)? */
-static int ahead(const struct hmmd_client *o, const struct hmmd_client *cl)
+/* Is waiter o ahead of w (w NULL: one not waiting, behind all)? */
+static int ahead(const struct eng_waiter *o, const struct hmmd_client *cl,
+		 const struct eng_waiter *w)
 {
-	uint64_t so = share_of(o), sc = share_of(cl);
+	uint64_t so = share_of(o->cl), sc = share_of(cl);
 
 	if (so != sc)
 		return so < sc;
-	return !cl->want || o->ticket < cl->ticket;
+	return !w || o->ticket < w->ticket;
 }
 
-/* May cl go now: it fits, and no waiter ahead of it fits or starves. */
+/*
+ * May cl (waiting as w, or NULL) go now with charge: it fits its quota
+ * and the budget, and no waiter ahead of it fits or starves.  A waiter
+ * held back by its own quota holds nobody back: the budget would idle.
+ */
 static int my_turn(const struct hmmd_engine *e, const struct hmmd_client *cl,
-		   uint64_t charge)
+		   const struct eng_waiter *w, uint64_t charge)
 {
 	uint64_t starve = (uint64_t)e->wait_ms * 1000000ull / 4, now = 0;
-	const struct hmmd_client *o;
+	const struct eng_waiter *o;
 
-	if (!fits(e, charge))
+	if (!fits_quota(cl, charge) || !fits(e, charge))
 		return 0;
-	for (o = e->clients; o; o = o->next) {
-		if (o == cl || !o->want || !ahead(o, cl))
+	for (o = e->waiters; o; o = o->next) {
+		if (o == w || !ahead(o, cl, w) || !fits_quota(o->cl, o->want))
 			continue;
 		if (fits(e, o->want))
 			return 0;
@@ -175,41 +189,30 @@ static int my_turn(const struct hmmd_engine *e, const struct hmmd_client *cl,
 	return 1;
 }
 
-int eng_admit(struct hmmd_engine *e, struct hmmd_client *cl, uint64_t charge)
+static void deadline_in(struct timespec *dl, unsigned ms)
+{
+	clock_gettime(CLOCK_REALTIME, dl);
+	dl->tv_sec += ms / 1000;
+	dl->tv_nsec += (long)(ms % 1000) * 1000000;
+	if (dl->tv_nsec >= 1000000000) {
+		dl->tv_sec++;
+		dl->tv_nsec -= 1000000000;
+	}
+}
+
+/* Wait as w until my_turn or wait_ms; lock held.  ETIMEDOUT or 0. */
+static int wait_turn(struct hmmd_engine *e, struct eng_waiter *w)
 {
 	struct timespec dl;
-	uint64_t t0;
-	int r = 0, go;
+	int r = 0;
 
-	if (cl->used[HMM_TIER_HOST] + charge > cl->quota[HMM_TIER_HOST])
-		return -EDQUOT;
-	if (charge > e->budget)
-		return -ENOMEM;
-	if (my_turn(e, cl, charge) && !e->stopping)
-		goto admit;
-	t0 = now_ns();
-	clock_gettime(CLOCK_REALTIME, &dl);
-	dl.tv_sec += e->wait_ms / 1000;
-	dl.tv_nsec += (long)(e->wait_ms % 1000) * 1000000;
-	if (dl.tv_nsec >= 1000000000) {
-		dl.tv_sec++;
-		dl.tv_nsec -= 1000000000;
-	}
-	cl->want = charge;
-	cl->ticket = ++e->next_ticket;
-	cl->since_ns = t0;
-	e->waits++;
-	cl->waits++;
-	while (!e->stopping && !my_turn(e, cl, charge) && r != ETIMEDOUT) {
+	deadline_in(&dl, e->wait_ms);
+	while (!e->stopping && !w->cl->gone &&
+	       !my_turn(e, w->cl, w, w->want) && r != ETIMEDOUT) {
 		/* a starving waiter ahead may change our answer with time */
 		struct timespec tick;
 
-		clock_gettime(CLOCK_REALTIME, &tick);
-		tick.tv_nsec += 50000000;
-		if (tick.tv_nsec >= 1000000000) {
-			tick.tv_sec++;
-			tick.tv_nsec -= 1000000000;
-		}
+		deadline_in(&tick, 50);
 		if (tick.tv_sec > dl.tv_sec ||
 		    (tick.tv_sec == dl.tv_sec && tick.tv_nsec > dl.tv_nsec))
 			tick = dl;
@@ -218,16 +221,48 @@ int eng_admit(struct hmmd_engine *e, struct hmmd_client *cl, uint64_t charge)
 				       tick.tv_nsec != dl.tv_nsec))
 			r = 0;
 	}
-	go = !e->stopping && my_turn(e, cl, charge);
-	cl->want = 0;
-	e->wait_ns += now_ns() - t0;
+	return r;
+}
+
+int eng_admit(struct hmmd_engine *e, struct hmmd_client *cl, uint64_t charge,
+	      int nowait)
+{
+	struct eng_waiter w = { .cl = cl, .want = charge }, **pp;
+	int go;
+
+	if (charge > cl->quota[HMM_TIER_HOST])
+		return -EDQUOT;		/* can never fit */
+	if (charge > e->budget)
+		return -ENOMEM;
+	if (e->stopping)
+		return -ESHUTDOWN;
+	if (cl->gone)
+		return -ECONNRESET;
+	if (my_turn(e, cl, NULL, charge))
+		goto admit;
+	if (nowait)
+		return -EAGAIN;
+	w.since_ns = now_ns();
+	w.ticket = ++e->next_ticket;
+	w.next = e->waiters;
+	e->waiters = &w;
+	e->waits++;
+	cl->waits++;
+	wait_turn(e, &w);
+	go = !e->stopping && !cl->gone && my_turn(e, cl, &w, charge);
+	for (pp = &e->waiters; *pp != &w; pp = &(*pp)->next)
+		;
+	*pp = w.next;
+	e->wait_ns += now_ns() - w.since_ns;
 	/* others may have been held back for us: let them look again */
 	pthread_cond_broadcast(&e->cond);
 	if (e->stopping)
 		return -ESHUTDOWN;
+	if (cl->gone)
+		return -ECONNRESET;
 	if (!go) {
 		e->wait_fails++;
-		return -ENOMEM;
+		return fits_quota(cl, charge) ? -ENOMEM : -EDQUOT;
 	}
 admit:
 	cl->used[HMM_TIER_HOST] += charge;
@@ -235,6 +270,14 @@ admit:
 	if (e->pinned > e->pinned_peak)
 		e->pinned_peak = e->pinned;
 	return 0;
+}
+
+void eng_client_gone(struct hmmd_engine *e, struct hmmd_client *cl)
+{
+	pthread_mutex_lock(&e->lock);
+	cl->gone = 1;
+	pthread_cond_broadcast(&e->cond);
+	pthread_mutex_unlock(&e->lock);
 }
 
 void eng_release(struct hmmd_engine *e, struct hmmd_client *cl,

@@ -73,10 +73,21 @@ struct hmmd_client {
 	struct handle *handles;		/* [nhandles], grown by doubling */
 	unsigned nhandles, cap;
 	struct mapping *maps;		/* newest first */
-	uint64_t want;			/* host bytes it waits for; 0 none */
+	int gone;			/* its connection ended: waits end */
+	uint64_t maps_done, waits;	/* counters for metrics */
+};
+
+/*
+ * A map waiting for room (eng_admit): on its thread's stack, on
+ * engine->waiters while it waits.  A client may have several (one per
+ * thread of it whose map waits).
+ */
+struct eng_waiter {
+	struct eng_waiter *next;
+	struct hmmd_client *cl;
+	uint64_t want;			/* host bytes it waits for */
 	uint64_t ticket;		/* when it began to wait (order) */
 	uint64_t since_ns;		/* when it began to wait (time) */
-	uint64_t maps_done, waits;	/* counters for metrics */
 };
 
 /* Allocated by hmmd_engine_open, freed by hmmd_engine_close. */
@@ -96,6 +107,7 @@ struct hmmd_engine {
 	uint64_t pinned_peak;
 	struct dt *tensors;
 	struct hmmd_client *clients;
+	struct eng_waiter *waiters;
 	uint64_t next_tid;
 	uint64_t nclients;
 	uint64_t next_ticket;
@@ -105,12 +117,29 @@ struct hmmd_engine {
 
 /*
  * Admit charge host bytes for cl: waits while the global budget is full
- * (serving the waiter furthest below its share first), up to wait_ms.
- * Called and returns with e->lock held.  0, -EDQUOT (beyond the client's
- * own quota: its own pins only it can drop), -ENOMEM (the wait ran out,
- * or more than the budget), -ESHUTDOWN.
+ * (serving the waiter furthest below its share first) or while cl's own
+ * pins leave no room for it in cl's quota (its own unmaps make room),
+ * up to wait_ms.  nowait: return -EAGAIN instead of waiting.
+ * Called and returns with e->lock held.  0; -EDQUOT: more than cl's
+ * quota (never fits), or cl's own pins stayed too many for wait_ms;
+ * -ENOMEM: more than the budget, or the budget stayed full for wait_ms;
+ * -EAGAIN (nowait); -ESHUTDOWN (hmmd stops); -ECONNRESET (cl is gone).
  */
-int eng_admit(struct hmmd_engine *e, struct hmmd_client *cl, uint64_t charge);
+int eng_admit(struct hmmd_engine *e, struct hmmd_client *cl, uint64_t charge,
+	      int nowait);
+
+/* cl's connection ended: its waiting maps give up.  Lock not held. */
+void eng_client_gone(struct hmmd_engine *e, struct hmmd_client *cl);
+
+/*
+ * hmmd_request (hmmd.h) in two steps: with nowait, a MAP that would wait
+ * for room is not served and 0 is returned; the caller serves it again
+ * without nowait on a thread that may block (conn.c), so that the
+ * connection's other requests (its unmaps) go on meanwhile.
+ */
+int hmmd_request_nowait(struct hmmd_engine *e, struct hmmd_client *cl,
+			const struct hmm_proto_msg *m, void *out, size_t cap,
+			int *fd, int nowait);
 
 /* Give back charge host bytes of cl and wake the waiters.  Lock held. */
 void eng_release(struct hmmd_engine *e, struct hmmd_client *cl,

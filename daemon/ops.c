@@ -141,6 +141,7 @@ struct req {
 	void *out;
 	size_t cap;
 	int *fd;
+	int nowait;		/* a map that must wait returns 0 instead */
 };
 
 /* An ERROR reply of err with a detail; the detail also goes to the log
@@ -623,17 +624,33 @@ static int on_map(struct req *q)
 	mp->access = m->access;
 	wr = !!(h->access & HMM_WRITE);
 	mp->charge = charge_of(e, mp->off, mp->len);
-	ret = eng_admit(e, q->cl, mp->charge);
+	ret = eng_admit(e, q->cl, mp->charge, q->nowait);
+	if (ret == -EAGAIN) {		/* serve it where it may wait */
+		pthread_mutex_unlock(&e->lock);
+		free(mp);
+		return 0;
+	}
 	if (ret) {
 		char why[160];
 
-		snprintf(why, sizeof(why), ret == -EDQUOT ?
-			 "over the client's host quota (%llu of %llu pinned)" :
-			 "the host budget stayed full (%llu of %llu pinned)",
-			 (unsigned long long)(ret == -EDQUOT ?
-				q->cl->used[HMM_TIER_HOST] : e->pinned),
-			 (unsigned long long)(ret == -EDQUOT ?
-				q->cl->quota[HMM_TIER_HOST] : e->budget));
+		if (ret == -EDQUOT && mp->charge > q->cl->quota[HMM_TIER_HOST])
+			snprintf(why, sizeof(why), "%llu bytes of chunks, more "
+				 "than the client's whole host quota %llu",
+				 (unsigned long long)mp->charge,
+				 (unsigned long long)
+				 q->cl->quota[HMM_TIER_HOST]);
+		else if (ret == -EDQUOT)
+			snprintf(why, sizeof(why), "over the client's host "
+				 "quota for %u ms (%llu of %llu pinned by its "
+				 "own maps)", e->wait_ms,
+				 (unsigned long long)q->cl->used[HMM_TIER_HOST],
+				 (unsigned long long)
+				 q->cl->quota[HMM_TIER_HOST]);
+		else
+			snprintf(why, sizeof(why), "the host budget stayed "
+				 "full for %u ms (%llu of %llu pinned)",
+				 e->wait_ms, (unsigned long long)e->pinned,
+				 (unsigned long long)e->budget);
 		pthread_mutex_unlock(&e->lock);
 		return map_fail(q, mp, ret, why);
 	}
@@ -756,6 +773,52 @@ static int on_move(struct req *q)
 	return reply_ok(q);
 }
 
+/*
+ * WAIT: the engine's prefetches and evictions of tensor id, or of every
+ * tensor cl holds (id 0), are done.  The engine's I/O errors are its
+ * context's: the first one met is answered to whichever waits first.
+ */
+static int on_wait(struct req *q)
+{
+	uint64_t id = q->m->u.wait.id;
+	struct hmmd_engine *e = q->e;
+	struct dt **v = NULL, *dt;
+	unsigned i, n = 0;
+	int ret = 0, r, nomem;
+
+	if (id) {
+		dt = dt_get(q, id);
+		if (!dt)
+			return reply_err(q, -ENOENT, "wait: tensor %llu: not "
+					 "yours", (unsigned long long)id);
+		ret = hmm_wait(e->h, dt->t);
+		dt_drop(q, dt);
+		goto out;
+	}
+	pthread_mutex_lock(&e->lock);
+	if (q->cl->nhandles)
+		v = calloc(q->cl->nhandles, sizeof(*v));
+	for (i = 0; v && i < q->cl->nhandles; i++) {
+		v[n] = q->cl->handles[i].dt;
+		v[n++]->refs++;
+	}
+	nomem = q->cl->nhandles && !v;
+	pthread_mutex_unlock(&e->lock);
+	if (nomem)
+		return reply_err(q, -ENOMEM, "wait: no memory");
+	for (i = 0; i < n; i++) {
+		r = hmm_wait(e->h, v[i]->t);
+		if (r && !ret)
+			ret = r;
+		dt_drop(q, v[i]);
+	}
+	free(v);
+out:
+	if (ret)
+		return reply_err(q, ret, "wait: %s", hmm_last_error());
+	return reply_ok(q);
+}
+
 /* ---- flush, stats, quota_set, list ---------------------------------------------- */
 
 static int on_flush(struct req *q)
@@ -798,6 +861,9 @@ static int on_stats(struct req *q)
 	r.chunks = st.chunks;
 	r.io_errors = st.io_errors;
 	pthread_mutex_lock(&q->e->lock);
+	/* maps waiting in hmmd for host room stalled as the engine's own
+	   waits do: count them in the host tier's stall time */
+	r.tier[HMM_TIER_HOST].stall_ns += q->e->wait_ns;
 	r.clients = q->e->nclients;
 	memcpy(r.quota, q->cl->quota, sizeof(r.quota));
 	memcpy(r.used, q->cl->used, sizeof(r.used));
@@ -905,7 +971,14 @@ int hmmd_request(struct hmmd_engine *e, struct hmmd_client *cl,
 		 const struct hmm_proto_msg *m, void *out, size_t cap,
 		 int *fd)
 {
-	struct req q = { e, cl, m, out, cap, fd };
+	return hmmd_request_nowait(e, cl, m, out, cap, fd, 0);
+}
+
+int hmmd_request_nowait(struct hmmd_engine *e, struct hmmd_client *cl,
+			const struct hmm_proto_msg *m, void *out, size_t cap,
+			int *fd, int nowait)
+{
+	struct req q = { e, cl, m, out, cap, fd, nowait };
 
 	*fd = -1;
 	switch (m->hdr.type) {
@@ -921,6 +994,7 @@ int hmmd_request(struct hmmd_engine *e, struct hmmd_client *cl,
 	case HMM_PROTO_ATTACH:		return on_attach(&q);
 	case HMM_PROTO_QUOTA_SET:	return on_quota_set(&q);
 	case HMM_PROTO_LIST:		return on_list(&q);
+	case HMM_PROTO_WAIT:		return on_wait(&q);
 	}
 	return reply_err(&q, -EPROTO, "%s: not a request",
 			 hmm_proto_type_name(m->hdr.type));

@@ -6,6 +6,7 @@
  * page of the range's first byte, and the mapping kept until unmap.
  */
 #include <errno.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,6 +14,7 @@
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "client.h"
@@ -28,14 +30,42 @@ struct cmap {
 	size_t mlen;
 };
 
-/* Allocated by hmm_client_open, freed by hmm_client_close. */
+/*
+ * One call in flight: on its caller's stack, on c->pend from its send
+ * until its reply (or its deadline).  Whoever receives the reply fills
+ * r, fds and ret and sets done; the caller then takes it off the list.
+ */
+struct pend {
+	struct pend *next;
+	uint64_t seq;
+	struct hmm_proto_msg *r;
+	int *fds;			/* NULL: the reply may carry none */
+	unsigned nfds;
+	int ret;			/* the reply's type, or -errno */
+	int done;
+};
+
+/*
+ * Allocated by hmm_client_open, freed by hmm_client_close.
+ *
+ * Calls from many threads share the socket: each sends its request (one
+ * datagram: sends never interleave) and waits for the reply of its seq.
+ * One waiter at a time is the reader: it receives whatever arrives and
+ * hands each reply to the call of its seq, until its own comes or its
+ * deadline passes; then another waiter takes over.  So a thread may
+ * unmap while another one's map waits in hmmd for the room it frees.
+ */
 struct hmm_client {
 	int fd;
-	pthread_mutex_t lock;		/* serialises calls; protects all */
+	pthread_mutex_t lock;		/* protects all below */
+	pthread_cond_t cond;		/* a reply came, or the reader left */
 	uint64_t seq;
+	struct pend *pend;		/* calls waiting for their reply */
+	int reading;			/* a thread is the reader */
+	int broken;			/* -errno: the connection is dead */
+	unsigned version;		/* negotiated at hello */
 	struct cmap *maps;
-	uint8_t out[HMM_PROTO_MSG_MAX];
-	uint8_t in[HMM_PROTO_RECV_BUF];
+	uint8_t in[HMM_PROTO_RECV_BUF];	/* the reader's */
 };
 
 int hmm_client_fd(const struct hmm_client *c)
@@ -43,43 +73,196 @@ int hmm_client_fd(const struct hmm_client *c)
 	return c->fd;
 }
 
-/* Encode type+body, round trip, want rtype; reply in *r, fds in fds. */
+static int64_t mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1000000000ll + ts.tv_nsec;
+}
+
+/* Send out[0..n) whole, waiting for room until deadline; lock not held. */
+static int send_req(struct hmm_client *c, const uint8_t *out, int n,
+		    unsigned type, int64_t deadline)
+{
+	struct pollfd p = { c->fd, POLLOUT, 0 };
+	int ret;
+
+	while ((ret = hmm_proto_send(c->fd, out, n, NULL, 0,
+				     MSG_DONTWAIT)) == -EAGAIN) {
+		int64_t left = deadline - mono_ns();
+
+		if (left <= 0)
+			return hmm_err(-ETIMEDOUT, "call %s: hmmd did not "
+				       "take it in time",
+				       hmm_proto_type_name(type));
+		poll(&p, 1, (int)(left / 1000000 + 1));
+	}
+	return ret;
+}
+
+/* The reader's turn: receive one datagram (or time out at deadline) and
+ * hand it to its call.  Called and returns with c->lock held. */
+static void read_one(struct hmm_client *c, int64_t deadline)
+{
+	struct pollfd p = { c->fd, POLLIN, 0 };
+	struct hmm_proto_msg m;
+	int fds[HMM_PROTO_FDS_MAX], ret;
+	unsigned nfds = 0;
+	int64_t left = deadline - mono_ns();
+	struct pend *q;
+
+	pthread_mutex_unlock(&c->lock);
+	ret = left > 0 ? poll(&p, 1, (int)(left / 1000000 + 1)) : 0;
+	if (ret > 0)
+		ret = hmm_proto_recv(c->fd, c->in, sizeof(c->in), &m, fds,
+				     &nfds, MSG_DONTWAIT);
+	else if (ret < 0 && errno != EINTR)
+		ret = hmm_err(-errno, "hmmd socket: poll: %s",
+			      strerror(errno));
+	else
+		ret = -EAGAIN;		/* nothing yet */
+	pthread_mutex_lock(&c->lock);
+	if (ret == -EAGAIN)
+		return;
+	if (ret < 0) {
+		/* the connection is dead (or hmmd broke the protocol,
+		   which is as bad): every call fails with this */
+		c->broken = ret;
+		for (q = c->pend; q; q = q->next)
+			if (!q->done) {
+				q->ret = ret;
+				q->done = 1;
+			}
+		return;
+	}
+	for (q = c->pend; q && q->seq != m.hdr.seq; q = q->next)
+		;
+	if (!q || q->done || hmm_proto_is_request(ret) ||
+	    (nfds && !q->fds)) {
+		/* a reply nobody waits for (its call timed out) */
+		while (nfds)
+			close(fds[--nfds]);
+		if (q && !q->done) {
+			q->ret = -EPROTO;
+			q->done = 1;
+		}
+		return;
+	}
+	*q->r = m;
+	if (nfds)
+		memcpy(q->fds, fds, nfds * sizeof(int));
+	q->nfds = nfds;
+	q->ret = ret;
+	q->done = 1;
+}
+
+/*
+ * Round trip of the request out[0..n) (seq already in it) as call p;
+ * until its reply or timeout_ms.  Called and returns with c->lock held.
+ */
+static void wait_reply(struct hmm_client *c, struct pend *p, unsigned type,
+		       int64_t deadline)
+{
+	struct pend **pp;
+
+	while (!p->done) {
+		if (c->broken) {
+			p->ret = c->broken;
+			break;
+		}
+		if (mono_ns() >= deadline) {
+			p->ret = -ETIMEDOUT;
+			break;
+		}
+		if (!c->reading) {
+			c->reading = 1;
+			read_one(c, deadline);
+			c->reading = 0;
+			pthread_cond_broadcast(&c->cond);
+		} else {
+			struct timespec ts;
+			int64_t dl = deadline;
+
+			/* CLOCK_MONOTONIC condvar: see hmm_client_open */
+			ts.tv_sec = dl / 1000000000ll;
+			ts.tv_nsec = dl % 1000000000ll;
+			pthread_cond_timedwait(&c->cond, &c->lock, &ts);
+		}
+	}
+	for (pp = &c->pend; *pp != p; pp = &(*pp)->next)
+		;
+	*pp = p->next;
+	if (p->ret == -ETIMEDOUT && !p->done)
+		hmm_err(-ETIMEDOUT, "call %s: hmmd did not answer in time",
+			hmm_proto_type_name(type));
+}
+
+/* Encode type+body, round trip, want rtype; reply in *r, fds in fds.
+ * Any thread; c->lock not held. */
 static int call(struct hmm_client *c, unsigned type, const void *body,
 		unsigned rtype, struct hmm_proto_msg *r, int *fds,
 		unsigned *nfds, int timeout_ms)
 {
-	unsigned n0 = 0;
+	int64_t deadline = mono_ns() + timeout_ms * 1000000ll;
+	struct pend p = { .r = r, .fds = nfds ? fds : NULL };
+	uint8_t out[HMM_PROTO_MSG_MAX];
 	int n, ret;
 
-	n = hmm_proto_encode(c->out, sizeof(c->out), type, 0, ++c->seq, body);
-	if (n < 0)
-		return n;
-	ret = hmm_proto_call(c->fd, c->out, n, c->in, sizeof(c->in), r,
-			     fds, nfds ? nfds : &n0, timeout_ms);
-	if (ret < 0)
-		return ret;
-	if (ret != (int)rtype) {
-		if (nfds)
-			while (*nfds)
-				close(fds[--*nfds]);
-		return hmm_err(-EPROTO, "hmmd: %s answered with %s",
-			       hmm_proto_type_name(type),
-			       hmm_proto_type_name(ret));
+	if (nfds)
+		*nfds = 0;
+	pthread_mutex_lock(&c->lock);
+	if (c->broken) {
+		ret = c->broken;
+		pthread_mutex_unlock(&c->lock);
+		return hmm_err(ret, "hmmd: %s: the connection is gone (%s)",
+			       hmm_proto_type_name(type), strerror(-ret));
 	}
-	return 0;
+	p.seq = ++c->seq;
+	p.next = c->pend;
+	c->pend = &p;
+	pthread_mutex_unlock(&c->lock);
+	n = hmm_proto_encode(out, sizeof(out), type, 0, p.seq, body);
+	ret = n < 0 ? n : send_req(c, out, n, type, deadline);
+	pthread_mutex_lock(&c->lock);
+	if (ret) {
+		p.done = 1;
+		p.ret = ret;
+	}
+	wait_reply(c, &p, type, deadline);
+	pthread_mutex_unlock(&c->lock);
+	ret = p.ret;
+	if (ret == HMM_PROTO_ERROR) {
+		ret = hmm_err(r->u.error.err, "hmmd: %s", r->u.error.detail);
+	} else if (ret > 0 && ret != (int)rtype) {
+		ret = hmm_err(-EPROTO, "hmmd: %s answered with %s",
+			      hmm_proto_type_name(type),
+			      hmm_proto_type_name(ret));
+	} else if (ret > 0) {
+		ret = 0;
+	} else if (ret == -EPROTO || ret == -ENOTCONN || ret == -EPIPE ||
+		   ret == -ECONNRESET) {
+		/* perhaps met by another thread, the reader: say it here */
+		ret = hmm_err(ret, "hmmd: %s: %s", hmm_proto_type_name(type),
+			      ret == -EPROTO ? "a reply that breaks the "
+			      "protocol" : "the connection is gone");
+	}
+	if (ret && nfds) {
+		while (p.nfds)
+			close(fds[--p.nfds]);
+	}
+	if (nfds)
+		*nfds = p.nfds;
+	return ret;
 }
 
 static int simple(struct hmm_client *c, unsigned type, const void *body,
 		  unsigned rtype, struct hmm_proto_msg *r)
 {
 	struct hmm_proto_msg tmp;
-	int ret;
 
-	pthread_mutex_lock(&c->lock);
-	ret = call(c, type, body, rtype, r ? r : &tmp, NULL, NULL,
-		   HMM_CLIENT_TIMEOUT_MS);
-	pthread_mutex_unlock(&c->lock);
-	return ret;
+	return call(c, type, body, rtype, r ? r : &tmp, NULL, NULL,
+		    HMM_CLIENT_TIMEOUT_MS);
 }
 
 int hmm_client_open(const char *addr, const uint64_t quota[HMM_TIERS],
@@ -87,6 +270,7 @@ int hmm_client_open(const char *addr, const uint64_t quota[HMM_TIERS],
 		    struct hmm_proto_hello_reply *rep)
 {
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	pthread_condattr_t ca;
 	struct hmm_proto_hello h;
 	struct hmm_proto_msg r;
 	struct hmm_client *c;
@@ -101,6 +285,10 @@ int hmm_client_open(const char *addr, const uint64_t quota[HMM_TIERS],
 	if (!c)
 		return hmm_err(-ENOMEM, "hmmd client: no memory");
 	pthread_mutex_init(&c->lock, NULL);
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&c->cond, &ca);
+	pthread_condattr_destroy(&ca);
 	c->fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
 	if (c->fd < 0 ||
 	    connect(c->fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
@@ -119,6 +307,7 @@ int hmm_client_open(const char *addr, const uint64_t quota[HMM_TIERS],
 		   NULL, HMM_CLIENT_TIMEOUT_MS);
 	if (ret)
 		goto out_free;
+	c->version = r.u.hello_reply.version;
 	if (rep)
 		*rep = r.u.hello_reply;
 	*out = c;
@@ -127,6 +316,8 @@ int hmm_client_open(const char *addr, const uint64_t quota[HMM_TIERS],
 out_free:
 	if (c->fd >= 0)
 		close(c->fd);
+	pthread_cond_destroy(&c->cond);
+	pthread_mutex_destroy(&c->lock);
 	free(c);
 	return ret;
 }
@@ -143,6 +334,7 @@ void hmm_client_close(struct hmm_client *c)
 		free(m);
 	}
 	close(c->fd);
+	pthread_cond_destroy(&c->cond);
 	pthread_mutex_destroy(&c->lock);
 	free(c);
 }
@@ -188,7 +380,8 @@ int hmm_client_map(struct hmm_client *c, uint64_t id, uint64_t off,
 
 	if (!m)
 		return hmm_err(-ENOMEM, "map: no memory");
-	pthread_mutex_lock(&c->lock);
+	/* no lock held while hmmd may make this map wait: another thread
+	   of this client may unmap meanwhile (the room it waits for) */
 	ret = call(c, HMM_PROTO_MAP, &q, HMM_PROTO_MAP_REPLY, &r, fds, &nfds,
 		   HMM_CLIENT_MAP_TIMEOUT_MS);
 	if (ret)
@@ -214,17 +407,24 @@ int hmm_client_map(struct hmm_client *c, uint64_t id, uint64_t off,
 	if (m->ptr == MAP_FAILED) {
 		ret = hmm_err(-errno, "map: tensor %llu: mmap of the memfd: %s",
 			      (unsigned long long)id, strerror(errno));
+		/* hmmd holds the pin: give it back (best effort) */
+		q.access = 0;
+		q.off = m->off;
+		q.len = m->len;
+		call(c, HMM_PROTO_UNMAP, &q, HMM_PROTO_OK, &r, NULL, NULL,
+		     HMM_CLIENT_TIMEOUT_MS);
 		goto out;
 	}
 	m->uptr = (uint8_t *)m->ptr + delta;
 	*ptr = m->uptr;
+	pthread_mutex_lock(&c->lock);
 	m->next = c->maps;
 	c->maps = m;
+	pthread_mutex_unlock(&c->lock);
 	m = NULL;
 out:
 	while (nfds)
 		close(fds[--nfds]);
-	pthread_mutex_unlock(&c->lock);
 	free(m);
 	return ret;
 }
@@ -240,19 +440,31 @@ int hmm_client_unmap(struct hmm_client *c, void *ptr)
 	for (pp = &c->maps; (m = *pp); pp = &m->next)
 		if (m->uptr == ptr)
 			break;
-	if (!m) {
-		pthread_mutex_unlock(&c->lock);
+	if (m)
+		*pp = m->next;
+	pthread_mutex_unlock(&c->lock);
+	if (!m)
 		return hmm_err(-EINVAL, "unmap %p: not mapped", ptr);
-	}
+	/* the client's mapping goes first: hmmd may hand the pages to
+	   another tensor as soon as it unpins them */
+	munmap(m->ptr, m->mlen);
 	q = (struct hmm_proto_range){ m->id, m->off, m->len, HMM_TIER_HOST,
 				      0 };
 	ret = call(c, HMM_PROTO_UNMAP, &q, HMM_PROTO_OK, &r, NULL, NULL,
 		   HMM_CLIENT_TIMEOUT_MS);
-	*pp = m->next;
-	munmap(m->ptr, m->mlen);
 	free(m);
-	pthread_mutex_unlock(&c->lock);
 	return ret;
+}
+
+int hmm_client_wait(struct hmm_client *c, uint64_t id)
+{
+	struct hmm_proto_wait w = { id };
+	struct hmm_proto_msg r;
+
+	if (c->version < 2)	/* a version-1 hmmd has no WAIT */
+		return 0;
+	return call(c, HMM_PROTO_WAIT, &w, HMM_PROTO_OK, &r, NULL, NULL,
+		    HMM_CLIENT_MAP_TIMEOUT_MS);
 }
 
 static int move(struct hmm_client *c, unsigned type, uint64_t id,
@@ -410,6 +622,11 @@ int hmm_remote_map(struct hmm_remote_tensor *t, uint64_t off, uint64_t len,
 		return hmm_err(-ENOTSUP, "tensor %s: shared mode maps the "
 			       "host tier only", t->t.name);
 	return hmm_client_map(t->c, t->t.id, off, len, access, ptr);
+}
+
+int hmm_remote_wait(struct hmm_client *c, struct hmm_remote_tensor *t)
+{
+	return hmm_client_wait(c, t ? t->t.id : 0);
 }
 
 int hmm_remote_unmap(struct hmm_remote_tensor *t, void *ptr)

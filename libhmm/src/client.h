@@ -12,10 +12,13 @@
  * returns a pointer into shared memory (a memfd from hmmd).
  *
  * Every call is one round trip with a time limit (HMM_CLIENT_TIMEOUT_MS
- * for most, the daemon's back-pressure bound plus a margin for map);
- * when hmmd is gone calls fail with -ENOTCONN / -EPIPE / -ECONNRESET.
- * Returns 0 or -errno with hmm_last_error() naming the thing.
- * Threading: one lock per client serialises its calls (any thread).
+ * for most, the daemon's back-pressure bound plus a margin for map and
+ * wait); when hmmd is gone calls fail with -ENOTCONN / -EPIPE /
+ * -ECONNRESET.  Returns 0 or -errno with hmm_last_error() naming the
+ * thing.
+ * Threading: any thread, at the same time: calls of one client share its
+ * socket (replies are matched to calls by seq), so a thread's unmap goes
+ * through while another thread's map waits in hmmd for that room.
  */
 #ifndef HMM_CLIENT_H
 #define HMM_CLIENT_H
@@ -62,6 +65,10 @@ int hmm_client_prefetch(struct hmm_client *c, uint64_t id, uint64_t off,
 int hmm_client_evict(struct hmm_client *c, uint64_t id, uint64_t off,
 		     uint64_t len, int tier);
 int hmm_client_flush(struct hmm_client *c);
+/* WAIT (protocol version 2): until the prefetches and evictions hmmd
+ * runs for tensor id (0: every tensor this client holds) are done; 0, or
+ * the first I/O error they met.  With a version-1 hmmd: 0 at once. */
+int hmm_client_wait(struct hmm_client *c, uint64_t id);
 int hmm_client_stats(struct hmm_client *c, struct hmm_proto_stats_reply *st);
 int hmm_client_share(struct hmm_client *c, uint64_t id, uint32_t uid,
 		     unsigned access, const char *name);
@@ -104,6 +111,8 @@ int hmm_remote_tensor_free(struct hmm_remote_tensor *t);
 int hmm_remote_map(struct hmm_remote_tensor *t, uint64_t off, uint64_t len,
 		   int tier, unsigned access, void **ptr);
 int hmm_remote_unmap(struct hmm_remote_tensor *t, void *ptr);
+/* hmm_wait in shared mode: t's I/O in hmmd (t NULL: all of c's). */
+int hmm_remote_wait(struct hmm_client *c, struct hmm_remote_tensor *t);
 /* hmmd's engine counters in hmm.h's form (the device/host/store tiers). */
 int hmm_remote_stats(struct hmm_client *c, struct hmm_stats *st);
 

@@ -34,6 +34,15 @@ int hmm_proto_body_size(unsigned type)
 	return t->size;
 }
 
+int hmm_proto_type_version(unsigned type)
+{
+	const struct hmm_proto_mtype *t = mtype(type);
+
+	if (!t)
+		return hmm_err(-EPROTO, "message type %u unknown", type);
+	return t->version;
+}
+
 int hmm_proto_is_request(unsigned type)
 {
 	const struct hmm_proto_mtype *t = mtype(type);
@@ -47,7 +56,7 @@ static void put_hdr(struct wr *w, unsigned type, uint32_t flags,
 		    uint32_t length, uint64_t seq)
 {
 	w32(w, HMM_PROTO_MAGIC);
-	w16(w, HMM_PROTO_VERSION_MAX);
+	w16(w, mtype(type)->version);	/* the type's own (proto.h) */
 	w16(w, type);
 	w32(w, flags);
 	w32(w, length);
@@ -120,6 +129,10 @@ int hmm_proto_hdr_decode(const void *buf, size_t len,
 	t = mtype(h->type);
 	if (!t)
 		return ferr(-EPROTO, "header", "type", "%u unknown", h->type);
+	if (h->version != t->version)
+		return ferr(-EPROTO, t->name, "version",
+			    "%u, but %s is a message of version %u",
+			    h->version, t->name, t->version);
 	if (h->flags & ~t->flags_ok)
 		return ferr(-EPROTO, t->name, "flags",
 			    "0x%x not allowed (0x%x)", h->flags, t->flags_ok);
@@ -239,6 +252,7 @@ PAIR(attach, HMM_PROTO_ATTACH, struct hmm_proto_attach, attach)
 PAIR(quota_set, HMM_PROTO_QUOTA_SET, struct hmm_proto_quota_set, quota_set)
 PAIR(list, HMM_PROTO_LIST, struct hmm_proto_list, list)
 PAIR(list_reply, HMM_PROTO_LIST_REPLY, struct hmm_proto_list_reply, list_reply)
+PAIR(wait, HMM_PROTO_WAIT, struct hmm_proto_wait, wait)
 
 /* ---- helpers ---------------------------------------------------------------- */
 

@@ -46,7 +46,7 @@
 
 #define HMM_PROTO_MAGIC		0x504d4d48u	/* "HMMP" as bytes on the wire */
 #define HMM_PROTO_VERSION_MIN	1		/* the versions this codec speaks */
-#define HMM_PROTO_VERSION_MAX	1
+#define HMM_PROTO_VERSION_MAX	2
 #define HMM_PROTO_HDR_SIZE	32
 #define HMM_PROTO_MSG_MAX	4096	/* no datagram is longer; receive into
 					   MSG_MAX + 1 bytes to see truncation */
@@ -67,6 +67,17 @@
  *  16 u64 seq   24 u64 reserved (zero)
  * length counts the body bytes after the header.  seq is chosen by the
  * client, any value; a reply carries the seq of its request.
+ *
+ * Versions.  version is the protocol version that defined the message's
+ * type, exactly: 1 for every type of version 1, 2 for WAIT.  A type's
+ * layout never changes; a later version adds types (a changed layout
+ * would be a new type).  So every version-1 message is byte-identical in
+ * both versions, a version-1 peer reads all of them, and a sender uses a
+ * type of version 2 only once HELLO negotiated version 2 (hmmd closes a
+ * connection that does otherwise).  The decoder refuses a header whose
+ * version is not its type's (-EPROTO, field version).
+ *   version 1: HELLO .. LIST and their replies;
+ *   version 2: WAIT (the client's prefetches and evictions finished).
  */
 struct hmm_proto_hdr {
 	uint32_t magic;
@@ -94,6 +105,7 @@ struct hmm_proto_hdr {
 #define HMM_PROTO_ATTACH	11	/* -> TENSOR_REPLY */
 #define HMM_PROTO_QUOTA_SET	12	/* -> OK */
 #define HMM_PROTO_LIST		13	/* -> LIST_REPLY (hmmctl) */
+#define HMM_PROTO_WAIT		14	/* -> OK (version 2: I/O done) */
 /* Daemon to client (replies).  ERROR may answer any request. */
 #define HMM_PROTO_HELLO_REPLY	64
 #define HMM_PROTO_ERROR		65
@@ -267,6 +279,14 @@ struct hmm_proto_list_reply {
 	char name[HMM_PROTO_NAME_MAX];	/* may be empty */
 };
 
+/* WAIT (version 2), 8 bytes: 0 u64 id.  Answered OK once the prefetches
+ * and evictions the engine has in flight for tensor id (0: for every
+ * tensor the client holds) are done, or ERROR with the first I/O error
+ * they met (as hmm_wait). */
+struct hmm_proto_wait {
+	uint64_t id;		/* 0 = all the client's tensors */
+};
+
 /* OK, FLUSH, STATS: empty bodies (no struct). */
 
 /* Any decoded message (hmm_proto_decode). */
@@ -287,6 +307,7 @@ struct hmm_proto_msg {
 		struct hmm_proto_quota_set quota_set;
 		struct hmm_proto_list list;
 		struct hmm_proto_list_reply list_reply;
+		struct hmm_proto_wait wait;
 	} u;
 };
 
@@ -345,6 +366,7 @@ HMM_PROTO_PAIR(attach, struct hmm_proto_attach);
 HMM_PROTO_PAIR(quota_set, struct hmm_proto_quota_set);
 HMM_PROTO_PAIR(list, struct hmm_proto_list);
 HMM_PROTO_PAIR(list_reply, struct hmm_proto_list_reply);
+HMM_PROTO_PAIR(wait, struct hmm_proto_wait);
 
 /* ---- helpers ------------------------------------------------------------- */
 
@@ -353,6 +375,10 @@ const char *hmm_proto_type_name(unsigned type);
 
 /* Body bytes of type, or -EPROTO when the type does not exist. */
 int hmm_proto_body_size(unsigned type);
+
+/* The protocol version that defined type (its header's version), or
+ * -EPROTO when the type does not exist. */
+int hmm_proto_type_version(unsigned type);
 
 /* 1 for a request (client to daemon), 0 for a reply or an unknown type. */
 int hmm_proto_is_request(unsigned type);

@@ -739,12 +739,27 @@ static int check_list_reply(const void *v, const char *msg)
 	return ret;
 }
 
+/* ---- wait (version 2) ----------------------------------------------------- */
+
+static void put_wait(struct wr *w, const void *v)
+{
+	w64(w, ((const struct hmm_proto_wait *)v)->id);
+}
+
+static int get_wait(struct rd *r, void *v, const char *msg)
+{
+	((struct hmm_proto_wait *)v)->id = r64(r);
+	return 0;
+}
+
 /* ---- the table (proto_wire.h) ------------------------------------------------ */
 
 #define REQ(T, n, sz, p, g, c)						\
-	[HMM_PROTO_##T] = { n, sz, 1, 0, p, g, c }
+	[HMM_PROTO_##T] = { n, sz, 1, 1, 0, p, g, c }
+#define REQ2(T, n, sz, p, g, c)						\
+	[HMM_PROTO_##T] = { n, sz, 1, 2, 0, p, g, c }
 #define REP(T, n, sz, f, p, g, c)					\
-	[HMM_PROTO_##T] = { n, sz, 0, f, p, g, c }
+	[HMM_PROTO_##T] = { n, sz, 0, 1, f, p, g, c }
 
 const struct hmm_proto_mtype hmm_proto_mtypes[] = {
 	REQ(HELLO, "hello", 96, put_hello, get_hello, check_hello),
@@ -764,6 +779,7 @@ const struct hmm_proto_mtype hmm_proto_mtypes[] = {
 	REQ(QUOTA_SET, "quota_set", 32, put_quota_set, get_quota_set,
 	    check_none),
 	REQ(LIST, "list", 16, put_list, get_list, check_list),
+	REQ2(WAIT, "wait", 8, put_wait, get_wait, check_none),
 	REP(HELLO_REPLY, "hello_reply", 48, HMM_PROTO_F_FDS, put_hello_reply,
 	    get_hello_reply, check_hello_reply),
 	REP(ERROR, "error", 264, 0, put_error, get_error, check_error),

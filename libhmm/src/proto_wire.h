@@ -122,6 +122,7 @@ struct hmm_proto_mtype {
 	const char *name;		/* NULL: no such type */
 	uint16_t size;			/* body bytes */
 	uint8_t request;		/* client to daemon */
+	uint8_t version;		/* the version that defined it */
 	uint32_t flags_ok;		/* header flags it may carry */
 	void (*put)(struct wr *w, const void *m);	/* NULL: empty body */
 	int (*get)(struct rd *r, void *m, const char *msg);

@@ -334,17 +334,29 @@ static void test_isolation(const char *sock, const char *log)
 	want_eof(bad, "oversized");
 
 	bad = client(sock);
-	msg[4] = 2;
+	msg[4] = 3;
 	send(bad, msg, n, 0);
-	want_error(bad, 0, -EPROTO, "field version: 2 not spoken", "version 2");
-	want_eof(bad, "version 2");
+	want_error(bad, 0, -EPROTO, "field version: 3 not spoken", "version 3");
+	want_eof(bad, "version 3");
 
 	bad = client(sock);
-	n = hello(msg, 3, 2, 3);
+	n = hello(msg, 3, 3, 4);
 	send(bad, msg, n, 0);
-	want_error(bad, 3, -EPROTO, "client speaks versions 2..3",
-		   "hello 2..3");
-	want_eof(bad, "hello 2..3");
+	want_error(bad, 3, -EPROTO, "client speaks versions 3..4",
+		   "hello 3..4");
+	want_eof(bad, "hello 3..4");
+
+	/* a client that agreed on version 1 may not send WAIT (version 2) */
+	bad = client(sock);
+	n = hello(msg, 1, 1, 1);
+	send(bad, msg, n, 0);
+	want_type(bad, 1, HMM_PROTO_HELLO_REPLY, "hello 1..1");
+	n = hmm_proto_wait_encode(msg, sizeof(msg), 2,
+				  &(struct hmm_proto_wait){ 0 });
+	send(bad, msg, n, 0);
+	want_error(bad, 2, -EPROTO, "of version 2, but hello agreed on 1",
+		   "wait after hello 1..1");
+	want_eof(bad, "wait after hello 1..1");
 
 	bad = client(sock);
 	n = hmm_proto_map_encode(msg, sizeof(msg), 4, &map);

@@ -3,7 +3,8 @@
  * hmm_mode.h — run a libhmm test in either mode.  With HMM_TEST_MODE=
  * shared, hmm_test_mode(&cfg) starts $HMM_BUILD/bin/hmmd (build/bin/hmmd)
  * once per process on a socket and store in t_tmpdir(), with cfg's chunk
- * size and host budget as its global ones, and sets cfg.daemon to it;
+ * size, host budget and wait_ms as its global ones (the client's host
+ * quota is then the whole budget), and sets cfg.daemon to it;
  * the daemon gets SIGTERM at exit.  Otherwise it changes nothing.
  * hmm_test_skip(what, why) prints a TAP skip line for a check that cannot
  * hold in this mode.  Include after t.h.  Single-threaded setup only.
@@ -51,7 +52,7 @@ static inline void hmm_mode_start_(const struct hmm_config *cfg)
 {
 	const char *b = getenv("HMM_BUILD");
 	char bin[4096], sock[200], store[4200], logf[4200];
-	char chunk[32], budget[32];
+	char chunk[32], budget[32], wait[32];
 	struct timespec d = { 0, 20000000 };
 	struct stat st;
 	int i, fd;
@@ -68,6 +69,7 @@ static inline void hmm_mode_start_(const struct hmm_config *cfg)
 		 cfg->chunk_bytes ? cfg->chunk_bytes : 2u << 20);
 	snprintf(budget, sizeof(budget), "%llu",
 		 (unsigned long long)cfg->host_budget);
+	snprintf(wait, sizeof(wait), "%u", cfg->wait_ms ? cfg->wait_ms : 10000);
 	signal(SIGPIPE, SIG_IGN);
 	hmm_mode_pid_ = fork();
 	if (hmm_mode_pid_ == 0) {
@@ -76,7 +78,8 @@ static inline void hmm_mode_start_(const struct hmm_config *cfg)
 			dup2(fd, 2);
 		execl(bin, bin, "--socket", sock, "--store", store,
 		      "--store-size", "256M", "--host-budget", budget,
-		      "--chunk", chunk, NULL);
+		      "--chunk", chunk, "--wait-ms", wait, "--module", "none",
+		      NULL);
 		_exit(127);
 	}
 	atexit(hmm_mode_stop_);

@@ -34,6 +34,7 @@ union body {
 	struct hmm_proto_quota_set quota_set;
 	struct hmm_proto_list list;
 	struct hmm_proto_list_reply list_reply;
+	struct hmm_proto_wait wait;
 };
 
 static const unsigned types[] = {
@@ -43,6 +44,7 @@ static const unsigned types[] = {
 	HMM_PROTO_QUOTA_SET, HMM_PROTO_HELLO_REPLY, HMM_PROTO_ERROR,
 	HMM_PROTO_OK, HMM_PROTO_TENSOR_REPLY, HMM_PROTO_MAP_REPLY,
 	HMM_PROTO_STATS_REPLY, HMM_PROTO_LIST, HMM_PROTO_LIST_REPLY,
+	HMM_PROTO_WAIT,
 };
 #define NTYPES (sizeof(types) / sizeof(types[0]))
 
@@ -125,6 +127,9 @@ static void sample(unsigned type, union body *b)
 			{ 1, 2, 3 }, { 4, 5, 6 }, HMM_PROTO_LIST_TENSORS,
 			HMM_PROTO_TENSOR_PERSIST, 4096, "layer0.w" };
 		break;
+	case HMM_PROTO_WAIT:
+		b->wait.id = 0x0102030405060708ull;
+		break;
 	}
 }
 
@@ -165,12 +170,14 @@ static void test_round_trip(void)
 			t_diag("%s", hmm_last_error());
 			continue;
 		}
-		t_ok(!memcmp(buf, "HMMP", 4) && le(buf + 4, 2) == 1 &&
+		t_ok(!memcmp(buf, "HMMP", 4) &&
+		     le(buf + 4, 2) == (type == HMM_PROTO_WAIT ? 2 : 1) &&
 		     le(buf + 6, 2) == type && le(buf + 8, 4) == 0 &&
 		     le(buf + 12, 4) == (uint64_t)n - HMM_PROTO_HDR_SIZE &&
 		     le(buf + 16, 8) == 0x1122334455667788ull + i &&
 		     le(buf + 24, 8) == 0,
-		     "%s: header fields at their offsets", name);
+		     "%s: header fields at their offsets (version %d)", name,
+		     hmm_proto_type_version(type));
 		memset(&msg, 0xa5, sizeof(msg));
 		r = hmm_proto_decode(buf, n, &msg);
 		t_eq(r, type, "%s: decodes to its type", name);
@@ -295,13 +302,16 @@ static void test_framing(void)
 	buf[0] = 'X';
 	want(n, -EPROTO, "message header: field magic", "wrong magic");
 	buf[0] = 'H';
+	buf[4] = 3;
+	want(n, -EPROTO, "field version: 3 not spoken (1..2)", "version 3");
 	buf[4] = 2;
-	want(n, -EPROTO, "field version: 2 not spoken (1..1)", "version 2");
+	want(n, -EPROTO, "message map: field version: 2, but map is a "
+	     "message of version 1", "map in a version-2 header");
 	buf[4] = 0;
 	want(n, -EPROTO, "field version: 0", "version 0");
 	buf[4] = 1;
-	buf[6] = 14;
-	want(n, -EPROTO, "field type: 14 unknown", "type 14");
+	buf[6] = 15;
+	want(n, -EPROTO, "field type: 15 unknown", "type 15");
 	buf[6] = 0;
 	want(n, -EPROTO, "field type: 0 unknown", "type 0");
 	buf[6] = 0xff;
@@ -331,8 +341,8 @@ static void test_framing(void)
 	sample(HMM_PROTO_MAP, &b);
 	t_eq(hmm_proto_encode(buf, 63, HMM_PROTO_MAP, 0, 1, &b), -EMSGSIZE,
 	     "encode into 63 bytes: -EMSGSIZE");
-	t_eq(hmm_proto_encode(buf, sizeof(buf), 14, 0, 1, &b), -EPROTO,
-	     "encode type 14: -EPROTO");
+	t_eq(hmm_proto_encode(buf, sizeof(buf), 15, 0, 1, &b), -EPROTO,
+	     "encode type 15: -EPROTO");
 	t_eq(hmm_proto_encode(buf, sizeof(buf), HMM_PROTO_MAP,
 			      HMM_PROTO_F_FDS, 1, &b), -EPROTO,
 	     "encode map with FDS: -EPROTO");
@@ -414,17 +424,17 @@ static void test_fields(void)
 		     "hello with every feature bit: fine");
 		t_eq(hmm_proto_negotiate(&h), 1, "negotiate 1..1: 1");
 		h.version_max = 9;
-		t_eq(hmm_proto_negotiate(&h), 1, "negotiate 1..9: 1");
-		h.version_min = 2;
-		t_eq(hmm_proto_negotiate(&h), -EPROTO, "negotiate 2..9: -EPROTO");
-		t_ok(strstr(hmm_last_error(), "client speaks versions 2..9, "
-			    "daemon 1..1") != NULL, "detail: %s",
+		t_eq(hmm_proto_negotiate(&h), 2, "negotiate 1..9: 2");
+		h.version_min = 3;
+		t_eq(hmm_proto_negotiate(&h), -EPROTO, "negotiate 3..9: -EPROTO");
+		t_ok(strstr(hmm_last_error(), "client speaks versions 3..9, "
+			    "daemon 1..2") != NULL, "detail: %s",
 		     hmm_last_error());
 	}
 
 	/* hello_reply */
-	BADS(HMM_PROTO_HELLO_REPLY, b.hello_reply.version = 2, P,
-	     "message hello_reply: field version: 2 not spoken");
+	BADS(HMM_PROTO_HELLO_REPLY, b.hello_reply.version = 3, P,
+	     "message hello_reply: field version: 3 not spoken");
 	bad_wire(HMM_PROTO_HELLO_REPLY, 2, 2, 1, P, "field reserved0");
 	BADS(HMM_PROTO_HELLO_REPLY, b.hello_reply.features = 1u << 9, E,
 	     "field features: unknown bits 0x200");
@@ -643,6 +653,28 @@ static void test_garbage(void)
 	t_ok(ok > 1000 && bad > 1000, "both outcomes seen");
 }
 
+/* WAIT is of version 2: its header says so, and no other header does. */
+static void test_wait(void)
+{
+	struct hmm_proto_wait w = { 0 }, w2 = { 9 };
+	struct hmm_proto_hdr h;
+	int n;
+
+	n = hmm_proto_wait_encode(buf, sizeof(buf), 5, &w);
+	t_eq(n, HMM_PROTO_HDR_SIZE + 8, "wait: 8 body bytes");
+	t_eq(le(buf + 4, 2), 2, "wait: header version 2");
+	t_ok(hmm_proto_wait_decode(buf, n, &h, &w2) == 0 && w2.id == 0 &&
+	     h.version == 2, "wait of id 0 (all the client's tensors) "
+	     "decodes");
+	t_eq(hmm_proto_type_version(HMM_PROTO_WAIT), 2, "wait: version 2");
+	t_eq(hmm_proto_type_version(HMM_PROTO_MAP), 1, "map: version 1");
+	t_eq(hmm_proto_type_version(99), -EPROTO, "type 99: none");
+	t_ok(hmm_proto_is_request(HMM_PROTO_WAIT), "wait is a request");
+	buf[4] = 1;
+	want(n, -EPROTO, "message wait: field version: 1, but wait is a "
+	     "message of version 2", "wait in a version-1 header");
+}
+
 /* ---- the seed corpus for tests/fuzz/fuzz_proto ---------------------------- */
 
 static int write_corpus(const char *dir)
@@ -679,5 +711,6 @@ int main(int argc, char **argv)
 	test_framing();
 	test_fields();
 	test_garbage();
+	test_wait();
 	return t_done();
 }

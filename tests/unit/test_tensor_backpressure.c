@@ -4,10 +4,18 @@
  * waits (back-pressure) and proceeds as soon as a pin is dropped; if no
  * pin is dropped within wait_ms it fails with -ENOMEM and a detail, and
  * leaves nothing pinned.  Never an abort.  t: tsan
+ *
+ * In shared mode (HMM_TEST_MODE=shared, tests/unit/hmm_mode.h) the same
+ * checks hold through hmmd, whose budget and wait_ms are this config's:
+ * the client's host quota is the whole budget, so b's map waits in hmmd
+ * for this client's own unmap of a (quota back-pressure), on one
+ * connection shared by both threads.  hmmd admits a map before it pins,
+ * so b's waiting map pins nothing there yet.
  */
 #include "t.h"
 
 #include "hmm.h"
+#include "hmm_mode.h"
 
 static struct hmm *h;
 static struct hmm_tensor *a, *b;
@@ -44,6 +52,7 @@ int main(void)
 	cfg.host_budget = 1536 << 10;
 	cfg.chunk_bytes = 256 << 10;
 	cfg.wait_ms = 300;
+	hmm_test_mode(&cfg);
 	if (hmm_open(&cfg, &h))
 		t_fail_all("hmm_open: %s", hmm_last_error());
 	if (hmm_tensor_new(h, "a", HMM_DTYPE_U8, 1, &n, &a) ||
@@ -55,8 +64,11 @@ int main(void)
 		t_fail_all("map a: %s", hmm_last_error());
 	memset(pa, 0xa5, n);
 	pthread_create(&thr, NULL, mapper, NULL);
-	/* b's map pins its chunks before it waits: see them pinned */
-	for (int i = 0; i < 10000; i++) {
+	/* b's map pins its chunks before it waits: see them pinned (hmmd
+	   admits before it pins: there, give the map time to arrive) */
+	if (hmm_test_shared())
+		usleep(100 * 1000);
+	for (int i = 0; i < 10000 && !hmm_test_shared(); i++) {
 		hmm_stats(h, &st);
 		if (st.tier[HMM_TIER_HOST].pinned == 2u << 20)
 			break;

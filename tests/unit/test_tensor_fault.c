@@ -5,11 +5,22 @@
  * I/O, with a detail naming the tensor; the failing chunk keeps its data
  * (a failed write-back leaves it dirty in memory), other tensors stay
  * intact, and the same call succeeds once the fault is gone.
+ *
+ * In shared mode (HMM_TEST_MODE=shared, tests/unit/hmm_mode.h) the store
+ * is hmmd's: hmm_fault_set() here arms only this process, which has no
+ * store, and no message arms hmmd's.  hmmd reads HMM_FAULT once, at its
+ * store's open, so it starts with "eio@1": its first store operation,
+ * alpha's first write-back, fails; that error must reach the client
+ * (from the evict, which hmmd answers when the eviction is done, or from
+ * hmm_wait), name alpha, keep alpha's bytes in memory and let beta and a
+ * later eviction of alpha go through.  The checks that need a fault set
+ * at a chosen moment are skipped, saying so.
  */
 #include "t.h"
 
 #include "fault.h"
 #include "hmm.h"
+#include "hmm_mode.h"
 
 #define TB	(256 << 10)
 #define CHUNK	(64 << 10)
@@ -47,6 +58,48 @@ static void evict(struct hmm_tensor *t)
 	hmm_wait(h, t);
 }
 
+/* Shared mode (see the top): hmmd started with HMM_FAULT=eio@1. */
+static int shared_main(struct hmm_config *cfg)
+{
+	static const char *why = "shared mode: hmm_fault_set() arms only "
+		"this process, and the store is hmmd's (it reads HMM_FAULT "
+		"once, at its start)";
+	struct hmm_tensor *a, *b;
+	int64_t n = TB;
+	int r;
+
+	setenv("HMM_FAULT", "eio@1", 1);	/* for hmmd, inherited */
+	hmm_test_mode(cfg);
+	unsetenv("HMM_FAULT");
+	if (hmm_open(cfg, &h))
+		t_fail_all("hmm_open: %s", hmm_last_error());
+	if (hmm_tensor_new(h, "alpha", HMM_DTYPE_U8, 1, &n, &a) ||
+	    hmm_tensor_new(h, "beta", HMM_DTYPE_U8, 1, &n, &b))
+		t_fail_all("tensor: %s", hmm_last_error());
+	t_ok(!fill(a, 1) && !fill(b, 2), "filled alpha and beta");
+	r = hmm_evict(a, 0, HMM_ALL, HMM_TIER_HOST);
+	if (r == 0)
+		r = hmm_wait(h, a);
+	t_eq(r, -EIO, "hmmd's first write-back (alpha's) fails: -EIO from "
+	     "evict or wait");
+	t_ok(strstr(hmm_last_error(), "alpha") != NULL, "detail names the "
+	     "tensor: %s", hmm_last_error());
+	t_eq(check(a, 1), 0, "alpha's contents stayed in memory");
+	evict(b);
+	t_eq(check(b, 2), 0, "beta evicted and read back exact");
+	t_eq(hmm_evict(a, 0, HMM_ALL, HMM_TIER_HOST), 0, "alpha evicts once "
+	     "the fault is spent");
+	t_eq(hmm_wait(h, a), 0, "and the wait is clean");
+	t_eq(check(a, 1), 0, "alpha exact from the store");
+	hmm_test_skip("a failed read: map fails -EIO, naming the tensor", why);
+	hmm_test_skip("a failed flush (ENOSPC), then a clean one", why);
+	hmm_test_skip("short transfers are resubmitted, invisibly", why);
+	hmm_tensor_free(a);
+	hmm_tensor_free(b);
+	hmm_close(h);
+	return t_done();
+}
+
 int main(void)
 {
 	struct hmm_config cfg;
@@ -62,6 +115,8 @@ int main(void)
 	cfg.store_size = 32 << 20;
 	cfg.host_budget = 1 << 20;
 	cfg.chunk_bytes = CHUNK;
+	if (hmm_test_shared())
+		return shared_main(&cfg);
 	if (hmm_open(&cfg, &h))
 		t_fail_all("hmm_open: %s", hmm_last_error());
 	if (hmm_tensor_new(h, "alpha", HMM_DTYPE_U8, 1, &n, &a) ||

@@ -4,6 +4,12 @@
  * its own memfd (hmm_tensor_host_fd), another mapping of which sees the
  * mapped bytes with no copy; an evicted chunk is punched out of the memfd
  * (its blocks freed); without the flag the call is -ENOTSUP.
+ *
+ * In shared mode (HMM_TEST_MODE=shared, tests/unit/hmm_mode.h) the host
+ * memory is hmmd's memfd: hmm_tensor_host_fd is -ENOTSUP, and what is
+ * checked instead is the same property through hmmd: two maps of one
+ * range are two mappings of the same pages (no copy either way), and an
+ * evicted range reads back from the store.
  */
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -11,6 +17,7 @@
 #include "t.h"
 
 #include "hmm.h"
+#include "hmm_mode.h"
 
 #define CHUNK	(64 << 10)
 #define TBYTES	(4 * CHUNK)
@@ -20,6 +27,49 @@ static uint64_t blocks(int fd)
 	struct stat st;
 
 	return fstat(fd, &st) ? ~0ull : (uint64_t)st.st_blocks * 512;
+}
+
+/* Shared mode: the memfd is hmmd's (see the top). */
+static int shared_main(struct hmm_config *cfg)
+{
+	struct hmm_tensor *t;
+	int64_t n = TBYTES;
+	uint64_t off = 1;
+	uint8_t *p, *q, want[CHUNK];
+	struct hmm *h;
+	int fd = -1;
+
+	hmm_test_mode(cfg);
+	if (hmm_open(cfg, &h) || hmm_tensor_new(h, "s", HMM_DTYPE_U8, 1, &n,
+						&t))
+		t_fail_all("open: %s", hmm_last_error());
+	t_eq(hmm_tensor_host_fd(t, &fd, &off), -ENOTSUP, "shared mode: no "
+	     "host fd here (%s)", hmm_last_error());
+	if (hmm_map(t, CHUNK, CHUNK, HMM_TIER_HOST, HMM_WRITE, (void **)&p) ||
+	    hmm_map(t, CHUNK, CHUNK, HMM_TIER_HOST, HMM_WRITE, (void **)&q))
+		t_fail_all("map: %s", hmm_last_error());
+	t_ok(p != q, "two maps of one range: two pointers");
+	t_fill(p, CHUNK, 7);
+	t_fill(want, CHUNK, 7);
+	t_ok(!memcmp(q, want, CHUNK), "writes through one show in the other "
+	     "at once (hmmd's pages, no copy)");
+	memset(q, 0x5a, 100);
+	t_ok(p[0] == 0x5a && p[99] == 0x5a, "and the other way");
+	t_eq(hmm_unmap(t, q), 0, "unmap one");
+	t_eq(hmm_unmap(t, p), 0, "unmap the other");
+	hmm_test_skip("memfd blocks: one chunk's memory, none after "
+		      "eviction", "shared mode: the memfd is hmmd's and "
+		      "the client holds no fd of it to fstat");
+	t_eq(hmm_evict(t, 0, HMM_ALL, HMM_TIER_HOST), 0, "evict");
+	t_eq(hmm_wait(h, t), 0, "wait");
+	memset(want, 0x5a, 100);
+	if (hmm_map(t, CHUNK, CHUNK, HMM_TIER_HOST, HMM_READ, (void **)&p))
+		t_fail_all("map: %s", hmm_last_error());
+	t_ok(!memcmp(p, want, CHUNK), "read back from the store");
+	hmm_unmap(t, p);
+	t_eq(hmm_tensor_free(t), 0, "free");
+	hmm_close(h);
+	return t_done();
 }
 
 int main(void)
@@ -39,6 +89,8 @@ int main(void)
 	cfg.store_size = 16 << 20;
 	cfg.host_budget = 1 << 20;
 	cfg.chunk_bytes = CHUNK;
+	if (hmm_test_shared())
+		return shared_main(&cfg);
 
 	/* default: anonymous memory */
 	if (hmm_open(&cfg, &h) || hmm_tensor_new(h, "a", HMM_DTYPE_U8, 1, &n,
