@@ -16,6 +16,7 @@
 #include <linux/poll.h>
 #include <linux/uaccess.h>
 #include <linux/sched/signal.h>
+#include <linux/pid.h>
 
 #include "hmmk.h"
 
@@ -23,6 +24,7 @@
 static struct {
 	spinlock_t lock;
 	struct hmmk_space *owner;
+	struct pid *owner_pid;		/* the attacher's thread group */
 	struct list_head pending;
 	struct list_head inflight;
 	u64 next_id;
@@ -132,34 +134,67 @@ bool hmmk_daemon_attached(void)
 
 long hmmk_daemon_attach(struct hmmk_space *space)
 {
+	struct pid *pid = get_task_pid(current, PIDTYPE_TGID);
 	long ret = 0;
 
 	mutex_lock(&space->lock);
 	if (space->nr_regions) {
 		mutex_unlock(&space->lock);
+		put_pid(pid);
 		return -EINVAL;
 	}
 	spin_lock(&hmmk_daemon.lock);
-	if (hmmk_daemon.owner)
+	if (hmmk_daemon.owner) {
 		ret = -EBUSY;
-	else
+	} else {
 		hmmk_daemon.owner = space;
+		hmmk_daemon.owner_pid = pid;
+		pid = NULL;
+	}
 	spin_unlock(&hmmk_daemon.lock);
 	if (!ret)
 		space->daemon = true;
 	mutex_unlock(&space->lock);
+	put_pid(pid);
 	return ret;
+}
+
+/* DAEMON_INFO: any opener may ask. */
+long hmmk_daemon_info(void __user *arg)
+{
+	struct hmmk_daemon_info di;
+	struct hmmk_req *req;
+	struct pid *pid;
+
+	memset(&di, 0, sizeof(di));
+	spin_lock(&hmmk_daemon.lock);
+	pid = get_pid(hmmk_daemon.owner_pid);
+	di.attached = !!hmmk_daemon.owner;
+	list_for_each_entry(req, &hmmk_daemon.pending, link)
+		di.pending++;
+	list_for_each_entry(req, &hmmk_daemon.inflight, link)
+		di.inflight++;
+	spin_unlock(&hmmk_daemon.lock);
+	if (pid) {
+		di.pid = pid_vnr(pid);
+		put_pid(pid);
+	}
+	return copy_to_user(arg, &di, sizeof(di)) ? -EFAULT : 0;
 }
 
 /* The daemon's file is released: fail everything it was given. */
 void hmmk_daemon_detach(struct hmmk_space *space)
 {
 	struct hmmk_req *req, *tmp;
+	struct pid *pid = NULL;
 	LIST_HEAD(gone);
 
 	spin_lock(&hmmk_daemon.lock);
-	if (hmmk_daemon.owner == space)
+	if (hmmk_daemon.owner == space) {
 		hmmk_daemon.owner = NULL;
+		pid = hmmk_daemon.owner_pid;
+		hmmk_daemon.owner_pid = NULL;
+	}
 	list_splice_init(&hmmk_daemon.pending, &gone);
 	list_splice_init(&hmmk_daemon.inflight, &gone);
 	list_for_each_entry(req, &gone, link) {
@@ -173,6 +208,7 @@ void hmmk_daemon_detach(struct hmmk_space *space)
 		complete(&req->done);
 		hmmk_req_put(req);	/* list ref */
 	}
+	put_pid(pid);
 	space->daemon = false;
 }
 

@@ -209,6 +209,7 @@ struct hmmk_req {
 /* daemon.c: the EVICT / FILL channel and the request lifecycle. */
 long hmmk_daemon_attach(struct hmmk_space *space);
 void hmmk_daemon_detach(struct hmmk_space *space);
+long hmmk_daemon_info(void __user *arg);
 long hmmk_daemon_fetch(struct hmmk_space *space, void __user *arg);
 long hmmk_daemon_complete(struct hmmk_space *space, void __user *arg);
 __poll_t hmmk_daemon_poll(struct hmmk_space *space, struct file *filp,

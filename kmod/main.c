@@ -111,6 +111,8 @@ static long hmmk_ioctl(struct file *filp, unsigned int cmd, unsigned long arg)
 		return hmmk_daemon_fetch(space, uarg);
 	case HMMK_IOC_DAEMON_COMPLETE:
 		return hmmk_daemon_complete(space, uarg);
+	case HMMK_IOC_DAEMON_INFO:
+		return hmmk_daemon_info(uarg);
 	case HMMK_IOC_REGION_CREATE:
 	case HMMK_IOC_REGION_DESTROY:
 	case HMMK_IOC_MIGRATE:
@@ -154,6 +156,7 @@ static void hmmk_check_uapi(void)
 	BUILD_BUG_ON(sizeof(struct hmmk_simdev_config) != 48);
 	BUILD_BUG_ON(sizeof(struct hmmk_daemon_req) != 72);
 	BUILD_BUG_ON(sizeof(struct hmmk_daemon_cmpl) != 40);
+	BUILD_BUG_ON(sizeof(struct hmmk_daemon_info) != 48);
 	BUILD_BUG_ON(HMMK_PAGE_SIZE != PAGE_SIZE);
 	BUILD_BUG_ON(HMMK_BLOCK_PAGES > 512);
 }

@@ -42,6 +42,10 @@
  * HMMK_F_SIMDEV: the simulated device tier (DEV_ACCESS, SIMDEV_CONFIG).
  * HMMK_F_STATS: STATS per region and SAMPLE (access sampling by hinting
  *	faults).
+ * HMMK_F_DAEMON_INFO: DAEMON_INFO says whether a daemon is attached and
+ *	which process it is, so that a client of that daemon (libhmm in
+ *	shared mode) lets the module back its regions only when its own
+ *	daemon serves the module.
  */
 #define HMMK_F_REGIONS		(1ULL << 0)
 #define HMMK_F_MIGRATE		(1ULL << 1)
@@ -49,7 +53,8 @@
 #define HMMK_F_DAEMON		(1ULL << 3)
 #define HMMK_F_SIMDEV		(1ULL << 4)
 #define HMMK_F_STATS		(1ULL << 5)
-#define HMMK_F_ALL		((1ULL << 6) - 1)
+#define HMMK_F_DAEMON_INFO	(1ULL << 6)
+#define HMMK_F_ALL		((1ULL << 7) - 1)
 
 struct hmmk_features {
 	__u64 features;		/* (out) HMMK_F_* the module supports */
@@ -195,6 +200,17 @@ struct hmmk_daemon_cmpl {
 	__u64 reserved[2];	/* (in) 0 */
 };
 
+/* DAEMON_INFO: the attached daemon, now (it may go at any time). */
+struct hmmk_daemon_info {
+	__u32 attached;		/* (out) 1: a daemon is attached, else 0 */
+	/* (out) its process (thread group) id in the caller's pid
+	 * namespace; 0 when none is attached or it is not visible there */
+	__u32 pid;
+	__u64 pending;		/* (out) requests queued for it */
+	__u64 inflight;		/* (out) requests it has fetched */
+	__u64 reserved[3];	/* (out) zero */
+};
+
 #define HMMK_IOC_MAGIC		0xB8	/* not in ioctl-number.rst */
 
 #define HMMK_IOC_GET_FEATURES	_IOR(HMMK_IOC_MAGIC, 0x00, struct hmmk_features)
@@ -210,5 +226,6 @@ struct hmmk_daemon_cmpl {
 #define HMMK_IOC_DAEMON_ATTACH	_IO(HMMK_IOC_MAGIC, 0x10)
 #define HMMK_IOC_DAEMON_FETCH	_IOWR(HMMK_IOC_MAGIC, 0x11, struct hmmk_daemon_req)
 #define HMMK_IOC_DAEMON_COMPLETE _IOW(HMMK_IOC_MAGIC, 0x12, struct hmmk_daemon_cmpl)
+#define HMMK_IOC_DAEMON_INFO	_IOR(HMMK_IOC_MAGIC, 0x13, struct hmmk_daemon_info)
 
 #endif /* _UAPI_HMMK_H */

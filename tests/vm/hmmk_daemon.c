@@ -4,7 +4,7 @@
  * daemon (tests/vm/hmmk_testd.c): evict then refault integrity, no daemon
  * -> SIGBUS, daemon killed mid-flight -> SIGBUS without a hang, a silent
  * daemon -> SIGBUS after fill_timeout_ms, N threads faulting one evicted
- * page -> one FILL.
+ * page -> one FILL; DAEMON_INFO names the attached daemon.
  */
 #include <pthread.h>
 #include <stdatomic.h>
@@ -107,6 +107,28 @@ TEST_F(daemon, second_daemon_ebusy)
 	ASSERT_LE(0, fd2);
 	EXPECT_EQ(-EBUSY, t_ioctl(fd2, HMMK_IOC_DAEMON_ATTACH, NULL));
 	close(fd2);
+}
+
+TEST_F(daemon, daemon_info_names_the_attached_process)
+{
+	struct hmmk_daemon_info di;
+
+	memset(&di, 0xff, sizeof(di));
+	ASSERT_EQ(0, t_ioctl(self->fd, HMMK_IOC_DAEMON_INFO, &di));
+	EXPECT_EQ(0, di.attached);
+	EXPECT_EQ(0, di.pid);
+	EXPECT_EQ(0, di.pending + di.inflight);
+	EXPECT_EQ(0, di.reserved[0] | di.reserved[1] | di.reserved[2]);
+	self->daemon = t_daemon_start(NULL, NULL);
+	ASSERT_LT(0, self->daemon);
+	ASSERT_EQ(0, t_ioctl(self->fd, HMMK_IOC_DAEMON_INFO, &di));
+	EXPECT_EQ(1, di.attached);
+	EXPECT_EQ((uint32_t)self->daemon, di.pid);
+	t_daemon_stop(self->daemon);
+	self->daemon = -1;
+	ASSERT_EQ(0, t_ioctl(self->fd, HMMK_IOC_DAEMON_INFO, &di));
+	EXPECT_EQ(0, di.attached);
+	EXPECT_EQ(0, di.pid);
 }
 
 TEST_F(daemon, no_daemon_sigbus)
