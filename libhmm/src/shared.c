@@ -6,12 +6,14 @@
  * modes: h->remote / t->remote say which.  The forwarding of tensors,
  * map/unmap, prefetch/evict, wait/flush and stats sits at the top of
  * those calls (tensor.c, map.c, stats.c); this file opens and closes the
- * connection and holds the public calls whose engine bodies are in
- * persist.c and region.c (see ctx.h).
+ * connection and holds hmm_tensor_open's remote half (see ctx.h).
  *
  * Differences from the embedded engine, as hmmd serves it:
  *  - the host tier only: device maps, prefetches and evictions -ENOTSUP;
- *    regions -ENOTSUP (hmmd serves them through hmmk.ko, not here);
+ *  - transparent regions live in this process (region.c): backed by
+ *    hmmk.ko when hmmd is the module's daemon (region_hmmk.c), else by
+ *    userfaultfd here with evicted blocks kept in an hmmd tensor; their
+ *    resident bytes count against config.host_budget in this process;
  *  - hmm_tensor_open() attaches the caller's uid's persistent tensor of
  *    that name in hmmd; hmm_tensor_new() tensors are not kept by a flush
  *    (hmmd keeps only tensors made persistent through its protocol);
@@ -32,9 +34,6 @@
 #include "err.h"
 
 #undef hmm_tensor_open
-#undef hmm_region_new
-#undef hmm_region_advise
-#undef hmm_region_free
 
 int hmm_shared_open(struct hmm *h, const struct hmm_config *cfg)
 {
@@ -46,6 +45,7 @@ int hmm_shared_open(struct hmm *h, const struct hmm_config *cfg)
 
 void hmm_shared_close(struct hmm *h)
 {
+	hmm_region_fini(h);	/* their blocks are in hmmd: first */
 	hmm_client_close(h->remote);
 	h->remote = NULL;
 }
@@ -63,11 +63,4 @@ int hmm_shared_tensor_open(struct hmm *h, const char *name,
 	if (r < 0)
 		return r;
 	return hmm_tensor_wrap_remote(h, rt, out);
-}
-
-int hmm_shared_no_regions(const char *fn)
-{
-	return hmm_err(-ENOTSUP, "%s: shared mode (config.daemon) has no "
-		       "transparent regions in the client; use the embedded "
-		       "engine or hmmk.ko", fn);
 }

@@ -1,16 +1,88 @@
 // SPDX-License-Identifier: MIT
 /*
  * test_region — a transparent region 4x the host budget: a pattern
- * written over all of it reads back exact, the budget is never exceeded,
+ * written over all of it reads back exact, the budget is never exceeded
+ * (the engine's peak, and the region's own resident pages by mincore),
  * blocks went to the store and came back; advice COLD evicts, WILLNEED
- * faults in; bad arguments fail with -EINVAL.  t: tsan
+ * faults in; bad arguments fail with -EINVAL.  Runs in both modes
+ * (HMM_TEST_MODE=shared: userfaultfd in this process, evicted blocks in
+ * an hmmd tensor).  t: tsan
  */
+#include <setjmp.h>
+#include <signal.h>
+#include <sys/mman.h>
+
 #include "t.h"
 
 #include "hmm.h"
+#include "hmm_mode.h"
 
 #define BUDGET	(4u << 20)
 #define RBYTES	(4ull * BUDGET)
+
+/* Bytes of [p, p + len) resident in this process now (mincore). */
+static uint64_t resident(void *p, uint64_t len)
+{
+	static unsigned char vec[RBYTES / 4096];
+	uint64_t n = 0;
+
+	if (mincore(p, len, vec))
+		return UINT64_MAX;
+	for (uint64_t i = 0; i < len / 4096; i++)
+		n += vec[i] & 1;
+	return n * 4096;
+}
+
+static sigjmp_buf bus_jmp;
+
+static void on_sigbus(int sig)
+{
+	siglongjmp(bus_jmp, 1);
+}
+
+/* Read *p; -1 when that is SIGBUS. */
+static int64_t touch(volatile uint64_t *p)
+{
+	struct sigaction sa = { .sa_handler = on_sigbus }, old;
+	int64_t v = -1;
+
+	sigaction(SIGBUS, &sa, &old);
+	if (!sigsetjmp(bus_jmp, 1))
+		v = (int64_t)(*p & 0x7fffffffffffffffull);
+	sigaction(SIGBUS, &old, NULL);
+	return v;
+}
+
+/*
+ * Shared mode: kill -9 hmmd while blocks of a region are in it.  A
+ * resident block still reads; a stored one gets SIGBUS, promptly, never
+ * zeros or a hang; advice and free still return.
+ */
+static void hmmd_killed(struct hmm *h)
+{
+	uint64_t *p, n = RBYTES / 8, last = n - 1;
+	void *vp;
+	int st;
+
+	if (hmm_region_new(h, RBYTES, &vp)) {
+		t_ok(0, "region for the kill -9 check: %s", hmm_last_error());
+		return;
+	}
+	p = vp;
+	for (uint64_t i = 0; i < n; i++)
+		p[i] = i + 1;
+	/* the last block is resident, the first went to hmmd */
+	kill(hmm_mode_pid_, SIGKILL);
+	waitpid(hmm_mode_pid_, &st, 0);
+	hmm_mode_pid_ = 0;
+	t_eq(touch(&p[last]), (int64_t)(last + 1), "hmmd killed: a resident "
+	     "block still reads");
+	t_eq(touch(&p[0]), -1, "a block hmmd held gets SIGBUS, not zeros");
+	t_eq(touch(&p[1]), -1, "and again");
+	t_ok(hmm_region_advise(h, p, RBYTES, HMM_ADVISE_COLD) < 0,
+	     "COLD fails: %s", hmm_last_error());
+	t_eq(hmm_region_free(h, p), 0, "free returns");
+}
 
 int main(void)
 {
@@ -18,15 +90,17 @@ int main(void)
 	struct hmm_stats st, st2;
 	struct hmm *h;
 	char path[4200];
-	uint64_t *p, seed, bad = 0;
+	uint64_t *p, seed, bad = 0, rss = 0;
 	void *vp;
-	int r;
+	int r, sh;
 
 	snprintf(path, sizeof(path), "%s/store", t_tmpdir());
 	hmm_config_default(&cfg);
 	cfg.store_path = path;
 	cfg.store_size = 64 << 20;
 	cfg.host_budget = BUDGET;
+	hmm_test_mode(&cfg);	/* HMM_TEST_MODE=shared: through hmmd */
+	sh = hmm_test_shared();
 	if (hmm_open(&cfg, &h))
 		t_fail_all("hmm_open: %s", hmm_last_error());
 	r = hmm_region_new(h, RBYTES, &vp);
@@ -40,11 +114,20 @@ int main(void)
 	t_ok(p[12345] == 0 && p[RBYTES / 8 - 1] == 0, "fresh region reads 0");
 
 	seed = 7;
-	for (uint64_t i = 0; i < RBYTES / 8; i++)
+	for (uint64_t i = 0; i < RBYTES / 8; i++) {
 		p[i] = i * 0x9e3779b97f4a7c15ull ^ seed;
+		if (i % (256 << 10) == 0) {	/* every 2 MiB */
+			uint64_t n = resident(p, RBYTES);
+
+			rss = n > rss ? n : rss;
+		}
+	}
+	t_ok(rss <= BUDGET, "the region's resident bytes (mincore) %llu <= "
+	     "budget %u while writing 4x the budget", (unsigned long long)rss,
+	     BUDGET);
 	hmm_stats(h, &st);
-	t_ok(st.tier[HMM_TIER_HOST].peak <= BUDGET, "host peak %llu <= "
-	     "budget %u while writing 4x the budget",
+	t_ok(st.tier[HMM_TIER_HOST].peak <= BUDGET, "%s host peak %llu <= "
+	     "budget %u", sh ? "hmmd's" : "the",
 	     (unsigned long long)st.tier[HMM_TIER_HOST].peak, BUDGET);
 	t_ok(st.region_evictions >= (RBYTES - BUDGET) / (64 << 10),
 	     "blocks were evicted to the store (%llu)",
@@ -60,6 +143,8 @@ int main(void)
 	for (uint64_t i = 0; i < RBYTES / 8; i++)
 		bad += p[i] != ((i & 1) ? ~i : i * 0x9e3779b97f4a7c15ull ^ seed);
 	t_eq(bad, 0, "a second pass reads back exact");
+	t_ok(resident(p, RBYTES) <= BUDGET, "resident bytes within budget "
+	     "after it");
 	hmm_stats(h, &st);
 	t_ok(st.tier[HMM_TIER_HOST].peak <= BUDGET, "peak still within "
 	     "budget");
@@ -94,8 +179,12 @@ int main(void)
 		t_fill(v, BUDGET / 2, 77);
 		hmm_unmap(t, v);
 		hmm_stats(h, &st);
-		t_ok(st.tier[HMM_TIER_HOST].peak <= BUDGET, "a tensor map "
-		     "evicted region blocks to fit");
+		if (sh)		/* hmmd's tensors are in hmmd's budget */
+			hmm_test_skip("a tensor map evicted region blocks",
+				      "shared mode: the tensor is in hmmd");
+		else
+			t_ok(st.tier[HMM_TIER_HOST].peak <= BUDGET, "a tensor "
+			     "map evicted region blocks to fit");
 		uint64_t wr0 = st.tier[HMM_TIER_STORE].bytes_in;
 		uint64_t ev0 = st.tier[HMM_TIER_HOST].evictions;
 
@@ -105,10 +194,14 @@ int main(void)
 					i * 0x9e3779b97f4a7c15ull ^ seed);
 		t_eq(bad, 0, "the region reads back exact after the tensor");
 		hmm_stats(h, &st);
-		t_ok(st.tier[HMM_TIER_HOST].evictions > ev0 &&
-		     st.tier[HMM_TIER_STORE].bytes_in >= wr0 + BUDGET / 2,
-		     "region faults evicted the tensor's dirty chunks to the "
-		     "store");
+		if (sh)
+			hmm_test_skip("region faults evicted the tensor",
+				      "shared mode: the tensor is in hmmd");
+		else
+			t_ok(st.tier[HMM_TIER_HOST].evictions > ev0 &&
+			     st.tier[HMM_TIER_STORE].bytes_in >= wr0 + BUDGET / 2,
+			     "region faults evicted the tensor's dirty chunks "
+			     "to the store");
 		if (hmm_map(t, 0, BUDGET / 2, HMM_TIER_HOST, HMM_READ, &v))
 			t_fail_all("map: %s", hmm_last_error());
 		tp = malloc(BUDGET / 2);
@@ -132,7 +225,27 @@ int main(void)
 	t_eq(hmm_region_new(h, 0, &vp), -EINVAL, "zero-byte region");
 	t_eq(hmm_region_free(h, p), 0, "free");
 	hmm_stats(h, &st);
-	t_eq(st.tier[HMM_TIER_HOST].resident, 0, "free gave the budget back");
+	if (sh)
+		hmm_test_skip("free gave the budget back", "shared mode: "
+			      "hmm_stats is hmmd's host tier");
+	else
+		t_eq(st.tier[HMM_TIER_HOST].resident, 0, "free gave the "
+		     "budget back");
+	/* the budget really is back: a second region fills it again */
+	r = hmm_region_new(h, BUDGET, &vp);
+	t_eq(r, 0, "a second region (%s)", r ? hmm_last_error() : "ok");
+	if (!r) {
+		hmm_stats(h, &st);
+		memset(vp, 0x5a, BUDGET);
+		hmm_stats(h, &st2);
+		t_ok(((uint8_t *)vp)[BUDGET - 1] == 0x5a &&
+		     resident(vp, BUDGET) == BUDGET &&
+		     st2.region_evictions == st.region_evictions, "it fills "
+		     "the whole budget without an eviction");
+		hmm_region_free(h, vp);
+	}
+	if (sh)
+		hmmd_killed(h);
 	hmm_close(h);
 	return t_done();
 }

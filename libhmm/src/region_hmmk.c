@@ -1,0 +1,152 @@
+// SPDX-License-Identifier: MIT
+/*
+ * region_hmmk.c — a shared-mode region backed by the hmmk kernel module.
+ *
+ * When /dev/hmmk exists and the process attached to it as the module's
+ * daemon is the very hmmd this context talks to (DAEMON_INFO's pid equals
+ * the socket's SO_PEERCRED pid), a region is a module region: its own
+ * open of /dev/hmmk (a space bound to this mm), REGION_CREATE and an
+ * mmap(MAP_SHARED) of it.  The module serves the faults; pages it evicts
+ * go to hmmd (daemon/bridge.c), which stores them and fills them back on
+ * a fault.  hmmd gone: those faults get SIGBUS, nothing hangs.  No
+ * thread and no lock here: the module serialises.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "uapi/hmmk.h"
+#include "client.h"
+#include "ctx.h"
+#include "err.h"
+#include "region_int.h"
+
+#define HMMK_NEED	(HMMK_F_REGIONS | HMMK_F_DAEMON | HMMK_F_DAEMON_INFO)
+
+/* Allocated by hmm_region_hmmk_new, freed by hmm_region_hmmk_free. */
+struct hmm_region_hmmk {
+	int fd;			/* /dev/hmmk: this region's space */
+	uint64_t handle;	/* the module's region */
+};
+
+/* Whether hmmd, at the other end of h's socket, is the module's daemon. */
+static int hmmk_served_by_our_hmmd(struct hmm *h, int fd)
+{
+	struct hmmk_features f;
+	struct hmmk_daemon_info di;
+	struct ucred cr;
+	socklen_t len = sizeof(cr);
+
+	memset(&f, 0, sizeof(f));
+	memset(&di, 0, sizeof(di));
+	if (ioctl(fd, HMMK_IOC_GET_FEATURES, &f) ||
+	    (f.features & HMMK_NEED) != HMMK_NEED ||
+	    f.page_size != HMMK_PAGE_SIZE)
+		return 0;
+	if (ioctl(fd, HMMK_IOC_DAEMON_INFO, &di) || !di.attached || !di.pid)
+		return 0;
+	if (getsockopt(hmm_client_fd(h->remote), SOL_SOCKET, SO_PEERCRED,
+		       &cr, &len) || len != sizeof(cr))
+		return 0;
+	return (uint32_t)cr.pid == di.pid;
+}
+
+int hmm_region_hmmk_new(struct hmm *h, uint64_t bytes,
+			struct hmm_region_hmmk **out, char **base)
+{
+	struct hmmk_region_create rc;
+	struct hmmk_region_destroy rd;
+	struct hmm_region_hmmk *mk;
+	const char *env = getenv("HMM_REGION_BACKEND");
+	void *p;
+	int err;
+
+	if (env && !strcmp(env, "uffd"))
+		return -ENODEV;		/* asked for userfaultfd */
+	mk = calloc(1, sizeof(*mk));
+	if (!mk)
+		return hmm_err(-ENOMEM, "hmm_region_new: no memory");
+	mk->fd = open(HMMK_DEVICE, O_RDWR | O_CLOEXEC);
+	if (mk->fd < 0 || !hmmk_served_by_our_hmmd(h, mk->fd)) {
+		err = -ENODEV;
+		goto out_close;
+	}
+	memset(&rc, 0, sizeof(rc));
+	rc.size = bytes;
+	rc.preferred_node = HMMK_NODE_ANY;
+	if (ioctl(mk->fd, HMMK_IOC_REGION_CREATE, &rc)) {
+		err = hmm_err(-errno, "hmm_region_new: %s REGION_CREATE %llu "
+			      "bytes: %s", HMMK_DEVICE,
+			      (unsigned long long)bytes, strerror(errno));
+		goto out_close;
+	}
+	mk->handle = rc.handle;
+	p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, mk->fd,
+		 rc.mmap_offset);
+	if (p == MAP_FAILED) {
+		err = hmm_err(-errno, "hmm_region_new: mmap of %s region "
+			      "%llu: %s", HMMK_DEVICE,
+			      (unsigned long long)rc.handle, strerror(errno));
+		goto out_destroy;
+	}
+	*out = mk;
+	*base = p;
+	return 0;
+
+out_destroy:
+	memset(&rd, 0, sizeof(rd));
+	rd.handle = mk->handle;
+	ioctl(mk->fd, HMMK_IOC_REGION_DESTROY, &rd);
+out_close:
+	if (mk->fd >= 0)
+		close(mk->fd);
+	free(mk);
+	return err;
+}
+
+int hmm_region_hmmk_advise(struct hmm_region_hmmk *mk, char *base,
+			   uint64_t off, uint64_t len, int advice)
+{
+	uint64_t lo = off / HMMK_PAGE_SIZE * HMMK_PAGE_SIZE;
+	uint64_t hi = HMM_ROUND_UP(off + len, HMMK_PAGE_SIZE), o;
+	struct hmmk_range r;
+
+	switch (advice) {
+	case HMM_ADVISE_COLD:
+		memset(&r, 0, sizeof(r));
+		r.handle = mk->handle;
+		r.start = lo;
+		r.length = hi - lo;
+		if (ioctl(mk->fd, HMMK_IOC_EVICT, &r))
+			return hmm_err(-errno, "hmm_region_advise: %s EVICT "
+				       "region %llu +%llu: %s", HMMK_DEVICE,
+				       (unsigned long long)lo,
+				       (unsigned long long)(hi - lo),
+				       strerror(errno));
+		return 0;
+	case HMM_ADVISE_WILLNEED:
+		for (o = lo; o < hi; o += HMMK_PAGE_SIZE)
+			(void)*(volatile char *)(base + o);
+		return 0;
+	default:
+		return 0;
+	}
+}
+
+void hmm_region_hmmk_free(struct hmm_region_hmmk *mk, char *base,
+			  uint64_t bytes)
+{
+	struct hmmk_region_destroy rd;
+
+	munmap(base, bytes);
+	memset(&rd, 0, sizeof(rd));
+	rd.handle = mk->handle;
+	ioctl(mk->fd, HMMK_IOC_REGION_DESTROY, &rd);
+	close(mk->fd);
+	free(mk);
+}
