@@ -6,92 +6,23 @@
  * then refault is byte-exact; a restarted hmmd serves what a killed one
  * took; kill -9 of hmmd while it holds a FILL -> SIGBUS, no hang.
  */
-#include <poll.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/un.h>
-#include <time.h>
 
 #include "hmmk_t.h"
+#include "hmmk_hmmd.h"
 #include "kselftest_harness.h"
 
-#define HMMD		"/bin/hmmd"
-#define HMMD_SOCK	"/tmp/hmmd.sock"
-#define NOTIFY		"/tmp/hmmk_bridge.notify"
 #define STORE		"/tmp/hmmk_bridge.store"
 
-/*
- * Start hmmd as the module's daemon (store STORE) and wait for its
- * READY=1 on $NOTIFY_SOCKET: it attaches before it says ready.  delay
- * (ms, 0 = none) holds every FILL that long.  Returns the pid or -errno.
- */
+/* hmmd as the module's daemon on store STORE (see hmmk_hmmd.h). */
 static pid_t hmmd_start(int delay)
 {
-	struct sockaddr_un sa = { .sun_family = AF_UNIX };
-	char buf[256], d[16];
-	pid_t pid;
-	int fd, i, st;
+	static const char *const args[] = {
+		"--host-budget", "8M", "--module", HMMK_DEVICE,
+		"--module-store", STORE, "--module-store-size", "64M", NULL,
+	};
 
-	unlink(NOTIFY);
-	strcpy(sa.sun_path, NOTIFY);
-	fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-	if (fd < 0 || bind(fd, (struct sockaddr *)&sa, sizeof(sa)))
-		return -errno;
-	pid = fork();
-	if (pid < 0)
-		return -errno;
-	if (!pid) {
-		setenv("NOTIFY_SOCKET", NOTIFY, 1);
-		snprintf(d, sizeof(d), "%d", delay);
-		if (delay)
-			setenv("HMMD_BRIDGE_FILL_DELAY_MS", d, 1);
-		execl(HMMD, HMMD, "--socket", HMMD_SOCK, "--host-budget", "8M",
-		      "--module", HMMK_DEVICE, "--module-store", STORE,
-		      "--module-store-size", "64M", (char *)NULL);
-		_exit(127);
-	}
-	for (i = 0; i < 1200; i++) {	/* 120 s: TCG is slow */
-		struct pollfd pfd = { .fd = fd, .events = POLLIN };
-		ssize_t n;
-
-		if (poll(&pfd, 1, 100) == 1) {
-			n = recv(fd, buf, sizeof(buf) - 1, 0);
-			if (n > 0) {
-				buf[n] = 0;
-				if (strstr(buf, "READY=1")) {
-					close(fd);
-					return pid;
-				}
-			}
-		}
-		if (waitpid(pid, &st, WNOHANG) == pid) {
-			close(fd);
-			return -ECHILD;		/* it exited */
-		}
-	}
-	close(fd);
-	kill(pid, SIGKILL);
-	waitpid(pid, NULL, 0);
-	return -ETIMEDOUT;
-}
-
-static double now_s(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
-/* SIGTERM; the exit status, or -1 if it did not exit normally. */
-static int hmmd_term(pid_t pid)
-{
-	int st;
-
-	kill(pid, SIGTERM);
-	if (waitpid(pid, &st, 0) != pid || !WIFEXITED(st))
-		return -1;
-	return WEXITSTATUS(st);
+	return hmmd_startv(delay, args);
 }
 
 FIXTURE(bridge) {
@@ -138,19 +69,19 @@ TEST_F_TIMEOUT(bridge, hmmd_serves_evict_and_fill, 180)
 	p = t_map(self->fd, pages * T_PAGE, HMMK_NODE_ANY, &rc);
 	ASSERT_NE(NULL, p);
 	t_fill(p, pages, 41);
-	t0 = now_s();
+	t0 = hmmd_now_s();
 	ASSERT_EQ(0, t_range(self->fd, HMMK_IOC_EVICT, rc.handle, 0,
 			     pages * T_PAGE, 0, 0, &r));
-	t1 = now_s();
+	t1 = hmmd_now_s();
 	EXPECT_EQ(pages, r.done);
 	EXPECT_EQ(0, r.skipped);
 	EXPECT_EQ(HMMK_TIER_NVME, t_info(self->fd, rc.handle, 0).tier);
 	EXPECT_EQ(HMMK_TIER_NVME, t_info(self->fd, rc.handle, pages - 1).tier);
 	ASSERT_EQ(0, stat(STORE, &st));
 	EXPECT_LT(0, st.st_size);
-	t2 = now_s();
+	t2 = hmmd_now_s();
 	EXPECT_EQ(0, t_check(p, pages, 41));
-	t2 = now_s() - t2;
+	t2 = hmmd_now_s() - t2;
 	TH_LOG("%llu pages through hmmd (qemu TCG): EVICT %.0f pages/s, "
 	       "refault %.0f pages/s", (unsigned long long)pages,
 	       pages / (t1 - t0), pages / t2);

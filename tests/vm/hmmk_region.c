@@ -1,0 +1,274 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * tests/vm/hmmk_region.c — libhmm's transparent regions in shared mode,
+ * in the VM with hmmk.ko loaded and the real hmmd (/bin/hmmd, static) as
+ * its daemon: hmm_region_new makes a module region (seen in the module's
+ * debugfs summary), COLD advice is the module's EVICT, every evicted page
+ * comes back byte-exact through a FILL that hmmd served (the module's
+ * counters say so), free destroys it; kill -9 of hmmd while the client
+ * faults -> SIGBUS, no hang; hmmd not attached to the module -> the
+ * userfaultfd fallback, byte-exact over 4x the host budget.
+ *
+ * Linked static with libhmm (tests/vm/run).
+ */
+#include <stdio.h>
+#include <sys/stat.h>
+
+#include "hmm.h"
+#include "hmmk_t.h"
+#include "hmmk_hmmd.h"
+#include "kselftest_harness.h"
+
+#define MSTORE		"/tmp/hmmk_region.mstore"
+#define ESTORE		"/tmp/hmmk_region.estore"
+#define SUMMARY		"/sys/kernel/debug/hmmk/summary"
+
+/* One region's line of the module's debugfs summary. */
+struct sum {
+	unsigned long long handle, pages, faults, zero, fills, evict, sigbus;
+};
+
+/*
+ * The counters of the one region of `pages` pages in the module: 0, or
+ * -ENOENT (none), -EEXIST (more than one), -errno (no summary).
+ */
+static int summary_find(uint64_t pages, struct sum *out)
+{
+	FILE *f = fopen(SUMMARY, "r");
+	char line[512];
+	int found = 0;
+
+	if (!f)
+		return -errno;
+	while (fgets(line, sizeof(line), f)) {
+		struct sum s;
+		long long skip[5];
+		int node;
+
+		if (sscanf(line, " region %llu pages %llu node %d faults %llu "
+			   "zero %llu fills %llu evict %llu migr %lld dev_in "
+			   "%lld dev_out %lld dev_evict %lld prefetch %lld "
+			   "sigbus %llu", &s.handle, &s.pages, &node,
+			   &s.faults, &s.zero, &s.fills, &s.evict, &skip[0],
+			   &skip[1], &skip[2], &skip[3], &skip[4],
+			   &s.sigbus) != 13 || s.pages != pages)
+			continue;
+		*out = s;
+		found++;
+	}
+	fclose(f);
+	return found == 1 ? 0 : found ? -EEXIST : -ENOENT;
+}
+
+/* hmmd with the module bridge (module 1) or without it (module 0). */
+static pid_t hmmd_start(int delay, int module)
+{
+	static const char *const with[] = {
+		"--host-budget", "8M", "--module", HMMK_DEVICE,
+		"--module-store", MSTORE, "--module-store-size", "64M", NULL,
+	};
+	static const char *const without[] = {
+		"--host-budget", "8M", "--chunk", "64K", "--store", ESTORE,
+		"--store-size", "64M", "--module", "none", NULL,
+	};
+
+	return hmmd_startv(delay, module ? with : without);
+}
+
+/* A shared-mode context on hmmd: 0 or hmm_open's error. */
+static int client_open(struct hmm **h, uint64_t host_budget)
+{
+	struct hmm_config cfg;
+
+	hmm_config_default(&cfg);
+	cfg.daemon = "unix:" HMMD_SOCK;
+	cfg.host_budget = host_budget;
+	return hmm_open(&cfg, h);
+}
+
+FIXTURE(region) {
+	pid_t hmmd;
+	struct hmm *h;
+};
+
+FIXTURE_SETUP(region)
+{
+	self->hmmd = -1;
+	self->h = NULL;
+	if (access(HMMK_DEVICE, F_OK))
+		SKIP(return, "no %s", HMMK_DEVICE);
+	if (access(HMMD, X_OK))
+		SKIP(return, "no %s", HMMD);
+	if (access(SUMMARY, R_OK))
+		SKIP(return, "no %s (debugfs)", SUMMARY);
+	unlink(MSTORE);
+	unlink(ESTORE);
+	t_sigbus_catch();
+}
+
+FIXTURE_TEARDOWN(region)
+{
+	hmm_close(self->h);
+	t_daemon_stop(self->hmmd);
+}
+
+TEST_F_TIMEOUT(region, shared_mode_region_is_served_by_hmmd, 240)
+{
+	const uint64_t pages = 1024, half = pages / 2;
+	struct sum s;
+	void *vp;
+	char *p;
+
+	self->hmmd = hmmd_start(0, 1);
+	ASSERT_LT(0, self->hmmd);
+	ASSERT_EQ(0, client_open(&self->h, 8 << 20));
+	ASSERT_EQ(0, hmm_region_new(self->h, pages * T_PAGE, &vp));
+	p = vp;
+	/* a module region, not userfaultfd in this process */
+	ASSERT_EQ(0, summary_find(pages, &s));
+	EXPECT_EQ(0, s.faults);
+	t_fill(p, pages, 81);
+	ASSERT_EQ(0, summary_find(pages, &s));
+	EXPECT_EQ(pages, s.zero);
+	/* COLD: every page to hmmd; reading faults each back from it */
+	ASSERT_EQ(0, hmm_region_advise(self->h, p, pages * T_PAGE,
+				       HMM_ADVISE_COLD));
+	ASSERT_EQ(0, summary_find(pages, &s));
+	EXPECT_EQ(pages, s.evict);
+	EXPECT_EQ(0, s.fills);
+	EXPECT_EQ(0, t_check(p, pages, 81));
+	ASSERT_EQ(0, summary_find(pages, &s));
+	EXPECT_EQ(pages, s.fills);
+	EXPECT_EQ(0, s.sigbus);
+	/* rewrite half, COLD it, WILLNEED brings it in before any access */
+	t_fill(p, half, 82);
+	ASSERT_EQ(0, hmm_region_advise(self->h, p, half * T_PAGE,
+				       HMM_ADVISE_COLD));
+	ASSERT_EQ(0, hmm_region_advise(self->h, p, half * T_PAGE,
+				       HMM_ADVISE_WILLNEED));
+	ASSERT_EQ(0, summary_find(pages, &s));
+	EXPECT_EQ(pages + half, s.evict);
+	EXPECT_EQ(pages + half, s.fills);
+	EXPECT_EQ(0, t_check(p, half, 82));
+	EXPECT_EQ((char)t_pat(pages - 1, 0, 81), p[(pages - 1) * T_PAGE]);
+	ASSERT_EQ(0, summary_find(pages, &s));
+	EXPECT_EQ(pages + half, s.fills);	/* no refault */
+	TH_LOG("module region of %llu pages: %llu faults, %llu evicted to "
+	       "and %llu filled from hmmd", (unsigned long long)pages,
+	       s.faults, s.evict, s.fills);
+	/* bad advice is refused by libhmm, not the module */
+	EXPECT_EQ(-EINVAL, hmm_region_advise(self->h, p, pages * T_PAGE + 1,
+					     HMM_ADVISE_COLD));
+	EXPECT_EQ(0, hmm_region_free(self->h, p));
+	EXPECT_EQ(-ENOENT, summary_find(pages, &s));	/* destroyed */
+	hmm_close(self->h);
+	self->h = NULL;
+	EXPECT_EQ(0, hmmd_term(self->hmmd));
+	self->hmmd = -1;
+}
+
+TEST_F_TIMEOUT(region, kill9_hmmd_during_faults_sigbus_no_hang, 240)
+{
+	const uint64_t pages = 64;
+	uint64_t pg, first_bus = pages;
+	volatile int *done;
+	struct sum s;
+	pid_t killer;
+	int st, v;
+	void *vp;
+	char *p;
+
+	done = mmap(NULL, T_PAGE, PROT_READ | PROT_WRITE,
+		    MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	ASSERT_NE(MAP_FAILED, (void *)done);
+	*done = 0;
+	self->hmmd = hmmd_start(100, 1);	/* every FILL held 100 ms */
+	ASSERT_LT(0, self->hmmd);
+	ASSERT_EQ(0, client_open(&self->h, 8 << 20));
+	ASSERT_EQ(0, hmm_region_new(self->h, pages * T_PAGE, &vp));
+	p = vp;
+	ASSERT_EQ(0, summary_find(pages, &s));
+	t_fill(p, pages, 91);
+	ASSERT_EQ(0, hmm_region_advise(self->h, p, pages * T_PAGE,
+				       HMM_ADVISE_COLD));
+	killer = fork();
+	ASSERT_LE(0, killer);
+	if (!killer) {
+		/* two faults served: the third is being held right now */
+		for (int i = 0; i < 60000; i++) {
+			if (__atomic_load_n(done, __ATOMIC_ACQUIRE) >= 2) {
+				usleep(20000);
+				kill(self->hmmd, SIGKILL);
+				_exit(0);
+			}
+			usleep(1000);
+		}
+		_exit(1);
+	}
+	for (pg = 0; pg < pages; pg++) {
+		v = t_touch(p + pg * T_PAGE);
+		if (v < 0) {
+			if (first_bus == pages)
+				first_bus = pg;
+			continue;
+		}
+		/* served pages are exact; none is served after a SIGBUS */
+		EXPECT_EQ(t_pat(pg, 0, 91), v);
+		EXPECT_EQ(pages, first_bus);
+		__atomic_store_n(done, (int)pg + 1, __ATOMIC_RELEASE);
+	}
+	ASSERT_EQ(killer, waitpid(killer, &st, 0));
+	EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	waitpid(self->hmmd, NULL, 0);
+	self->hmmd = -1;
+	TH_LOG("hmmd killed holding a FILL: pages 0..%llu served, SIGBUS "
+	       "from page %llu on", (unsigned long long)first_bus - 1,
+	       (unsigned long long)first_bus);
+	EXPECT_LE(2, first_bus);
+	EXPECT_GT(pages, first_bus);
+	ASSERT_EQ(0, summary_find(pages, &s));
+	EXPECT_EQ(pages - first_bus, s.sigbus);
+	/* the client's calls return: advice fails, free and close work */
+	EXPECT_GT(0, hmm_region_advise(self->h, p, T_PAGE, HMM_ADVISE_COLD));
+	EXPECT_EQ(0, hmm_region_free(self->h, p));
+	EXPECT_EQ(-ENOENT, summary_find(pages, &s));
+	hmm_close(self->h);
+	self->h = NULL;
+	munmap((void *)done, T_PAGE);
+}
+
+TEST_F_TIMEOUT(region, no_module_daemon_userfaultfd_fallback, 240)
+{
+	const uint64_t budget = 1 << 20, bytes = 4 * budget;
+	uint64_t *p, bad = 0;
+	struct hmm_stats st;
+	struct sum s;
+	void *vp;
+	int r;
+
+	self->hmmd = hmmd_start(0, 0);		/* not the module's daemon */
+	ASSERT_LT(0, self->hmmd);
+	ASSERT_EQ(0, client_open(&self->h, budget));
+	r = hmm_region_new(self->h, bytes, &vp);
+	if (r == -ENOSYS || r == -EPERM)
+		SKIP(return, "userfaultfd: %s", hmm_last_error());
+	ASSERT_EQ(0, r) TH_LOG("%s", hmm_last_error());
+	EXPECT_EQ(-ENOENT, summary_find(bytes / T_PAGE, &s));
+	p = vp;
+	for (uint64_t i = 0; i < bytes / 8; i++)
+		p[i] = i * 0x9e3779b97f4a7c15ull ^ 3;
+	for (uint64_t i = 0; i < bytes / 8; i++)
+		bad += p[i] != (i * 0x9e3779b97f4a7c15ull ^ 3);
+	EXPECT_EQ(0, bad);
+	ASSERT_EQ(0, hmm_stats(self->h, &st));
+	TH_LOG("userfaultfd region, 4x the budget: %llu faults, %llu "
+	       "evictions", (unsigned long long)st.region_faults,
+	       (unsigned long long)st.region_evictions);
+	EXPECT_EQ(0, hmm_region_free(self->h, p));
+	hmm_close(self->h);
+	self->h = NULL;
+	EXPECT_EQ(0, hmmd_term(self->hmmd));
+	self->hmmd = -1;
+}
+
+TEST_HARNESS_MAIN
