@@ -4,9 +4,13 @@
  * libhmm/src/client.c (what ctx.c is to forward to when
  * hmm_config.daemon is set) against a real hmmd on a temporary socket:
  * open from a config, make, map, write, read back, flush, reopen a
- * persistent tensor by name from a second context, stats, free.
+ * persistent tensor by name from a second context, stats, free; WAIT
+ * (hmm_wait) until a prefetch in hmmd is done; a map past the client's
+ * own quota waits for the unmap another thread of it makes, while its
+ * other calls go on over the same connection.
  */
 #include <fcntl.h>
+#include <pthread.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -41,6 +45,88 @@ static pid_t start(void)
 	kill(pid, SIGKILL);
 	t_fail_all("hmmd did not start (log %s)", logf);
 	return -1;
+}
+
+/* The resident host bytes of tensor id, by LIST; ~0 when not found. */
+static uint64_t host_resident(struct hmm_client *c, uint64_t id)
+{
+	struct hmm_proto_list_reply r;
+
+	if (hmm_client_list(c, HMM_PROTO_LIST_TENSORS, id, &r) || r.id != id)
+		return ~0ull;
+	return r.a[HMM_TIER_HOST];
+}
+
+/* Prefetch, then WAIT: the tensor is all on the host when WAIT answers. */
+static void test_wait(struct hmm_client *c, struct hmm_remote_tensor *t)
+{
+	t_eq(hmm_client_evict(c, t->t.id, 0, HMM_ALL, HMM_TIER_HOST), 0,
+	     "evict emb");
+	t_eq(host_resident(c, t->t.id), 0, "emb: nothing on the host");
+	t_eq(hmm_client_prefetch(c, t->t.id, 0, HMM_ALL, HMM_TIER_HOST), 0,
+	     "prefetch emb (started, not done)");
+	t_eq(hmm_remote_wait(c, t), 0, "WAIT for emb");
+	t_eq(host_resident(c, t->t.id), t->t.bytes, "after WAIT: emb all on "
+	     "the host");
+	t_eq(hmm_remote_wait(c, NULL), 0, "WAIT for all the client's "
+	     "tensors");
+	t_eq(hmm_client_wait(c, 999999), -ENOENT, "WAIT for a tensor not "
+	     "held: -ENOENT");
+}
+
+struct waiter {
+	struct hmm_remote_tensor *t;
+	int ret, done;		/* done: __atomic */
+};
+
+static void *quota_mapper(void *arg)
+{
+	struct waiter *w = arg;
+	void *p;
+
+	w->ret = hmm_remote_map(w->t, 0, 65536, HMM_TIER_HOST, HMM_READ, &p);
+	if (!w->ret)
+		hmm_remote_unmap(w->t, p);
+	__atomic_store_n(&w->done, 1, __ATOMIC_RELEASE);
+	return NULL;
+}
+
+/* A client whose quota is pinned full: a second thread's map waits in
+ * hmmd (back-pressure, not -EDQUOT) while this thread's calls go on, and
+ * goes through when this thread unmaps. */
+static void test_quota_wait(struct hmm_config *cfg)
+{
+	int64_t shape[1] = { (1 << 20) / 4 };
+	struct hmm_remote_tensor *t;
+	struct hmm_stats st;
+	struct hmm_client *c;
+	struct waiter w = { 0 };
+	pthread_t thr;
+	void *p;
+	int i;
+
+	cfg->host_budget = 1 << 20;
+	if (hmm_remote_open(cfg, &c) ||
+	    hmm_remote_tensor_new(c, "q", HMM_DTYPE_F32, 1, shape, 0, &t) ||
+	    hmm_remote_map(t, 0, HMM_ALL, HMM_TIER_HOST, HMM_WRITE, &p))
+		t_fail_all("quota client: %s", hmm_last_error());
+	w.t = t;
+	pthread_create(&thr, NULL, quota_mapper, &w);
+	usleep(200 * 1000);
+	t_eq(__atomic_load_n(&w.done, __ATOMIC_ACQUIRE), 0, "quota 1 MiB "
+	     "pinned full: another thread's map waits");
+	for (i = 0; i < 3; i++)
+		if (hmm_remote_stats(c, &st))
+			break;
+	t_eq(i, 3, "meanwhile this thread's calls go through on the same "
+	     "connection");
+	t_eq(__atomic_load_n(&w.done, __ATOMIC_ACQUIRE), 0, "and the map "
+	     "still waits");
+	t_eq(hmm_remote_unmap(t, p), 0, "unmap: room in the quota");
+	pthread_join(thr, NULL);
+	t_eq(w.ret, 0, "the waiting map goes through");
+	t_eq(hmm_remote_tensor_free(t), 0, "free q");
+	hmm_client_close(c);
 }
 
 int main(void)
@@ -161,7 +247,9 @@ int main(void)
 			hmm_close(h);	/* drops the handle, not emb */
 		}
 	}
+	test_wait(c, t);
 	t_eq(hmm_remote_tensor_free(t), 0, "free");
+	test_quota_wait(&cfg);
 	hmm_client_close(c2);
 	hmm_client_close(c);
 	free(want);

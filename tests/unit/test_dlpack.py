@@ -1,6 +1,8 @@
 #!/usr/bin/python3
 # SPDX-License-Identifier: MIT
-# test_dlpack.py LIBHMM CFG_SIZE HOST_BUDGET_OFFSET — run by test_dlpack:
+# test_dlpack.py LIBHMM CFG_SIZE HOST_BUDGET_OFFSET [DAEMON_OFFSET ADDR]
+# — run by test_dlpack (with the last two in shared mode: config.daemon
+# is set to ADDR, the hmmd the C test started):
 # loads libhmm.so through ctypes, writes a tensor, exports it with
 # hmm_dlpack_export, imports it with torch.utils.dlpack.from_dlpack and
 # checks the bytes; then checks that dropping the torch tensor ran the
@@ -35,6 +37,10 @@ lib.hmm_last_error.restype = ctypes.c_char_p
 cfg = ctypes.create_string_buffer(cfg_size)
 lib.hmm_config_default(cfg)
 ctypes.c_uint64.from_buffer(cfg, hb_off).value = 64 << 20
+if len(sys.argv) > 5:  # shared mode: through the same hmmd
+    daemon = ctypes.create_string_buffer(sys.argv[5].encode())
+    ctypes.c_void_p.from_buffer(cfg, int(sys.argv[4])).value = \
+        ctypes.addressof(daemon)
 h = vp()
 assert lib.hmm_open(cfg, ctypes.byref(h)) == 0, lib.hmm_last_error()
 shape = (ctypes.c_int64 * 2)(4, 1000)
