@@ -795,6 +795,24 @@ int hmm_region_free(struct hmm *h, void *ptr)
 	return 0;
 }
 
+void hmm_region_stats(struct hmm *h, struct hmm_stats *st)
+{
+	struct hmm_list *l;
+
+	pthread_mutex_lock(&h->lock);
+	st->region_faults = h->st.region_faults;
+	st->region_evictions = h->st.region_evictions;
+	for (l = h->regions.next; l != &h->regions; l = l->next) {
+		struct hmm_region *r = hmm_container_of(l, struct hmm_region,
+							link);
+
+		if (r->mk)
+			hmm_region_hmmk_stats(r->mk, &st->region_faults,
+					      &st->region_evictions);
+	}
+	pthread_mutex_unlock(&h->lock);
+}
+
 void hmm_region_fini(struct hmm *h)
 {
 	while (!hmm_list_empty(&h->regions))

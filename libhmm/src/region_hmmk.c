@@ -138,6 +138,19 @@ int hmm_region_hmmk_advise(struct hmm_region_hmmk *mk, char *base,
 	}
 }
 
+void hmm_region_hmmk_stats(struct hmm_region_hmmk *mk, uint64_t *faults,
+			   uint64_t *evictions)
+{
+	struct hmmk_stats s;
+
+	memset(&s, 0, sizeof(s));
+	s.handle = mk->handle;
+	if (ioctl(mk->fd, HMMK_IOC_STATS, &s))
+		return;		/* counters only: nothing to add */
+	*faults += s.faults;
+	*evictions += s.evictions;
+}
+
 void hmm_region_hmmk_free(struct hmm_region_hmmk *mk, char *base,
 			  uint64_t bytes)
 {

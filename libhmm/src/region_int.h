@@ -10,6 +10,7 @@
 #include <stdint.h>
 
 struct hmm;
+struct hmm_stats;
 
 #define RBLOCK		(64u << 10)	/* a userfaultfd region's block */
 
@@ -34,9 +35,20 @@ int hmm_region_hmmk_new(struct hmm *h, uint64_t bytes,
 int hmm_region_hmmk_advise(struct hmm_region_hmmk *mk, char *base,
 			   uint64_t off, uint64_t len, int advice);
 
+/* The module's counters of the region: CPU faults and evicted pages. */
+void hmm_region_hmmk_stats(struct hmm_region_hmmk *mk, uint64_t *faults,
+			   uint64_t *evictions);
+
 /* Unmap base, destroy the module's region, close.  No thread may touch
  * the region during or after. */
 void hmm_region_hmmk_free(struct hmm_region_hmmk *mk, char *base,
 			  uint64_t bytes);
+
+/*
+ * region.c, for hmm_stats in shared mode (where the rest of st is
+ * hmmd's): set st's region_faults and region_evictions to this context's,
+ * userfaultfd regions and module regions together.  Takes h->lock.
+ */
+void hmm_region_stats(struct hmm *h, struct hmm_stats *st);
 
 #endif /* HMM_REGION_INT_H */
