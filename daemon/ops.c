@@ -2,7 +2,7 @@
 /*
  * ops.c — hmmd's requests on the embedded engine: hello, tensors (new,
  * open-by-name, free), map/unmap of the tensor's memfd, prefetch, evict,
- * flush, stats, share/attach, quota_set, list.
+ * wait, flush, stats (and stats2), share/attach, quota_set, list.
  *
  * Names.  A persistent tensor of uid U named N is saved in the store as
  * "uU/N", so names never collide between uids and a restarted hmmd finds
@@ -847,29 +847,42 @@ static void tier_out(struct hmm_proto_tier_stats *o,
 	o->io_ns = (uint64_t)(t->io_s * 1e9);
 }
 
+/* STATS, and STATS2 (version 2): the engine's counters and cl's quota. */
 static int on_stats(struct req *q)
 {
-	struct hmm_proto_stats_reply r;
+	struct hmm_proto_stats2_reply r2;
+	struct hmm_proto_stats_reply *r = &r2.s;
 	struct hmm_stats st;
 	int i;
 
-	memset(&r, 0, sizeof(r));
+	memset(&r2, 0, sizeof(r2));
 	hmm_stats(q->e->h, &st);
 	for (i = 0; i < HMM_TIERS; i++)
-		tier_out(&r.tier[i], &st.tier[i]);
-	r.tensors = st.tensors;
-	r.chunks = st.chunks;
-	r.io_errors = st.io_errors;
+		tier_out(&r->tier[i], &st.tier[i]);
+	r->tensors = st.tensors;
+	r->chunks = st.chunks;
+	r->io_errors = st.io_errors;
+	r2.discard_skips = st.discard_skips;
+	r2.prefetches = st.prefetches;
+	r2.prefetch_hits = st.prefetch_hits;
+	r2.recordings = st.recordings;
+	r2.divergences = st.divergences;
+	r2.region_faults = st.region_faults;
+	r2.region_evictions = st.region_evictions;
+	r2.store_direct = st.store_direct;
 	pthread_mutex_lock(&q->e->lock);
 	/* maps waiting in hmmd for host room stalled as the engine's own
 	   waits do: count them in the host tier's stall time */
-	r.tier[HMM_TIER_HOST].stall_ns += q->e->wait_ns;
-	r.clients = q->e->nclients;
-	memcpy(r.quota, q->cl->quota, sizeof(r.quota));
-	memcpy(r.used, q->cl->used, sizeof(r.used));
+	r->tier[HMM_TIER_HOST].stall_ns += q->e->wait_ns;
+	r->clients = q->e->nclients;
+	memcpy(r->quota, q->cl->quota, sizeof(r->quota));
+	memcpy(r->used, q->cl->used, sizeof(r->used));
 	pthread_mutex_unlock(&q->e->lock);
+	if (q->m->hdr.type == HMM_PROTO_STATS2)
+		return hmm_proto_stats2_reply_encode(q->out, q->cap,
+						     q->m->hdr.seq, &r2);
 	return hmm_proto_stats_reply_encode(q->out, q->cap, q->m->hdr.seq,
-					    &r);
+					    r);
 }
 
 static int on_quota_set(struct req *q)
@@ -989,7 +1002,8 @@ int hmmd_request_nowait(struct hmmd_engine *e, struct hmmd_client *cl,
 	case HMM_PROTO_PREFETCH:
 	case HMM_PROTO_EVICT:		return on_move(&q);
 	case HMM_PROTO_FLUSH:		return on_flush(&q);
-	case HMM_PROTO_STATS:		return on_stats(&q);
+	case HMM_PROTO_STATS:
+	case HMM_PROTO_STATS2:		return on_stats(&q);
 	case HMM_PROTO_SHARE:		return on_share(&q);
 	case HMM_PROTO_ATTACH:		return on_attach(&q);
 	case HMM_PROTO_QUOTA_SET:	return on_quota_set(&q);

@@ -636,14 +636,25 @@ int hmm_remote_unmap(struct hmm_remote_tensor *t, void *ptr)
 
 int hmm_remote_stats(struct hmm_client *c, struct hmm_stats *st)
 {
-	struct hmm_proto_stats_reply r;
-	int i, ret = hmm_client_stats(c, &r);
+	struct hmm_proto_stats2_reply r2;
+	struct hmm_proto_stats_reply *r = &r2.s;
+	struct hmm_proto_msg m;
+	int i, ret;
 
+	memset(&r2, 0, sizeof(r2));
+	if (c->version >= 2) {	/* STATS2: every counter of hmm_stats */
+		ret = simple(c, HMM_PROTO_STATS2, NULL, HMM_PROTO_STATS2_REPLY,
+			     &m);
+		if (!ret)
+			r2 = m.u.stats2_reply;
+	} else {
+		ret = hmm_client_stats(c, r);
+	}
 	if (ret)
 		return ret;
 	memset(st, 0, sizeof(*st));
 	for (i = 0; i < HMM_TIERS; i++) {
-		const struct hmm_proto_tier_stats *p = &r.tier[i];
+		const struct hmm_proto_tier_stats *p = &r->tier[i];
 		struct hmm_tier_stats *o = &st->tier[i];
 
 		o->capacity = p->capacity;
@@ -659,8 +670,16 @@ int hmm_remote_stats(struct hmm_client *c, struct hmm_stats *st)
 		o->stall_s = p->stall_ns / 1e9;
 		o->io_s = p->io_ns / 1e9;
 	}
-	st->tensors = r.tensors;
-	st->chunks = r.chunks;
-	st->io_errors = r.io_errors;
+	st->tensors = r->tensors;
+	st->chunks = r->chunks;
+	st->io_errors = r->io_errors;
+	st->discard_skips = r2.discard_skips;
+	st->prefetches = r2.prefetches;
+	st->prefetch_hits = r2.prefetch_hits;
+	st->recordings = r2.recordings;
+	st->divergences = r2.divergences;
+	st->region_faults = r2.region_faults;
+	st->region_evictions = r2.region_evictions;
+	st->store_direct = r2.store_direct;
 	return 0;
 }

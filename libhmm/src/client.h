@@ -113,7 +113,9 @@ int hmm_remote_map(struct hmm_remote_tensor *t, uint64_t off, uint64_t len,
 int hmm_remote_unmap(struct hmm_remote_tensor *t, void *ptr);
 /* hmm_wait in shared mode: t's I/O in hmmd (t NULL: all of c's). */
 int hmm_remote_wait(struct hmm_client *c, struct hmm_remote_tensor *t);
-/* hmmd's engine counters in hmm.h's form (the device/host/store tiers). */
+/* hmmd's engine counters in hmm.h's form (the device/host/store tiers;
+ * with a version-1 hmmd the counters outside the tiers but tensors,
+ * chunks and io_errors read 0). */
 int hmm_remote_stats(struct hmm_client *c, struct hmm_stats *st);
 
 #endif /* HMM_CLIENT_H */

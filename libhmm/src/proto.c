@@ -253,6 +253,9 @@ PAIR(quota_set, HMM_PROTO_QUOTA_SET, struct hmm_proto_quota_set, quota_set)
 PAIR(list, HMM_PROTO_LIST, struct hmm_proto_list, list)
 PAIR(list_reply, HMM_PROTO_LIST_REPLY, struct hmm_proto_list_reply, list_reply)
 PAIR(wait, HMM_PROTO_WAIT, struct hmm_proto_wait, wait)
+PAIR0(stats2, HMM_PROTO_STATS2)
+PAIR(stats2_reply, HMM_PROTO_STATS2_REPLY, struct hmm_proto_stats2_reply,
+     stats2_reply)
 
 /* ---- helpers ---------------------------------------------------------------- */
 

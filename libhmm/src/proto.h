@@ -77,7 +77,8 @@
  * connection that does otherwise).  The decoder refuses a header whose
  * version is not its type's (-EPROTO, field version).
  *   version 1: HELLO .. LIST and their replies;
- *   version 2: WAIT (the client's prefetches and evictions finished).
+ *   version 2: WAIT (the client's prefetches and evictions finished),
+ *              STATS2 / STATS2_REPLY (the engine's other counters too).
  */
 struct hmm_proto_hdr {
 	uint32_t magic;
@@ -106,6 +107,7 @@ struct hmm_proto_hdr {
 #define HMM_PROTO_QUOTA_SET	12	/* -> OK */
 #define HMM_PROTO_LIST		13	/* -> LIST_REPLY (hmmctl) */
 #define HMM_PROTO_WAIT		14	/* -> OK (version 2: I/O done) */
+#define HMM_PROTO_STATS2	15	/* -> STATS2_REPLY (version 2) */
 /* Daemon to client (replies).  ERROR may answer any request. */
 #define HMM_PROTO_HELLO_REPLY	64
 #define HMM_PROTO_ERROR		65
@@ -114,6 +116,7 @@ struct hmm_proto_hdr {
 #define HMM_PROTO_MAP_REPLY	68
 #define HMM_PROTO_STATS_REPLY	69
 #define HMM_PROTO_LIST_REPLY	70
+#define HMM_PROTO_STATS2_REPLY	71	/* version 2 */
 
 #define HMM_PROTO_NAME_MAX	64	/* name arrays: 1..63 bytes + NUL */
 #define HMM_PROTO_DETAIL_MAX	256	/* error detail: 0..255 bytes + NUL */
@@ -287,7 +290,19 @@ struct hmm_proto_wait {
 	uint64_t id;		/* 0 = all the client's tensors */
 };
 
-/* OK, FLUSH, STATS: empty bodies (no struct). */
+/* STATS2_REPLY (version 2), 464 bytes: the 400 bytes of STATS_REPLY
+ * (its reserved fields zero), then 400 u64 discard_skips, prefetches,
+ * prefetch_hits, recordings, divergences, region_faults,
+ * region_evictions, store_direct: the engine's counters of those names
+ * in struct hmm_stats. */
+struct hmm_proto_stats2_reply {
+	struct hmm_proto_stats_reply s;
+	uint64_t discard_skips, prefetches, prefetch_hits;
+	uint64_t recordings, divergences;
+	uint64_t region_faults, region_evictions, store_direct;
+};
+
+/* OK, FLUSH, STATS, STATS2: empty bodies (no struct). */
 
 /* Any decoded message (hmm_proto_decode). */
 struct hmm_proto_msg {
@@ -308,6 +323,7 @@ struct hmm_proto_msg {
 		struct hmm_proto_list list;
 		struct hmm_proto_list_reply list_reply;
 		struct hmm_proto_wait wait;
+		struct hmm_proto_stats2_reply stats2_reply;
 	} u;
 };
 
@@ -367,6 +383,8 @@ HMM_PROTO_PAIR(quota_set, struct hmm_proto_quota_set);
 HMM_PROTO_PAIR(list, struct hmm_proto_list);
 HMM_PROTO_PAIR(list_reply, struct hmm_proto_list_reply);
 HMM_PROTO_PAIR(wait, struct hmm_proto_wait);
+HMM_PROTO_PAIR0(stats2);
+HMM_PROTO_PAIR(stats2_reply, struct hmm_proto_stats2_reply);
 
 /* ---- helpers ------------------------------------------------------------- */
 

@@ -739,6 +739,39 @@ static int check_list_reply(const void *v, const char *msg)
 	return ret;
 }
 
+/* ---- stats2_reply (version 2) --------------------------------------------- */
+
+static void put_stats2_reply(struct wr *w, const void *v)
+{
+	const struct hmm_proto_stats2_reply *m = v;
+
+	put_stats_reply(w, &m->s);
+	w64(w, m->discard_skips);
+	w64(w, m->prefetches);
+	w64(w, m->prefetch_hits);
+	w64(w, m->recordings);
+	w64(w, m->divergences);
+	w64(w, m->region_faults);
+	w64(w, m->region_evictions);
+	w64(w, m->store_direct);
+}
+
+static int get_stats2_reply(struct rd *r, void *v, const char *msg)
+{
+	struct hmm_proto_stats2_reply *m = v;
+	int ret = get_stats_reply(r, &m->s, msg);
+
+	m->discard_skips = r64(r);
+	m->prefetches = r64(r);
+	m->prefetch_hits = r64(r);
+	m->recordings = r64(r);
+	m->divergences = r64(r);
+	m->region_faults = r64(r);
+	m->region_evictions = r64(r);
+	m->store_direct = r64(r);
+	return ret;
+}
+
 /* ---- wait (version 2) ----------------------------------------------------- */
 
 static void put_wait(struct wr *w, const void *v)
@@ -760,6 +793,8 @@ static int get_wait(struct rd *r, void *v, const char *msg)
 	[HMM_PROTO_##T] = { n, sz, 1, 2, 0, p, g, c }
 #define REP(T, n, sz, f, p, g, c)					\
 	[HMM_PROTO_##T] = { n, sz, 0, 1, f, p, g, c }
+#define REP2(T, n, sz, f, p, g, c)					\
+	[HMM_PROTO_##T] = { n, sz, 0, 2, f, p, g, c }
 
 const struct hmm_proto_mtype hmm_proto_mtypes[] = {
 	REQ(HELLO, "hello", 96, put_hello, get_hello, check_hello),
@@ -780,6 +815,7 @@ const struct hmm_proto_mtype hmm_proto_mtypes[] = {
 	    check_none),
 	REQ(LIST, "list", 16, put_list, get_list, check_list),
 	REQ2(WAIT, "wait", 8, put_wait, get_wait, check_none),
+	REQ2(STATS2, "stats2", 0, NULL, NULL, NULL),
 	REP(HELLO_REPLY, "hello_reply", 48, HMM_PROTO_F_FDS, put_hello_reply,
 	    get_hello_reply, check_hello_reply),
 	REP(ERROR, "error", 264, 0, put_error, get_error, check_error),
@@ -792,6 +828,8 @@ const struct hmm_proto_mtype hmm_proto_mtypes[] = {
 	    get_stats_reply, check_none),
 	REP(LIST_REPLY, "list_reply", 152, 0, put_list_reply, get_list_reply,
 	    check_list_reply),
+	REP2(STATS2_REPLY, "stats2_reply", 464, 0, put_stats2_reply,
+	     get_stats2_reply, check_none),
 };
 
 const unsigned hmm_proto_mtypes_n =

@@ -35,6 +35,7 @@ union body {
 	struct hmm_proto_list list;
 	struct hmm_proto_list_reply list_reply;
 	struct hmm_proto_wait wait;
+	struct hmm_proto_stats2_reply stats2_reply;
 };
 
 static const unsigned types[] = {
@@ -44,7 +45,7 @@ static const unsigned types[] = {
 	HMM_PROTO_QUOTA_SET, HMM_PROTO_HELLO_REPLY, HMM_PROTO_ERROR,
 	HMM_PROTO_OK, HMM_PROTO_TENSOR_REPLY, HMM_PROTO_MAP_REPLY,
 	HMM_PROTO_STATS_REPLY, HMM_PROTO_LIST, HMM_PROTO_LIST_REPLY,
-	HMM_PROTO_WAIT,
+	HMM_PROTO_WAIT, HMM_PROTO_STATS2, HMM_PROTO_STATS2_REPLY,
 };
 #define NTYPES (sizeof(types) / sizeof(types[0]))
 
@@ -130,6 +131,12 @@ static void sample(unsigned type, union body *b)
 	case HMM_PROTO_WAIT:
 		b->wait.id = 0x0102030405060708ull;
 		break;
+	case HMM_PROTO_STATS2_REPLY:
+		sample(HMM_PROTO_STATS_REPLY, b);
+		b->stats2_reply.discard_skips = 11;
+		b->stats2_reply.prefetch_hits = 0x8000000000000001ull;
+		b->stats2_reply.store_direct = 1;
+		break;
 	}
 }
 
@@ -171,7 +178,9 @@ static void test_round_trip(void)
 			continue;
 		}
 		t_ok(!memcmp(buf, "HMMP", 4) &&
-		     le(buf + 4, 2) == (type == HMM_PROTO_WAIT ? 2 : 1) &&
+		     le(buf + 4, 2) == (type == HMM_PROTO_WAIT ||
+					type == HMM_PROTO_STATS2 ||
+					type == HMM_PROTO_STATS2_REPLY ? 2 : 1) &&
 		     le(buf + 6, 2) == type && le(buf + 8, 4) == 0 &&
 		     le(buf + 12, 4) == (uint64_t)n - HMM_PROTO_HDR_SIZE &&
 		     le(buf + 16, 8) == 0x1122334455667788ull + i &&
@@ -310,8 +319,8 @@ static void test_framing(void)
 	buf[4] = 0;
 	want(n, -EPROTO, "field version: 0", "version 0");
 	buf[4] = 1;
-	buf[6] = 15;
-	want(n, -EPROTO, "field type: 15 unknown", "type 15");
+	buf[6] = 16;
+	want(n, -EPROTO, "field type: 16 unknown", "type 16");
 	buf[6] = 0;
 	want(n, -EPROTO, "field type: 0 unknown", "type 0");
 	buf[6] = 0xff;
@@ -341,8 +350,8 @@ static void test_framing(void)
 	sample(HMM_PROTO_MAP, &b);
 	t_eq(hmm_proto_encode(buf, 63, HMM_PROTO_MAP, 0, 1, &b), -EMSGSIZE,
 	     "encode into 63 bytes: -EMSGSIZE");
-	t_eq(hmm_proto_encode(buf, sizeof(buf), 15, 0, 1, &b), -EPROTO,
-	     "encode type 15: -EPROTO");
+	t_eq(hmm_proto_encode(buf, sizeof(buf), 16, 0, 1, &b), -EPROTO,
+	     "encode type 16: -EPROTO");
 	t_eq(hmm_proto_encode(buf, sizeof(buf), HMM_PROTO_MAP,
 			      HMM_PROTO_F_FDS, 1, &b), -EPROTO,
 	     "encode map with FDS: -EPROTO");
@@ -653,9 +662,12 @@ static void test_garbage(void)
 	t_ok(ok > 1000 && bad > 1000, "both outcomes seen");
 }
 
-/* WAIT is of version 2: its header says so, and no other header does. */
-static void test_wait(void)
+/* WAIT and STATS2 are of version 2: their headers say so, and no other
+ * header does; STATS2_REPLY is STATS_REPLY and 64 bytes more. */
+static void test_version2(void)
 {
+	struct hmm_proto_stats2_reply s2;
+	union body b;
 	struct hmm_proto_wait w = { 0 }, w2 = { 9 };
 	struct hmm_proto_hdr h;
 	int n;
@@ -673,6 +685,25 @@ static void test_wait(void)
 	buf[4] = 1;
 	want(n, -EPROTO, "message wait: field version: 1, but wait is a "
 	     "message of version 2", "wait in a version-1 header");
+
+	sample(HMM_PROTO_STATS2_REPLY, &b);
+	n = enc(HMM_PROTO_STATS2_REPLY, &b, 6);
+	t_eq(n, HMM_PROTO_HDR_SIZE + 464, "stats2_reply: 464 body bytes");
+	t_ok(le(buf + HMM_PROTO_HDR_SIZE + 400, 8) == 11 &&
+	     le(buf + HMM_PROTO_HDR_SIZE + 416, 8) == 0x8000000000000001ull &&
+	     le(buf + HMM_PROTO_HDR_SIZE + 456, 8) == 1, "stats2_reply: "
+	     "discard_skips at 400, prefetch_hits at 416, store_direct at "
+	     "456");
+	t_ok(hmm_proto_stats2_reply_decode(buf, n, NULL, &s2) == 0 &&
+	     s2.s.tensors == 3 && s2.s.tier[2].io_ns ==
+	     0xfedcba9876543212ull && s2.store_direct == 1,
+	     "stats2_reply decodes, the stats_reply part too");
+	buf[HMM_PROTO_HDR_SIZE + 370] = 1;
+	want(n, -EPROTO, "message stats2_reply: field reserved",
+	     "stats2_reply with a reserved byte set");
+	t_eq(hmm_proto_stats2_encode(buf, sizeof(buf), 7),
+	     HMM_PROTO_HDR_SIZE, "stats2: empty body");
+	t_eq(le(buf + 4, 2), 2, "stats2: header version 2");
 }
 
 /* ---- the seed corpus for tests/fuzz/fuzz_proto ---------------------------- */
@@ -711,6 +742,6 @@ int main(int argc, char **argv)
 	test_framing();
 	test_fields();
 	test_garbage();
-	test_wait();
+	test_version2();
 	return t_done();
 }
