@@ -678,8 +678,8 @@ int hmm_remote_stats(struct hmm_client *c, struct hmm_stats *st)
 	st->prefetch_hits = r2.prefetch_hits;
 	st->recordings = r2.recordings;
 	st->divergences = r2.divergences;
-	st->region_faults = r2.region_faults;
-	st->region_evictions = r2.region_evictions;
+	/* region_faults, region_evictions stay 0: a client's regions are
+	   its own (userfaultfd or hmmk.ko), never hmmd's engine's */
 	st->store_direct = r2.store_direct;
 	return 0;
 }

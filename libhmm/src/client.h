@@ -115,7 +115,8 @@ int hmm_remote_unmap(struct hmm_remote_tensor *t, void *ptr);
 int hmm_remote_wait(struct hmm_client *c, struct hmm_remote_tensor *t);
 /* hmmd's engine counters in hmm.h's form (the device/host/store tiers;
  * with a version-1 hmmd the counters outside the tiers but tensors,
- * chunks and io_errors read 0). */
+ * chunks and io_errors read 0).  steps, region_faults and
+ * region_evictions are left 0: they are the client's own. */
 int hmm_remote_stats(struct hmm_client *c, struct hmm_stats *st);
 
 #endif /* HMM_CLIENT_H */
