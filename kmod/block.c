@@ -32,10 +32,16 @@ int hmmk_block_lock(struct hmmk_block *blk)
 	return mutex_lock_killable(&blk->lock) ? -EINTR : 0;
 }
 
-/* Sets page i's tier and page.  blk->lock held. */
+/* Sets page i's tier and page, counting CPU pages.  blk->lock held. */
 void hmmk_block_set(struct hmmk_block *blk, unsigned int i, u8 tier,
 		    struct page *page)
 {
+	u8 old = hmmk_tier(blk, i);
+
+	if (old == HMMK_TIER_CPU && tier != HMMK_TIER_CPU)
+		atomic64_dec(&blk->region->nr_cpu);
+	else if (old != HMMK_TIER_CPU && tier == HMMK_TIER_CPU)
+		atomic64_inc(&blk->region->nr_cpu);
 	blk->pages[i] = page;
 	blk->state[i] = (blk->state[i] & ~HMMK_S_TIER) | tier;
 	if (tier != HMMK_TIER_CPU)

@@ -89,6 +89,9 @@ struct hmmk_region {
 	u64 nr_pages;
 	u32 nr_blocks;
 	int node;			/* preferred CPU node */
+	u64 cpu_limit;			/* pages on CPU nodes at most; 0: none */
+	atomic64_t nr_cpu;		/* pages on CPU nodes now */
+	atomic64_t hand;		/* clock hand (page) for making room */
 	struct list_head node_link;	/* space->regions, under space->lock */
 	struct hmmk_counters c;
 	struct hmmk_block *blocks;	/* kvcalloc'd [nr_blocks] */
@@ -228,6 +231,7 @@ int hmmk_nvme_fill(struct hmmk_block *blk, unsigned int i, struct page *page);
 vm_fault_t hmmk_nvme_fill_async(struct vm_fault *vmf, struct hmmk_block *blk,
 				unsigned int i);
 long hmmk_evict_ioctl(struct hmmk_space *space, void __user *arg);
+void hmmk_nvme_make_room(struct hmmk_region *region);
 
 /* telemetry.c: STATS, SNAPSHOT, SAMPLE, debugfs. */
 long hmmk_stats_ioctl(struct hmmk_space *space, void __user *arg);

@@ -125,6 +125,8 @@ long hmmk_region_create_ioctl(struct hmmk_space *space, void __user *arg)
 		return -EINVAL;
 	if (!rc.size || rc.size > HMMK_MAX_REGION || !PAGE_ALIGNED(rc.size))
 		return -EINVAL;
+	if (!(rc.flags & HMMK_REGION_F_CPU_LIMIT) != !rc.cpu_limit)
+		return -EINVAL;		/* a limit needs the flag, and > 0 */
 	node = hmmk_node_check(rc.preferred_node);
 	if (node < 0)
 		return node;
@@ -133,6 +135,7 @@ long hmmk_region_create_ioctl(struct hmmk_space *space, void __user *arg)
 	if (IS_ERR(region))
 		return PTR_ERR(region);
 	region->handle = atomic64_inc_return(&hmmk_next_region);
+	region->cpu_limit = rc.cpu_limit;
 
 	mutex_lock(&space->lock);
 	if (space->daemon) {		/* attached meanwhile */

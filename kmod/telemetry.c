@@ -194,7 +194,7 @@ static int hmmk_summary_show(struct seq_file *m, void *v)
 			struct hmmk_counters *c = &region->c;
 
 			seq_printf(m,
-				   " region %llu pages %llu node %d faults %lld zero %lld fills %lld evict %lld migr %lld dev_in %lld dev_out %lld dev_evict %lld prefetch %lld sigbus %lld\n",
+				   " region %llu pages %llu node %d faults %lld zero %lld fills %lld evict %lld migr %lld dev_in %lld dev_out %lld dev_evict %lld prefetch %lld sigbus %lld cpu %lld limit %llu\n",
 				   region->handle, region->nr_pages,
 				   region->node, atomic64_read(&c->faults),
 				   atomic64_read(&c->zero_fills),
@@ -205,7 +205,9 @@ static int hmmk_summary_show(struct seq_file *m, void *v)
 				   atomic64_read(&c->dev_out),
 				   atomic64_read(&c->dev_evictions),
 				   atomic64_read(&c->prefetches),
-				   atomic64_read(&c->sigbus));
+				   atomic64_read(&c->sigbus),
+				   atomic64_read(&region->nr_cpu),
+				   region->cpu_limit);
 		}
 		mutex_unlock(&space->lock);
 	}

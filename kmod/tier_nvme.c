@@ -153,6 +153,33 @@ static int hmmk_evict_block(struct hmmk_block *blk, unsigned int lo,
 	return ret;
 }
 
+/*
+ * A region at its CPU limit: evict pages of it to the daemon, a batch at
+ * a time from the clock hand, until it is under the limit or a whole pass
+ * found nothing more to take.  Runs in a fault, mmap_lock held for read,
+ * no block lock held; each block's lock is taken in turn.  Best effort:
+ * without a daemon nothing goes.
+ */
+void hmmk_nvme_make_room(struct hmmk_region *region)
+{
+	struct hmmk_range rng = { 0 };
+	u64 scanned = 0;
+
+	while (atomic64_read(&region->nr_cpu) >= region->cpu_limit &&
+	       scanned < region->nr_pages && hmmk_daemon_attached()) {
+		u64 first = (u64)atomic64_fetch_add(HMMK_ROOM_BATCH,
+						    &region->hand) %
+			    region->nr_pages;
+		u64 nr = min_t(u64, HMMK_ROOM_BATCH,
+			       region->nr_pages - first);
+
+		if (hmmk_region_walk(region, first, nr, hmmk_evict_block,
+				     &rng))
+			break;
+		scanned += nr;
+	}
+}
+
 long hmmk_evict_ioctl(struct hmmk_space *space, void __user *arg)
 {
 	struct hmmk_range r;

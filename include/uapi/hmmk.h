@@ -46,6 +46,7 @@
  *	which process it is, so that a client of that daemon (libhmm in
  *	shared mode) lets the module back its regions only when its own
  *	daemon serves the module.
+ * HMMK_F_CPU_LIMIT: REGION_CREATE takes HMMK_REGION_F_CPU_LIMIT.
  */
 #define HMMK_F_REGIONS		(1ULL << 0)
 #define HMMK_F_MIGRATE		(1ULL << 1)
@@ -54,7 +55,8 @@
 #define HMMK_F_SIMDEV		(1ULL << 4)
 #define HMMK_F_STATS		(1ULL << 5)
 #define HMMK_F_DAEMON_INFO	(1ULL << 6)
-#define HMMK_F_ALL		((1ULL << 7) - 1)
+#define HMMK_F_CPU_LIMIT	(1ULL << 7)
+#define HMMK_F_ALL		((1ULL << 8) - 1)
 
 struct hmmk_features {
 	__u64 features;		/* (out) HMMK_F_* the module supports */
@@ -65,8 +67,19 @@ struct hmmk_features {
 	__u64 reserved[4];	/* (out) zero */
 };
 
-/* REGION_CREATE flags */
-#define HMMK_REGION_F_ALL	0ULL	/* none defined yet */
+/*
+ * REGION_CREATE flags.
+ *
+ * HMMK_REGION_F_CPU_LIMIT: at most cpu_limit pages of the region stay on
+ *	CPU nodes: a CPU fault that finds the region at its limit first
+ *	evicts pages of it to the daemon, in clock order, HMMK_ROOM_BATCH at
+ *	a time, so that a region larger than a host budget works within it.
+ *	Best effort: with no daemon attached nothing can go, and the region
+ *	grows past its limit.
+ */
+#define HMMK_REGION_F_CPU_LIMIT	(1ULL << 0)
+#define HMMK_REGION_F_ALL	HMMK_REGION_F_CPU_LIMIT
+#define HMMK_ROOM_BATCH		64	/* pages evicted to make room */
 #define HMMK_NODE_ANY		0xffffffffU
 
 struct hmmk_region_create {
@@ -77,7 +90,9 @@ struct hmmk_region_create {
 	__u32 reserved0;	/* (in) 0 */
 	__u64 handle;		/* (out) names the region in other ioctls */
 	__u64 mmap_offset;	/* (out) the offset to pass to mmap() */
-	__u64 reserved[4];	/* (in) 0 */
+	/* (in) with HMMK_REGION_F_CPU_LIMIT: pages, > 0; else 0 */
+	__u64 cpu_limit;
+	__u64 reserved[3];	/* (in) 0 */
 };
 
 struct hmmk_region_destroy {

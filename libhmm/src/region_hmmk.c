@@ -8,8 +8,10 @@
  * open of /dev/hmmk (a space bound to this mm), REGION_CREATE and an
  * mmap(MAP_SHARED) of it.  The module serves the faults; pages it evicts
  * go to hmmd (daemon/bridge.c), which stores them and fills them back on
- * a fault.  hmmd gone: those faults get SIGBUS, nothing hangs.  No
- * thread and no lock here: the module serialises.
+ * a fault.  Where the module has HMMK_F_CPU_LIMIT, each region is held to
+ * config.host_budget of CPU pages: a fault at the limit evicts first.
+ * hmmd gone: those faults get SIGBUS, nothing hangs.  No thread and no
+ * lock here: the module serialises.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -35,18 +37,18 @@ struct hmm_region_hmmk {
 };
 
 /* Whether hmmd, at the other end of h's socket, is the module's daemon. */
-static int hmmk_served_by_our_hmmd(struct hmm *h, int fd)
+static int hmmk_served_by_our_hmmd(struct hmm *h, int fd,
+				   struct hmmk_features *f)
 {
-	struct hmmk_features f;
 	struct hmmk_daemon_info di;
 	struct ucred cr;
 	socklen_t len = sizeof(cr);
 
-	memset(&f, 0, sizeof(f));
+	memset(f, 0, sizeof(*f));
 	memset(&di, 0, sizeof(di));
-	if (ioctl(fd, HMMK_IOC_GET_FEATURES, &f) ||
-	    (f.features & HMMK_NEED) != HMMK_NEED ||
-	    f.page_size != HMMK_PAGE_SIZE)
+	if (ioctl(fd, HMMK_IOC_GET_FEATURES, f) ||
+	    (f->features & HMMK_NEED) != HMMK_NEED ||
+	    f->page_size != HMMK_PAGE_SIZE)
 		return 0;
 	if (ioctl(fd, HMMK_IOC_DAEMON_INFO, &di) || !di.attached || !di.pid)
 		return 0;
@@ -61,6 +63,7 @@ int hmm_region_hmmk_new(struct hmm *h, uint64_t bytes,
 {
 	struct hmmk_region_create rc;
 	struct hmmk_region_destroy rd;
+	struct hmmk_features f;
 	struct hmm_region_hmmk *mk;
 	const char *env = getenv("HMM_REGION_BACKEND");
 	void *p;
@@ -72,13 +75,17 @@ int hmm_region_hmmk_new(struct hmm *h, uint64_t bytes,
 	if (!mk)
 		return hmm_err(-ENOMEM, "hmm_region_new: no memory");
 	mk->fd = open(HMMK_DEVICE, O_RDWR | O_CLOEXEC);
-	if (mk->fd < 0 || !hmmk_served_by_our_hmmd(h, mk->fd)) {
+	if (mk->fd < 0 || !hmmk_served_by_our_hmmd(h, mk->fd, &f)) {
 		err = -ENODEV;
 		goto out_close;
 	}
 	memset(&rc, 0, sizeof(rc));
 	rc.size = bytes;
 	rc.preferred_node = HMMK_NODE_ANY;
+	if (f.features & HMMK_F_CPU_LIMIT) {	/* the host budget */
+		rc.flags = HMMK_REGION_F_CPU_LIMIT;
+		rc.cpu_limit = h->tier[HMM_TIER_HOST].cap / HMMK_PAGE_SIZE;
+	}
 	if (ioctl(mk->fd, HMMK_IOC_REGION_CREATE, &rc)) {
 		err = hmm_err(-errno, "hmm_region_new: %s REGION_CREATE %llu "
 			      "bytes: %s", HMMK_DEVICE,

@@ -20,7 +20,8 @@ struct hmm_region_hmmk;
 /*
  * A module region of bytes (a multiple of RBLOCK) mapped at *base, when
  * /dev/hmmk exists and the process attached to it as the module's daemon
- * is the hmmd that h is connected to.  Returns 0, -ENODEV when the module
+ * is the hmmd that h is connected to; held to config.host_budget of CPU
+ * pages where the module can (HMMK_F_CPU_LIMIT).  Returns 0, -ENODEV when the module
  * cannot back it (the caller falls back to userfaultfd; no detail set),
  * or another -errno with the detail set.  Any thread.
  */

@@ -222,12 +222,12 @@ TEST_F(hmmk, unknown_flags_einval)
 
 	memset(&rc, 0, sizeof(rc));
 	rc.size = T_PAGE;
-	rc.flags = 1;
+	rc.flags = HMMK_REGION_F_ALL + 1;	/* not defined */
 	EXPECT_EQ(-EINVAL, t_ioctl(self->fd, HMMK_IOC_REGION_CREATE, &rc));
 	rc.flags = 0;
-	rc.reserved[3] = 1;
+	rc.reserved[2] = 1;
 	EXPECT_EQ(-EINVAL, t_ioctl(self->fd, HMMK_IOC_REGION_CREATE, &rc));
-	rc.reserved[3] = 0;
+	rc.reserved[2] = 0;
 	rc.reserved0 = 1;
 	EXPECT_EQ(-EINVAL, t_ioctl(self->fd, HMMK_IOC_REGION_CREATE, &rc));
 	EXPECT_EQ(-EINVAL, t_region(self->fd, 0, HMMK_NODE_ANY, &rc));

@@ -4,7 +4,8 @@
  * daemon (tests/vm/hmmk_testd.c): evict then refault integrity, no daemon
  * -> SIGBUS, daemon killed mid-flight -> SIGBUS without a hang, a silent
  * daemon -> SIGBUS after fill_timeout_ms, N threads faulting one evicted
- * page -> one FILL; DAEMON_INFO names the attached daemon.
+ * page -> one FILL; DAEMON_INFO names the attached daemon; a region with
+ * a CPU limit evicts to the daemon on faults and stays within it.
  */
 #include <pthread.h>
 #include <stdatomic.h>
@@ -82,6 +83,78 @@ TEST_F(daemon, evict_then_refault_integrity)
 	EXPECT_EQ((char)t_pat(pages - 1, 0, 77), p[(pages - 1) * T_PAGE]);
 	/* Untouched pages are not evicted. */
 	munmap(p, pages * T_PAGE);
+}
+
+/* Pages of the region on the CPU now, by SNAPSHOT; -1 on failure. */
+static int64_t cpu_pages(int fd, uint64_t handle, uint64_t pages)
+{
+	struct hmmk_page_info *pi = calloc(pages, sizeof(*pi));
+	struct hmmk_snapshot sn;
+	int64_t n = 0;
+
+	if (!pi)
+		return -1;
+	memset(&sn, 0, sizeof(sn));
+	sn.handle = handle;
+	sn.nr_pages = pages;
+	sn.entries = (uintptr_t)pi;
+	if (t_ioctl(fd, HMMK_IOC_SNAPSHOT, &sn) || sn.filled != pages)
+		n = -1;
+	for (uint64_t i = 0; n >= 0 && i < pages; i++)
+		n += pi[i].tier == HMMK_TIER_CPU;
+	free(pi);
+	return n;
+}
+
+TEST_F(daemon, cpu_limit_evicts_on_faults)
+{
+	const uint64_t pages = 600, limit = 128;
+	struct hmmk_region_create rc;
+	struct hmmk_stats s;
+	char *p;
+
+	/* the flag and a limit go together */
+	memset(&rc, 0, sizeof(rc));
+	rc.size = pages * T_PAGE;
+	rc.preferred_node = HMMK_NODE_ANY;
+	rc.flags = HMMK_REGION_F_CPU_LIMIT;
+	EXPECT_EQ(-EINVAL, t_ioctl(self->fd, HMMK_IOC_REGION_CREATE, &rc));
+	rc.flags = 0;
+	rc.cpu_limit = limit;
+	EXPECT_EQ(-EINVAL, t_ioctl(self->fd, HMMK_IOC_REGION_CREATE, &rc));
+
+	self->daemon = t_daemon_start(NULL, NULL);
+	ASSERT_LT(0, self->daemon);
+	rc.flags = HMMK_REGION_F_CPU_LIMIT;
+	ASSERT_EQ(0, t_ioctl(self->fd, HMMK_IOC_REGION_CREATE, &rc));
+	p = mmap(NULL, pages * T_PAGE, PROT_READ | PROT_WRITE, MAP_SHARED,
+		 self->fd, rc.mmap_offset);
+	ASSERT_NE(MAP_FAILED, p);
+	t_fill(p, pages, 33);
+	EXPECT_GE(limit, cpu_pages(self->fd, rc.handle, pages));
+	EXPECT_EQ(0, t_check(p, pages, 33));
+	EXPECT_GE(limit, cpu_pages(self->fd, rc.handle, pages));
+	ASSERT_EQ(0, t_stats(self->fd, rc.handle, &s));
+	EXPECT_LE(pages - limit, s.evictions);
+	EXPECT_LE(pages - limit, s.fills);
+	EXPECT_EQ(0, s.sigbus);
+	TH_LOG("%llu pages, CPU limit %llu: %llu evicted, %llu filled",
+	       (unsigned long long)pages, (unsigned long long)limit,
+	       (unsigned long long)s.evictions, (unsigned long long)s.fills);
+	/* no daemon: nothing can go, the region grows past its limit */
+	t_daemon_stop(self->daemon);
+	self->daemon = -1;
+	munmap(p, pages * T_PAGE);
+	rc.size = 2 * limit * T_PAGE;
+	rc.handle = rc.mmap_offset = 0;
+	ASSERT_EQ(0, t_ioctl(self->fd, HMMK_IOC_REGION_CREATE, &rc));
+	p = mmap(NULL, 2 * limit * T_PAGE, PROT_READ | PROT_WRITE, MAP_SHARED,
+		 self->fd, rc.mmap_offset);
+	ASSERT_NE(MAP_FAILED, p);
+	t_fill(p, 2 * limit, 34);
+	EXPECT_EQ(2 * limit, cpu_pages(self->fd, rc.handle, 2 * limit));
+	EXPECT_EQ(0, t_check(p, 2 * limit, 34));
+	munmap(p, 2 * limit * T_PAGE);
 }
 
 TEST_F(daemon, evict_without_daemon_enodev)

@@ -5,7 +5,9 @@
  * its daemon: hmm_region_new makes a module region (seen in the module's
  * debugfs summary), COLD advice is the module's EVICT, every evicted page
  * comes back byte-exact through a FILL that hmmd served (the module's
- * counters say so), free destroys it; kill -9 of hmmd while the client
+ * counters say so), free destroys it; a region 4x config.host_budget
+ * keeps at most the budget on the CPU (the module's CPU limit) and reads
+ * back exact; kill -9 of hmmd while the client
  * faults -> SIGBUS, no hang; hmmd not attached to the module -> the
  * userfaultfd fallback, byte-exact over 4x the host budget.
  *
@@ -26,6 +28,8 @@
 /* One region's line of the module's debugfs summary. */
 struct sum {
 	unsigned long long handle, pages, faults, zero, fills, evict, sigbus;
+	long long cpu;			/* pages on the CPU now */
+	unsigned long long limit;	/* its CPU limit; 0: none */
 };
 
 /*
@@ -48,10 +52,11 @@ static int summary_find(uint64_t pages, struct sum *out)
 		if (sscanf(line, " region %llu pages %llu node %d faults %llu "
 			   "zero %llu fills %llu evict %llu migr %lld dev_in "
 			   "%lld dev_out %lld dev_evict %lld prefetch %lld "
-			   "sigbus %llu", &s.handle, &s.pages, &node,
-			   &s.faults, &s.zero, &s.fills, &s.evict, &skip[0],
-			   &skip[1], &skip[2], &skip[3], &skip[4],
-			   &s.sigbus) != 13 || s.pages != pages)
+			   "sigbus %llu cpu %lld limit %llu", &s.handle,
+			   &s.pages, &node, &s.faults, &s.zero, &s.fills,
+			   &s.evict, &skip[0], &skip[1], &skip[2], &skip[3],
+			   &skip[4], &s.sigbus, &s.cpu, &s.limit) != 15 ||
+		    s.pages != pages)
 			continue;
 		*out = s;
 		found++;
@@ -161,6 +166,45 @@ TEST_F_TIMEOUT(region, shared_mode_region_is_served_by_hmmd, 240)
 					     HMM_ADVISE_COLD));
 	EXPECT_EQ(0, hmm_region_free(self->h, p));
 	EXPECT_EQ(-ENOENT, summary_find(pages, &s));	/* destroyed */
+	hmm_close(self->h);
+	self->h = NULL;
+	EXPECT_EQ(0, hmmd_term(self->hmmd));
+	self->hmmd = -1;
+}
+
+TEST_F_TIMEOUT(region, four_times_the_budget_within_it, 240)
+{
+	const uint64_t budget = 1 << 20, pages = 4 * budget / T_PAGE;
+	const uint64_t limit = budget / T_PAGE;
+	struct hmm_stats st;
+	struct sum s;
+	void *vp;
+	char *p;
+
+	self->hmmd = hmmd_start(0, 1);
+	ASSERT_LT(0, self->hmmd);
+	ASSERT_EQ(0, client_open(&self->h, budget));
+	ASSERT_EQ(0, hmm_region_new(self->h, pages * T_PAGE, &vp));
+	p = vp;
+	ASSERT_EQ(0, summary_find(pages, &s));
+	EXPECT_EQ(limit, s.limit);
+	t_fill(p, pages, 85);
+	ASSERT_EQ(0, summary_find(pages, &s));
+	EXPECT_GE((long long)limit, s.cpu);
+	EXPECT_LE(pages - limit, s.evict);
+	EXPECT_EQ(0, t_check(p, pages, 85));
+	ASSERT_EQ(0, summary_find(pages, &s));
+	EXPECT_GE((long long)limit, s.cpu);
+	EXPECT_LE(pages - limit, s.fills);
+	EXPECT_EQ(0, s.sigbus);
+	ASSERT_EQ(0, hmm_stats(self->h, &st));
+	TH_LOG("%llu pages, budget %llu pages: %lld on the CPU, %llu evicted "
+	       "to and %llu filled from hmmd; hmm_stats: %llu region faults, "
+	       "%llu evictions", (unsigned long long)pages,
+	       (unsigned long long)limit, s.cpu, s.evict, s.fills,
+	       (unsigned long long)st.region_faults,
+	       (unsigned long long)st.region_evictions);
+	EXPECT_EQ(0, hmm_region_free(self->h, p));
 	hmm_close(self->h);
 	self->h = NULL;
 	EXPECT_EQ(0, hmmd_term(self->hmmd));
