@@ -1,0 +1,186 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * fake.h — the fake CUDA driver's insides, shared by its three files:
+ * libcuda.c (init, devices, the primary context, knobs, error strings,
+ * reports), vmm.c (address reservations, physical allocations, maps,
+ * access) and stream.c (streams, events, host registration, copies).
+ *
+ * The device is host memory: a reservation is an mmap PROT_NONE range, a
+ * physical allocation a memfd, a map an mmap MAP_FIXED|MAP_SHARED of it
+ * at the reserved address, PROT_NONE until cuMemSetAccess.  A device
+ * pointer is that host address.
+ *
+ * Locking: one mutex, fk.lock, protects everything in struct fk and every
+ * object on its lists; fk.cond is broadcast whenever a stream finishes an
+ * operation.  Every entry point takes the lock in fk_begin and drops it
+ * in fk_end; stream workers take it to pop and to run an operation, so a
+ * copy and a cuMemUnmap never overlap.
+ */
+#ifndef FAKECUDA_FAKE_H
+#define FAKECUDA_FAKE_H
+
+#include <pthread.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "fakecuda.h"
+
+#pragma GCC visibility push(hidden)
+
+typedef int CUresult;
+
+/* The real driver's codes (cuda.h, CUresult). */
+#define CUDA_SUCCESS				0
+#define CUDA_ERROR_INVALID_VALUE		1
+#define CUDA_ERROR_OUT_OF_MEMORY		2
+#define CUDA_ERROR_NOT_INITIALIZED		3
+#define CUDA_ERROR_NO_DEVICE			100
+#define CUDA_ERROR_INVALID_DEVICE		101
+#define CUDA_ERROR_INVALID_CONTEXT		201
+#define CUDA_ERROR_INVALID_HANDLE		400
+#define CUDA_ERROR_ILLEGAL_ADDRESS		700
+#define CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED 712
+#define CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED	713
+#define CUDA_ERROR_NOT_SUPPORTED		801
+#define CUDA_ERROR_UNKNOWN			999
+
+/* The driver ABI's structs, as cuda.h lays them out. */
+typedef struct {
+	int type;		/* CU_MEM_LOCATION_TYPE_DEVICE = 1 */
+	int id;
+} CUmemLocation;
+
+typedef struct {
+	int type;		/* CU_MEM_ALLOCATION_TYPE_PINNED = 1 */
+	int requestedHandleTypes;
+	CUmemLocation location;
+	void *win32HandleMetaData;
+	struct {
+		unsigned char compressionType;
+		unsigned char gpuDirectRDMACapable;
+		unsigned short usage;
+		unsigned char reserved[4];
+	} allocFlags;
+} CUmemAllocationProp;
+
+typedef struct {
+	CUmemLocation location;
+	int flags;		/* 0 none, 1 read, 3 read-write */
+} CUmemAccessDesc;
+
+/* An address range from cuMemAddressReserve; freed by cuMemAddressFree. */
+struct fk_resv {
+	struct fk_resv *next;
+	uintptr_t base;
+	size_t size;
+};
+
+/* A cuMemCreate allocation: freed when released and no longer mapped. */
+struct fk_alloc {
+	struct fk_alloc *next;
+	unsigned long long id;	/* the handle */
+	int fd;			/* memfd of size bytes */
+	size_t size;
+	int released;		/* cuMemRelease called */
+	int maps;		/* live cuMemMap's of it */
+};
+
+/* One cuMemMap; removed by cuMemUnmap. */
+struct fk_map {
+	struct fk_map *next;
+	uintptr_t va;
+	size_t size;
+	struct fk_alloc *a;
+	int access;		/* cuMemSetAccess flags: 0, 1, 3 */
+};
+
+/* One cuMemHostRegister'ed range. */
+struct fk_host {
+	struct fk_host *next;
+	uintptr_t p;
+	size_t size;
+};
+
+struct fk_event;
+
+/* One queued operation of a stream; freed by its worker once run. */
+struct fk_op {
+	struct fk_op *next;
+	int kind;		/* FK_OP_* */
+	uintptr_t dst, src;
+	size_t n;
+	struct fk_event *ev;	/* FK_OP_EVENT */
+	unsigned long gen;	/* the record it completes */
+};
+#define FK_OP_H2D	0
+#define FK_OP_D2H	1
+#define FK_OP_EVENT	2
+
+/* cuStreamCreate'd; its worker runs ops in order.  Freed by
+ * cuStreamDestroy_v2 after the worker drained and exited. */
+struct fk_stream {
+	struct fk_stream *next;
+	struct fk_op *head, *tail;
+	int busy;		/* the worker is running an op */
+	int stop;
+	pthread_t thr;
+};
+
+/* cuEventCreate'd: gen counts records, done the last one completed. */
+struct fk_event {
+	struct fk_event *next;
+	unsigned long gen, done;
+};
+
+struct fk {
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	int knobs_read;
+	/* knobs (environment), read once */
+	uint64_t mem;		/* FAKECUDA_MEM, device bytes */
+	uint64_t gran;		/* FAKECUDA_GRAN */
+	int nodev;		/* FAKECUDA_NODEV: 1 cuInit fails, 2 no GPUs */
+	int strict;		/* FAKECUDA_STRICT: abort on a violation */
+	unsigned delay_us;	/* FAKECUDA_DELAY_US before each async op */
+	/* state */
+	int init;		/* cuInit succeeded */
+	int ctx_refs;		/* primary context retains */
+	CUresult sticky;	/* an error in async work: the context is dead */
+	unsigned long long next_id;
+	struct fk_resv *resv;
+	struct fk_alloc *allocs;
+	struct fk_map *maps;
+	struct fk_host *hosts;
+	struct fk_stream *streams;
+	struct fk_event *events;
+	struct fakecuda_stats st;
+};
+
+extern struct fk fk;
+
+/* Needs for fk_begin. */
+#define FK_INIT	1		/* cuInit called */
+#define FK_CTX	2		/* a live context current on this thread */
+
+/* Takes fk.lock, counts the call, applies FAKECUDA_FAIL and the needs.
+ * Returns 0, or the code the entry point must return (lock held). */
+CUresult fk_begin(const char *fn, unsigned needs);
+/* Drops fk.lock; returns r. */
+CUresult fk_end(CUresult r);
+/* A contract violation by the caller: reported, counted; returns r. */
+CUresult fk_bad(CUresult r, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+/* A leak (context destroy or exit): reported and counted. */
+void fk_leak(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* vmm.c: is [p, p+n) mapped with at least access `need`? (lock held) */
+int fk_dev_ok(uintptr_t p, size_t n, int need);
+/* vmm.c / stream.c: report and free what is left (context destroy);
+ * free_them = 0 only reports (exit). Called with the lock held; stream.c
+ * drops it to join workers. */
+void fk_vmm_leaks(int free_them);
+void fk_stream_leaks(int free_them);
+
+#pragma GCC visibility pop
+
+#endif /* FAKECUDA_FAKE_H */
