@@ -100,10 +100,11 @@ UNIT_BINS  := $(patsubst tests/unit/%.c,$(B)/tests/unit/%,$(UNIT_SRC))
 INTEG_BINS := $(patsubst tests/integration/%.c,$(B)/tests/integration/%,$(INTEG_SRC))
 TOOL_BINS  := $(patsubst %,$(B)/bin/%,$(TOOLS)) $(if $(DAEMON_SRC),$(B)/bin/hmmd)
 GPU_BINS   := $(patsubst tests/gpu/%.cu,$(B)/tests/gpu/%,$(GPU_SRC))
+FAKECUDA := $(if $(wildcard tests/fakecuda/*.c),$(B)/tests/fakecuda/libcuda.so.1)
 
 ALL := $(HK_A)
 ifeq ($(HAVE_USER),y)
-ALL += $(LIBHMM_A) $(BIND_A) $(if $(SAN),,$(LIBHMM_SO) $(B)/lib/pkgconfig/libhmm.pc $(TOOL_BINS))
+ALL += $(LIBHMM_A) $(BIND_A) $(if $(SAN),,$(LIBHMM_SO) $(B)/lib/pkgconfig/libhmm.pc $(TOOL_BINS) $(FAKECUDA))
 endif
 ifneq ($(HAVE_NVCC),)
 ALL += $(if $(CU_SRC),$(CUDA_A)) $(GPU_BINS)
@@ -156,6 +157,15 @@ $(B)/bin/hmmd: $(call obj,$(DAEMON_SRC)) $(LIBS)
 $(B)/tests/%: $(O)/tests/%.o $(LIBS)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(LIBS) $(LDLIBS)
+
+# ---- a fake CUDA driver over host memory: dev_cuda.c tested without a GPU --
+# (tests/integration/test_cuda_fake.sh).  No sanitizer flags: the one
+# library serves the plain and the ASan test binaries.
+$(B)/tests/fakecuda/libcuda.so.1: $(wildcard tests/fakecuda/*.c tests/fakecuda/*.h)
+	@mkdir -p $(@D)
+	$(CC) -D_GNU_SOURCE -std=gnu11 -O2 -g -fPIC -pthread -Wall -Wextra -Werror \
+		-Wno-unused-parameter -shared -Wl,-soname,libcuda.so.1 -Wl,-z,nodelete \
+		-o $@ $(filter %.c,$^)
 
 # ---- CUDA: built whenever nvcc exists, run only where a GPU is -------------
 NVFLAGS := -O3 -std=c++17 -Iinclude -Ikernels/core -lineinfo \
