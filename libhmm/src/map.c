@@ -370,8 +370,8 @@ int hmm_wait(struct hmm *h, struct hmm_tensor *t)
 
 	if (!h)
 		return hmm_err(-EINVAL, "hmm_wait: no context");
-	if (h->remote)		/* hmmd has no wait: see shared.c */
-		return 0;
+	if (h->remote)		/* shared mode: hmmd's WAIT (client.c) */
+		return hmm_remote_wait(h->remote, t ? t->remote : NULL);
 	pthread_mutex_lock(&h->lock);
 	while (t ? !tensor_quiet(t) : !all_quiet(h))
 		pthread_cond_wait(&h->cond, &h->lock);
