@@ -30,8 +30,11 @@
  * unpinned; only tensors the client holds a handle to are sent.
  *
  * Threading: the main thread runs the event loop (listener, signalfd),
- * metrics have a thread; each client has its own thread (conn.c) that blocks in its
- * socket and in the engine.  engine.c's one mutex protects every table.
+ * metrics have a thread; each client has its own thread (conn.c) that
+ * blocks in its socket and in the engine, and a map that must wait for
+ * the budget runs on a job thread of its connection (at most 32), so the
+ * client's unmaps meanwhile go through.  engine.c's one mutex protects
+ * every table.
  */
 #ifndef HMMD_H
 #define HMMD_H
