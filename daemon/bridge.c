@@ -3,8 +3,10 @@
  * bridge.c — hmmd as the hmmk module's daemon (see bridge.h).  One thread
  * polls the module's fd and an eventfd (stop); each wake-up takes up to
  * BATCH requests with DAEMON_FETCH, submits their store I/O in one go,
- * waits for it, flushes the store when the batch evicted anything, and
- * completes every request with DAEMON_COMPLETE.
+ * waits for it, drops the pages of regions the batch FORGETs (after the
+ * I/O, so that an earlier EVICT of the batch is dropped too), flushes the
+ * store when the batch evicted or forgot anything, and completes every
+ * request with DAEMON_COMPLETE.
  *
  * Why a store of its own: the engine's store belongs to the engine's I/O
  * thread (its ring binds to one thread) and its extents are keyed by
@@ -41,6 +43,7 @@ struct slot {
 	struct hmmk_daemon_req r;
 	struct hmm_io io;
 	int queued;			/* io was submitted */
+	int forget;			/* FORGET: no io, served after it */
 	int status;			/* positive errno for COMPLETE */
 };
 
@@ -124,6 +127,7 @@ static void prepare(struct hmmd_bridge *b, struct slot *s, char *buf)
 
 	memset(&s->io, 0, sizeof(s->io));
 	s->queued = 0;
+	s->forget = 0;
 	s->status = 0;
 	if (r->region > UINT32_MAX || r->page > UINT32_MAX) {
 		hmmd_log("module bridge: region %llu page %llu: key out of range",
@@ -135,7 +139,9 @@ static void prepare(struct hmmd_bridge *b, struct slot *s, char *buf)
 	s->io.key = key;
 	s->io.len = PAGE;
 	s->io.buf = buf;
-	if (r->op == HMMK_OP_EVICT) {
+	if (r->op == HMMK_OP_FORGET) {
+		s->forget = 1;		/* page: the region's page count */
+	} else if (r->op == HMMK_OP_EVICT) {
 		s->io.op = HMM_IO_WRITE;
 	} else if (r->op == HMMK_OP_FILL) {
 		len = hmm_store_extent_len(b->st, key);
@@ -164,7 +170,7 @@ static void do_io(struct hmmd_bridge *b, struct slot *sl, unsigned n)
 	int q;
 
 	for (i = 0; i < n; i++)
-		if (!sl[i].status) {
+		if (!sl[i].status && !sl[i].forget) {
 			who[k] = &sl[i];
 			ios[k++] = &sl[i].io;
 		}
@@ -199,7 +205,25 @@ static void do_io(struct hmmd_bridge *b, struct slot *sl, unsigned n)
 	}
 }
 
-/* Serve a fetched batch: I/O, flush for the evictions, complete all. */
+/* FORGET: drop every page the store holds of region r->region. */
+static void forget(struct hmmd_bridge *b, const struct hmmk_daemon_req *r)
+{
+	uint64_t pg, n = 0;
+
+	for (pg = 0; pg < r->page; pg++) {
+		uint64_t key = r->region << 32 | pg;
+
+		if (hmm_store_extent_len(b->st, key) >= 0 &&
+		    hmm_store_extent_free(b->st, key) == 0)
+			n++;
+	}
+	if (n)
+		hmmd_log("module bridge: region %llu is gone: dropped %llu "
+			 "pages", (unsigned long long)r->region,
+			 (unsigned long long)n);
+}
+
+/* Serve a fetched batch: I/O, forgets, flush, complete all. */
 static void serve(struct hmmd_bridge *b, struct slot *sl, unsigned n)
 {
 	struct hmmk_daemon_cmpl c;
@@ -210,6 +234,10 @@ static void serve(struct hmmd_bridge *b, struct slot *sl, unsigned n)
 		prepare(b, &sl[i], b->bufs + i * PAGE);
 	do_io(b, sl, n);
 	for (i = 0; i < n; i++) {
+		if (sl[i].forget && !sl[i].status) {
+			forget(b, &sl[i].r);
+			evicted = 1;	/* the table changed: flush it */
+		}
 		evicted |= sl[i].r.op == HMMK_OP_EVICT && !sl[i].status;
 		filled |= sl[i].r.op == HMMK_OP_FILL && !sl[i].status;
 	}
@@ -235,6 +263,8 @@ static void serve(struct hmmd_bridge *b, struct slot *sl, unsigned n)
 			INC(b, failed);
 		else if (sl[i].r.op == HMMK_OP_EVICT)
 			INC(b, evictions);
+		else if (sl[i].forget)
+			INC(b, forgets);
 		else
 			INC(b, fills);
 		/* ENOENT: the module gave up on it (deadline) */
@@ -313,9 +343,10 @@ static void *bridge_main(void *arg)
 	hmm_pool_free(hmm_store_pool(b->st), b->bufs);
 	hmm_store_close(b->st);
 	hmmd_log("module bridge: stopped after %llu evictions, %llu fills, "
-		 "%llu failed, %llu flushes, %llu batches",
-		 (unsigned long long)GET(b, evictions),
+		 "%llu regions forgotten, %llu failed, %llu flushes, "
+		 "%llu batches", (unsigned long long)GET(b, evictions),
 		 (unsigned long long)GET(b, fills),
+		 (unsigned long long)GET(b, forgets),
 		 (unsigned long long)GET(b, failed),
 		 (unsigned long long)GET(b, flushes),
 		 (unsigned long long)GET(b, batches));

@@ -9,7 +9,8 @@
  * module load).  An EVICT is completed only after its extent is written
  * and the store flushed, so a restarted hmmd on the same store serves the
  * pages an earlier one took.  A FILL of a key the store lacks fails (the
- * fault gets SIGBUS) rather than reading zeros.
+ * fault gets SIGBUS) rather than reading zeros.  A FORGET (the module
+ * freed a region) drops every extent of that region.
  */
 #ifndef HMMD_BRIDGE_H
 #define HMMD_BRIDGE_H
@@ -37,6 +38,7 @@ int hmmd_bridge_open(const char *dev, const char *store_path,
 struct hmmd_bridge_stats {
 	uint64_t evictions;	/* pages stored and completed */
 	uint64_t fills;		/* pages read back and completed */
+	uint64_t forgets;	/* regions whose pages were dropped */
 	uint64_t failed;	/* requests completed with an error */
 	uint64_t flushes;	/* store flushes (one per batch that evicted) */
 	uint64_t batches;	/* wake-ups that fetched requests */

@@ -39,7 +39,8 @@ static void hmmk_req_release(struct kref *ref)
 {
 	struct hmmk_req *req = container_of(ref, struct hmmk_req, ref);
 
-	put_page(req->page);
+	if (req->page)
+		put_page(req->page);
 	kfree(req);
 }
 
@@ -65,6 +66,29 @@ struct hmmk_req *hmmk_req_new(struct hmmk_block *blk, unsigned int i, u32 op,
 	get_page(page);
 	req->page = page;
 	return req;
+}
+
+/*
+ * Tells the daemon that region is gone, so that it can drop the pages it
+ * holds of it: a FORGET request nobody waits for, freed when the daemon
+ * completes it or goes.  Best effort: without a daemon or memory the
+ * daemon keeps them.  Process context; may sleep.
+ */
+void hmmk_req_forget(struct hmmk_region *region)
+{
+	struct hmmk_req *req = kzalloc(sizeof(*req), GFP_KERNEL);
+
+	if (!req)
+		return;
+	kref_init(&req->ref);
+	INIT_LIST_HEAD(&req->link);
+	init_completion(&req->done);
+	req->op = HMMK_OP_FORGET;
+	req->space = region->space->id;
+	req->region = region->handle;
+	req->index = region->nr_pages;
+	hmmk_req_submit(req);	/* the list takes its own reference */
+	hmmk_req_put(req);
 }
 
 /* Queues req for the daemon; -EIO when none is attached. */

@@ -192,8 +192,8 @@ enum {
 };
 
 /*
- * struct hmmk_req — one EVICT or FILL.  Allocated by the waiter, which holds
- * one reference; the daemon queues hold another while it is listed, and
+ * struct hmmk_req — one EVICT, FILL or FORGET (no page, no waiter).
+ * Allocated by the waiter, which holds one reference; the daemon queues hold another while it is listed, and
  * FETCH / COMPLETE take their own while they copy.  Freed at the last put,
  * dropping its page reference.  state and link are under hmmk_daemon.lock.
  */
@@ -221,6 +221,7 @@ bool hmmk_daemon_attached(void);
 struct hmmk_req *hmmk_req_new(struct hmmk_block *blk, unsigned int i, u32 op,
 			      struct page *page);
 void hmmk_req_put(struct hmmk_req *req);
+void hmmk_req_forget(struct hmmk_region *region);
 int hmmk_req_submit(struct hmmk_req *req);
 int hmmk_req_end(struct hmmk_req *req, long left);
 int hmmk_req_wait(struct hmmk_req *req, unsigned long deadline);

@@ -50,6 +50,8 @@ static void hmmk_region_release(struct kref *ref)
 	struct hmmk_region *region = container_of(ref, struct hmmk_region, ref);
 	u32 i;
 
+	if (atomic64_read(&region->c.evictions))
+		hmmk_req_forget(region);	/* the daemon holds pages */
 	for (i = 0; i < region->nr_blocks; i++) {
 		struct hmmk_block *blk = &region->blocks[i];
 

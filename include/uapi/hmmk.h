@@ -47,6 +47,8 @@
  *	shared mode) lets the module back its regions only when its own
  *	daemon serves the module.
  * HMMK_F_CPU_LIMIT: REGION_CREATE takes HMMK_REGION_F_CPU_LIMIT.
+ * HMMK_F_FORGET: the daemon gets a FORGET request when a region that
+ *	evicted pages to it is freed, so that it can drop them.
  */
 #define HMMK_F_REGIONS		(1ULL << 0)
 #define HMMK_F_MIGRATE		(1ULL << 1)
@@ -56,7 +58,8 @@
 #define HMMK_F_STATS		(1ULL << 5)
 #define HMMK_F_DAEMON_INFO	(1ULL << 6)
 #define HMMK_F_CPU_LIMIT	(1ULL << 7)
-#define HMMK_F_ALL		((1ULL << 8) - 1)
+#define HMMK_F_FORGET		(1ULL << 8)
+#define HMMK_F_ALL		((1ULL << 9) - 1)
 
 struct hmmk_features {
 	__u64 features;		/* (out) HMMK_F_* the module supports */
@@ -191,9 +194,13 @@ struct hmmk_simdev_config {
  * reads the page into buf and completes with that buf.  A request belongs
  * to the daemon from FETCH until COMPLETE.  When the daemon's file closes,
  * every request it holds fails: the faults waiting on them get SIGBUS.
+ * FORGET (nobody waits for it; buf is not used): region is gone and page
+ * is its page count; the daemon may drop every page it holds of it, and
+ * completes it like the others (its status is not looked at).
  */
 #define HMMK_OP_EVICT		1
 #define HMMK_OP_FILL		2
+#define HMMK_OP_FORGET		3
 
 struct hmmk_daemon_req {
 	__u64 buf;		/* (in) user pointer to HMMK_PAGE_SIZE bytes */

@@ -5,7 +5,9 @@
  * its daemon: hmm_region_new makes a module region (seen in the module's
  * debugfs summary), COLD advice is the module's EVICT, every evicted page
  * comes back byte-exact through a FILL that hmmd served (the module's
- * counters say so), free destroys it; a region 4x config.host_budget
+ * counters say so), free destroys it and hmmd drops its pages from the
+ * module store (FORGET) while keeping a live region's; a region 4x
+ * config.host_budget
  * keeps at most the budget on the CPU (the module's CPU limit) and reads
  * back exact; kill -9 of hmmd while the client
  * faults -> SIGBUS, no hang; hmmd not attached to the module -> the
@@ -17,6 +19,8 @@
 #include <sys/stat.h>
 
 #include "hmm.h"
+#include "pool.h"
+#include "store.h"
 #include "hmmk_t.h"
 #include "hmmk_hmmd.h"
 #include "kselftest_harness.h"
@@ -63,6 +67,57 @@ static int summary_find(uint64_t pages, struct sum *out)
 	}
 	fclose(f);
 	return found == 1 ? 0 : found ? -EEXIST : -ENOENT;
+}
+
+struct count {
+	uint64_t region, n;
+};
+
+static int count_one(void *arg, uint64_t key, uint32_t len)
+{
+	struct count *c = arg;
+
+	c->n += key >> 32 == c->region;
+	return 0;
+}
+
+/* Extents of region in the module store hmmd left (it is stopped). */
+static int64_t store_pages_of(uint64_t region)
+{
+	struct hmm_store_config sc;
+	struct hmm_store *st;
+	struct count c = { region, 0 };
+
+	memset(&sc, 0, sizeof(sc));
+	sc.path = MSTORE;
+	sc.numa_node = -1;
+	sc.pool_bytes = 1 << 20;
+	sc.pool_flags = HMM_POOL_NOHUGE;
+	if (hmm_store_open(&sc, &st))
+		return -1;
+	hmm_store_extent_each(st, count_one, &c);
+	hmm_store_close(st);
+	return c.n;
+}
+
+/* Wait until the module has no request for its daemon left; 0 or -1. */
+static int daemon_idle(void)
+{
+	struct hmmk_daemon_info di;
+	int fd = t_open(), i, ret = -1;
+
+	for (i = 0; fd >= 0 && i < 1000; i++, usleep(10000)) {
+		memset(&di, 0, sizeof(di));
+		if (t_ioctl(fd, HMMK_IOC_DAEMON_INFO, &di))
+			break;
+		if (!di.pending && !di.inflight) {
+			ret = 0;
+			break;
+		}
+	}
+	if (fd >= 0)
+		close(fd);
+	return ret;
 }
 
 /* hmmd with the module bridge (module 1) or without it (module 0). */
@@ -119,9 +174,10 @@ FIXTURE_TEARDOWN(region)
 
 TEST_F_TIMEOUT(region, shared_mode_region_is_served_by_hmmd, 240)
 {
-	const uint64_t pages = 1024, half = pages / 2;
+	const uint64_t pages = 1024, half = pages / 2, kept = 16;
+	uint64_t handle, kept_handle;
 	struct sum s;
-	void *vp;
+	void *vp, *kp;
 	char *p;
 
 	self->hmmd = hmmd_start(0, 1);
@@ -132,6 +188,7 @@ TEST_F_TIMEOUT(region, shared_mode_region_is_served_by_hmmd, 240)
 	/* a module region, not userfaultfd in this process */
 	ASSERT_EQ(0, summary_find(pages, &s));
 	EXPECT_EQ(0, s.faults);
+	handle = s.handle;
 	t_fill(p, pages, 81);
 	ASSERT_EQ(0, summary_find(pages, &s));
 	EXPECT_EQ(pages, s.zero);
@@ -164,12 +221,22 @@ TEST_F_TIMEOUT(region, shared_mode_region_is_served_by_hmmd, 240)
 	/* bad advice is refused by libhmm, not the module */
 	EXPECT_EQ(-EINVAL, hmm_region_advise(self->h, p, pages * T_PAGE + 1,
 					     HMM_ADVISE_COLD));
+	/* a second region, all in hmmd, stays while the first goes */
+	ASSERT_EQ(0, hmm_region_new(self->h, kept * T_PAGE, &kp));
+	ASSERT_EQ(0, summary_find(kept, &s));
+	kept_handle = s.handle;
+	t_fill(kp, kept, 83);
+	ASSERT_EQ(0, hmm_region_advise(self->h, kp, kept * T_PAGE,
+				       HMM_ADVISE_COLD));
 	EXPECT_EQ(0, hmm_region_free(self->h, p));
 	EXPECT_EQ(-ENOENT, summary_find(pages, &s));	/* destroyed */
+	ASSERT_EQ(0, daemon_idle());		/* hmmd served the FORGET */
+	EXPECT_EQ(0, hmmd_term(self->hmmd));	/* flushed */
+	self->hmmd = -1;
+	EXPECT_EQ(0, store_pages_of(handle));
+	EXPECT_EQ(kept, store_pages_of(kept_handle));
 	hmm_close(self->h);
 	self->h = NULL;
-	EXPECT_EQ(0, hmmd_term(self->hmmd));
-	self->hmmd = -1;
 }
 
 TEST_F_TIMEOUT(region, four_times_the_budget_within_it, 240)

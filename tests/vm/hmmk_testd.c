@@ -65,6 +65,8 @@ static int serve(int fd, int store, struct hmmk_daemon_req *r, char *buf)
 		if (n >= 0 && n < (ssize_t)HMMK_PAGE_SIZE)
 			memset(buf + n, 0, HMMK_PAGE_SIZE - n);
 		c.status = n >= 0 ? 0 : EIO;
+	} else if (r->op == HMMK_OP_FORGET) {
+		c.status = 0;		/* a region is gone: nothing kept here */
 	} else {
 		c.status = EINVAL;
 	}
