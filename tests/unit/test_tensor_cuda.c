@@ -1,86 +1,451 @@
 // SPDX-License-Identifier: MIT
 /*
- * test_tensor_cuda — the "cuda" device tier on a real GPU: tensors 4x the
- * device budget are written on the host, mapped READ|WRITE at the device
- * (host -> device copies; the chunks become dirty there), pushed out by
- * the next ones (device -> host copies, then the store) and read back
- * exact on the host.  Skipped (77) without a GPU or driver, with the
- * reason.
+ * test_tensor_cuda — the "cuda" device tier (libhmm/src/dev_cuda.c).
+ *
+ * On a real GPU, or on the fake driver (tests/fakecuda, put first with
+ * LD_LIBRARY_PATH by tests/integration/test_cuda_fake.sh):
+ *  - tensors 4x the device budget are written on the host, mapped
+ *    READ|WRITE at the device (host -> device copies; the chunks become
+ *    dirty there), pushed out by the next ones (device -> host copies,
+ *    then the store) and read back exact on the host, while a thread
+ *    samples the device tier's resident bytes against the budget;
+ *  - chunks larger than the staging buffers (several pieces per copy)
+ *    and a tensor whose last chunk is smaller than the granularity;
+ *  - two threads cycling their own tensors through the device at once;
+ *  - config.chunk_bytes not a multiple of the granularity: -EINVAL
+ *    naming chunk_bytes.
+ * On the fake only: bytes written at the device (through the pointer:
+ * it is host memory there) come back on the host, the driver's own
+ * count of device bytes never passes the budget, and it saw no contract
+ * violation and no leak.
+ *
+ * Modes for the fake (argv[1]; skipped without it): "fail" expects
+ * FAKECUDA_FAIL=cuMemCreate:N — one map fails with -ENOMEM/-EIO naming
+ * its tensor and every tensor's bytes stay intact; "gran" expects
+ * FAKECUDA_GRAN above 2 MiB — hmm_open says -EINVAL naming chunk_bytes.
+ *
+ * Without a GPU or driver: skipped (77), with the reason.
  */
+#include <dlfcn.h>
+
 #include "t.h"
 
+#include "fakecuda/fakecuda.h"
 #include "hmm.h"
 
-#define NT	8
-#define TB	(8 << 20)
+#define MiB	(1ull << 20)
 
-int main(void)
+static fakecuda_stats_fn fake;		/* set when the fake is loaded */
+
+static void fake_find(void)
+{
+	void *l = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+
+	if (l) {
+		fake = (fakecuda_stats_fn)dlsym(l, "fakecuda_stats");
+		dlclose(l);
+	}
+}
+
+static char path[4200];		/* the open context's store */
+
+static int cuda_open(struct hmm **h, const char *name, uint32_t chunk,
+		     uint64_t dev_budget)
 {
 	struct hmm_config cfg;
+
+	snprintf(path, sizeof(path), "%s/%s", t_tmpdir(), name);
+	hmm_config_default(&cfg);
+	cfg.store_path = path;
+	cfg.store_size = 128 * MiB;
+	cfg.host_budget = 32 * MiB;
+	cfg.chunk_bytes = chunk;
+	cfg.device = "cuda";
+	cfg.device_budget = dev_budget;
+	return hmm_open(&cfg, h);
+}
+
+static struct hmm *open_or_skip(const char *name, uint32_t chunk,
+				uint64_t dev_budget)
+{
+	struct hmm *h;
+	int r = cuda_open(&h, name, chunk, dev_budget);
+
+	if (r == -ENODEV) {
+		rmdir(t_tmpdir());
+		t_skip_all("no GPU: %s", hmm_last_error());
+	}
+	if (r)
+		t_fail_all("hmm_open: %d %s", r, hmm_last_error());
+	fake_find();
+	return h;
+}
+
+/* The disk is shared: no store is left behind. */
+static void cuda_close(struct hmm *h)
+{
+	hmm_close(h);
+	unlink(path);
+}
+
+static void new_filled(struct hmm *h, const char *name, int64_t n,
+		       uint64_t seed, struct hmm_tensor **t)
+{
+	void *p;
+
+	if (hmm_tensor_new(h, name, HMM_DTYPE_U8, 1, &n, t))
+		t_fail_all("tensor %s: %s", name, hmm_last_error());
+	if (hmm_map(*t, 0, HMM_ALL, HMM_TIER_HOST, HMM_DISCARD, &p))
+		t_fail_all("map %s: %s", name, hmm_last_error());
+	t_fill(p, n, seed);
+	hmm_unmap(*t, p);
+}
+
+/* Is t's content the pattern of seed?  Read at the host. */
+static int check(struct hmm_tensor *t, size_t n, uint64_t seed)
+{
+	uint8_t *want = malloc(n);
+	void *p;
+	int ok;
+
+	if (!want || hmm_map(t, 0, HMM_ALL, HMM_TIER_HOST, HMM_READ, &p)) {
+		free(want);
+		return 0;
+	}
+	t_fill(want, n, seed);
+	ok = !memcmp(p, want, n);
+	hmm_unmap(t, p);
+	free(want);
+	return ok;
+}
+
+/* ---- a thread sampling the device tier against its budget ------------ */
+
+struct sampler {
+	struct hmm *h;
+	uint64_t budget;
+	volatile int stop;
+	unsigned samples, over, fake_over;
+	pthread_t thr;
+};
+
+static void *sample_main(void *arg)
+{
+	struct sampler *s = arg;
+
+	while (!s->stop) {
+		struct hmm_stats st;
+		struct fakecuda_stats fs;
+
+		hmm_stats(s->h, &st);
+		s->over += st.tier[HMM_TIER_DEVICE].resident > s->budget;
+		if (fake) {
+			fake(&fs);
+			s->fake_over += fs.dev_used > s->budget;
+		}
+		s->samples++;
+		usleep(200);
+	}
+	return NULL;
+}
+
+/* ---- 4x the budget through the device -------------------------------- */
+
+#define NT	8
+#define TB	(8 * MiB)
+
+static void test_cycle(void)
+{
+	struct sampler smp = { .budget = 16 * MiB };
 	struct hmm_tensor *ts[NT];
+	struct fakecuda_stats fs;
 	struct hmm_stats st;
 	struct hmm *h;
-	int64_t n = TB;
-	uint8_t *want = malloc(TB);
-	char path[4200];
 	void *p;
 	int i, r, ok;
 
-	snprintf(path, sizeof(path), "%s/store", t_tmpdir());
-	hmm_config_default(&cfg);
-	cfg.store_path = path;
-	cfg.store_size = 256 << 20;
-	cfg.host_budget = 32 << 20;
-	cfg.device = "cuda";
-	cfg.device_budget = 16 << 20;
-	r = hmm_open(&cfg, &h);
-	if (r == -ENODEV)
-		t_skip_all("no GPU: %s", hmm_last_error());
-	if (r)
-		t_fail_all("hmm_open: %s", hmm_last_error());
+	h = open_or_skip("store-cycle", 0, 16 * MiB);
+	t_diag("driver: %s", fake ? "the fake (tests/fakecuda)" : "real");
 	for (i = 0; i < NT; i++) {
 		char name[16];
 
 		snprintf(name, sizeof(name), "g%d", i);
-		if (hmm_tensor_new(h, name, HMM_DTYPE_U8, 1, &n, &ts[i]))
-			t_fail_all("tensor: %s", hmm_last_error());
-		if (hmm_map(ts[i], 0, HMM_ALL, HMM_TIER_HOST, HMM_DISCARD, &p))
-			t_fail_all("map: %s", hmm_last_error());
-		t_fill(p, TB, 50 + i);
-		hmm_unmap(ts[i], p);
+		new_filled(h, name, TB, 50 + i, &ts[i]);
 	}
-	/* to the device and back, through the 16 MiB budget */
+	smp.h = h;
+	pthread_create(&smp.thr, NULL, sample_main, &smp);
 	ok = 1;
 	for (i = 0; i < NT; i++) {
 		r = hmm_map(ts[i], 0, HMM_ALL, HMM_TIER_DEVICE, HMM_READ |
 			    HMM_WRITE, &p);
 		ok &= r == 0;
+		if (r == 0 && fake && i % 2)	/* a write at the device */
+			memset((char *)p + TB / 2, 0xa0 + i, 4096);
 		if (r == 0)
 			hmm_unmap(ts[i], p);	/* now dirty at the device */
 	}
 	t_ok(ok, "mapped %d x 8 MiB at the device (read + write)", NT);
 	ok = 1;
 	for (i = 0; i < NT; i++) {
+		uint8_t *want = malloc(TB);
+
 		if (hmm_map(ts[i], 0, HMM_ALL, HMM_TIER_HOST, HMM_READ, &p)) {
 			ok = 0;
+			free(want);
 			continue;
 		}
 		t_fill(want, TB, 50 + i);
+		if (fake && i % 2)
+			memset(want + TB / 2, 0xa0 + i, 4096);
 		ok &= !memcmp(p, want, TB);
 		hmm_unmap(ts[i], p);
+		free(want);
 	}
 	t_ok(ok, "device-dirty tensors come back exact through D2H and the "
-	     "store");
+	     "store%s", fake ? " (with the bytes written at the device)" :
+	     "");
+	smp.stop = 1;
+	pthread_join(smp.thr, NULL);
 	hmm_stats(h, &st);
-	t_ok(st.tier[HMM_TIER_DEVICE].peak <= cfg.device_budget,
-	     "device peak %llu within budget", (unsigned long long)
-	     st.tier[HMM_TIER_DEVICE].peak);
+	t_ok(st.tier[HMM_TIER_DEVICE].peak <= 16 * MiB && !smp.over,
+	     "device peak %llu within the 16 MiB budget, %u samples, %u "
+	     "over", (unsigned long long)st.tier[HMM_TIER_DEVICE].peak,
+	     smp.samples, smp.over);
 	t_ok(st.tier[HMM_TIER_DEVICE].bytes_in >= (uint64_t)NT * TB &&
 	     st.tier[HMM_TIER_DEVICE].bytes_out > 0, "copies both ways "
 	     "(%llu in, %llu out)",
 	     (unsigned long long)st.tier[HMM_TIER_DEVICE].bytes_in,
 	     (unsigned long long)st.tier[HMM_TIER_DEVICE].bytes_out);
-	hmm_close(h);
-	free(want);
+	if (fake) {
+		fake(&fs);
+		t_ok(fs.dev_peak <= 16 * MiB && !smp.fake_over, "the driver's "
+		     "device bytes peaked at %llu, within the budget",
+		     (unsigned long long)fs.dev_peak);
+	}
+	cuda_close(h);
+}
+
+/* ---- multi-piece copies and a tail chunk under the granularity -------- */
+
+#define NB	4
+#define BB	(8 * MiB + 12288)	/* an 8 MiB chunk and a 12 KiB one */
+
+static void test_big_chunks(void)
+{
+	struct hmm_tensor *ts[NB];
+	struct hmm *h;
+	void *p;
+	int i, ok = 1;
+
+	/* 8 MiB chunks: two 4 MiB staging pieces per copy */
+	h = open_or_skip("store-big", 8 * MiB, 24 * MiB);
+	for (i = 0; i < NB; i++) {
+		char name[16];
+
+		snprintf(name, sizeof(name), "b%d", i);
+		new_filled(h, name, BB, 70 + i, &ts[i]);
+	}
+	for (i = 0; i < NB; i++) {
+		if (hmm_map(ts[i], 0, HMM_ALL, HMM_TIER_DEVICE, HMM_READ |
+			    HMM_WRITE, &p)) {
+			t_diag("map b%d: %s", i, hmm_last_error());
+			ok = 0;
+			continue;
+		}
+		hmm_unmap(ts[i], p);
+	}
+	for (i = 0; i < NB; i++)
+		ok &= check(ts[i], BB, 70 + i);
+	t_ok(ok, "8 MiB chunks (2 staging pieces) and 12 KiB tail chunks "
+	     "round-trip exact through a 24 MiB device");
+	cuda_close(h);
+}
+
+/* ---- two threads at once ---------------------------------------------- */
+
+#define NTH	2
+#define PER	4
+#define TT	(4 * MiB)
+
+struct worker {
+	struct hmm_tensor *ts[PER];
+	int id, bad;
+};
+
+static void *worker_main(void *arg)
+{
+	struct worker *w = arg;
+	int round, i;
+	void *p;
+
+	for (round = 0; round < 3; round++)
+		for (i = 0; i < PER; i++) {
+			int tier = (round + i) % 2 ? HMM_TIER_HOST :
+				   HMM_TIER_DEVICE;
+
+			if (hmm_map(w->ts[i], 0, HMM_ALL, tier, HMM_READ |
+				    HMM_WRITE, &p)) {
+				w->bad++;
+				continue;
+			}
+			hmm_unmap(w->ts[i], p);
+		}
+	return NULL;
+}
+
+static void test_threads(void)
+{
+	struct worker w[NTH];
+	struct hmm *h;
+	int i, j, ok = 1, bad = 0;
+
+	h = open_or_skip("store-threads", 0, 12 * MiB);
+	for (i = 0; i < NTH; i++) {
+		w[i].id = i;
+		w[i].bad = 0;
+		for (j = 0; j < PER; j++) {
+			char name[16];
+
+			snprintf(name, sizeof(name), "w%d.%d", i, j);
+			new_filled(h, name, TT, 100 + i * PER + j,
+				   &w[i].ts[j]);
+		}
+	}
+	pthread_t thr[NTH];
+
+	for (i = 0; i < NTH; i++)
+		pthread_create(&thr[i], NULL, worker_main, &w[i]);
+	for (i = 0; i < NTH; i++) {
+		pthread_join(thr[i], NULL);
+		bad += w[i].bad;
+	}
+	for (i = 0; i < NTH; i++)
+		for (j = 0; j < PER; j++)
+			ok &= check(w[i].ts[j], TT, 100 + i * PER + j);
+	t_ok(!bad && ok, "2 threads x 4 tensors x 3 rounds through a 12 MiB "
+	     "device: %d failed maps, bytes %s", bad, ok ? "exact" :
+	     "WRONG");
+	cuda_close(h);
+}
+
+/* ---- bad granularity -------------------------------------------------- */
+
+static void test_small_chunks(void)
+{
+	struct hmm *h;
+	int r = cuda_open(&h, "store-gran", 4096, 16 * MiB);
+
+	if (r == 0)
+		cuda_close(h);
+	unlink(path);
+	t_ok(r == -EINVAL && strstr(hmm_last_error(), "chunk_bytes"),
+	     "chunk_bytes 4096 under the granularity: %d (%s)", r,
+	     hmm_last_error());
+}
+
+/* ---- fake only: an injected cuMemCreate failure ------------------------ */
+
+#define NF	4
+
+static int mode_fail(void)
+{
+	struct hmm_tensor *ts[NF];
+	struct hmm *h;
+	int i, r, failed = -1, named = 0, ok = 1, again = 0;
+	char err[512] = "";
+	void *p;
+
+	h = open_or_skip("store-fail", 0, 32 * MiB);
+	if (!fake)
+		t_skip_all("mode fail needs the fake driver");
+	for (i = 0; i < NF; i++) {
+		char name[16];
+
+		snprintf(name, sizeof(name), "f%d", i);
+		new_filled(h, name, TB, 200 + i, &ts[i]);
+	}
+	for (i = 0; i < NF; i++) {
+		char name[16];
+
+		r = hmm_map(ts[i], 0, HMM_ALL, HMM_TIER_DEVICE, HMM_READ |
+			    HMM_WRITE, &p);
+		if (r == 0) {
+			hmm_unmap(ts[i], p);
+			continue;
+		}
+		snprintf(name, sizeof(name), "f%d", i);
+		snprintf(err, sizeof(err), "%s", hmm_last_error());
+		t_diag("map f%d: %d %s", i, r, err);
+		if (failed < 0 && (r == -ENOMEM || r == -EIO)) {
+			failed = i;
+			named = strstr(err, name) != NULL;
+		} else {
+			ok = 0;
+		}
+		/* the failure was one call: the same map works now */
+		r = hmm_map(ts[i], 0, HMM_ALL, HMM_TIER_DEVICE, HMM_READ |
+			    HMM_WRITE, &p);
+		again = r == 0;
+		if (r == 0)
+			hmm_unmap(ts[i], p);
+	}
+	t_ok(failed >= 0 && ok, "one map failed with -ENOMEM/-EIO (tensor "
+	     "f%d)", failed);
+	t_ok(named, "its detail names the tensor: %s", err);
+	t_ok(again, "the same map works once the driver does");
+	ok = 1;
+	for (i = 0; i < NF; i++)
+		ok &= check(ts[i], TB, 200 + i);
+	t_ok(ok, "every tensor's bytes intact");
+	cuda_close(h);
+	rmdir(t_tmpdir());
+	return t_done();
+}
+
+/* ---- fake only: a granularity above chunk_bytes ------------------------ */
+
+static int mode_gran(void)
+{
+	struct hmm *h;
+	int r = cuda_open(&h, "store-gran", 0, 16 * MiB);
+
+	if (r == -ENODEV) {
+		rmdir(t_tmpdir());
+		t_skip_all("no GPU: %s", hmm_last_error());
+	}
+	fake_find();
+	if (!fake)
+		t_skip_all("mode gran needs the fake driver");
+	if (r == 0)
+		cuda_close(h);
+	unlink(path);
+	t_ok(r == -EINVAL && strstr(hmm_last_error(), "chunk_bytes"),
+	     "granularity above the 2 MiB chunks: %d (%s)", r,
+	     hmm_last_error());
+	rmdir(t_tmpdir());
+	return t_done();
+}
+
+int main(int argc, char **argv)
+{
+	struct fakecuda_stats fs;
+
+	if (argc > 1 && !strcmp(argv[1], "fail"))
+		return mode_fail();
+	if (argc > 1 && !strcmp(argv[1], "gran"))
+		return mode_gran();
+	test_cycle();
+	test_big_chunks();
+	test_threads();
+	test_small_chunks();
+	rmdir(t_tmpdir());
+	if (fake) {
+		fake(&fs);
+		t_ok(!fs.violations && !fs.leaks, "the fake driver saw %llu "
+		     "calls, %llu contract violations, %llu leaks",
+		     (unsigned long long)fs.calls,
+		     (unsigned long long)fs.violations,
+		     (unsigned long long)fs.leaks);
+	}
 	return t_done();
 }

@@ -1,0 +1,153 @@
+#!/usr/bin/env bash
+# test_cuda_fake — libhmm's "cuda" device (libhmm/src/dev_cuda.c) on the
+# fake CUDA driver (tests/fakecuda, built as $B/tests/fakecuda/
+# libcuda.so.1), where no GPU is:
+#  - the fake itself refuses misuse with the real driver's codes (a map
+#    off the granularity, over a mapping, an unmap of nothing, a copy to
+#    a reserved-but-unmapped address, calls before cuInit or without a
+#    context, an overlapping host registration) and counts each;
+#  - test_tensor_cuda (plain, and the ASan build when there is one)
+#    passes on it, and the fake reports no violation and no leak;
+#  - FAKECUDA_NODEV=1 / =2: hmm_open says -ENODEV with the reason;
+#  - FAKECUDA_FAIL=cuMemCreate:6: one map fails naming its tensor, the
+#    bytes of every tensor stay intact;
+#  - FAKECUDA_GRAN=4M (above the 2 MiB chunks): -EINVAL naming
+#    chunk_bytes.
+# Skipped when a real driver is installed (test_tensor_cuda runs on it
+# itself) — unless HMM_FAKECUDA=1 — or when nothing is built.
+set -u
+B=${HMM_BUILD:-build}
+fake=$B/tests/fakecuda
+bin=$B/tests/unit/test_tensor_cuda
+asan=$B/asan/tests/unit/test_tensor_cuda
+n=0 failed=0
+ok() { n=$((n + 1)); if [ "$1" = 0 ]; then echo "ok $n - $2"; else echo "not ok $n - $2"; failed=1; fi; }
+[ -e "$fake/libcuda.so.1" ] && [ -x "$bin" ] ||
+	{ echo "1..0 # SKIP $fake/libcuda.so.1 or $bin not built"; exit 77; }
+if [ "${HMM_FAKECUDA:-0}" != 1 ] && ldconfig -p 2>/dev/null | grep -q 'libcuda\.so\.1 '; then
+	echo "1..0 # SKIP a real CUDA driver is installed (HMM_FAKECUDA=1 to use the fake anyway)"
+	exit 77
+fi
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/cuda-fake.XXXXXX")
+trap 'rm -rf "$tmp"' EXIT
+
+# run NAME [ENV=V...] -- PROG ARGS: output in $tmp/NAME.log, the fake's
+# report lines in $tmp/NAME.rep, exit status in $rc
+run() {
+	local name=$1; shift
+	local envs=()
+	while [ "$1" != -- ]; do envs+=("$1"); shift; done
+	shift
+	rm -f "$tmp/$name.rep"
+	env LD_LIBRARY_PATH="$fake" FAKECUDA_REPORT="$tmp/$name.rep" \
+		"${envs[@]}" timeout 300 "$@" >"$tmp/$name.log" 2>&1
+	rc=$?
+	sed 's/^/# /' "$tmp/$name.log" | grep -v '^# ok' | head -30
+}
+# clean NAME: the fake's summary says 0 violations and 0 leaks
+clean() {
+	grep -q 'summary: .*violations 0 leaks 0 ' "$tmp/$1.rep" 2>/dev/null &&
+		! grep -q 'VIOLATION\|LEAK' "$tmp/$1.rep"
+}
+
+# ---- the fake's own contract checks (through ctypes) ----------------------
+if command -v python3 >/dev/null; then
+	LD_LIBRARY_PATH=$fake FAKECUDA_REPORT=$tmp/contract.rep python3 - \
+		"$fake/libcuda.so.1" >"$tmp/contract.log" 2>&1 <<'EOF'
+import ctypes as C, sys
+cu = C.CDLL(sys.argv[1])
+class Loc(C.Structure): _fields_ = [("type", C.c_int), ("id", C.c_int)]
+class Flags(C.Structure): _fields_ = [("c", C.c_ubyte), ("g", C.c_ubyte), ("u", C.c_ushort), ("r", C.c_ubyte * 4)]
+class Prop(C.Structure): _fields_ = [("type", C.c_int), ("ht", C.c_int), ("loc", Loc), ("w", C.c_void_p), ("f", Flags)]
+class Acc(C.Structure): _fields_ = [("loc", Loc), ("flags", C.c_int)]
+class Stats(C.Structure): _fields_ = [(k, C.c_uint64) for k in "calls violations leaks injected total used peak a s".split()]
+U, Z, P = C.c_ulonglong, C.c_size_t, C.c_void_p
+cu.cuMemMap.argtypes = [U, Z, Z, U, U]; cu.cuMemUnmap.argtypes = [U, Z]
+cu.cuMemSetAccess.argtypes = [U, Z, C.POINTER(Acc), Z]
+cu.cuMemAddressReserve.argtypes = [C.POINTER(U), Z, Z, U, U]
+cu.cuMemAddressFree.argtypes = [U, Z]; cu.cuMemRelease.argtypes = [U]
+cu.cuMemCreate.argtypes = [C.POINTER(U), Z, C.POINTER(Prop), U]
+cu.cuMemcpyHtoDAsync_v2.argtypes = [U, P, Z, P]
+cu.cuMemcpyDtoHAsync_v2.argtypes = [P, U, Z, P]
+cu.cuMemHostRegister_v2.argtypes = [P, Z, C.c_uint]; cu.cuMemHostUnregister.argtypes = [P]
+n = 0; bad = 0
+def want(code, got, what):
+    global n, bad
+    n += 1
+    print(("ok %d" if code == got else "not ok %d") % n, "-", what, "->", got, "" if code == got else "(want %d)" % code)
+    bad += code != got
+G = 2 << 20
+h = U(); va = U(); ctx = P(); s = P()
+want(3, cu.cuMemAddressReserve(C.byref(va), G, 0, 0, 0), "reserve before cuInit: NOT_INITIALIZED")
+want(0, cu.cuInit(0), "cuInit")
+want(201, cu.cuMemAddressReserve(C.byref(va), G, 0, 0, 0), "reserve without a current context: INVALID_CONTEXT")
+want(0, cu.cuDevicePrimaryCtxRetain(C.byref(ctx), 0), "retain the primary context")
+want(0, cu.cuCtxSetCurrent(ctx), "make it current")
+prop = Prop(1, 0, Loc(1, 0))
+want(1, cu.cuMemAddressReserve(C.byref(va), G + 4096, 0, 0, 0), "reserve off the granularity: INVALID_VALUE")
+want(0, cu.cuMemAddressReserve(C.byref(va), 4 * G, 0, 0, 0), "reserve 8 MiB")
+want(1, cu.cuMemCreate(C.byref(h), 4096, C.byref(prop), 0), "create 4 KiB: INVALID_VALUE")
+want(0, cu.cuMemCreate(C.byref(h), G, C.byref(prop), 0), "create 2 MiB")
+want(1, cu.cuMemMap(va.value + 4096, G, 0, h.value, 0), "map off the granularity: INVALID_VALUE")
+want(0, cu.cuMemMap(va.value, G, 0, h.value, 0), "map")
+want(1, cu.cuMemMap(va.value, G, 0, h.value, 0), "map over a mapping: INVALID_VALUE")
+want(1, cu.cuMemUnmap(va.value + G, G), "unmap of nothing mapped: INVALID_VALUE")
+buf = C.create_string_buffer(G)
+want(1, cu.cuMemcpyHtoDAsync_v2(va.value, buf, 4096, None), "copy before cuMemSetAccess: INVALID_VALUE")
+want(0, cu.cuMemSetAccess(va.value, G, C.byref(Acc(Loc(1, 0), 3)), 1), "set access read-write")
+want(0, cu.cuStreamCreate(C.byref(s), 1), "stream")
+want(1, cu.cuMemcpyHtoDAsync_v2(va.value + G, buf, 4096, s), "copy to reserved, unmapped: INVALID_VALUE")
+want(1, cu.cuMemcpyHtoDAsync_v2(va.value + G - 4096, buf, 8192, s), "copy past the mapping: INVALID_VALUE")
+want(0, cu.cuMemHostRegister_v2(buf, G, 0), "register a host range")
+want(712, cu.cuMemHostRegister_v2(C.addressof(buf) + 4096, 4096, 0), "register inside it: HOST_MEMORY_ALREADY_REGISTERED")
+buf[0:4] = b"abcd"
+want(0, cu.cuMemcpyHtoDAsync_v2(va.value, buf, 4096, s), "async copy from pinned memory")
+want(0, cu.cuStreamSynchronize(s), "synchronize")
+back = C.create_string_buffer(4096)
+want(0, cu.cuMemcpyDtoHAsync_v2(back, va.value, 4096, s), "copy back (pageable: synchronous)")
+want(1, int(back.raw[:4] == b"abcd"), "the bytes went through the device")
+want(1, cu.cuMemAddressFree(va.value, 4 * G), "free a reservation with a mapping: INVALID_VALUE")
+want(0, cu.cuMemRelease(h.value), "release while mapped (allowed: freed at unmap)")
+want(1, cu.cuMemRelease(h.value), "release twice: INVALID_VALUE")
+want(0, cu.cuMemUnmap(va.value, G), "unmap")
+want(0, cu.cuMemAddressFree(va.value, 4 * G), "free the reservation")
+want(713, cu.cuMemHostUnregister(C.addressof(buf) + 4096), "unregister not the start: HOST_MEMORY_NOT_REGISTERED")
+want(0, cu.cuMemHostUnregister(buf), "unregister")
+want(0, cu.cuStreamDestroy_v2(s), "destroy the stream")
+st = Stats(); cu.fakecuda_stats(C.byref(st))
+want(14, st.violations, "every misuse counted as a violation")
+want(0, st.used, "no device memory left allocated")
+want(0, cu.cuDevicePrimaryCtxRelease_v2(0), "release the context")
+sys.exit(1 if bad else 0)
+EOF
+	rc=$?
+	grep -v '^ok' "$tmp/contract.log" | sed 's/^/# /' | head -20
+	ok $rc "the fake refuses misuse with the real driver's codes ($(grep -c '^ok' "$tmp/contract.log") checks)"
+	ok $(grep -q 'summary: .*violations 14 leaks 0 ' "$tmp/contract.rep"; echo $?) "... and reports each, no leak"
+fi
+
+# ---- test_tensor_cuda on the fake -----------------------------------------
+run main -- "$bin"
+ok $([ $rc = 0 ] && grep -q 'driver: the fake' "$tmp/main.log"; echo $?) "test_tensor_cuda passes on the fake driver"
+ok $(clean main; echo $?) "... with no contract violation and no leak ($(grep -o 'calls [0-9]*' "$tmp/main.rep" 2>/dev/null))"
+if [ -x "$asan" ]; then
+	run asan ASAN_OPTIONS=detect_leaks=1 -- "$asan"
+	ok $([ $rc = 0 ]; echo $?) "the ASan build of test_tensor_cuda passes on the fake"
+	ok $(clean asan; echo $?) "... with no contract violation and no leak"
+fi
+
+run nodev1 FAKECUDA_NODEV=1 -- "$bin"
+ok $([ $rc = 77 ] && grep -q 'device cuda: cuInit: no CUDA-capable device' "$tmp/nodev1.log"; echo $?) "FAKECUDA_NODEV=1: -ENODEV, 'cuInit: no CUDA-capable device'"
+run nodev2 FAKECUDA_NODEV=2 -- "$bin"
+ok $([ $rc = 77 ] && grep -q '0 GPU(s) visible' "$tmp/nodev2.log"; echo $?) "FAKECUDA_NODEV=2: -ENODEV, '0 GPU(s) visible'"
+
+run fail FAKECUDA_FAIL=cuMemCreate:6 -- "$bin" fail
+ok $([ $rc = 0 ] && grep -q 'injected failure' "$tmp/fail.rep"; echo $?) "cuMemCreate failing mid-run: an error naming the tensor, other bytes intact"
+ok $(clean fail; echo $?) "... with no contract violation and no leak"
+
+run gran FAKECUDA_GRAN=4M -- "$bin" gran
+ok $([ $rc = 0 ]; echo $?) "granularity 4 MiB above 2 MiB chunks: -EINVAL naming chunk_bytes"
+ok $(clean gran; echo $?) "... with no contract violation and no leak"
+
+echo "1..$n"
+exit $failed
