@@ -365,18 +365,19 @@ int hmm_region_reclaim(struct hmm *h, uint64_t bytes)
 
 /*
  * Room for one block in the host budget (h->lock held; may wait).
- * 0, or r->dead once its backend is gone (nothing can be evicted then).
+ * 0, or r->dead when there is none and its backend is gone (nothing of
+ * it can be evicted, so none may ever come).
  */
 static int region_room(struct hmm *h, struct hmm_region *r)
 {
 	for (;;) {
-		int st;
+		int st = hmm_budget_room(h, HMM_TIER_HOST, RBLOCK,
+					 HMM_NO_LIMIT);
 
-		if (r->dead)
-			return r->dead;
-		st = hmm_budget_room(h, HMM_TIER_HOST, RBLOCK, HMM_NO_LIMIT);
 		if (st == HMM_READY)
 			return 0;
+		if (r->dead)
+			return r->dead;
 		if (st == HMM_STARVED && hmm_region_reclaim(h, RBLOCK) > 0)
 			continue;
 		region_wait(h);
