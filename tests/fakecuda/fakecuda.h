@@ -26,6 +26,8 @@ struct fakecuda_stats {
 	uint64_t dev_peak;	/* the most dev_used ever was */
 	uint64_t async_copies;	/* copies run on a stream's worker */
 	uint64_t sync_copies;	/* copies from pageable memory, done inline */
+	uint64_t ctx_current;	/* contexts current (stacked) on the calling
+				   thread: what a library left behind */
 };
 
 typedef void (*fakecuda_stats_fn)(struct fakecuda_stats *st);

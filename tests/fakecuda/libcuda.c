@@ -44,7 +44,11 @@ struct fk fk = {
 
 /* The one device's primary context; CUcontext is its address. */
 static struct { int unused; } primary;
-static __thread void *current;		/* this thread's current context */
+/* This thread's context stack; the top is its current context. */
+#define FK_STACK 8
+static __thread void *stack[FK_STACK];
+static __thread int depth;
+#define current (depth ? stack[depth - 1] : NULL)
 static __thread const char *entry;	/* the entry point running */
 
 #define FK_NFAIL 8
@@ -303,16 +307,57 @@ CUresult cuDevicePrimaryCtxRelease_v2(int dev)
 	return fk_end(CUDA_SUCCESS);
 }
 
+static int ctx_live(void *ctx)
+{
+	return ctx == &primary && fk.ctx_refs;
+}
+
+/* Documented: replaces the top of the stack; NULL pops it. */
 CUresult cuCtxSetCurrent(void *ctx)
 {
 	CUresult r = fk_begin("cuCtxSetCurrent", FK_INIT);
 
 	if (r)
 		return fk_end(r);
-	if (ctx && (ctx != &primary || !fk.ctx_refs))
+	if (ctx && !ctx_live(ctx))
 		return fk_end(fk_bad(CUDA_ERROR_INVALID_CONTEXT, "context %p "
 				     "is not a live context", ctx));
-	current = ctx;
+	if (!ctx)
+		depth -= depth > 0;
+	else if (depth)
+		stack[depth - 1] = ctx;
+	else
+		stack[depth++] = ctx;
+	return fk_end(CUDA_SUCCESS);
+}
+
+CUresult cuCtxPushCurrent_v2(void *ctx)
+{
+	CUresult r = fk_begin("cuCtxPushCurrent_v2", FK_INIT);
+
+	if (r)
+		return fk_end(r);
+	if (!ctx_live(ctx))
+		return fk_end(fk_bad(CUDA_ERROR_INVALID_CONTEXT, "context %p "
+				     "is not a live context", ctx));
+	if (depth == FK_STACK)
+		return fk_end(CUDA_ERROR_OUT_OF_MEMORY);
+	stack[depth++] = ctx;
+	return fk_end(CUDA_SUCCESS);
+}
+
+CUresult cuCtxPopCurrent_v2(void **pctx)
+{
+	CUresult r = fk_begin("cuCtxPopCurrent_v2", FK_INIT);
+
+	if (r)
+		return fk_end(r);
+	if (!depth)
+		return fk_end(fk_bad(CUDA_ERROR_INVALID_CONTEXT, "no context "
+				     "current on this thread"));
+	if (pctx)
+		*pctx = stack[depth - 1];
+	depth--;
 	return fk_end(CUDA_SUCCESS);
 }
 
@@ -375,6 +420,7 @@ void fakecuda_stats(struct fakecuda_stats *st)
 	if (!fk.knobs_read)
 		knobs_read();
 	*st = fk.st;
+	st->ctx_current = depth;
 	pthread_mutex_unlock(&fk.lock);
 }
 
