@@ -19,8 +19,18 @@
  *
  * The prototypes below are the CUDA 13 driver ABI (the _v2 entry points
  * where they exist), declared here so that cuda.h is not needed.
- * Threading: a primary context is made current on every thread that
- * calls in (cuCtxSetCurrent is cheap).  The queue is dev_common.c's.
+ * Threading: the application's threads call reserve/release/populate/
+ * depopulate; each pushes the device's primary context for its driver
+ * calls and pops it after (cu_in/cu_out), so the caller's own current
+ * context is left as it was.  The copy thread makes it current once.
+ * The queue is dev_common.c's.
+ *
+ * Errors: CUDA_ERROR_OUT_OF_MEMORY is -ENOMEM, anything else -EIO, but
+ * -ENODEV for whatever stops us finding a device (no driver, cuInit,
+ * no GPU, no VMM), with the driver's words in the detail.
+ *
+ * Tested without a GPU on tests/fakecuda (test_cuda_fake.sh), which
+ * checks the documented contracts of every call below.
  */
 #include <dlfcn.h>
 #include <errno.h>
@@ -75,6 +85,8 @@ struct cu_api {
 	CUresult (*DevicePrimaryCtxRetain)(CUcontext *, CUdevice);
 	CUresult (*DevicePrimaryCtxRelease)(CUdevice);
 	CUresult (*CtxSetCurrent)(CUcontext);
+	CUresult (*CtxPushCurrent)(CUcontext);
+	CUresult (*CtxPopCurrent)(CUcontext *);
 	CUresult (*MemGetInfo)(size_t *, size_t *);
 	CUresult (*MemGetAllocationGranularity)(size_t *,
 			const CUmemAllocationProp *, int);
@@ -114,7 +126,8 @@ struct cu {
 	CUmemAllocationProp prop;
 	CUstream stream;		/* copy thread only */
 	CUevent ev[2];
-	void *stage[2];			/* registered, CU_STAGE_BYTES each */
+	void *stage[2];			/* CU_STAGE_BYTES each */
+	int registered[2];		/* stage[i] is cuMemHostRegister'ed */
 	struct hmm_dev_queue q;		/* the copy thread and its queue */
 };
 
@@ -137,6 +150,8 @@ static int cu_load(struct cu *c)
 		S(DevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain"),
 		S(DevicePrimaryCtxRelease, "cuDevicePrimaryCtxRelease_v2"),
 		S(CtxSetCurrent, "cuCtxSetCurrent"),
+		S(CtxPushCurrent, "cuCtxPushCurrent_v2"),
+		S(CtxPopCurrent, "cuCtxPopCurrent_v2"),
 		S(MemGetInfo, "cuMemGetInfo_v2"),
 		S(MemGetAllocationGranularity,
 		  "cuMemGetAllocationGranularity"),
@@ -177,44 +192,82 @@ static int cu_load(struct cu *c)
 	return 0;
 }
 
-#define CU_TRY(c, call, what)                                              \
+/* A driver error as -errno: out of memory is -ENOMEM, the rest -EIO. */
+static int cu_errno(CUresult r)
+{
+	return r == 2 ? -ENOMEM : -EIO;	/* CUDA_ERROR_OUT_OF_MEMORY */
+}
+
+/* Returns from the caller with -errno and the driver's words. */
+#define CU_TRY_AS(c, e, call, what)                                        \
 	do {                                                               \
 		CUresult r_ = (call);                                      \
 		if (r_)                                                    \
-			return hmm_err(-ENODEV, "device cuda: %s: %s (%d)",\
-				       what, cu_str(c, r_), r_);           \
+			return hmm_err((e) ? (e) : cu_errno(r_),           \
+				       "device cuda: %s: %s (%d)", what,   \
+				       cu_str(c, r_), r_);                 \
 	} while (0)
+#define CU_TRY(c, call, what)	CU_TRY_AS(c, 0, call, what)
+#define CU_NODEV(c, call, what)	CU_TRY_AS(c, -ENODEV, call, what)
 
-static int cu_device(struct cu *c, const struct hmm_config *cfg,
-		     uint64_t *capacity)
+/* c's context current on the calling thread for a few driver calls;
+ * cu_out puts back what the thread had.  0 or -EIO. */
+static int cu_in(struct cu *c)
 {
-	size_t free_b = 0, total = 0;
+	CUresult r = c->api.CtxPushCurrent(c->ctx);
+
+	if (r)
+		return hmm_err(-EIO, "device cuda: cuCtxPushCurrent: %s (%d)",
+			       cu_str(c, r), r);
+	return 0;
+}
+
+static void cu_out(struct cu *c)
+{
+	CUcontext old;
+
+	c->api.CtxPopCurrent(&old);
+}
+
+/* Finds the GPU and retains its primary context.  0 or -errno. */
+static int cu_device(struct cu *c, const struct hmm_config *cfg)
+{
 	int n = 0, vmm = 0;
 
-	CU_TRY(c, c->api.Init(0), "cuInit");
-	CU_TRY(c, c->api.DeviceGetCount(&n), "cuDeviceGetCount");
+	CU_NODEV(c, c->api.Init(0), "cuInit");
+	CU_NODEV(c, c->api.DeviceGetCount(&n), "cuDeviceGetCount");
 	if (cfg->device_index < 0 || cfg->device_index >= n)
 		return hmm_err(-ENODEV, "device cuda: device_index %d, but "
 			       "%d GPU(s) visible", cfg->device_index, n);
-	CU_TRY(c, c->api.DeviceGet(&c->dev, cfg->device_index),
-	       "cuDeviceGet");
-	CU_TRY(c, c->api.DeviceGetAttribute(&vmm, CU_ATTR_VMM_SUPPORTED,
-					    c->dev), "cuDeviceGetAttribute");
+	CU_NODEV(c, c->api.DeviceGet(&c->dev, cfg->device_index),
+		 "cuDeviceGet");
+	CU_NODEV(c, c->api.DeviceGetAttribute(&vmm, CU_ATTR_VMM_SUPPORTED,
+					      c->dev), "cuDeviceGetAttribute");
 	if (!vmm)
 		return hmm_err(-ENODEV, "device cuda: GPU %d lacks virtual "
 			       "memory management", cfg->device_index);
-	CU_TRY(c, c->api.DevicePrimaryCtxRetain(&c->ctx, c->dev),
-	       "cuDevicePrimaryCtxRetain");
-	CU_TRY(c, c->api.CtxSetCurrent(c->ctx), "cuCtxSetCurrent");
+	CU_NODEV(c, c->api.DevicePrimaryCtxRetain(&c->ctx, c->dev),
+		 "cuDevicePrimaryCtxRetain");
+	return 0;
+}
+
+/* The allocation unit against config.chunk_bytes, and the capacity.
+ * With c's context pushed.  0 or -errno. */
+static int cu_memory(struct cu *c, const struct hmm_config *cfg,
+		     uint64_t *capacity)
+{
+	uint32_t chunk = cfg->chunk_bytes ? cfg->chunk_bytes : 2u << 20;
+	size_t free_b = 0, total = 0;
+
 	c->prop.type = 1;
 	c->prop.location.type = 1;
 	c->prop.location.id = c->dev;
 	CU_TRY(c, c->api.MemGetAllocationGranularity(&c->gran, &c->prop, 0),
 	       "cuMemGetAllocationGranularity");
-	if (!c->gran || (cfg->chunk_bytes ? cfg->chunk_bytes : 2u << 20) %
-	    c->gran)
-		return hmm_err(-EINVAL, "device cuda: config.chunk_bytes must "
-			       "be a multiple of %zu", c->gran);
+	if (!c->gran || chunk % c->gran)
+		return hmm_err(-EINVAL, "device cuda: config.chunk_bytes %u "
+			       "is not a multiple of the GPU's allocation "
+			       "granularity %zu", chunk, c->gran);
 	CU_TRY(c, c->api.MemGetInfo(&free_b, &total), "cuMemGetInfo");
 	*capacity = free_b / 10 * 9;	/* leave room for kernels */
 	return 0;
@@ -231,38 +284,50 @@ static int cu_streams(struct cu *c)
 			return hmm_err(-ENOMEM, "device cuda: staging buffer");
 		CU_TRY(c, c->api.MemHostRegister(c->stage[i], CU_STAGE_BYTES,
 						 0), "cuMemHostRegister");
+		c->registered[i] = 1;
 	}
 	return 0;
 }
 
-/* One copy, in staging-sized pieces, double-buffered.  0 or -EIO. */
+/*
+ * One copy, in staging-sized pieces, double-buffered: ev[k] marks when
+ * stage[k] is free again.  0 or -EIO.  Whatever happened, the stream is
+ * drained before returning: done() must not run while a piece of this
+ * copy is still on the stream (the chunk may be depopulated next).
+ */
 static int cu_do_copy(void *owner, const struct hmm_dev_copy *q)
 {
 	struct cu *c = owner;
+	CUresult r = 0, sync;
 	uint64_t off;
 	int k = 0;
 
-	for (off = 0; off < q->bytes; off += CU_STAGE_BYTES, k ^= 1) {
+	for (off = 0; off < q->bytes && !r; off += CU_STAGE_BYTES, k ^= 1) {
 		size_t n = q->bytes - off < CU_STAGE_BYTES ?
 			   q->bytes - off : CU_STAGE_BYTES;
 
-		if (c->api.EventSynchronize(c->ev[k]))
-			return -EIO;
+		r = c->api.EventSynchronize(c->ev[k]);
+		if (r)
+			break;
 		if (q->dir == HMM_H2D) {
 			memcpy(c->stage[k], (char *)q->host + off, n);
-			if (c->api.MemcpyHtoDAsync(q->dev + off, c->stage[k],
-						   n, c->stream))
-				return -EIO;
+			r = c->api.MemcpyHtoDAsync(q->dev + off, c->stage[k],
+						   n, c->stream);
 		} else {
-			if (c->api.MemcpyDtoHAsync(c->stage[k], q->dev + off,
-						   n, c->stream) ||
-			    c->api.StreamSynchronize(c->stream))
-				return -EIO;
-			memcpy((char *)q->host + off, c->stage[k], n);
+			r = c->api.MemcpyDtoHAsync(c->stage[k], q->dev + off,
+						   n, c->stream);
+			if (!r)
+				r = c->api.StreamSynchronize(c->stream);
+			if (!r)
+				memcpy((char *)q->host + off, c->stage[k], n);
 		}
-		c->api.EventRecord(c->ev[k], c->stream);
+		/* unrecorded, the next wait on ev[k] would not cover this
+		 * piece and stage[k] would be rewritten under the copy */
+		if (!r)
+			r = c->api.EventRecord(c->ev[k], c->stream);
 	}
-	return c->api.StreamSynchronize(c->stream) ? -EIO : 0;
+	sync = c->api.StreamSynchronize(c->stream);
+	return r || sync ? -EIO : 0;
 }
 
 /* The copy thread's start: the context current on it. */
@@ -277,18 +342,19 @@ static void cu_teardown(struct cu *c)
 {
 	int i;
 
-	if (c->ctx) {
-		c->api.CtxSetCurrent(c->ctx);
+	if (c->ctx && !cu_in(c)) {
 		for (i = 0; i < 2; i++) {
-			if (c->stage[i])
+			if (c->registered[i])
 				c->api.MemHostUnregister(c->stage[i]);
 			if (c->ev[i])
 				c->api.EventDestroy(c->ev[i]);
 		}
 		if (c->stream)
 			c->api.StreamDestroy(c->stream);
-		c->api.DevicePrimaryCtxRelease(c->dev);
+		cu_out(c);
 	}
+	if (c->ctx)
+		c->api.DevicePrimaryCtxRelease(c->dev);
 	free(c->stage[0]);
 	free(c->stage[1]);
 	if (c->lib)
@@ -306,9 +372,15 @@ static int cu_open(const struct hmm_config *cfg, void **priv,
 		return hmm_err(-ENOMEM, "device cuda: no memory");
 	r = cu_load(c);
 	if (!r)
-		r = cu_device(c, cfg, capacity);
+		r = cu_device(c, cfg);
 	if (!r)
-		r = cu_streams(c);
+		r = cu_in(c);
+	if (!r) {
+		r = cu_memory(c, cfg, capacity);
+		if (!r)
+			r = cu_streams(c);
+		cu_out(c);
+	}
 	if (!r && hmm_dev_queue_start(&c->q, c, cu_enter, cu_do_copy))
 		r = hmm_err(-EAGAIN, "device cuda: cannot start the copy "
 			    "thread");
@@ -338,10 +410,16 @@ static int cu_reserve(void *priv, uint64_t bytes, uint64_t *addr)
 {
 	struct cu *c = priv;
 	CUdeviceptr p;
+	CUresult r;
 
-	c->api.CtxSetCurrent(c->ctx);
-	if (c->api.MemAddressReserve(&p, cu_round(c, bytes), c->gran, 0, 0))
-		return -ENOMEM;
+	if (cu_in(c))
+		return -EIO;
+	r = c->api.MemAddressReserve(&p, cu_round(c, bytes), c->gran, 0, 0);
+	cu_out(c);
+	if (r)
+		return hmm_err(cu_errno(r), "device cuda: cuMemAddressReserve "
+			       "%llu bytes: %s (%d)", (unsigned long long)
+			       cu_round(c, bytes), cu_str(c, r), r);
 	*addr = p;
 	return 0;
 }
@@ -350,29 +428,43 @@ static void cu_release(void *priv, uint64_t addr, uint64_t bytes)
 {
 	struct cu *c = priv;
 
-	c->api.CtxSetCurrent(c->ctx);
+	if (cu_in(c))
+		return;
 	c->api.MemAddressFree(addr, cu_round(c, bytes));
+	cu_out(c);
 }
 
+/* Backs [addr, addr + bytes) with one physical allocation, read-write
+ * for the device.  The handle is released at once: the memory goes
+ * with the mapping (cuMemUnmap in cu_depopulate). */
 static int cu_populate(void *priv, uint64_t addr, uint64_t bytes)
 {
 	struct cu *c = priv;
 	CUmemGenericAllocationHandle hd;
 	CUmemAccessDesc acc = { c->prop.location, 3 };
 	size_t n = cu_round(c, bytes);
+	const char *what = "cuMemCreate";
+	CUresult r;
 
-	c->api.CtxSetCurrent(c->ctx);
-	if (c->api.MemCreate(&hd, n, &c->prop, 0))
-		return -ENOMEM;
-	if (c->api.MemMap(addr, n, 0, hd, 0)) {
-		c->api.MemRelease(hd);
-		return -ENOMEM;
-	}
-	c->api.MemRelease(hd);	/* freed when unmapped */
-	if (c->api.MemSetAccess(addr, n, &acc, 1)) {
-		c->api.MemUnmap(addr, n);
+	if (cu_in(c))
 		return -EIO;
+	r = c->api.MemCreate(&hd, n, &c->prop, 0);
+	if (!r) {
+		what = "cuMemMap";
+		r = c->api.MemMap(addr, n, 0, hd, 0);
+		c->api.MemRelease(hd);
 	}
+	if (!r) {
+		what = "cuMemSetAccess";
+		r = c->api.MemSetAccess(addr, n, &acc, 1);
+		if (r)
+			c->api.MemUnmap(addr, n);
+	}
+	cu_out(c);
+	if (r)
+		return hmm_err(cu_errno(r), "device cuda: %s %#llx + %zu: %s "
+			       "(%d)", what, (unsigned long long)addr, n,
+			       cu_str(c, r), r);
 	return 0;
 }
 
@@ -380,8 +472,10 @@ static void cu_depopulate(void *priv, uint64_t addr, uint64_t bytes)
 {
 	struct cu *c = priv;
 
-	c->api.CtxSetCurrent(c->ctx);
+	if (cu_in(c))
+		return;
 	c->api.MemUnmap(addr, cu_round(c, bytes));
+	cu_out(c);
 }
 
 static int cu_copy(void *priv, int dir, uint64_t dev, void *host,

@@ -9,8 +9,11 @@
 #  - test_tensor_cuda (plain, and the ASan build when there is one)
 #    passes on it, and the fake reports no violation and no leak;
 #  - FAKECUDA_NODEV=1 / =2: hmm_open says -ENODEV with the reason;
-#  - FAKECUDA_FAIL=cuMemCreate:6: one map fails naming its tensor, the
-#    bytes of every tensor stay intact;
+#  - FAKECUDA_FAIL=<entry>:N on the way to the device (cuMemCreate,
+#    cuMemMap, cuMemSetAccess, a copy, an event record, a synchronize):
+#    one map fails naming its tensor, the bytes of every tensor stay
+#    intact; while hmm_open sets up (stream, event, pinned staging,
+#    cuMemGetInfo): -ENOMEM naming the call, everything undone;
 #  - FAKECUDA_GRAN=4M (above the 2 MiB chunks): -EINVAL naming
 #    chunk_bytes.
 # Skipped when a real driver is installed (test_tensor_cuda runs on it
@@ -141,9 +144,20 @@ ok $([ $rc = 77 ] && grep -q 'device cuda: cuInit: no CUDA-capable device' "$tmp
 run nodev2 FAKECUDA_NODEV=2 -- "$bin"
 ok $([ $rc = 77 ] && grep -q '0 GPU(s) visible' "$tmp/nodev2.log"; echo $?) "FAKECUDA_NODEV=2: -ENODEV, '0 GPU(s) visible'"
 
-run fail FAKECUDA_FAIL=cuMemCreate:6 -- "$bin" fail
-ok $([ $rc = 0 ] && grep -q 'injected failure' "$tmp/fail.rep"; echo $?) "cuMemCreate failing mid-run: an error naming the tensor, other bytes intact"
-ok $(clean fail; echo $?) "... with no contract violation and no leak"
+# a failure on the way to the device: one map fails naming its tensor
+for f in cuMemCreate:2 cuMemMap:3 cuMemSetAccess:2 cuMemcpyHtoDAsync_v2:4 cuEventRecord:3 cuStreamSynchronize:2; do
+	run fail FAKECUDA_FAIL=$f -- "$bin" fail
+	ok $([ $rc = 0 ] && grep -q 'injected failure' "$tmp/fail.rep"; echo $?) "$f failing mid-run: an error naming the tensor, all bytes intact"
+	ok $(clean fail; echo $?) "... with no contract violation and no leak"
+done
+
+# a failure while hmm_open sets the device up: -ENOMEM, all undone
+for f in cuStreamCreate:1 cuEventCreate:2 cuMemHostRegister_v2:1 cuMemHostRegister_v2:2 cuMemGetInfo_v2:1; do
+	c=${f%%:*}; c=${c%_v2}
+	run openfail FAKECUDA_FAIL=$f -- "$bin" openfail "$c"
+	ok $([ $rc = 0 ]; echo $?) "$f failing in hmm_open: -ENOMEM naming it, the next open works"
+	ok $(clean openfail; echo $?) "... with no contract violation and no leak"
+done
 
 run gran FAKECUDA_GRAN=4M -- "$bin" gran
 ok $([ $rc = 0 ]; echo $?) "granularity 4 MiB above 2 MiB chunks: -EINVAL naming chunk_bytes"

@@ -16,13 +16,18 @@
  *    naming chunk_bytes.
  * On the fake only: bytes written at the device (through the pointer:
  * it is host memory there) come back on the host, the driver's own
- * count of device bytes never passes the budget, and it saw no contract
- * violation and no leak.
+ * count of device bytes never passes the budget, libhmm leaves no
+ * context current on the application's thread (it must not change the
+ * caller's CUDA state), and the driver saw no contract violation and no
+ * leak.
  *
  * Modes for the fake (argv[1]; skipped without it): "fail" expects
- * FAKECUDA_FAIL=cuMemCreate:N — one map fails with -ENOMEM/-EIO naming
- * its tensor and every tensor's bytes stay intact; "gran" expects
- * FAKECUDA_GRAN above 2 MiB — hmm_open says -EINVAL naming chunk_bytes.
+ * FAKECUDA_FAIL=<entry>:N failing one call on the way to the device —
+ * one map fails with -ENOMEM/-EIO naming its tensor, the same map works
+ * after, every tensor's bytes stay intact; "openfail CALL" expects an
+ * out-of-memory failure of CALL during hmm_open — -ENOMEM naming it,
+ * and the next open works; "gran" expects FAKECUDA_GRAN above 2 MiB —
+ * hmm_open says -EINVAL naming chunk_bytes.
  *
  * Without a GPU or driver: skipped (77), with the reason.
  */
@@ -221,6 +226,9 @@ static void test_cycle(void)
 		t_ok(fs.dev_peak <= 16 * MiB && !smp.fake_over, "the driver's "
 		     "device bytes peaked at %llu, within the budget",
 		     (unsigned long long)fs.dev_peak);
+		t_ok(!fs.ctx_current, "libhmm left the application's thread "
+		     "without a context current (%llu stacked)",
+		     (unsigned long long)fs.ctx_current);
 	}
 	cuda_close(h);
 }
@@ -355,7 +363,8 @@ static int mode_fail(void)
 	char err[512] = "";
 	void *p;
 
-	h = open_or_skip("store-fail", 0, 32 * MiB);
+	/* 8 MiB chunks: one per tensor, two staging pieces per copy */
+	h = open_or_skip("store-fail", 8 * MiB, 32 * MiB);
 	if (!fake)
 		t_skip_all("mode fail needs the fake driver");
 	for (i = 0; i < NF; i++) {
@@ -402,6 +411,37 @@ static int mode_fail(void)
 	return t_done();
 }
 
+/* ---- fake only: a failure while opening -------------------------------- */
+
+/* FAKECUDA_FAIL=<entry>:<nth> with an out-of-memory failure while
+ * hmm_open sets the device up: -ENOMEM (not "no GPU") naming the call,
+ * everything undone (the fake counts any leak), and the next open,
+ * with the driver working again, goes through. */
+static int mode_openfail(const char *call)
+{
+	struct hmm *h;
+	int r = cuda_open(&h, "store-openfail", 0, 16 * MiB);
+
+	fake_find();
+	if (!fake) {
+		rmdir(t_tmpdir());
+		t_skip_all("mode openfail needs the fake driver");
+	}
+	if (r == 0)
+		cuda_close(h);
+	unlink(path);
+	t_ok(r == -ENOMEM && strstr(hmm_last_error(), call), "hmm_open: "
+	     "%d (%s), naming %s", r, hmm_last_error(), call);
+	r = cuda_open(&h, "store-openfail", 0, 16 * MiB);
+	t_ok(r == 0, "the next hmm_open works: %d %s", r,
+	     r ? hmm_last_error() : "");
+	if (r == 0)
+		cuda_close(h);
+	unlink(path);
+	rmdir(t_tmpdir());
+	return t_done();
+}
+
 /* ---- fake only: a granularity above chunk_bytes ------------------------ */
 
 static int mode_gran(void)
@@ -434,6 +474,8 @@ int main(int argc, char **argv)
 		return mode_fail();
 	if (argc > 1 && !strcmp(argv[1], "gran"))
 		return mode_gran();
+	if (argc > 2 && !strcmp(argv[1], "openfail"))
+		return mode_openfail(argv[2]);
 	test_cycle();
 	test_big_chunks();
 	test_threads();
