@@ -15,7 +15,19 @@
  * once.  It says so in h->io_sleeping (under h->lock); hmm_iot_queue
  * writes the eventfd only then, once (h->io_kicked), and the thread
  * drains it under h->lock before it takes the queue, so no request
- * queued after the drain can be missed.
+ * queued after the drain can be missed.  When what is queued must wait
+ * for room in the store (below), only a completion can help: it sleeps
+ * in plain hmm_store_poll.
+ *
+ * Depth: at most IOT_DEPTH extent reads and writes are handed to the
+ * store at a time; the rest wait on h->ioq in order.  The store behind
+ * a virtual disk serves what it is given in parallel, so a burst of 16
+ * reads completes all together, 16 reads' time after it was submitted,
+ * while 2 to 4 in flight already reach its full bandwidth (measured on
+ * the build machine: 2.3-2.8 GB/s at 1-4 reads of 2 MiB, 2.0-2.3 at
+ * 16; the first of a burst of 16 completes after 12 ms, one alone
+ * after 0.7 ms).  Keeping the ring shallow makes reads complete in the
+ * order they were queued: the order in which the policy needs them.
  */
 #include <errno.h>
 #include <string.h>
@@ -26,6 +38,7 @@
 #include "err.h"
 
 #define IOT_BATCH	64
+#define IOT_DEPTH	4	/* extent I/Os in the store at a time */
 #define IOT_NAP_MS	100	/* a wake-up lost anyway costs this */
 
 struct iot_start {
@@ -132,12 +145,69 @@ static void iot_submit(struct hmm *h, struct hmm_io **ios, unsigned n)
 	}
 }
 
+/* Can the head of h->ioq be taken now?  h->lock held. */
+static int iot_ready(struct hmm *h)
+{
+	struct hmm_ioreq *r;
+
+	if (hmm_list_empty(&h->ioq))
+		return 0;
+	r = hmm_container_of(h->ioq.next, struct hmm_ioreq, link);
+	return r->io.op >= HMM_IOREQ_FREE ||
+	       hmm_store_inflight(h->store) < IOT_DEPTH;
+}
+
+/*
+ * Take requests from the head of h->ioq, in order: the synchronous ones
+ * always, extent I/Os while fewer than IOT_DEPTH are in the store; stop
+ * at the first that must wait.  h->lock held.
+ */
+static unsigned iot_take(struct hmm *h, struct hmm_io **ios)
+{
+	unsigned n = 0, busy = hmm_store_inflight(h->store);
+
+	while (!hmm_list_empty(&h->ioq) && n < IOT_BATCH) {
+		struct hmm_ioreq *r = hmm_container_of(h->ioq.next,
+						struct hmm_ioreq, link);
+
+		if (r->io.op < HMM_IOREQ_FREE && busy >= IOT_DEPTH)
+			break;
+		if (r->io.op < HMM_IOREQ_FREE)
+			busy++;
+		hmm_list_del(&r->link);
+		ios[n++] = &r->io;
+	}
+	return n;
+}
+
+/* Carry out what iot_take took: synchronous ones here, the rest async. */
+static void iot_run(struct hmm *h, struct hmm_io **ios, unsigned n)
+{
+	struct hmm_io *async[IOT_BATCH];
+	unsigned i, na = 0;
+
+	for (i = 0; i < n; i++) {
+		struct hmm_ioreq *r = hmm_container_of(ios[i],
+					struct hmm_ioreq, io);
+
+		if (ios[i]->op >= HMM_IOREQ_FREE) {
+			iot_sync_op(h, r);
+			continue;
+		}
+		ios[i]->done = iot_io_done;
+		async[na++] = ios[i];
+	}
+	if (na)
+		iot_submit(h, async, na);
+}
+
 static void iot_loop(struct hmm *h)
 {
 	struct hmm_io *ios[IOT_BATCH];
 
 	for (;;) {
-		unsigned n = 0, pending;
+		unsigned n, pending;
+		int idle;
 
 		pthread_mutex_lock(&h->lock);
 		iot_drain(h);
@@ -148,46 +218,34 @@ static void iot_loop(struct hmm *h)
 			pthread_mutex_unlock(&h->lock);
 			return;
 		}
-		while (!hmm_list_empty(&h->ioq) && n < IOT_BATCH) {
-			struct hmm_ioreq *r = hmm_container_of(h->ioq.next,
-						struct hmm_ioreq, link);
-
-			hmm_list_del(&r->link);
-			ios[n++] = &r->io;
-		}
+		n = iot_take(h, ios);
 		pthread_mutex_unlock(&h->lock);
 
-		if (n) {
-			struct hmm_io *async[IOT_BATCH];
-			unsigned i, na = 0;
-
-			for (i = 0; i < n; i++) {
-				struct hmm_ioreq *r = hmm_container_of(ios[i],
-							struct hmm_ioreq, io);
-
-				if (ios[i]->op >= HMM_IOREQ_FREE) {
-					iot_sync_op(h, r);
-					continue;
-				}
-				ios[i]->done = iot_io_done;
-				async[na++] = ios[i];
-			}
-			if (na)
-				iot_submit(h, async, na);
-		}
-		if (!hmm_store_inflight(h->store))
+		if (n)
+			iot_run(h, ios, n);
+		if (n == IOT_BATCH || !hmm_store_inflight(h->store))
 			continue;
-		/* sleep until a completion or a new request */
+		/*
+		 * Sleep until a completion; with nothing left queued, also
+		 * until a new request (the eventfd).  What stays queued
+		 * waits for room in the store: only a completion helps.
+		 */
 		pthread_mutex_lock(&h->lock);
-		pending = hmm_list_empty(&h->ioq) && !h->io_stop;
-		h->io_sleeping = pending;
-		pthread_mutex_unlock(&h->lock);
-		hmm_store_poll_wake(h->store, pending, IOT_NAP_MS, h->io_efd);
-		if (pending) {
-			pthread_mutex_lock(&h->lock);
-			h->io_sleeping = 0;
+		if (iot_ready(h)) {	/* queued meanwhile, with room */
 			pthread_mutex_unlock(&h->lock);
+			continue;
 		}
+		idle = hmm_list_empty(&h->ioq) && !h->io_stop;
+		h->io_sleeping = idle;
+		pthread_mutex_unlock(&h->lock);
+		if (!idle) {
+			hmm_store_poll(h->store, 1, IOT_NAP_MS);
+			continue;
+		}
+		hmm_store_poll_wake(h->store, 1, IOT_NAP_MS, h->io_efd);
+		pthread_mutex_lock(&h->lock);
+		h->io_sleeping = 0;
+		pthread_mutex_unlock(&h->lock);
 	}
 }
 
