@@ -9,8 +9,9 @@
  *    dirty there), pushed out by the next ones (device -> host copies,
  *    then the store) and read back exact on the host, while a thread
  *    samples the device tier's resident bytes against the budget;
- *  - chunks larger than the staging buffers (several pieces per copy)
- *    and a tensor whose last chunk is smaller than the granularity;
+ *  - chunks 4x the staging buffers (four pieces per copy, the buffers
+ *    reused within one copy) and a tensor whose last chunk is smaller
+ *    than the granularity;
  *  - two threads cycling their own tensors through the device at once;
  *  - config.chunk_bytes not a multiple of the granularity: -EINVAL
  *    naming chunk_bytes.
@@ -184,8 +185,10 @@ static void test_cycle(void)
 		r = hmm_map(ts[i], 0, HMM_ALL, HMM_TIER_DEVICE, HMM_READ |
 			    HMM_WRITE, &p);
 		ok &= r == 0;
-		if (r == 0 && fake && i % 2)	/* a write at the device */
-			memset((char *)p + TB / 2, 0xa0 + i, 4096);
+		/* a write at the device, in the last chunk: the one whose
+		 * host -> device copy finished last */
+		if (r == 0 && fake && i % 2)
+			memset((char *)p + TB - 4096, 0xa0 + i, 4096);
 		if (r == 0)
 			hmm_unmap(ts[i], p);	/* now dirty at the device */
 	}
@@ -201,7 +204,7 @@ static void test_cycle(void)
 		}
 		t_fill(want, TB, 50 + i);
 		if (fake && i % 2)
-			memset(want + TB / 2, 0xa0 + i, 4096);
+			memset(want + TB - 4096, 0xa0 + i, 4096);
 		ok &= !memcmp(p, want, TB);
 		hmm_unmap(ts[i], p);
 		free(want);
@@ -235,18 +238,19 @@ static void test_cycle(void)
 
 /* ---- multi-piece copies and a tail chunk under the granularity -------- */
 
-#define NB	4
-#define BB	(8 * MiB + 12288)	/* an 8 MiB chunk and a 12 KiB one */
+#define NB	3
+#define BC	(16 * MiB)		/* 4 staging pieces per copy */
+#define BB	(BC + 12288)		/* a 16 MiB chunk and a 12 KiB one */
 
 static void test_big_chunks(void)
 {
 	struct hmm_tensor *ts[NB];
+	uint8_t *want = malloc(BB);
 	struct hmm *h;
 	void *p;
 	int i, ok = 1;
 
-	/* 8 MiB chunks: two 4 MiB staging pieces per copy */
-	h = open_or_skip("store-big", 8 * MiB, 24 * MiB);
+	h = open_or_skip("store-big", BC, 40 * MiB);
 	for (i = 0; i < NB; i++) {
 		char name[16];
 
@@ -260,13 +264,26 @@ static void test_big_chunks(void)
 			ok = 0;
 			continue;
 		}
+		if (fake)	/* the last piece of the big chunk, the tail */
+			memset((char *)p + BC - 4096, 0xb0 + i, 8192);
 		hmm_unmap(ts[i], p);
 	}
-	for (i = 0; i < NB; i++)
-		ok &= check(ts[i], BB, 70 + i);
-	t_ok(ok, "8 MiB chunks (2 staging pieces) and 12 KiB tail chunks "
-	     "round-trip exact through a 24 MiB device");
+	for (i = 0; i < NB; i++) {
+		if (hmm_map(ts[i], 0, HMM_ALL, HMM_TIER_HOST, HMM_READ, &p)) {
+			ok = 0;
+			continue;
+		}
+		t_fill(want, BB, 70 + i);
+		if (fake)
+			memset(want + BC - 4096, 0xb0 + i, 8192);
+		ok &= !memcmp(p, want, BB);
+		hmm_unmap(ts[i], p);
+	}
+	t_ok(ok, "16 MiB chunks (4 staging pieces) and 12 KiB tail chunks "
+	     "round-trip exact through a 40 MiB device%s", fake ?
+	     " (with bytes written at the device)" : "");
 	cuda_close(h);
+	free(want);
 }
 
 /* ---- two threads at once ---------------------------------------------- */
