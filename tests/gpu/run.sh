@@ -76,5 +76,26 @@ for bin in "$B"/tests/gpu/*; do
 		grep -A1 '^not ok' "$log" | head -10 | sed 's/^/# /' ;;
 	esac
 done
+# libhmm's "cuda" device tier on the real driver (test_tensor_cuda; on
+# machines without a GPU it runs on tests/fakecuda instead).  It needs
+# liburing and libnuma to build: skipped, with the reason, without them.
+name=test_tensor_cuda
+log=$LOGS/$name.log
+if ! make -j"$(nproc)" B="$B" "$B/tests/unit/$name" >"$LOGS/$name.make.log" 2>&1; then
+	skip=$((skip + 1))
+	echo "SKIP $name: does not build here (liburing-dev, libnuma-dev?): see $LOGS/$name.make.log"
+else
+	t0=$(date +%s.%N)
+	env -u LD_LIBRARY_PATH HMM_TEST_DIR="${HMM_TEST_DIR:-$PWD/$B/tmp}" \
+		timeout -k 5 "$PER_TEST" "$B/tests/unit/$name" >"$log" 2>&1
+	rc=$?
+	secs=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
+	case $rc in
+	0) pass=$((pass + 1)); echo "PASS $name ($secs s, $(grep -c '^ok' "$log") ok, $(grep -m1 -o 'driver: .*' "$log"))" ;;
+	77) skip=$((skip + 1)); echo "SKIP $name: $(grep -m1 SKIP "$log")" ;;
+	*) fail=$((fail + 1)); echo "FAIL $name ($secs s, rc $rc): see $log"
+	   grep -A1 '^not ok' "$log" | head -10 | sed 's/^/# /' ;;
+	esac
+fi
 echo "gpu: $pass passed, $fail failed, $skip skipped"
 [ "$fail" -eq 0 ]
