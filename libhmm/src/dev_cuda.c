@@ -232,6 +232,7 @@ static void cu_out(struct cu *c)
 /* Finds the GPU and retains its primary context.  0 or -errno. */
 static int cu_device(struct cu *c, const struct hmm_config *cfg)
 {
+	CUcontext ctx = NULL;
 	int n = 0, vmm = 0;
 
 	CU_NODEV(c, c->api.Init(0), "cuInit");
@@ -246,8 +247,10 @@ static int cu_device(struct cu *c, const struct hmm_config *cfg)
 	if (!vmm)
 		return hmm_err(-ENODEV, "device cuda: GPU %d lacks virtual "
 			       "memory management", cfg->device_index);
-	CU_NODEV(c, c->api.DevicePrimaryCtxRetain(&c->ctx, c->dev),
+	/* into a local: c->ctx set means retained (cu_teardown) */
+	CU_NODEV(c, c->api.DevicePrimaryCtxRetain(&ctx, c->dev),
 		 "cuDevicePrimaryCtxRetain");
+	c->ctx = ctx;
 	return 0;
 }
 
