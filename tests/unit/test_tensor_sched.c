@@ -84,6 +84,10 @@ static int run_policy(uint32_t policy, int change_at, struct run *out)
 			}
 			out->bad += !layer_ok(p, l);
 			hmm_unmap(ts[l], p);
+			/* the layer's compute, as long as the I/O takes: the
+			 * prefetches land before the next map (without it,
+			 * whether one lands first is a race) */
+			hmm_wait(h, NULL);
 		}
 		hmm_step_end(h);
 	}
