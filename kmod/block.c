@@ -36,12 +36,16 @@ int hmmk_block_lock(struct hmmk_block *blk)
 void hmmk_block_set(struct hmmk_block *blk, unsigned int i, u8 tier,
 		    struct page *page)
 {
+	struct hmmk_region *region = blk->region;
 	u8 old = hmmk_tier(blk, i);
 
-	if (old == HMMK_TIER_CPU && tier != HMMK_TIER_CPU)
-		atomic64_dec(&blk->region->nr_cpu);
-	else if (old != HMMK_TIER_CPU && tier == HMMK_TIER_CPU)
-		atomic64_inc(&blk->region->nr_cpu);
+	if (old == HMMK_TIER_CPU && tier != HMMK_TIER_CPU) {
+		atomic64_dec(&region->nr_cpu);
+		atomic64_dec(&region->space->nr_cpu);
+	} else if (old != HMMK_TIER_CPU && tier == HMMK_TIER_CPU) {
+		atomic64_inc(&region->nr_cpu);
+		atomic64_inc(&region->space->nr_cpu);
+	}
 	blk->pages[i] = page;
 	blk->state[i] = (blk->state[i] & ~HMMK_S_TIER) | tier;
 	if (tier != HMMK_TIER_CPU)
@@ -70,6 +74,10 @@ void hmmk_block_free_pages(struct hmmk_block *blk)
 	unsigned int i;
 
 	for (i = 0; i < HMMK_BLOCK_PAGES; i++) {
+		if (hmmk_tier(blk, i) == HMMK_TIER_CPU) {
+			atomic64_dec(&blk->region->nr_cpu);
+			atomic64_dec(&blk->region->space->nr_cpu);
+		}
 		if (blk->pages[i])
 			put_page(blk->pages[i]);
 		blk->pages[i] = NULL;

@@ -84,8 +84,7 @@ vm_fault_t hmmk_fault(struct vm_fault *vmf)
 	i = idx % HMMK_BLOCK_PAGES;
 	atomic64_inc(&region->c.faults);
 
-	if (region->cpu_limit &&
-	    atomic64_read(&region->nr_cpu) >= region->cpu_limit)
+	if (hmmk_over_limit(region))
 		hmmk_nvme_make_room(region);	/* no block lock held */
 	if (hmmk_block_lock(blk))
 		return VM_FAULT_NOPAGE;	/* dying: the access is not retried */

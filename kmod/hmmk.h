@@ -113,6 +113,8 @@ struct hmmk_space {
 	u32 nr_regions;
 	bool daemon;			/* DAEMON_ATTACH made this the daemon */
 	struct list_head all_link;	/* hmmk_spaces, under hmmk_spaces_lock */
+	u64 cpu_limit;			/* SPACE_LIMIT; READ_ONCE, 0: none */
+	atomic64_t nr_cpu;		/* its regions' pages on CPU nodes */
 };
 
 extern struct list_head hmmk_spaces;
@@ -124,6 +126,7 @@ struct hmmk_space *hmmk_space_new(struct file *filp);
 void hmmk_space_free(struct hmmk_space *space);
 long hmmk_region_create_ioctl(struct hmmk_space *space, void __user *arg);
 long hmmk_region_destroy_ioctl(struct hmmk_space *space, void __user *arg);
+long hmmk_space_limit_ioctl(struct hmmk_space *space, void __user *arg);
 struct hmmk_region *hmmk_region_get(struct hmmk_space *space, u64 handle);
 struct hmmk_region *hmmk_region_find_pgoff(struct hmmk_space *space,
 					   u64 pgoff, u64 nr);
@@ -232,6 +235,7 @@ int hmmk_nvme_fill(struct hmmk_block *blk, unsigned int i, struct page *page);
 vm_fault_t hmmk_nvme_fill_async(struct vm_fault *vmf, struct hmmk_block *blk,
 				unsigned int i);
 long hmmk_evict_ioctl(struct hmmk_space *space, void __user *arg);
+bool hmmk_over_limit(struct hmmk_region *region);
 void hmmk_nvme_make_room(struct hmmk_region *region);
 
 /* telemetry.c: STATS, SNAPSHOT, SAMPLE, debugfs. */

@@ -91,6 +91,8 @@ static long hmmk_owner_ioctl(struct hmmk_space *space, unsigned int cmd,
 		return hmmk_dev_access_ioctl(space, arg);
 	case HMMK_IOC_SAMPLE:
 		return hmmk_sample_ioctl(space, arg);
+	case HMMK_IOC_SPACE_LIMIT:
+		return hmmk_space_limit_ioctl(space, arg);
 	}
 	return -ENOTTY;
 }
@@ -121,6 +123,7 @@ static long hmmk_ioctl(struct file *filp, unsigned int cmd, unsigned long arg)
 	case HMMK_IOC_EVICT:
 	case HMMK_IOC_DEV_ACCESS:
 	case HMMK_IOC_SAMPLE:
+	case HMMK_IOC_SPACE_LIMIT:
 		return hmmk_owner_ioctl(space, cmd, uarg);
 	}
 	return -ENOTTY;
@@ -157,6 +160,7 @@ static void hmmk_check_uapi(void)
 	BUILD_BUG_ON(sizeof(struct hmmk_daemon_req) != 72);
 	BUILD_BUG_ON(sizeof(struct hmmk_daemon_cmpl) != 40);
 	BUILD_BUG_ON(sizeof(struct hmmk_daemon_info) != 48);
+	BUILD_BUG_ON(sizeof(struct hmmk_space_limit) != 32);
 	BUILD_BUG_ON(HMMK_PAGE_SIZE != PAGE_SIZE);
 	BUILD_BUG_ON(HMMK_BLOCK_PAGES > 512);
 }

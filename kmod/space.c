@@ -186,3 +186,17 @@ long hmmk_region_destroy_ioctl(struct hmmk_space *space, void __user *arg)
 	mutex_unlock(&space->lock);
 	return -ENOENT;
 }
+
+/* SPACE_LIMIT: set the space's CPU page limit, report its pages. */
+long hmmk_space_limit_ioctl(struct hmmk_space *space, void __user *arg)
+{
+	struct hmmk_space_limit sl;
+
+	if (copy_from_user(&sl, arg, sizeof(sl)))
+		return -EFAULT;
+	if (!hmmk_zero(sl.reserved, sizeof(sl.reserved)))
+		return -EINVAL;
+	WRITE_ONCE(space->cpu_limit, sl.cpu_limit);
+	sl.nr_cpu = atomic64_read(&space->nr_cpu);
+	return copy_to_user(arg, &sl, sizeof(sl)) ? -EFAULT : 0;
+}

@@ -153,30 +153,81 @@ static int hmmk_evict_block(struct hmmk_block *blk, unsigned int lo,
 	return ret;
 }
 
+/* Whether region, or its space, is at its CPU page limit. */
+bool hmmk_over_limit(struct hmmk_region *region)
+{
+	struct hmmk_space *space = region->space;
+	u64 slimit = READ_ONCE(space->cpu_limit);
+
+	return (region->cpu_limit &&
+		atomic64_read(&region->nr_cpu) >= region->cpu_limit) ||
+	       (slimit && atomic64_read(&space->nr_cpu) >= slimit);
+}
+
 /*
- * A region at its CPU limit: evict pages of it to the daemon, a batch at
- * a time from the clock hand, until it is under the limit or a whole pass
- * found nothing more to take.  Runs in a fault, mmap_lock held for read,
- * no block lock held; each block's lock is taken in turn.  Best effort:
- * without a daemon nothing goes.
+ * Evict pages of victim to the daemon, a batch at a time from its clock
+ * hand, while region (or its space) is at its limit, for at most one pass
+ * over victim.  0, or -EINTR (a fatal signal).
  */
-void hmmk_nvme_make_room(struct hmmk_region *region)
+static int hmmk_evict_from(struct hmmk_region *region,
+			   struct hmmk_region *victim)
 {
 	struct hmmk_range rng = { 0 };
 	u64 scanned = 0;
+	int ret = 0;
 
-	while (atomic64_read(&region->nr_cpu) >= region->cpu_limit &&
-	       scanned < region->nr_pages && hmmk_daemon_attached()) {
+	while (!ret && hmmk_over_limit(region) &&
+	       scanned < victim->nr_pages && hmmk_daemon_attached()) {
 		u64 first = (u64)atomic64_fetch_add(HMMK_ROOM_BATCH,
-						    &region->hand) %
-			    region->nr_pages;
+						    &victim->hand) %
+			    victim->nr_pages;
 		u64 nr = min_t(u64, HMMK_ROOM_BATCH,
-			       region->nr_pages - first);
+			       victim->nr_pages - first);
 
-		if (hmmk_region_walk(region, first, nr, hmmk_evict_block,
-				     &rng))
-			break;
+		ret = hmmk_region_walk(victim, first, nr, hmmk_evict_block,
+				       &rng);
 		scanned += nr;
+	}
+	return ret;
+}
+
+/*
+ * A region at its CPU limit, or in a space at its limit: evict pages to
+ * the daemon, from the region first, then from the space's other regions
+ * with pages on the CPU, until under the limits or nothing more goes.
+ * Runs in a fault, mmap_lock held for read, no block lock held; takes
+ * space->lock only to pick a victim, and each block's lock in turn.
+ * Best effort: without a daemon nothing goes.
+ */
+void hmmk_nvme_make_room(struct hmmk_region *region)
+{
+	struct hmmk_space *space = region->space;
+	struct hmmk_region *victim, *r;
+	u64 last = 0;
+
+	if (hmmk_evict_from(region, region))
+		return;
+	while (hmmk_over_limit(region) && hmmk_daemon_attached()) {
+		victim = NULL;
+		mutex_lock(&space->lock);	/* the next one after last */
+		list_for_each_entry(r, &space->regions, node_link) {
+			if (r != region && r->handle > last &&
+			    atomic64_read(&r->nr_cpu)) {
+				victim = r;
+				kref_get(&victim->ref);
+				break;
+			}
+		}
+		mutex_unlock(&space->lock);
+		if (!victim)
+			return;
+		last = victim->handle;
+		r = victim;
+		if (hmmk_evict_from(region, victim)) {
+			hmmk_region_put(r);
+			return;
+		}
+		hmmk_region_put(r);
 	}
 }
 

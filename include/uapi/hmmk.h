@@ -49,6 +49,8 @@
  * HMMK_F_CPU_LIMIT: REGION_CREATE takes HMMK_REGION_F_CPU_LIMIT.
  * HMMK_F_FORGET: the daemon gets a FORGET request when a region that
  *	evicted pages to it is freed, so that it can drop them.
+ * HMMK_F_SPACE_LIMIT: SPACE_LIMIT caps the CPU pages of all the space's
+ *	regions together, as HMMK_REGION_F_CPU_LIMIT does for one.
  */
 #define HMMK_F_REGIONS		(1ULL << 0)
 #define HMMK_F_MIGRATE		(1ULL << 1)
@@ -59,7 +61,8 @@
 #define HMMK_F_DAEMON_INFO	(1ULL << 6)
 #define HMMK_F_CPU_LIMIT	(1ULL << 7)
 #define HMMK_F_FORGET		(1ULL << 8)
-#define HMMK_F_ALL		((1ULL << 9) - 1)
+#define HMMK_F_SPACE_LIMIT	(1ULL << 9)
+#define HMMK_F_ALL		((1ULL << 10) - 1)
 
 struct hmmk_features {
 	__u64 features;		/* (out) HMMK_F_* the module supports */
@@ -222,6 +225,18 @@ struct hmmk_daemon_cmpl {
 	__u64 reserved[2];	/* (in) 0 */
 };
 
+/*
+ * SPACE_LIMIT: at most cpu_limit pages of all the space's regions stay on
+ * CPU nodes; a fault at the limit first evicts pages to the daemon, from
+ * the faulting region, then from the others (as HMMK_REGION_F_CPU_LIMIT,
+ * best effort the same way).  0 removes the limit.  Any time.
+ */
+struct hmmk_space_limit {
+	__u64 cpu_limit;	/* (in) pages; 0 = none */
+	__u64 nr_cpu;		/* (out) the space's pages on CPU nodes now */
+	__u64 reserved[2];	/* (in) 0 */
+};
+
 /* DAEMON_INFO: the attached daemon, now (it may go at any time). */
 struct hmmk_daemon_info {
 	__u32 attached;		/* (out) 1: a daemon is attached, else 0 */
@@ -245,6 +260,7 @@ struct hmmk_daemon_info {
 #define HMMK_IOC_DEV_ACCESS	_IOWR(HMMK_IOC_MAGIC, 0x07, struct hmmk_range)
 #define HMMK_IOC_SAMPLE		_IOWR(HMMK_IOC_MAGIC, 0x08, struct hmmk_range)
 #define HMMK_IOC_SIMDEV_CONFIG	_IOWR(HMMK_IOC_MAGIC, 0x09, struct hmmk_simdev_config)
+#define HMMK_IOC_SPACE_LIMIT	_IOWR(HMMK_IOC_MAGIC, 0x0a, struct hmmk_space_limit)
 #define HMMK_IOC_DAEMON_ATTACH	_IO(HMMK_IOC_MAGIC, 0x10)
 #define HMMK_IOC_DAEMON_FETCH	_IOWR(HMMK_IOC_MAGIC, 0x11, struct hmmk_daemon_req)
 #define HMMK_IOC_DAEMON_COMPLETE _IOW(HMMK_IOC_MAGIC, 0x12, struct hmmk_daemon_cmpl)

@@ -113,6 +113,10 @@ struct region_wb {
 
 static uint32_t region_ids;
 
+/* Serialises making a module region and listing it, so that a context's
+ * module regions find each other's space (region_hmmk.c). */
+static pthread_mutex_t region_hmmk_lock = PTHREAD_MUTEX_INITIALIZER;
+
 static uint64_t block_key(struct hmm_region *r, uint32_t b)
 {
 	return (uint64_t)(0x80000000u | r->id) << 32 | b;
@@ -638,8 +642,21 @@ int hmm_region_new(struct hmm *h, uint64_t bytes, void **ptr)
 	r->bytes = HMM_ROUND_UP(bytes, RBLOCK);
 	r->id = __atomic_fetch_add(&region_ids, 1, __ATOMIC_RELAXED) &
 		0x7fffffff;
-	err = h->remote ? hmm_region_hmmk_new(h, r->bytes, &r->mk, &r->base)
-			: -ENODEV;
+	err = -ENODEV;
+	if (h->remote) {
+		pthread_mutex_lock(&region_hmmk_lock);
+		err = hmm_region_hmmk_new(h, r->bytes, &r->mk, &r->base);
+		if (!err) {
+			pthread_mutex_lock(&h->lock);
+			hmm_list_add_tail(&h->regions, &r->link);
+			pthread_mutex_unlock(&h->lock);
+		}
+		pthread_mutex_unlock(&region_hmmk_lock);
+		if (!err) {
+			*ptr = r->base;
+			return 0;
+		}
+	}
 	if (err == -ENODEV) {	/* no module (or daemon): userfaultfd */
 		r->base = mmap(NULL, r->bytes, PROT_READ | PROT_WRITE,
 			       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
@@ -794,6 +811,20 @@ int hmm_region_free(struct hmm *h, void *ptr)
 			       ptr);
 	region_destroy(h, r);
 	return 0;
+}
+
+struct hmm_region_hmmk *hmm_region_hmmk_any(struct hmm *h)
+{
+	struct hmm_list *l;
+
+	for (l = h->regions.next; l != &h->regions; l = l->next) {
+		struct hmm_region *r = hmm_container_of(l, struct hmm_region,
+							link);
+
+		if (r->mk)
+			return r->mk;
+	}
+	return NULL;
 }
 
 void hmm_region_stats(struct hmm *h, struct hmm_stats *st)

@@ -8,13 +8,15 @@
  * open of /dev/hmmk (a space bound to this mm), REGION_CREATE and an
  * mmap(MAP_SHARED) of it.  The module serves the faults; pages it evicts
  * go to hmmd (daemon/bridge.c), which stores them and fills them back on
- * a fault.  Where the module has HMMK_F_CPU_LIMIT, each region is held to
- * config.host_budget of CPU pages: a fault at the limit evicts first.
+ * a fault.  A context's module regions share one space, held to
+ * config.host_budget of CPU pages (SPACE_LIMIT): a fault at the limit
+ * evicts first.
  * hmmd gone: those faults get SIGBUS, nothing hangs.  No thread and no
  * lock here: the module serialises.
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
@@ -58,13 +60,40 @@ static int hmmk_served_by_our_hmmd(struct hmm *h, int fd,
 	return (uint32_t)cr.pid == di.pid;
 }
 
+/*
+ * The host budget as the module's CPU limit: on the space when it is new
+ * (SPACE_LIMIT), else on the region alone where only that exists.
+ */
+static int hmmk_limit(struct hmm *h, int fd, const struct hmmk_features *f,
+		      int new_space, struct hmmk_region_create *rc)
+{
+	uint64_t pages = h->tier[HMM_TIER_HOST].cap / HMMK_PAGE_SIZE;
+	struct hmmk_space_limit sl;
+
+	if (f->features & HMMK_F_SPACE_LIMIT) {
+		if (!new_space)
+			return 0;
+		memset(&sl, 0, sizeof(sl));
+		sl.cpu_limit = pages;
+		if (ioctl(fd, HMMK_IOC_SPACE_LIMIT, &sl))
+			return hmm_err(-errno, "hmm_region_new: %s SPACE_LIMIT "
+				       "%llu pages: %s", HMMK_DEVICE,
+				       (unsigned long long)pages,
+				       strerror(errno));
+	} else if (f->features & HMMK_F_CPU_LIMIT) {
+		rc->flags = HMMK_REGION_F_CPU_LIMIT;
+		rc->cpu_limit = pages;
+	}
+	return 0;
+}
+
 int hmm_region_hmmk_new(struct hmm *h, uint64_t bytes,
 			struct hmm_region_hmmk **out, char **base)
 {
 	struct hmmk_region_create rc;
 	struct hmmk_region_destroy rd;
+	struct hmm_region_hmmk *mk, *other;
 	struct hmmk_features f;
-	struct hmm_region_hmmk *mk;
 	const char *env = getenv("HMM_REGION_BACKEND");
 	void *p;
 	int err;
@@ -74,7 +103,11 @@ int hmm_region_hmmk_new(struct hmm *h, uint64_t bytes,
 	mk = calloc(1, sizeof(*mk));
 	if (!mk)
 		return hmm_err(-ENOMEM, "hmm_region_new: no memory");
-	mk->fd = open(HMMK_DEVICE, O_RDWR | O_CLOEXEC);
+	pthread_mutex_lock(&h->lock);	/* h's space, if it has one */
+	other = hmm_region_hmmk_any(h);
+	mk->fd = other ? fcntl(other->fd, F_DUPFD_CLOEXEC, 0) :
+			 open(HMMK_DEVICE, O_RDWR | O_CLOEXEC);
+	pthread_mutex_unlock(&h->lock);
 	if (mk->fd < 0 || !hmmk_served_by_our_hmmd(h, mk->fd, &f)) {
 		err = -ENODEV;
 		goto out_close;
@@ -82,10 +115,9 @@ int hmm_region_hmmk_new(struct hmm *h, uint64_t bytes,
 	memset(&rc, 0, sizeof(rc));
 	rc.size = bytes;
 	rc.preferred_node = HMMK_NODE_ANY;
-	if (f.features & HMMK_F_CPU_LIMIT) {	/* the host budget */
-		rc.flags = HMMK_REGION_F_CPU_LIMIT;
-		rc.cpu_limit = h->tier[HMM_TIER_HOST].cap / HMMK_PAGE_SIZE;
-	}
+	err = hmmk_limit(h, mk->fd, &f, !other, &rc);
+	if (err)
+		goto out_close;
 	if (ioctl(mk->fd, HMMK_IOC_REGION_CREATE, &rc)) {
 		err = hmm_err(-errno, "hmm_region_new: %s REGION_CREATE %llu "
 			      "bytes: %s", HMMK_DEVICE,

@@ -20,10 +20,13 @@ struct hmm_region_hmmk;
 /*
  * A module region of bytes (a multiple of RBLOCK) mapped at *base, when
  * /dev/hmmk exists and the process attached to it as the module's daemon
- * is the hmmd that h is connected to; held to config.host_budget of CPU
- * pages where the module can (HMMK_F_CPU_LIMIT).  Returns 0, -ENODEV when the module
- * cannot back it (the caller falls back to userfaultfd; no detail set),
- * or another -errno with the detail set.  Any thread.
+ * is the hmmd that h is connected to.  All of h's module regions share
+ * one space (a dup of another's fd, found with hmm_region_hmmk_any), held
+ * to config.host_budget of CPU pages together (HMMK_F_SPACE_LIMIT; with
+ * only HMMK_F_CPU_LIMIT, each region alone).  Returns 0, -ENODEV when the
+ * module cannot back it (the caller falls back to userfaultfd; no detail
+ * set), or another -errno with the detail set.  The caller serialises
+ * calls for one h until the region is on h's list.
  */
 int hmm_region_hmmk_new(struct hmm *h, uint64_t bytes,
 			struct hmm_region_hmmk **out, char **base);
@@ -44,6 +47,9 @@ void hmm_region_hmmk_stats(struct hmm_region_hmmk *mk, uint64_t *faults,
  * the region during or after. */
 void hmm_region_hmmk_free(struct hmm_region_hmmk *mk, char *base,
 			  uint64_t bytes);
+
+/* region.c: one of h's module regions, or NULL (h->lock held). */
+struct hmm_region_hmmk *hmm_region_hmmk_any(struct hmm *h);
 
 /*
  * region.c, for hmm_stats in shared mode (where the rest of st is

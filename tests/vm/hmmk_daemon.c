@@ -5,7 +5,8 @@
  * -> SIGBUS, daemon killed mid-flight -> SIGBUS without a hang, a silent
  * daemon -> SIGBUS after fill_timeout_ms, N threads faulting one evicted
  * page -> one FILL; DAEMON_INFO names the attached daemon; a region with
- * a CPU limit evicts to the daemon on faults and stays within it.
+ * a CPU limit evicts to the daemon on faults and stays within it, and so
+ * do two regions under one space limit.
  */
 #include <pthread.h>
 #include <stdatomic.h>
@@ -155,6 +156,51 @@ TEST_F(daemon, cpu_limit_evicts_on_faults)
 	EXPECT_EQ(2 * limit, cpu_pages(self->fd, rc.handle, 2 * limit));
 	EXPECT_EQ(0, t_check(p, 2 * limit, 34));
 	munmap(p, 2 * limit * T_PAGE);
+}
+
+TEST_F(daemon, space_limit_holds_all_regions)
+{
+	const uint64_t pages = 300, limit = 128;
+	struct hmmk_region_create rc[2];
+	struct hmmk_space_limit sl;
+	char *p[2];
+	int i;
+
+	memset(&sl, 0, sizeof(sl));
+	sl.reserved[1] = 1;
+	EXPECT_EQ(-EINVAL, t_ioctl(self->fd, HMMK_IOC_SPACE_LIMIT, &sl));
+	self->daemon = t_daemon_start(NULL, NULL);
+	ASSERT_LT(0, self->daemon);
+	memset(&sl, 0, sizeof(sl));
+	sl.cpu_limit = limit;
+	ASSERT_EQ(0, t_ioctl(self->fd, HMMK_IOC_SPACE_LIMIT, &sl));
+	EXPECT_EQ(0, sl.nr_cpu);
+	for (i = 0; i < 2; i++) {
+		p[i] = t_map(self->fd, pages * T_PAGE, HMMK_NODE_ANY, &rc[i]);
+		ASSERT_NE(NULL, p[i]);
+		t_fill(p[i], pages, 40 + i);
+	}
+	EXPECT_GE(limit, cpu_pages(self->fd, rc[0].handle, pages) +
+			 cpu_pages(self->fd, rc[1].handle, pages));
+	for (i = 0; i < 2; i++)
+		EXPECT_EQ(0, t_check(p[i], pages, 40 + i));
+	EXPECT_GE(limit, cpu_pages(self->fd, rc[0].handle, pages) +
+			 cpu_pages(self->fd, rc[1].handle, pages));
+	sl.cpu_limit = 0;		/* off: both may stay now */
+	ASSERT_EQ(0, t_ioctl(self->fd, HMMK_IOC_SPACE_LIMIT, &sl));
+	EXPECT_GE(limit, sl.nr_cpu);
+	for (i = 0; i < 2; i++)
+		EXPECT_EQ(0, t_check(p[i], pages, 40 + i));
+	ASSERT_EQ(0, t_ioctl(self->fd, HMMK_IOC_SPACE_LIMIT, &sl));
+	EXPECT_EQ(2 * pages, sl.nr_cpu);
+	for (i = 0; i < 2; i++) {
+		struct hmmk_region_destroy rd = { .handle = rc[i].handle };
+
+		munmap(p[i], pages * T_PAGE);
+		EXPECT_EQ(0, t_ioctl(self->fd, HMMK_IOC_REGION_DESTROY, &rd));
+	}
+	ASSERT_EQ(0, t_ioctl(self->fd, HMMK_IOC_SPACE_LIMIT, &sl));
+	EXPECT_EQ(0, sl.nr_cpu);	/* freed pages are not counted */
 }
 
 TEST_F(daemon, evict_without_daemon_enodev)

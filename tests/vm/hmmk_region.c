@@ -6,10 +6,9 @@
  * debugfs summary), COLD advice is the module's EVICT, every evicted page
  * comes back byte-exact through a FILL that hmmd served (the module's
  * counters say so), free destroys it and hmmd drops its pages from the
- * module store (FORGET) while keeping a live region's; a region 4x
- * config.host_budget
- * keeps at most the budget on the CPU (the module's CPU limit) and reads
- * back exact; kill -9 of hmmd while the client
+ * module store (FORGET) while keeping a live region's; two regions of 2x
+ * config.host_budget each stay within the budget together (the module's
+ * space limit) and read back exact; kill -9 of hmmd while the client
  * faults -> SIGBUS, no hang; hmmd not attached to the module -> the
  * userfaultfd fallback, byte-exact over 4x the host budget.
  *
@@ -241,37 +240,44 @@ TEST_F_TIMEOUT(region, shared_mode_region_is_served_by_hmmd, 240)
 
 TEST_F_TIMEOUT(region, four_times_the_budget_within_it, 240)
 {
-	const uint64_t budget = 1 << 20, pages = 4 * budget / T_PAGE;
-	const uint64_t limit = budget / T_PAGE;
+	const uint64_t budget = 1 << 20, limit = budget / T_PAGE;
+	/* two regions of about twice the budget (sizes tell them apart) */
+	const uint64_t pages[2] = { 2 * limit, 2 * limit + 16 };
 	struct hmm_stats st;
-	struct sum s;
-	void *vp;
-	char *p;
+	struct sum s[2];
+	void *vp[2];
+	int i;
 
 	self->hmmd = hmmd_start(0, 1);
 	ASSERT_LT(0, self->hmmd);
 	ASSERT_EQ(0, client_open(&self->h, budget));
-	ASSERT_EQ(0, hmm_region_new(self->h, pages * T_PAGE, &vp));
-	p = vp;
-	ASSERT_EQ(0, summary_find(pages, &s));
-	EXPECT_EQ(limit, s.limit);
-	t_fill(p, pages, 85);
-	ASSERT_EQ(0, summary_find(pages, &s));
-	EXPECT_GE((long long)limit, s.cpu);
-	EXPECT_LE(pages - limit, s.evict);
-	EXPECT_EQ(0, t_check(p, pages, 85));
-	ASSERT_EQ(0, summary_find(pages, &s));
-	EXPECT_GE((long long)limit, s.cpu);
-	EXPECT_LE(pages - limit, s.fills);
-	EXPECT_EQ(0, s.sigbus);
+	for (i = 0; i < 2; i++) {
+		ASSERT_EQ(0, hmm_region_new(self->h, pages[i] * T_PAGE,
+					    &vp[i]));
+		t_fill(vp[i], pages[i], 85 + i);
+	}
+	for (i = 0; i < 2; i++)
+		EXPECT_EQ(0, t_check(vp[i], pages[i], 85 + i));
+	for (i = 0; i < 2; i++) {
+		ASSERT_EQ(0, summary_find(pages[i], &s[i]));
+		EXPECT_EQ(0, s[i].sigbus);
+		EXPECT_EQ(0, s[i].limit);	/* the space's, not its own */
+	}
+	/* together within the budget, so most went through hmmd */
+	EXPECT_GE((long long)limit, s[0].cpu + s[1].cpu);
+	EXPECT_LE(pages[0] + pages[1] - limit, s[0].evict + s[1].evict);
+	EXPECT_LE(pages[0] + pages[1] - limit, s[0].fills + s[1].fills);
 	ASSERT_EQ(0, hmm_stats(self->h, &st));
-	TH_LOG("%llu pages, budget %llu pages: %lld on the CPU, %llu evicted "
-	       "to and %llu filled from hmmd; hmm_stats: %llu region faults, "
-	       "%llu evictions", (unsigned long long)pages,
-	       (unsigned long long)limit, s.cpu, s.evict, s.fills,
+	TH_LOG("2 regions, %llu + %llu pages, budget %llu pages: %lld + %lld "
+	       "on the CPU, %llu evicted to and %llu filled from hmmd; "
+	       "hmm_stats: %llu region faults, %llu evictions",
+	       (unsigned long long)pages[0], (unsigned long long)pages[1],
+	       (unsigned long long)limit, s[0].cpu, s[1].cpu,
+	       s[0].evict + s[1].evict, s[0].fills + s[1].fills,
 	       (unsigned long long)st.region_faults,
 	       (unsigned long long)st.region_evictions);
-	EXPECT_EQ(0, hmm_region_free(self->h, p));
+	for (i = 0; i < 2; i++)
+		EXPECT_EQ(0, hmm_region_free(self->h, vp[i]));
 	hmm_close(self->h);
 	self->h = NULL;
 	EXPECT_EQ(0, hmmd_term(self->hmmd));
