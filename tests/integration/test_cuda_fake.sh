@@ -6,7 +6,7 @@
 #    off the granularity, over a mapping, an unmap of nothing, a copy to
 #    a reserved-but-unmapped address, calls before cuInit or without a
 #    context, an overlapping host registration) and counts each;
-#  - test_tensor_cuda (plain, and the ASan build when there is one)
+#  - test_tensor_cuda (plain, and the ASan and TSan builds when there)
 #    passes on it, and the fake reports no violation and no leak;
 #  - FAKECUDA_NODEV=1 / =2: hmm_open says -ENODEV with the reason;
 #  - FAKECUDA_FAIL=<entry>:N on the way to the device (cuMemCreate,
@@ -24,6 +24,7 @@ B=${HMM_BUILD:-build}
 fake=$B/tests/fakecuda
 bin=$B/tests/unit/test_tensor_cuda
 asan=$B/asan/tests/unit/test_tensor_cuda
+tsan=$B/tsan/tests/unit/test_tensor_cuda
 n=0 failed=0
 ok() { n=$((n + 1)); if [ "$1" = 0 ]; then echo "ok $n - $2"; else echo "not ok $n - $2"; failed=1; fi; }
 [ -e "$fake/libcuda.so.1" ] && [ -x "$bin" ] ||
@@ -134,6 +135,12 @@ if [ -x "$asan" ]; then
 	run asan ASAN_OPTIONS=detect_leaks=1 -- "$asan"
 	ok $([ $rc = 0 ]; echo $?) "the ASan build of test_tensor_cuda passes on the fake"
 	ok $(clean asan; echo $?) "... with no contract violation and no leak"
+fi
+
+if [ -x "$tsan" ]; then
+	run tsan TSAN_OPTIONS=halt_on_error=0 -- "$tsan"
+	ok $([ $rc = 0 ] && ! grep -q 'WARNING: ThreadSanitizer' "$tmp/tsan.log"; echo $?) "the TSan build of test_tensor_cuda passes on the fake, no race reported"
+	ok $(clean tsan; echo $?) "... with no contract violation and no leak"
 fi
 
 run nodev1 FAKECUDA_NODEV=1 -- "$bin"

@@ -31,6 +31,9 @@
  * hmm_open says -EINVAL naming chunk_bytes.
  *
  * Without a GPU or driver: skipped (77), with the reason.
+ *
+ * t: tsan (built under TSan too; test_cuda_fake.sh runs that build on
+ * the fake as well)
  */
 #include <dlfcn.h>
 
@@ -130,7 +133,7 @@ static int check(struct hmm_tensor *t, size_t n, uint64_t seed)
 struct sampler {
 	struct hmm *h;
 	uint64_t budget;
-	volatile int stop;
+	int stop;			/* atomic */
 	unsigned samples, over, fake_over;
 	pthread_t thr;
 };
@@ -139,7 +142,7 @@ static void *sample_main(void *arg)
 {
 	struct sampler *s = arg;
 
-	while (!s->stop) {
+	while (!__atomic_load_n(&s->stop, __ATOMIC_ACQUIRE)) {
 		struct hmm_stats st;
 		struct fakecuda_stats fs;
 
@@ -212,7 +215,7 @@ static void test_cycle(void)
 	t_ok(ok, "device-dirty tensors come back exact through D2H and the "
 	     "store%s", fake ? " (with the bytes written at the device)" :
 	     "");
-	smp.stop = 1;
+	__atomic_store_n(&smp.stop, 1, __ATOMIC_RELEASE);
 	pthread_join(smp.thr, NULL);
 	hmm_stats(h, &st);
 	t_ok(st.tier[HMM_TIER_DEVICE].peak <= 16 * MiB && !smp.over,
