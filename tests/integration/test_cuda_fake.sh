@@ -15,7 +15,9 @@
 #    intact; while hmm_open sets up (stream, event, pinned staging,
 #    cuMemGetInfo): -ENOMEM naming the call, everything undone;
 #  - FAKECUDA_GRAN=4M (above the 2 MiB chunks): -EINVAL naming
-#    chunk_bytes.
+#    chunk_bytes;
+#  - FAKECUDA_MEM=20M and config.device_budget 0: the device's own
+#    capacity (90% of free) holds, and the driver never runs out.
 # LD_LIBRARY_PATH puts the fake before any real driver, so this runs
 # the same where a GPU is (test_tensor_cuda runs there on the real one
 # too).  Skipped when the fake or the test is not built.
@@ -162,6 +164,11 @@ for f in cuStreamCreate:1 cuEventCreate:2 cuMemHostRegister_v2:1 cuMemHostRegist
 	ok $([ $rc = 0 ]; echo $?) "$f failing in hmm_open: -ENOMEM naming it, the next open works"
 	ok $(clean openfail; echo $?) "... with no contract violation and no leak"
 done
+
+# no device_budget: the device's own capacity, with 20 MiB on the device
+run nobudget FAKECUDA_MEM=20M -- "$bin" nobudget
+ok $([ $rc = 0 ] && grep -q 'within the 18874368-byte budget (the device' "$tmp/nobudget.log"; echo $?) "device_budget 0 on a 20 MiB device: 64 MiB cycled within 18 MiB, the driver never out of memory"
+ok $(clean nobudget; echo $?) "... with no contract violation and no leak"
 
 run gran FAKECUDA_GRAN=4M -- "$bin" gran
 ok $([ $rc = 0 ]; echo $?) "granularity 4 MiB above 2 MiB chunks: -EINVAL naming chunk_bytes"

@@ -28,7 +28,8 @@
  * after, every tensor's bytes stay intact; "openfail CALL" expects an
  * out-of-memory failure of CALL during hmm_open — -ENOMEM naming it,
  * and the next open works; "gran" expects FAKECUDA_GRAN above 2 MiB —
- * hmm_open says -EINVAL naming chunk_bytes.
+ * hmm_open says -EINVAL naming chunk_bytes; "nobudget" runs the cycle
+ * with config.device_budget 0 (the device's own: FAKECUDA_MEM small).
  *
  * Without a GPU or driver: skipped (77), with the reason.
  *
@@ -163,9 +164,10 @@ static void *sample_main(void *arg)
 #define NT	8
 #define TB	(8 * MiB)
 
-static void test_cycle(void)
+/* budget 0: the device's own (90% of what cuMemGetInfo says is free) */
+static void test_cycle(uint64_t budget)
 {
-	struct sampler smp = { .budget = 16 * MiB };
+	struct sampler smp = { 0 };
 	struct hmm_tensor *ts[NT];
 	struct fakecuda_stats fs;
 	struct hmm_stats st;
@@ -173,8 +175,14 @@ static void test_cycle(void)
 	void *p;
 	int i, r, ok;
 
-	h = open_or_skip("store-cycle", 0, 16 * MiB);
+	h = open_or_skip("store-cycle", 0, budget);
 	t_diag("driver: %s", fake ? "the fake (tests/fakecuda)" : "real");
+	hmm_stats(h, &st);
+	smp.budget = st.tier[HMM_TIER_DEVICE].capacity;
+	if (budget && smp.budget != budget)
+		t_fail_all("device capacity %llu, not the budget %llu",
+			   (unsigned long long)smp.budget,
+			   (unsigned long long)budget);
 	for (i = 0; i < NT; i++) {
 		char name[16];
 
@@ -218,10 +226,11 @@ static void test_cycle(void)
 	__atomic_store_n(&smp.stop, 1, __ATOMIC_RELEASE);
 	pthread_join(smp.thr, NULL);
 	hmm_stats(h, &st);
-	t_ok(st.tier[HMM_TIER_DEVICE].peak <= 16 * MiB && !smp.over,
-	     "device peak %llu within the 16 MiB budget, %u samples, %u "
-	     "over", (unsigned long long)st.tier[HMM_TIER_DEVICE].peak,
-	     smp.samples, smp.over);
+	t_ok(st.tier[HMM_TIER_DEVICE].peak <= smp.budget && !smp.over,
+	     "device peak %llu within the %llu-byte budget%s, %u samples, "
+	     "%u over", (unsigned long long)st.tier[HMM_TIER_DEVICE].peak,
+	     (unsigned long long)smp.budget, budget ? "" : " (the "
+	     "device's own)", smp.samples, smp.over);
 	t_ok(st.tier[HMM_TIER_DEVICE].bytes_in >= (uint64_t)NT * TB &&
 	     st.tier[HMM_TIER_DEVICE].bytes_out > 0, "copies both ways "
 	     "(%llu in, %llu out)",
@@ -229,9 +238,9 @@ static void test_cycle(void)
 	     (unsigned long long)st.tier[HMM_TIER_DEVICE].bytes_out);
 	if (fake) {
 		fake(&fs);
-		t_ok(fs.dev_peak <= 16 * MiB && !smp.fake_over, "the driver's "
-		     "device bytes peaked at %llu, within the budget",
-		     (unsigned long long)fs.dev_peak);
+		t_ok(fs.dev_peak <= smp.budget && !smp.fake_over, "the "
+		     "driver's device bytes peaked at %llu, within the "
+		     "budget", (unsigned long long)fs.dev_peak);
 		t_ok(!fs.ctx_current, "libhmm left the application's thread "
 		     "without a context current (%llu stacked)",
 		     (unsigned long long)fs.ctx_current);
@@ -496,7 +505,11 @@ int main(int argc, char **argv)
 		return mode_gran();
 	if (argc > 2 && !strcmp(argv[1], "openfail"))
 		return mode_openfail(argv[2]);
-	test_cycle();
+	if (argc > 1 && !strcmp(argv[1], "nobudget")) {
+		test_cycle(0);	/* with FAKECUDA_MEM small */
+		return t_done();
+	}
+	test_cycle(16 * MiB);
 	test_big_chunks();
 	test_threads();
 	test_small_chunks();
