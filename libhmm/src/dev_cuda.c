@@ -15,7 +15,10 @@
  * Copies: one copy thread, one stream; host memory is pageable (the
  * tensor's own mapping), so bytes go through two pinned staging buffers
  * (page-aligned, cuMemHostRegister'ed: the device's pinned pool) with
- * cuMemcpyHtoDAsync/DtoHAsync, double-buffered on events.
+ * cuMemcpyHtoDAsync/DtoHAsync: host -> device double-buffered on events,
+ * device -> host waiting for each piece before copying it out.  The
+ * driver ABI used here (struct layouts, constants, _v2 names) was
+ * checked against CUDA 13's cuda.h.
  *
  * The prototypes below are the CUDA 13 driver ABI (the _v2 entry points
  * where they exist), declared here so that cuda.h is not needed.
