@@ -131,4 +131,8 @@ void hmm_chunk_written(struct hmm *h, struct hmm_chunk *c, int tier);
 int hmm_chunk_writeback(struct hmm *h, struct hmm_chunk *c);
 void hmm_chunk_want(struct hmm *h, struct hmm_chunk *c, int tier);
 
+/* policy.c (with h->lock held; its other entry points are in ctx.h):
+ * pins were dropped, room may be evictable now. */
+void hmm_policy_unpinned(struct hmm *h);
+
 #endif /* HMM_CHUNK_H */

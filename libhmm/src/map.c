@@ -55,13 +55,18 @@ static void map_unpin(struct hmm *h, struct hmm_tensor *t, uint32_t first,
 		      uint32_t last, int tier)
 {
 	uint32_t i;
+	int freed = 0;
 
 	for (i = first; i <= last; i++) {
 		struct hmm_chunk *c = &t->chunks[i];
 
-		if (--c->pins[tier] == 0)
+		if (--c->pins[tier] == 0) {
 			h->tier[tier].pinned -= hmm_chunk_cost(c, tier);
+			freed = 1;
+		}
 	}
+	if (freed)
+		hmm_policy_unpinned(h);
 	pthread_cond_broadcast(&h->cond);
 }
 

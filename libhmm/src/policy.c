@@ -12,7 +12,8 @@
  * advances it, chunks k places ahead are prefetched (wrapping into the
  * next step), and the victim is the evictable chunk whose next use is
  * farthest (chunks not in the record first).  A prefetch only evicts
- * chunks used later than the chunk it brings.  A step with too many
+ * chunks used later than the chunk it brings; one that finds no such
+ * chunk is tried again at the next map or unmap.  A step with too many
  * accesses off the record is recorded anew at the next hmm_step_begin.
  *
  * Everything runs with h->lock held.
@@ -122,6 +123,18 @@ static void sched_prefetch(struct hmm *h)
 		c->prefetched = 1;
 		hmm_chunk_want(h, c, e->tier);
 	}
+}
+
+/*
+ * Pins were dropped (hmm_unmap): chunks that were not evictable may be
+ * now, so the prefetches k ahead that found no room at the last map are
+ * tried again at once, not at the next map: between an unmap and the
+ * next map a trainer may do other work, and the store would idle.
+ */
+void hmm_policy_unpinned(struct hmm *h)
+{
+	if (following(h) && h->sched.in_step)
+		sched_prefetch(h);
 }
 
 static int sched_append(struct hmm_sched *s, struct hmm_chunk *c, int tier)

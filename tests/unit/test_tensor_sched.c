@@ -106,6 +106,68 @@ static int run_policy(uint32_t policy, int change_at, struct run *out)
 	return 0;
 }
 
+/*
+ * The cyclic trace with room for one layer and one chunk, prefetching a
+ * layer ahead, the I/O let finish after each layer (its compute).  While
+ * layer X is mapped, its successor's first chunk fits and the others do
+ * not (X is pinned, and evicting that first chunk would only bring what
+ * is needed sooner): their prefetch must start as soon as X is unmapped,
+ * not at the next map, where it would be too late.  Returns the host
+ * misses of the steps after the record (0: every map found its layer).
+ */
+static uint64_t run_unmap_retry(int *bad)
+{
+	struct hmm_tensor *ts[L];
+	struct hmm_config cfg;
+	struct hmm_stats st0, st;
+	struct hmm *h;
+	char path[4200], name[16];
+	int64_t n = LBYTES;
+	void *p;
+
+	snprintf(path, sizeof(path), "%s/store-unmap", t_tmpdir());
+	hmm_config_default(&cfg);
+	cfg.store_path = path;
+	cfg.store_size = 32 << 20;
+	cfg.host_budget = LBYTES + CHUNK;
+	cfg.chunk_bytes = CHUNK;
+	cfg.policy = HMM_POLICY_SCHEDULE;
+	cfg.prefetch_depth = LBYTES / CHUNK;
+	if (hmm_open(&cfg, &h))
+		t_fail_all("hmm_open: %s", hmm_last_error());
+	for (int l = 0; l < L; l++) {
+		snprintf(name, sizeof(name), "layer%d", l);
+		if (hmm_tensor_new(h, name, HMM_DTYPE_U8, 1, &n, &ts[l]) ||
+		    hmm_map(ts[l], 0, HMM_ALL, HMM_TIER_HOST, HMM_DISCARD, &p))
+			t_fail_all("layer %d: %s", l, hmm_last_error());
+		memset(p, l + 1, LBYTES);
+		hmm_unmap(ts[l], p);
+	}
+	*bad = 0;
+	for (int s = 0; s < 4; s++) {
+		if (s == 1)
+			hmm_stats(h, &st0);
+		hmm_step_begin(h);
+		for (int l = 0; l < L; l++) {
+			if (hmm_map(ts[l], 0, HMM_ALL, HMM_TIER_HOST, HMM_READ,
+				    &p))
+				t_fail_all("map: %s", hmm_last_error());
+			*bad += !layer_ok(p, l);
+			hmm_unmap(ts[l], p);
+			hmm_wait(h, NULL);
+		}
+		hmm_step_end(h);
+		hmm_wait(h, NULL);	/* the next step's first layer */
+	}
+	hmm_stats(h, &st);
+	t_ok(st.tier[HMM_TIER_HOST].peak <= cfg.host_budget,
+	     "one layer and a chunk: host peak within budget");
+	for (int l = 0; l < L; l++)
+		hmm_tensor_free(ts[l]);
+	hmm_close(h);
+	return st.tier[HMM_TIER_HOST].misses - st0.tier[HMM_TIER_HOST].misses;
+}
+
 int main(void)
 {
 	struct run lru, sch, chg;
@@ -144,5 +206,14 @@ int main(void)
 	t_ok(chg.divergences >= 1, "the changed trace was seen to diverge "
 	     "(%llu)", (unsigned long long)chg.divergences);
 	t_eq(chg.recordings, 2, "and recorded anew");
+
+	{
+		int bad;
+		uint64_t miss = run_unmap_retry(&bad);
+
+		t_eq(bad, 0, "one layer and a chunk: layers exact");
+		t_eq(miss, 0, "a prefetch with no room at the map starts "
+		     "at the unmap: no map misses after the record");
+	}
 	return t_done();
 }
