@@ -107,10 +107,10 @@ struct hmm_config {
 	uint64_t device_budget;	/* bytes of device memory; 0 = the device's */
 	const char *device;	/* "none" (or NULL), "sim" or "cuda" */
 	const char *daemon;	/* "unix:PATH": shared mode, every call goes
-				   to that hmmd (host tier only; regions
-				   and device maps -ENOTSUP; see
-				   libhmm/src/shared.c); NULL = the
-				   embedded engine */
+				   to that hmmd (host tier only; device maps
+				   -ENOTSUP; regions live in this process,
+				   see hmm_region_new; libhmm/src/shared.c);
+				   NULL = the embedded engine */
 	const char *trace_path;	/* Chrome trace JSON; NULL = $HMM_TRACE */
 	const char *host_dir;	/* with HMM_CONFIG_HOST_SHARED: a tmpfs
 				   directory where each tensor's host memory
@@ -350,22 +350,30 @@ const char *hmm_last_error(void);
 /* ---- transparent regions ----------------------------------------------- */
 
 #define HMM_ADVISE_WILLNEED	1	/* fault the range in now */
-#define HMM_ADVISE_COLD		2	/* evict the range to the store now */
+#define HMM_ADVISE_COLD		2	/* evict the range now */
 #define HMM_ADVISE_NORMAL	3	/* forget earlier advice */
 
 /*
  * A region of bytes (rounded up to the region block, 64 KiB) addressed
  * by a plain pointer: pages are faulted in on access (zeros first, then
- * the last written contents) and evicted to the store when the host
- * budget is full.  Backed by userfaultfd; by hmmk.ko when loaded (later).
- * Returns 0 and *ptr, -EINVAL (zero bytes), -ENODEV (no store tier),
- * -ENOSYS / -EPERM (userfaultfd unavailable), -ENOMEM.  Any thread.
+ * the last written contents) and evicted when the host budget
+ * (config.host_budget; all the context's regions together) is full.
+ * Embedded: userfaultfd here, evicted blocks in the store.  Shared mode:
+ * hmmk.ko backs it when the hmmd of this context is the module's daemon
+ * (evicted pages go to hmmd); otherwise userfaultfd here with evicted
+ * blocks in an hmmd tensor.  An access whose bytes are lost (a failed
+ * read, hmmd gone) gets SIGBUS, never wrong bytes.  Returns 0 and *ptr,
+ * -EINVAL (zero bytes, or a host budget under 64 KiB), -ENODEV (embedded
+ * with no store tier), -ENOSYS / -EPERM (userfaultfd unavailable),
+ * -ENOMEM, or hmmd's error.  Any thread.
  */
 int hmm_region_new(struct hmm *h, uint64_t bytes, void **ptr);
 
 /*
- * Advise [ptr, ptr + len) of a region (HMM_ADVISE_*).  Returns 0, -EINVAL
- * (not inside one region, unknown advice) or an I/O error.  Any thread.
+ * Advise [ptr, ptr + len) of a region (HMM_ADVISE_*): COLD evicts now
+ * (the module's EVICT for a module region), WILLNEED faults in now.
+ * Returns 0, -EINVAL (not inside one region, unknown advice) or an I/O
+ * error (-EPIPE / -ENOTCONN once hmmd is gone).  Any thread.
  */
 int hmm_region_advise(struct hmm *h, void *ptr, uint64_t len, int advice);
 

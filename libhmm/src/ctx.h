@@ -224,11 +224,10 @@ int hmm_tensor_create(struct hmm *h, const char *name, uint32_t dtype,
 		      const uint8_t *stored, struct hmm_tensor **out);
 
 /* ---- shared.c: shared mode (hmm_config.daemon) -------------------------- */
-/* hmm_tensor_open's remote half, and the -ENOTSUP of regions in shared
- * mode (persist.c and region.c call them when h->remote is set). */
+/* hmm_tensor_open's remote half (persist.c calls it when h->remote is
+ * set). */
 int hmm_shared_tensor_open(struct hmm *h, const char *name,
 			   struct hmm_tensor **out);
-int hmm_shared_no_regions(const char *fn);
 int hmm_shared_open(struct hmm *h, const struct hmm_config *cfg);
 void hmm_shared_close(struct hmm *h);
 /* tensor.c: wrap a remote tensor in a struct hmm_tensor (takes rt). */

@@ -9,7 +9,8 @@
  * connection and holds hmm_tensor_open's remote half (see ctx.h).
  *
  * Differences from the embedded engine, as hmmd serves it:
- *  - the host tier only: device maps, prefetches and evictions -ENOTSUP;
+ *  - the host tier only: device maps, and prefetches and evictions at
+ *    the device tier, -ENOTSUP;
  *  - transparent regions live in this process (region.c): backed by
  *    hmmk.ko when hmmd is the module's daemon (region_hmmk.c), else by
  *    userfaultfd here with evicted blocks kept in an hmmd tensor; their
@@ -17,13 +18,15 @@
  *  - hmm_tensor_open() attaches the caller's uid's persistent tensor of
  *    that name in hmmd; hmm_tensor_new() tensors are not kept by a flush
  *    (hmmd keeps only tensors made persistent through its protocol);
- *  - hmm_wait() returns at once (hmmd has no wait message: its prefetch
- *    and eviction are asynchronous there, and a map waits for them);
+ *  - hmm_wait() sends WAIT (protocol 2): hmmd answers once this client's
+ *    prefetches and evictions are done, with the first error they met;
  *  - step markers are counted here only (hmmd's policy is LRU);
- *  - hmm_stats() is hmmd's engine counters (all clients), with this
- *    context's step count;
- *  - a map over this client's hmmd quota (-EDQUOT there) is -ENOMEM, as
- *    a map over the budget is in the embedded engine;
+ *  - hmm_stats() is hmmd's engine counters (all clients, STATS2), with
+ *    this context's step count and region counters;
+ *  - a map over this client's hmmd quota waits there, up to hmmd's
+ *    wait_ms, for this client's own unmaps; one larger than the whole
+ *    quota (-EDQUOT there) is -ENOMEM, as a map over the budget is in
+ *    the embedded engine;
  *  - store_path, device and trace_path are ignored (hmmd has its own).
  */
 #include <errno.h>

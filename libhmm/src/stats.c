@@ -7,6 +7,7 @@
 #include "client.h"
 #include "ctx.h"
 #include "err.h"
+#include "region_int.h"
 #include "store.h"
 
 int hmm_stats(struct hmm *h, struct hmm_stats *st)
@@ -15,13 +16,15 @@ int hmm_stats(struct hmm *h, struct hmm_stats *st)
 
 	if (!h || !st)
 		return hmm_err(-EINVAL, "hmm_stats: context and st required");
-	if (h->remote) {	/* hmmd's engine, this context's steps */
+	if (h->remote) {	/* hmmd's engine; this context's steps and
+				   regions (they live in this process) */
 		int r = hmm_remote_stats(h->remote, st);
 
 		if (r == 0) {
 			pthread_mutex_lock(&h->lock);
 			st->steps = h->st.steps;
 			pthread_mutex_unlock(&h->lock);
+			hmm_region_stats(h, st);
 		}
 		return r;
 	}
