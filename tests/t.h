@@ -115,6 +115,7 @@ static inline void t_fail_all(const char *fmt, ...)
 	va_end(ap);
 	printf("\nBail out!\n");
 	fflush(stdout);
+	t_failed_ = 1;			/* keeps t_tmpdir() for a look */
 	exit(1);
 }
 
@@ -132,11 +133,31 @@ static inline int t_done(void)
 /*
  * t_tmpdir(): a fresh directory on a real (non-tmpfs) file system so
  * O_DIRECT works: $HMM_TEST_DIR if set, else build/tmp under the
- * current directory.  Removed by nobody: make clean removes build/.
+ * current directory.  Removed at exit by the process that made it when
+ * no check failed (stores are large: runs must not pile them up); kept,
+ * and named, when one did.
  */
+static char t_tmpdir_[4096];
+static pid_t t_tmpdir_pid_;
+
+static inline void t_tmpdir_rm_(void)
+{
+	char cmd[4200];
+
+	if (!t_tmpdir_[0] || getpid() != t_tmpdir_pid_)
+		return;			/* a forked child's exit */
+	if (t_failed_) {
+		printf("# kept %s\n", t_tmpdir_);
+		return;
+	}
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", t_tmpdir_);
+	if (system(cmd) != 0)
+		printf("# could not remove %s\n", t_tmpdir_);
+}
+
 static inline const char *t_tmpdir(void)
 {
-	static char dir[4096];
+	char *dir = t_tmpdir_;
 	const char *base = getenv("HMM_TEST_DIR");
 	char tmpl[4096];
 
@@ -150,7 +171,9 @@ static inline const char *t_tmpdir(void)
 	snprintf(tmpl, sizeof(tmpl), "%s/t.XXXXXX", base);
 	if (!mkdtemp(tmpl))
 		t_fail_all("mkdtemp %s: %s", tmpl, strerror(errno));
-	snprintf(dir, sizeof(dir), "%s", tmpl);
+	snprintf(dir, sizeof(t_tmpdir_), "%s", tmpl);
+	t_tmpdir_pid_ = getpid();
+	atexit(t_tmpdir_rm_);
 	return dir;
 }
 

@@ -60,7 +60,9 @@ int main(void)
 	uint8_t *w, *r;
 	uint64_t used;
 
-	/* environment, in children, before this process opens a store */
+	/* environment, in children, before this process opens a store;
+	 * the folder is made here first, so that this process removes it */
+	t_tmpdir();
 	t_eq(env_child("eio@2", 1), 2, "HMM_FAULT=eio@2: only the 2nd op fails");
 	t_eq(env_child("eio@3,short@1", 2), 4, "HMM_FAULT=eio@3,short@1");
 	t_eq(env_child("bogus@1", 3), 10, "HMM_FAULT malformed: open says -EINVAL");
