@@ -69,7 +69,45 @@ void hmm_chunk_drop(struct hmm *h, struct hmm_chunk *c, int tier)
  * counts.  Anonymous host ranges only (a memfd's pages belong to its
  * offsets); any refusal (an old kernel, the map count limit) falls back
  * to the plain drop.  Returns 1 when c's range now has the pages.
+ *
+ * Each move splits the two chunks' ranges out of their tensors' VMAs
+ * (moved pages keep their own offsets: the pieces never merge back), so
+ * a process could run into vm.max_map_count (65530) and then fail its
+ * other mmaps.  The chunks split so far, process-wide, are counted
+ * (own_vma); past RECYCLE_SPLIT_MAX (each adds at most two VMAs) only
+ * chunks already split recycle among themselves.  Freeing a tensor
+ * gives its split chunks back (hmm_chunk_forget_vmas).
  */
+#define RECYCLE_SPLIT_MAX	16384
+static unsigned long recycle_split;	/* __atomic, every context */
+
+void hmm_chunk_forget_vmas(struct hmm_tensor *t)
+{
+	unsigned long n = 0;
+	uint32_t i;
+
+	for (i = 0; i < t->nchunks; i++) {
+		n += t->chunks[i].own_vma;
+		t->chunks[i].own_vma = 0;
+	}
+	if (n)
+		__atomic_sub_fetch(&recycle_split, n, __ATOMIC_RELAXED);
+}
+
+/* Room in the split count for c and v?  Takes it when there is. */
+static int recycle_take_split(struct hmm_chunk *c, struct hmm_chunk *v)
+{
+	unsigned long add = !c->own_vma + !v->own_vma;
+
+	if (!add)
+		return 1;
+	if (__atomic_add_fetch(&recycle_split, add, __ATOMIC_RELAXED) <=
+	    RECYCLE_SPLIT_MAX)
+		return 1;
+	__atomic_sub_fetch(&recycle_split, add, __ATOMIC_RELAXED);
+	return 0;
+}
+
 static int chunk_recycle(struct hmm *h, struct hmm_chunk *c, uint64_t limit)
 {
 	struct hmm_tier *T = &h->tier[HMM_TIER_HOST];
@@ -83,10 +121,16 @@ static int chunk_recycle(struct hmm *h, struct hmm_chunk *c, uint64_t limit)
 	if (!v || v->alloc != c->alloc || v->t->host_fd >= 0 ||
 	    !(v->zero || (v->valid & ~TB(HMM_TIER_HOST))))
 		return 0;	/* none, another size, or dirty */
+	if (!recycle_take_split(c, v))
+		return 0;	/* enough VMAs split already */
 	p = mremap(chunk_host(v), v->alloc, c->alloc, MREMAP_MAYMOVE |
 		   MREMAP_FIXED | MREMAP_DONTUNMAP, chunk_host(c));
-	if (p != chunk_host(c))
+	if (p != chunk_host(c)) {
+		__atomic_sub_fetch(&recycle_split, !c->own_vma + !v->own_vma,
+				   __ATOMIC_RELAXED);
 		return 0;
+	}
+	c->own_vma = v->own_vma = 1;
 	chunk_forget(h, v, HMM_TIER_HOST, "recycle host");
 	return 1;
 }

@@ -60,6 +60,8 @@ struct hmm_chunk {
 	struct hmm_list lru[2];	/* on h->tier[X].lru while resident at X */
 	struct hmm_list wlink;	/* on h->wantq while a prefetch waits */
 	uint8_t stored;		/* the store holds an extent for it */
+	uint8_t own_vma;	/* its host range was split into a VMA of
+				   its own by page recycling (chunk.c) */
 	uint32_t *pos;		/* schedule: positions in the record */
 	uint32_t npos;
 	struct hmm_ioreq req;	/* the store copy (one at a time) */
@@ -130,6 +132,8 @@ int hmm_chunk_evictable(struct hmm *h, struct hmm_chunk *c, int tier);
 void hmm_chunk_written(struct hmm *h, struct hmm_chunk *c, int tier);
 int hmm_chunk_writeback(struct hmm *h, struct hmm_chunk *c);
 void hmm_chunk_want(struct hmm *h, struct hmm_chunk *c, int tier);
+/* t's host range is about to be unmapped: its split VMAs go with it. */
+void hmm_chunk_forget_vmas(struct hmm_tensor *t);
 
 /* policy.c (with h->lock held; its other entry points are in ctx.h):
  * pins were dropped, room may be evictable now. */

@@ -284,10 +284,13 @@ int hmm_policy_step_end(struct hmm *h)
 	return 0;
 }
 
-/* t is being freed: drop its positions (the record skips freed ids). */
+/* t is being freed: drop its positions (the record skips freed ids),
+ * and its chunks' share of the split VMAs (chunk.c's page recycling). */
 void hmm_policy_forget(struct hmm *h, struct hmm_tensor *t)
 {
 	uint32_t j;
+
+	hmm_chunk_forget_vmas(t);
 
 	for (j = 0; j < t->nchunks; j++) {
 		free(t->chunks[j].pos);
