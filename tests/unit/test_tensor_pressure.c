@@ -54,7 +54,7 @@ static uint64_t sum(const void *p, size_t n)
 
 static uint64_t want_sum(int t, int c)
 {
-	static _Thread_local uint8_t buf[CHUNK];
+	static _Thread_local _Alignas(64) uint8_t buf[CHUNK];
 
 	t_fill(buf, CHUNK, seed_of(t, c, version[t][c]));
 	return sum(buf, CHUNK);
