@@ -135,8 +135,4 @@ void hmm_chunk_want(struct hmm *h, struct hmm_chunk *c, int tier);
 /* t's host range is about to be unmapped: its split VMAs go with it. */
 void hmm_chunk_forget_vmas(struct hmm_tensor *t);
 
-/* policy.c (with h->lock held; its other entry points are in ctx.h):
- * pins were dropped, room may be evictable now. */
-void hmm_policy_unpinned(struct hmm *h);
-
 #endif /* HMM_CHUNK_H */

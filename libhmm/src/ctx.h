@@ -200,6 +200,8 @@ uint64_t hmm_policy_next_use(struct hmm *h, struct hmm_chunk *c);
 void hmm_policy_access(struct hmm *h, struct hmm_chunk *c, int tier);
 int hmm_policy_step_begin(struct hmm *h);
 int hmm_policy_step_end(struct hmm *h);
+/* Pins were dropped (h->lock held): room may be evictable now. */
+void hmm_policy_unpinned(struct hmm *h);
 void hmm_policy_forget(struct hmm *h, struct hmm_tensor *t);
 void hmm_policy_fini(struct hmm *h);
 

@@ -144,7 +144,9 @@ struct hmm_io {
 };
 
 /* Queue n requests and submit them in one batch.  Returns the number
- * queued (>= 0) or -errno before any was queued. */
+ * queued (>= 0) or -errno before any was queued.  May be called from a
+ * done() callback while hmm_store_poll (or _wait, _poll_wake) reaps:
+ * the requests join the backlog and are submitted as any others. */
 int hmm_store_submit(struct hmm_store *s, struct hmm_io **ios, unsigned n);
 
 /* Reap completions, calling done(); waits for at least min_complete
