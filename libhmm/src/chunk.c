@@ -153,7 +153,7 @@ static int chunk_res(struct hmm *h, struct hmm_chunk *c, int tier,
 		if (r < 0)
 			return hmm_err(r, "tensor %s chunk %u: device "
 				       "memory: %s", c->t->name, c->idx,
-				       strerror(-r));
+				       hmm_last_error());
 	}
 	hmm_budget_take(h, tier, hmm_chunk_cost(c, tier));
 	c->res |= TB(tier);

@@ -35,6 +35,7 @@ struct hmm_dev_ops {
 	void (*close)(void *priv);	/* after every copy completed */
 	int (*reserve)(void *priv, uint64_t bytes, uint64_t *addr);
 	void (*release)(void *priv, uint64_t addr, uint64_t bytes);
+	/* 0, or -errno with hmm_last_error() saying why */
 	int (*populate)(void *priv, uint64_t addr, uint64_t bytes);
 	void (*depopulate)(void *priv, uint64_t addr, uint64_t bytes);
 	int (*copy)(void *priv, int dir, uint64_t dev, void *host,

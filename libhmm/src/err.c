@@ -2,6 +2,7 @@
 /* err.c — the per-thread error detail (see err.h). */
 #include <stdarg.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "err.h"
 
@@ -11,9 +12,13 @@ int hmm_err(int err, const char *fmt, ...)
 {
 	va_list ap;
 
+	char buf[sizeof(hmm_detail)];
+
+	/* formatted aside first: an argument may be hmm_last_error() */
 	va_start(ap, fmt);
-	vsnprintf(hmm_detail, sizeof(hmm_detail), fmt, ap);
+	vsnprintf(buf, sizeof(buf), fmt, ap);
 	va_end(ap);
+	memcpy(hmm_detail, buf, sizeof(buf));
 	return err;
 }
 

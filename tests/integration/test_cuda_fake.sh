@@ -155,6 +155,9 @@ for f in cuMemCreate:2 cuMemMap:3 cuMemSetAccess:2 cuMemcpyHtoDAsync_v2:4 cuEven
 	run fail FAKECUDA_FAIL=$f -- "$bin" fail
 	ok $([ $rc = 0 ] && grep -q 'injected failure' "$tmp/fail.rep"; echo $?) "$f failing mid-run: an error naming the tensor, all bytes intact"
 	ok $(clean fail; echo $?) "... with no contract violation and no leak"
+	case $f in cuMemCreate:* | cuMemMap:* | cuMemSetAccess:*)
+		ok $(grep -q "device memory: device cuda: ${f%%:*} " "$tmp/fail.log"; echo $?) "... the detail keeps the driver's own words (${f%%:*})" ;;
+	esac
 done
 
 # a failure while hmm_open sets the device up: -ENOMEM, all undone
