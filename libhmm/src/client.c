@@ -624,6 +624,21 @@ int hmm_remote_map(struct hmm_remote_tensor *t, uint64_t off, uint64_t len,
 	return hmm_client_map(t->c, t->t.id, off, len, access, ptr);
 }
 
+int hmm_remote_residency(struct hmm_remote_tensor *t, uint64_t bytes[])
+{
+	struct hmm_proto_list_reply r;
+	int ret = hmm_client_list(t->c, HMM_PROTO_LIST_TENSORS, t->t.id, &r);
+
+	if (ret)
+		return ret;
+	if (r.id != t->t.id)
+		return hmm_err(-ENOENT, "tensor %s: hmmd does not list it "
+			       "(id %llu)", t->t.name,
+			       (unsigned long long)t->t.id);
+	memcpy(bytes, r.a, sizeof(r.a));
+	return 0;
+}
+
 int hmm_remote_wait(struct hmm_client *c, struct hmm_remote_tensor *t)
 {
 	return hmm_client_wait(c, t ? t->t.id : 0);

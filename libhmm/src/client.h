@@ -111,6 +111,8 @@ int hmm_remote_tensor_free(struct hmm_remote_tensor *t);
 int hmm_remote_map(struct hmm_remote_tensor *t, uint64_t off, uint64_t len,
 		   int tier, unsigned access, void **ptr);
 int hmm_remote_unmap(struct hmm_remote_tensor *t, void *ptr);
+/* hmm_tensor_residency in shared mode: hmmd's LIST of t. */
+int hmm_remote_residency(struct hmm_remote_tensor *t, uint64_t bytes[]);
 /* hmm_wait in shared mode: t's I/O in hmmd (t NULL: all of c's). */
 int hmm_remote_wait(struct hmm_client *c, struct hmm_remote_tensor *t);
 /* hmmd's engine counters in hmm.h's form (the device/host/store tiers;

@@ -487,8 +487,7 @@ int hmm_tensor_residency(struct hmm_tensor *t, uint64_t bytes[])
 		return hmm_err(-EINVAL, "hmm_tensor_residency: tensor and "
 			       "bytes are required");
 	if (t->remote)
-		return hmm_err(-ENOTSUP, "tensor %s: residency in shared mode "
-			       "is hmmd's (hmmctl tensors)", t->name);
+		return hmm_remote_residency(t->remote, bytes);
 	h = t->h;
 	bytes[HMM_TIER_DEVICE] = bytes[HMM_TIER_HOST] = 0;
 	bytes[HMM_TIER_STORE] = 0;

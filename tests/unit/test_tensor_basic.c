@@ -223,8 +223,16 @@ range:
 		uint64_t rb[HMM_TIERS] = { 1, 1, 1 };
 		int r = hmm_tensor_residency(ts[7], rb);
 
-		if (sh)
-			t_eq(r, -ENOTSUP, "residency in shared mode: -ENOTSUP");
+		if (sh)	/* hmmd's: every chunk on its host or stored */
+			t_ok(r == 0 && rb[HMM_TIER_DEVICE] == 0 &&
+			     rb[HMM_TIER_HOST] <= TBYTES &&
+			     rb[HMM_TIER_STORE] <= TBYTES &&
+			     rb[HMM_TIER_HOST] + rb[HMM_TIER_STORE] >= TBYTES,
+			     "residency (hmmd's): %llu stored, %llu on the "
+			     "host (%d %s)",
+			     (unsigned long long)rb[HMM_TIER_STORE],
+			     (unsigned long long)rb[HMM_TIER_HOST], r,
+			     r ? hmm_last_error() : "");
 		else
 			t_ok(r == 0 && rb[HMM_TIER_STORE] == TBYTES &&
 			     rb[HMM_TIER_HOST] <= cfg.host_budget &&
