@@ -111,7 +111,9 @@ struct hmm_config {
 				   -ENOTSUP; regions live in this process,
 				   see hmm_region_new; libhmm/src/shared.c);
 				   NULL = the embedded engine */
-	const char *trace_path;	/* Chrome trace JSON; NULL = $HMM_TRACE */
+	const char *trace_path;	/* Chrome trace JSON; NULL = $HMM_TRACE
+				   (shared mode: this process's calls to
+				   hmmd and its regions) */
 	const char *host_dir;	/* with HMM_CONFIG_HOST_SHARED: a tmpfs
 				   directory where each tensor's host memory
 				   is an unnamed file (O_TMPFILE), so a mount

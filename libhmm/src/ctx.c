@@ -173,18 +173,18 @@ int hmm_open(const struct hmm_config *cfg, struct hmm **out)
 	if (!h)
 		return hmm_err(-ENOMEM, "hmm_open: no memory for the context");
 	ctx_init(h, cfg);
-	if (cfg->daemon) {	/* shared mode: shared.c */
-		r = hmm_shared_open(h, cfg);
-		if (r < 0)
-			goto out_free;
-		*out = h;
-		return 0;
-	}
 	trace = cfg->trace_path ? cfg->trace_path : getenv("HMM_TRACE");
 	if (trace && *trace) {
 		r = hmm_trace_open(h, trace);
 		if (r < 0)
 			goto out_free;
+	}
+	if (cfg->daemon) {	/* shared mode: shared.c */
+		r = hmm_shared_open(h, cfg);
+		if (r < 0)
+			goto out_trace;
+		*out = h;
+		return 0;
 	}
 	if (cfg->host_dir) {
 		r = ctx_host_dir_open(h, cfg->host_dir);

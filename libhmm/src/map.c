@@ -14,6 +14,22 @@
 
 static const char *const tier_names[] = { "device", "host", "store" };
 
+/*
+ * Shared mode: what hmmd did for one call, as this process saw it: the
+ * call's whole time in the trace (config.trace_path / HMM_TRACE), on
+ * lane tid; chunk indices in config.chunk_bytes units.  Returns r.
+ */
+static int remote_traced(struct hmm_tensor *t, const char *cat,
+			 const char *what, uint64_t off, uint64_t len,
+			 int tid, double t0, int r)
+{
+	struct hmm *h = t->h;
+
+	hmm_trace_event(h, cat, what, t->name, off / h->cfg.chunk_bytes, len,
+			t0, hmm_now(), tid);
+	return r;
+}
+
 /* Validate a range call; resolves HMM_ALL.  Changes nothing. */
 static int range_check(const char *fn, struct hmm_tensor *t, uint64_t off,
 		       uint64_t *len, int tier, int mappable)
@@ -187,7 +203,10 @@ int hmm_map(struct hmm_tensor *t, uint64_t off, uint64_t len, int tier,
 		return hmm_err(-EINVAL, "hmm_map: tensor %s: ptr is NULL",
 			       t->name);
 	if (t->remote) {	/* shared mode: shared memory from hmmd */
+		double t0 = hmm_now();
+
 		r = hmm_remote_map(t->remote, off, len, tier, access, ptr);
+		remote_traced(t, "stall", "map wait hmmd", off, len, 0, t0, r);
 		/* over this client's quota = over its budget: hmm.h's
 		   -ENOMEM (hmm_last_error() keeps hmmd's detail) */
 		return r == -EDQUOT ? -ENOMEM : r;
@@ -315,9 +334,10 @@ int hmm_evict(struct hmm_tensor *t, uint64_t off, uint64_t len, int tier)
 	r = range_check("hmm_evict", t, off, &len, tier, 1);
 	if (r < 0)
 		return r;
-	if (t->remote)
-		return hmm_client_evict(t->remote->c, t->remote->t.id, off,
-					len, tier);
+	if (t->remote)		/* answered once hmmd has done it */
+		return remote_traced(t, "evict", "evict in hmmd", off, len, 3,
+				     hmm_now(), hmm_client_evict(t->remote->c,
+				     t->remote->t.id, off, len, tier));
 	h = t->h;
 	if (tier == HMM_TIER_HOST && !h->store)
 		return hmm_err(-EINVAL, "hmm_evict: tensor %s: no store tier "
@@ -375,8 +395,14 @@ int hmm_wait(struct hmm *h, struct hmm_tensor *t)
 
 	if (!h)
 		return hmm_err(-EINVAL, "hmm_wait: no context");
-	if (h->remote)		/* shared mode: hmmd's WAIT (client.c) */
-		return hmm_remote_wait(h->remote, t ? t->remote : NULL);
+	if (h->remote) {	/* shared mode: hmmd's WAIT (client.c) */
+		double t0 = hmm_now();
+
+		r = hmm_remote_wait(h->remote, t ? t->remote : NULL);
+		hmm_trace_event(h, "stall", "wait hmmd", t ? t->name : "", 0,
+				0, t0, hmm_now(), 0);
+		return r;
+	}
 	pthread_mutex_lock(&h->lock);
 	while (t ? !tensor_quiet(t) : !all_quiet(h))
 		pthread_cond_wait(&h->cond, &h->lock);
@@ -429,8 +455,12 @@ int hmm_flush(struct hmm *h)
 
 	if (!h)
 		return hmm_err(-EINVAL, "hmm_flush: no context");
-	if (h->remote)
-		return hmm_client_flush(h->remote);
+	if (h->remote) {
+		r = hmm_client_flush(h->remote);
+		hmm_trace_event(h, "io", "flush in hmmd", "", 0, 0, t0,
+				hmm_now(), 1);
+		return r;
+	}
 	if (!h->store)
 		return hmm_err(-ENODEV, "hmm_flush: no store tier "
 			       "(config.store_path is NULL)");

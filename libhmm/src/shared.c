@@ -27,7 +27,10 @@
  *    wait_ms, for this client's own unmaps; one larger than the whole
  *    quota (-EDQUOT there) is -ENOMEM, as a map over the budget is in
  *    the embedded engine;
- *  - store_path, device and trace_path are ignored (hmmd has its own).
+ *  - store_path and device are ignored (hmmd has its own); the trace
+ *    (trace_path, HMM_TRACE) shows this process's side: each map, evict,
+ *    wait and flush as the time hmmd took to answer it, and its regions'
+ *    faults and evictions.
  */
 #include <errno.h>
 #include <string.h>
