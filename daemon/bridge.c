@@ -438,6 +438,7 @@ void hmmd_bridge_stats(struct hmmd_bridge *b, struct hmmd_bridge_stats *st)
 {
 	st->evictions = GET(b, evictions);
 	st->fills = GET(b, fills);
+	st->forgets = GET(b, forgets);
 	st->failed = GET(b, failed);
 	st->flushes = GET(b, flushes);
 	st->batches = GET(b, batches);

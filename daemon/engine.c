@@ -29,6 +29,7 @@
 #include <sys/stat.h>
 #include <time.h>
 
+#include "bridge.h"
 #include "engine.h"
 
 #define STORE_SIZE_NEW	(1ull << 30)	/* a new store file, unless set */
@@ -336,6 +337,30 @@ static const struct tier_metric tier_metrics[] = {
 	  offsetof(struct hmm_tier_stats, evictions) },
 };
 
+/* The module bridge's counters (struct hmmd_bridge_stats), when attached. */
+static const struct tier_metric bridge_metrics[] = {
+	{ "hmmd_bridge_evictions_total", "counter",
+	  "Module pages stored for the module and completed.",
+	  offsetof(struct hmmd_bridge_stats, evictions) },
+	{ "hmmd_bridge_fills_total", "counter",
+	  "Module pages read back for faults and completed.",
+	  offsetof(struct hmmd_bridge_stats, fills) },
+	{ "hmmd_bridge_forgets_total", "counter",
+	  "Module regions whose stored pages were dropped.",
+	  offsetof(struct hmmd_bridge_stats, forgets) },
+	{ "hmmd_bridge_failed_total", "counter",
+	  "Module requests completed with an error.",
+	  offsetof(struct hmmd_bridge_stats, failed) },
+	{ "hmmd_bridge_flushes_total", "counter",
+	  "Flushes of the module's store.",
+	  offsetof(struct hmmd_bridge_stats, flushes) },
+};
+
+void hmmd_engine_set_bridge(struct hmmd_engine *e, struct hmmd_bridge *b)
+{
+	e->bridge = b;
+}
+
 size_t hmmd_engine_metrics(struct hmmd_engine *e, char *buf, size_t cap)
 {
 	static const char *const tn[HMM_TIERS] = { "device", "host", "store" };
@@ -360,6 +385,20 @@ size_t hmmd_engine_metrics(struct hmmd_engine *e, char *buf, size_t cap)
 			P("%s{tier=\"%s\"} %llu\n", tm->name, tn[i],
 			  (unsigned long long)*(const uint64_t *)
 			  ((const char *)&st.tier[i] + tm->off));
+	}
+	if (e->bridge) {
+		struct hmmd_bridge_stats bs;
+
+		hmmd_bridge_stats(e->bridge, &bs);
+		for (size_t m = 0; m < sizeof(bridge_metrics) /
+		     sizeof(*bridge_metrics); m++) {
+			const struct tier_metric *bm = &bridge_metrics[m];
+
+			P("# HELP %s %s\n# TYPE %s %s\n%s %llu\n", bm->name,
+			  bm->help, bm->name, bm->type, bm->name,
+			  (unsigned long long)*(const uint64_t *)
+			  ((const char *)&bs + bm->off));
+		}
 	}
 	pthread_mutex_lock(&e->lock);
 	P("# HELP hmmd_clients Clients connected.\n"

@@ -94,6 +94,7 @@ struct eng_waiter {
 struct hmmd_engine {
 	struct hmm *h;			/* immutable after open */
 	const struct hmmd_config *cfg;
+	struct hmmd_bridge *bridge;	/* or NULL: immutable once serving */
 	uint32_t chunk;			/* the engine's chunk bytes */
 	uint64_t budget;		/* global host budget for pins */
 	unsigned wait_ms;

@@ -101,6 +101,11 @@ struct hmmd_client;		/* one per connection that said hello */
 /* Open libhmm on cfg's store and budgets; 0 or -errno (logged). */
 int hmmd_engine_open(const struct hmmd_config *cfg, struct hmmd_engine **out);
 
+/* Report b's counters (bridge.h) in the metrics; b may be NULL.  Main
+ * thread, before the server opens; b outlives the engine's serving. */
+struct hmmd_bridge;
+void hmmd_engine_set_bridge(struct hmmd_engine *e, struct hmmd_bridge *b);
+
 /* Wake every waiter; later admissions fail with -ESHUTDOWN. */
 void hmmd_engine_stop(struct hmmd_engine *e);
 

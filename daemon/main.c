@@ -255,6 +255,7 @@ int main(int argc, char **argv)
 		hmmd_config_fini(&cfg);
 		return 1;
 	}
+	hmmd_engine_set_bridge(e, bridge);
 	ret = hmmd_server_open(&cfg, e, &s);
 	if (ret) {
 		hmmd_log("cannot serve %s: %s", cfg.socket_path,

@@ -19,7 +19,8 @@ static pid_t hmmd_start(int delay)
 {
 	static const char *const args[] = {
 		"--host-budget", "8M", "--module", HMMK_DEVICE,
-		"--module-store", STORE, "--module-store-size", "64M", NULL,
+		"--module-store", STORE, "--module-store-size", "64M",
+		"--metrics", HMMD_METRICS, NULL,
 	};
 
 	return hmmd_startv(delay, args);
@@ -90,6 +91,10 @@ TEST_F_TIMEOUT(bridge, hmmd_serves_evict_and_fill, 180)
 	EXPECT_EQ(pages, s.evictions);
 	EXPECT_EQ(pages, s.fills);
 	EXPECT_EQ(0, s.sigbus);
+	/* hmmd counts what it served, in its metrics */
+	EXPECT_EQ((long long)pages, hmmd_metric("hmmd_bridge_evictions_total"));
+	EXPECT_LE((long long)pages, hmmd_metric("hmmd_bridge_fills_total"));
+	EXPECT_EQ(0, hmmd_metric("hmmd_bridge_failed_total"));
 	/* rewrite half, evict all again: the new bytes come back */
 	t_fill(p, pages / 2, 42);
 	ASSERT_EQ(0, t_range(self->fd, HMMK_IOC_EVICT, rc.handle, 0,
@@ -140,16 +145,10 @@ TEST_F_TIMEOUT(bridge, kill9_hmmd_during_faults_sigbus_no_hang, 180)
 	const uint64_t pages = 64;
 	struct hmmk_region_create rc;
 	struct hmmk_stats s;
-	volatile int *done;
-	uint64_t pg, first_bus = pages;
-	pid_t killer;
-	int st, v;
+	uint64_t first_bus;
+	int bad;
 	char *p;
 
-	done = mmap(NULL, T_PAGE, PROT_READ | PROT_WRITE,
-		    MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-	ASSERT_NE(MAP_FAILED, (void *)done);
-	*done = 0;
 	self->hmmd = hmmd_start(100);		/* every FILL held 100 ms */
 	ASSERT_LT(0, self->hmmd);
 	p = t_map(self->fd, pages * T_PAGE, HMMK_NODE_ANY, &rc);
@@ -157,36 +156,9 @@ TEST_F_TIMEOUT(bridge, kill9_hmmd_during_faults_sigbus_no_hang, 180)
 	t_fill(p, pages, 61);
 	ASSERT_EQ(0, t_range(self->fd, HMMK_IOC_EVICT, rc.handle, 0,
 			     pages * T_PAGE, 0, 0, NULL));
-	killer = fork();
-	ASSERT_LE(0, killer);
-	if (!killer) {
-		/* two faults served: the third is being held right now */
-		for (int i = 0; i < 60000; i++) {
-			if (__atomic_load_n(done, __ATOMIC_ACQUIRE) >= 2) {
-				usleep(20000);
-				kill(self->hmmd, SIGKILL);
-				_exit(0);
-			}
-			usleep(1000);
-		}
-		_exit(1);
-	}
-	for (pg = 0; pg < pages; pg++) {
-		v = t_touch(p + pg * T_PAGE);
-		if (v < 0) {
-			if (first_bus == pages)
-				first_bus = pg;
-			continue;
-		}
-		/* served pages are exact; none is served after a SIGBUS */
-		EXPECT_EQ(t_pat(pg, 0, 61), v);
-		EXPECT_EQ(pages, first_bus);
-		__atomic_store_n(done, (int)pg + 1, __ATOMIC_RELEASE);
-	}
-	ASSERT_EQ(killer, waitpid(killer, &st, 0));
-	EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0);
-	t_daemon_stop(self->hmmd);
+	first_bus = hmmd_kill_during_faults(self->hmmd, p, pages, 61, &bad);
 	self->hmmd = -1;
+	EXPECT_EQ(0, bad);
 	TH_LOG("hmmd killed holding a FILL: pages 0..%llu served, "
 	       "SIGBUS from page %llu on", (unsigned long long)first_bus - 1,
 	       (unsigned long long)first_bus);
@@ -200,7 +172,6 @@ TEST_F_TIMEOUT(bridge, kill9_hmmd_during_faults_sigbus_no_hang, 180)
 	ASSERT_LT(0, self->hmmd);
 	EXPECT_EQ(0, t_check(p, pages, 61));
 	munmap(p, pages * T_PAGE);
-	munmap((void *)done, T_PAGE);
 }
 
 TEST_F_TIMEOUT(bridge, page_missing_from_store_sigbus_not_zeros, 180)

@@ -7,7 +7,9 @@
 #ifndef HMMK_HMMD_H
 #define HMMK_HMMD_H
 
+#include <netinet/in.h>
 #include <poll.h>
+#include <stdlib.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <time.h>
@@ -15,6 +17,8 @@
 #define HMMD		"/bin/hmmd"
 #define HMMD_SOCK	"/tmp/hmmd.sock"
 #define HMMD_NOTIFY	"/tmp/hmmd.notify"
+#define HMMD_METRICS_PORT 9464	/* hmmd --metrics HMMD_METRICS */
+#define HMMD_METRICS	"127.0.0.1:9464"
 
 /*
  * Start hmmd with "--socket HMMD_SOCK" and the NULL-terminated extra
@@ -91,6 +95,106 @@ static inline double hmmd_now_s(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+/*
+ * The kill -9 test of both suites: touch pages 0..pages-1 of p in order
+ * (page pg holds t_pat(pg, 0, seed)) while a child SIGKILLs hmmd once
+ * two of them were served.  hmmd must hold every FILL (hmmd_start with
+ * a delay), so the kill lands while a fault waits on it.  Reaps hmmd.
+ * Returns the first page that got SIGBUS (pages if none); *bad counts
+ * the pages that came back wrong or were served after a SIGBUS, or is
+ * -1 when the killer could not do its job.
+ */
+static inline uint64_t hmmd_kill_during_faults(pid_t hmmd, char *p,
+					       uint64_t pages, int seed,
+					       int *bad)
+{
+	uint64_t pg, first_bus = pages;
+	volatile int *done;
+	pid_t killer;
+	int st, v;
+
+	*bad = -1;
+	done = mmap(NULL, T_PAGE, PROT_READ | PROT_WRITE,
+		    MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	if (done == MAP_FAILED)
+		return pages;
+	*done = 0;
+	killer = fork();
+	if (killer < 0)
+		return pages;
+	if (!killer) {
+		/* two faults served: the third is being held right now */
+		for (int i = 0; i < 60000; i++) {
+			if (__atomic_load_n(done, __ATOMIC_ACQUIRE) >= 2) {
+				usleep(20000);
+				kill(hmmd, SIGKILL);
+				_exit(0);
+			}
+			usleep(1000);
+		}
+		_exit(1);
+	}
+	*bad = 0;
+	for (pg = 0; pg < pages; pg++) {
+		v = t_touch(p + pg * T_PAGE);
+		if (v < 0) {
+			if (first_bus == pages)
+				first_bus = pg;
+			continue;
+		}
+		/* served pages are exact; none is served after a SIGBUS */
+		*bad += v != t_pat(pg, 0, seed) || first_bus != pages;
+		__atomic_store_n(done, (int)pg + 1, __ATOMIC_RELEASE);
+	}
+	if (waitpid(killer, &st, 0) != killer || !WIFEXITED(st) ||
+	    WEXITSTATUS(st))
+		*bad = -1;
+	waitpid(hmmd, NULL, 0);
+	munmap((void *)done, T_PAGE);
+	return first_bus;
+}
+
+/*
+ * The value of the unlabelled series name in hmmd's Prometheus text at
+ * http://127.0.0.1:HMMD_METRICS_PORT/metrics, or -1 (no answer, or no
+ * such series).
+ */
+static inline long long hmmd_metric(const char *name)
+{
+	struct sockaddr_in sa = {
+		.sin_family = AF_INET,
+		.sin_port = htons(HMMD_METRICS_PORT),
+		.sin_addr.s_addr = htonl(INADDR_LOOPBACK),
+	};
+	static const char req[] = "GET /metrics HTTP/1.0\r\n\r\n";
+	static char buf[1 << 16];
+	size_t len = 0, nl = strlen(name);
+	long long v = -1;
+	ssize_t k;
+	char *q;
+	int fd;
+
+	fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -1;
+	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) ||
+	    write(fd, req, sizeof(req) - 1) != (ssize_t)sizeof(req) - 1) {
+		close(fd);
+		return -1;
+	}
+	while (len < sizeof(buf) - 1 &&
+	       (k = read(fd, buf + len, sizeof(buf) - 1 - len)) > 0)
+		len += k;
+	close(fd);
+	buf[len] = 0;
+	for (q = strstr(buf, name); q; q = strstr(q + 1, name))
+		if (q[-1] == '\n' && q[nl] == ' ') {
+			v = strtoll(q + nl + 1, NULL, 10);
+			break;
+		}
+	return v;
 }
 
 #endif /* HMMK_HMMD_H */

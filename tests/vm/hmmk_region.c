@@ -287,18 +287,12 @@ TEST_F_TIMEOUT(region, four_times_the_budget_within_it, 240)
 TEST_F_TIMEOUT(region, kill9_hmmd_during_faults_sigbus_no_hang, 240)
 {
 	const uint64_t pages = 64;
-	uint64_t pg, first_bus = pages;
-	volatile int *done;
+	uint64_t first_bus;
 	struct sum s;
-	pid_t killer;
-	int st, v;
 	void *vp;
 	char *p;
+	int bad;
 
-	done = mmap(NULL, T_PAGE, PROT_READ | PROT_WRITE,
-		    MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-	ASSERT_NE(MAP_FAILED, (void *)done);
-	*done = 0;
 	self->hmmd = hmmd_start(100, 1);	/* every FILL held 100 ms */
 	ASSERT_LT(0, self->hmmd);
 	ASSERT_EQ(0, client_open(&self->h, 8 << 20));
@@ -308,36 +302,9 @@ TEST_F_TIMEOUT(region, kill9_hmmd_during_faults_sigbus_no_hang, 240)
 	t_fill(p, pages, 91);
 	ASSERT_EQ(0, hmm_region_advise(self->h, p, pages * T_PAGE,
 				       HMM_ADVISE_COLD));
-	killer = fork();
-	ASSERT_LE(0, killer);
-	if (!killer) {
-		/* two faults served: the third is being held right now */
-		for (int i = 0; i < 60000; i++) {
-			if (__atomic_load_n(done, __ATOMIC_ACQUIRE) >= 2) {
-				usleep(20000);
-				kill(self->hmmd, SIGKILL);
-				_exit(0);
-			}
-			usleep(1000);
-		}
-		_exit(1);
-	}
-	for (pg = 0; pg < pages; pg++) {
-		v = t_touch(p + pg * T_PAGE);
-		if (v < 0) {
-			if (first_bus == pages)
-				first_bus = pg;
-			continue;
-		}
-		/* served pages are exact; none is served after a SIGBUS */
-		EXPECT_EQ(t_pat(pg, 0, 91), v);
-		EXPECT_EQ(pages, first_bus);
-		__atomic_store_n(done, (int)pg + 1, __ATOMIC_RELEASE);
-	}
-	ASSERT_EQ(killer, waitpid(killer, &st, 0));
-	EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0);
-	waitpid(self->hmmd, NULL, 0);
+	first_bus = hmmd_kill_during_faults(self->hmmd, p, pages, 91, &bad);
 	self->hmmd = -1;
+	EXPECT_EQ(0, bad);
 	TH_LOG("hmmd killed holding a FILL: pages 0..%llu served, SIGBUS "
 	       "from page %llu on", (unsigned long long)first_bus - 1,
 	       (unsigned long long)first_bus);
@@ -351,7 +318,6 @@ TEST_F_TIMEOUT(region, kill9_hmmd_during_faults_sigbus_no_hang, 240)
 	EXPECT_EQ(-ENOENT, summary_find(pages, &s));
 	hmm_close(self->h);
 	self->h = NULL;
-	munmap((void *)done, T_PAGE);
 }
 
 TEST_F_TIMEOUT(region, no_module_daemon_userfaultfd_fallback, 240)
