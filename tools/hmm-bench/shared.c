@@ -394,7 +394,7 @@ out:
 		bench_json_num(stdout, "independent_store_mbps", m_ind);
 		bench_json_num(stdout, "shared_store_mbps", m_sh);
 		bench_json_num(stdout, "store_mbps_ratio", m_sh / m_ind);
-		bench_json_num(stdout, "independent_host_peak", peak_ind);
+		bench_json_int(stdout, "independent_host_peak", (int64_t)peak_ind);
 		bench_json_int(stdout, "shared_host_peak",
 			       (int64_t)st.tier[HMM_TIER_HOST].peak);
 		bench_json_num(stdout, "peak_ratio", peak_sh / peak_ind);
