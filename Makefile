@@ -203,9 +203,11 @@ $(B)/fuzz/%: tests/fuzz/%.c $(LIBHMM_SRC) $(DAEMON_SRC)
 # tests/check assembles the list (plain, asan, tsan, integration, gpu,
 # fuzz, vm) and hands it to tests/run, the one runner.
 check: all units
-	$(MAKE) --no-print-directory B=$(B)/asan SAN=address units
+	$(MAKE) --no-print-directory B=$(B)/asan SAN=address units \
+		$(if $(HAVE_USER),$(B)/asan/bin/hmmd)
 	$(if $(TSAN_NAMES),$(MAKE) --no-print-directory B=$(B)/tsan SAN=thread \
-		$(patsubst %,$(B)/tsan/tests/unit/%,$(TSAN_NAMES)))
+		$(patsubst %,$(B)/tsan/tests/unit/%,$(TSAN_NAMES)) \
+		$(if $(HAVE_USER),$(B)/tsan/bin/hmmd))
 	$(if $(FUZZ_BINS),$(if $(HAVE_CLANG),$(MAKE) --no-print-directory fuzz))
 	@B=$(B) TSAN_NAMES="$(TSAN_NAMES)" tests/check
 

@@ -119,11 +119,19 @@ static int check(struct hmm_tensor *t, size_t n, uint64_t seed)
 	int ok;
 
 	if (!want || hmm_map(t, 0, HMM_ALL, HMM_TIER_HOST, HMM_READ, &p)) {
+		t_diag("check %s: map: %s", hmm_tensor_name(t),
+		       hmm_last_error());
 		free(want);
 		return 0;
 	}
 	t_fill(want, n, seed);
 	ok = !memcmp(p, want, n);
+	for (size_t i = 0; !ok && i < n; i++)
+		if (((uint8_t *)p)[i] != want[i]) {
+			t_diag("check %s: first wrong byte at offset %zu",
+			       hmm_tensor_name(t), i);
+			break;
+		}
 	hmm_unmap(t, p);
 	free(want);
 	return ok;
