@@ -49,6 +49,11 @@ HAVE_URING := $(call have_hdr,liburing.h)
 HAVE_NUMA  := $(call have_hdr,numa.h)
 HAVE_NVCC  := $(if $(SAN),,$(shell command -v $(NVCC) 2>/dev/null))
 HAVE_CLANG := $(shell command -v $(CLANG) 2>/dev/null)
+# the toolkit's cuda.h, for test_cuda_abi only (libhmm needs no CUDA header)
+NVCC_PATH  := $(shell command -v $(NVCC) 2>/dev/null)
+CUDA_H	   := $(firstword $(wildcard $(if $(CUDA_HOME),$(CUDA_HOME)/include/cuda.h) \
+		$(if $(NVCC_PATH),$(dir $(NVCC_PATH))../include/cuda.h) \
+		/usr/local/cuda/include/cuda.h /usr/include/cuda.h))
 # Debian's newest installed amd64 headers, never `uname -r`: the host
 # kernel is not the one the module is for.
 KVER	?= $(shell ls -1d /usr/src/linux-headers-*-amd64 2>/dev/null | \
@@ -118,6 +123,7 @@ skipped:
 units: $(if $(HAVE_USER),$(UNIT_BINS) $(INTEG_BINS))
 
 # ---- compile ----------------------------------------------------------------
+$(O)/tests/unit/test_cuda_abi.o: CPPFLAGS += $(if $(CUDA_H),-DHMM_HAVE_CUDA_H -isystem $(dir $(CUDA_H)))
 $(O)/%.o: %.c
 	@mkdir -p $(@D)
 	$(CC) $(CPPFLAGS) $(CFLAGS) $(ISA) -MMD -MP -c -o $@ $<
@@ -161,10 +167,12 @@ $(B)/tests/%: $(O)/tests/%.o $(LIBS)
 # ---- a fake CUDA driver over host memory: dev_cuda.c tested without a GPU --
 # (tests/integration/test_cuda_fake.sh).  No sanitizer flags: the one
 # library serves the plain and the ASan test binaries.
-$(B)/tests/fakecuda/libcuda.so.1: $(wildcard tests/fakecuda/*.c tests/fakecuda/*.h)
+$(B)/tests/fakecuda/libcuda.so.1: $(wildcard tests/fakecuda/*.c tests/fakecuda/*.h) \
+		libhmm/src/cuda_abi.h
 	@mkdir -p $(@D)
 	$(CC) -D_GNU_SOURCE -std=gnu11 -O2 -g -fPIC -pthread -Wall -Wextra -Werror \
-		-Wno-unused-parameter -shared -Wl,-soname,libcuda.so.1 -Wl,-z,nodelete \
+		-Wno-unused-parameter -Ilibhmm/src -shared -Wl,-soname,libcuda.so.1 \
+		-Wl,-z,nodelete \
 		-o $@ $(filter %.c,$^)
 
 # ---- CUDA: built whenever nvcc exists, run only where a GPU is -------------

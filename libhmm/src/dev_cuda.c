@@ -16,12 +16,11 @@
  * tensor's own mapping), so bytes go through two pinned staging buffers
  * (page-aligned, cuMemHostRegister'ed: the device's pinned pool) with
  * cuMemcpyHtoDAsync/DtoHAsync: host -> device double-buffered on events,
- * device -> host waiting for each piece before copying it out.  The
- * driver ABI used here (struct layouts, constants, _v2 names) was
- * checked against CUDA 13's cuda.h.
+ * device -> host waiting for each piece before copying it out.
  *
- * The prototypes below are the CUDA 13 driver ABI (the _v2 entry points
- * where they exist), declared here so that cuda.h is not needed.
+ * The driver ABI (types, values, entry points with their _v2 symbols)
+ * is cuda_abi.h, so that cuda.h is not needed; test_cuda_abi holds it
+ * against the toolkit's cuda.h (CUDA 13 here) at every make check.
  * Threading: the application's threads call reserve/release/populate/
  * depopulate; each pushes the device's primary context for its driver
  * calls and pops it after (cu_in/cu_out), so the caller's own current
@@ -42,81 +41,17 @@
 #include <string.h>
 
 #include "ctx.h"
+#include "cuda_abi.h"
 #include "dev.h"
 #include "err.h"
 
-typedef int CUresult;
-typedef int CUdevice;
-typedef unsigned long long CUdeviceptr;
-typedef unsigned long long CUmemGenericAllocationHandle;
-typedef struct CUctx_st *CUcontext;
-typedef struct CUstream_st *CUstream;
-typedef struct CUevent_st *CUevent;
-
-typedef struct {
-	int type;		/* CU_MEM_LOCATION_TYPE_DEVICE = 1 */
-	int id;
-} CUmemLocation;
-
-typedef struct {
-	int type;		/* CU_MEM_ALLOCATION_TYPE_PINNED = 1 */
-	int requestedHandleTypes;
-	CUmemLocation location;
-	void *win32HandleMetaData;
-	struct {
-		unsigned char compressionType;
-		unsigned char gpuDirectRDMACapable;
-		unsigned short usage;
-		unsigned char reserved[4];
-	} allocFlags;
-} CUmemAllocationProp;
-
-typedef struct {
-	CUmemLocation location;
-	int flags;		/* CU_MEM_ACCESS_FLAGS_PROT_READWRITE = 3 */
-} CUmemAccessDesc;
-
-#define CU_ATTR_VMM_SUPPORTED	102
 #define CU_STAGE_BYTES		(4u << 20)
 
-/* The driver's entry points, resolved by dlsym. */
+/* The driver's entry points, resolved by dlsym (cuda_abi.h). */
 struct cu_api {
-	CUresult (*Init)(unsigned);
-	CUresult (*DeviceGetCount)(int *);
-	CUresult (*DeviceGet)(CUdevice *, int);
-	CUresult (*DeviceGetAttribute)(int *, int, CUdevice);
-	CUresult (*DevicePrimaryCtxRetain)(CUcontext *, CUdevice);
-	CUresult (*DevicePrimaryCtxRelease)(CUdevice);
-	CUresult (*CtxSetCurrent)(CUcontext);
-	CUresult (*CtxPushCurrent)(CUcontext);
-	CUresult (*CtxPopCurrent)(CUcontext *);
-	CUresult (*MemGetInfo)(size_t *, size_t *);
-	CUresult (*MemGetAllocationGranularity)(size_t *,
-			const CUmemAllocationProp *, int);
-	CUresult (*MemAddressReserve)(CUdeviceptr *, size_t, size_t,
-				      CUdeviceptr, unsigned long long);
-	CUresult (*MemAddressFree)(CUdeviceptr, size_t);
-	CUresult (*MemCreate)(CUmemGenericAllocationHandle *, size_t,
-			      const CUmemAllocationProp *, unsigned long long);
-	CUresult (*MemRelease)(CUmemGenericAllocationHandle);
-	CUresult (*MemMap)(CUdeviceptr, size_t, size_t,
-			   CUmemGenericAllocationHandle, unsigned long long);
-	CUresult (*MemUnmap)(CUdeviceptr, size_t);
-	CUresult (*MemSetAccess)(CUdeviceptr, size_t, const CUmemAccessDesc *,
-				 size_t);
-	CUresult (*MemHostRegister)(void *, size_t, unsigned);
-	CUresult (*MemHostUnregister)(void *);
-	CUresult (*MemcpyHtoDAsync)(CUdeviceptr, const void *, size_t,
-				    CUstream);
-	CUresult (*MemcpyDtoHAsync)(void *, CUdeviceptr, size_t, CUstream);
-	CUresult (*StreamCreate)(CUstream *, unsigned);
-	CUresult (*StreamDestroy)(CUstream);
-	CUresult (*StreamSynchronize)(CUstream);
-	CUresult (*EventCreate)(CUevent *, unsigned);
-	CUresult (*EventDestroy)(CUevent);
-	CUresult (*EventRecord)(CUevent, CUstream);
-	CUresult (*EventSynchronize)(CUevent);
-	CUresult (*GetErrorString)(CUresult, const char **);
+#define CU_FIELD(field, name, sym, params)	CUresult (*field) params;
+	HMM_CU_CALLS(CU_FIELD)
+#undef CU_FIELD
 };
 
 /* Allocated by cu_open, freed by cu_close. */
@@ -146,36 +81,9 @@ static const char *cu_str(struct cu *c, CUresult r)
 static int cu_load(struct cu *c)
 {
 	static const struct { const char *name; size_t off; } syms[] = {
-#define S(f, n) { n, offsetof(struct cu_api, f) }
-		S(Init, "cuInit"), S(DeviceGetCount, "cuDeviceGetCount"),
-		S(DeviceGet, "cuDeviceGet"),
-		S(DeviceGetAttribute, "cuDeviceGetAttribute"),
-		S(DevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain"),
-		S(DevicePrimaryCtxRelease, "cuDevicePrimaryCtxRelease_v2"),
-		S(CtxSetCurrent, "cuCtxSetCurrent"),
-		S(CtxPushCurrent, "cuCtxPushCurrent_v2"),
-		S(CtxPopCurrent, "cuCtxPopCurrent_v2"),
-		S(MemGetInfo, "cuMemGetInfo_v2"),
-		S(MemGetAllocationGranularity,
-		  "cuMemGetAllocationGranularity"),
-		S(MemAddressReserve, "cuMemAddressReserve"),
-		S(MemAddressFree, "cuMemAddressFree"),
-		S(MemCreate, "cuMemCreate"), S(MemRelease, "cuMemRelease"),
-		S(MemMap, "cuMemMap"), S(MemUnmap, "cuMemUnmap"),
-		S(MemSetAccess, "cuMemSetAccess"),
-		S(MemHostRegister, "cuMemHostRegister_v2"),
-		S(MemHostUnregister, "cuMemHostUnregister"),
-		S(MemcpyHtoDAsync, "cuMemcpyHtoDAsync_v2"),
-		S(MemcpyDtoHAsync, "cuMemcpyDtoHAsync_v2"),
-		S(StreamCreate, "cuStreamCreate"),
-		S(StreamDestroy, "cuStreamDestroy_v2"),
-		S(StreamSynchronize, "cuStreamSynchronize"),
-		S(EventCreate, "cuEventCreate"),
-		S(EventDestroy, "cuEventDestroy_v2"),
-		S(EventRecord, "cuEventRecord"),
-		S(EventSynchronize, "cuEventSynchronize"),
-		S(GetErrorString, "cuGetErrorString"),
-#undef S
+#define CU_SYM(field, name, sym, params) { sym, offsetof(struct cu_api, field) },
+		HMM_CU_CALLS(CU_SYM)
+#undef CU_SYM
 	};
 	size_t i;
 
@@ -198,7 +106,7 @@ static int cu_load(struct cu *c)
 /* A driver error as -errno: out of memory is -ENOMEM, the rest -EIO. */
 static int cu_errno(CUresult r)
 {
-	return r == 2 ? -ENOMEM : -EIO;	/* CUDA_ERROR_OUT_OF_MEMORY */
+	return r == CUDA_ERROR_OUT_OF_MEMORY ? -ENOMEM : -EIO;
 }
 
 /* Returns from the caller with -errno and the driver's words. */
@@ -245,8 +153,9 @@ static int cu_device(struct cu *c, const struct hmm_config *cfg)
 			       "%d GPU(s) visible", cfg->device_index, n);
 	CU_NODEV(c, c->api.DeviceGet(&c->dev, cfg->device_index),
 		 "cuDeviceGet");
-	CU_NODEV(c, c->api.DeviceGetAttribute(&vmm, CU_ATTR_VMM_SUPPORTED,
-					      c->dev), "cuDeviceGetAttribute");
+	CU_NODEV(c, c->api.DeviceGetAttribute(&vmm,
+			CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED,
+			c->dev), "cuDeviceGetAttribute");
 	if (!vmm)
 		return hmm_err(-ENODEV, "device cuda: GPU %d lacks virtual "
 			       "memory management", cfg->device_index);
@@ -265,10 +174,11 @@ static int cu_memory(struct cu *c, const struct hmm_config *cfg,
 	uint32_t chunk = cfg->chunk_bytes ? cfg->chunk_bytes : 2u << 20;
 	size_t free_b = 0, total = 0;
 
-	c->prop.type = 1;
-	c->prop.location.type = 1;
+	c->prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+	c->prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
 	c->prop.location.id = c->dev;
-	CU_TRY(c, c->api.MemGetAllocationGranularity(&c->gran, &c->prop, 0),
+	CU_TRY(c, c->api.MemGetAllocationGranularity(&c->gran, &c->prop,
+		  CU_MEM_ALLOC_GRANULARITY_MINIMUM),
 	       "cuMemGetAllocationGranularity");
 	if (!c->gran || chunk % c->gran)
 		return hmm_err(-EINVAL, "device cuda: config.chunk_bytes %u "
@@ -283,9 +193,12 @@ static int cu_streams(struct cu *c)
 {
 	int i;
 
-	CU_TRY(c, c->api.StreamCreate(&c->stream, 1), "cuStreamCreate");
+	CU_TRY(c, c->api.StreamCreate(&c->stream, CU_STREAM_NON_BLOCKING),
+	       "cuStreamCreate");
 	for (i = 0; i < 2; i++) {
-		CU_TRY(c, c->api.EventCreate(&c->ev[i], 2), "cuEventCreate");
+		CU_TRY(c, c->api.EventCreate(&c->ev[i],
+					     CU_EVENT_DISABLE_TIMING),
+		       "cuEventCreate");
 		if (posix_memalign(&c->stage[i], 4096, CU_STAGE_BYTES))
 			return hmm_err(-ENOMEM, "device cuda: staging buffer");
 		CU_TRY(c, c->api.MemHostRegister(c->stage[i], CU_STAGE_BYTES,
@@ -447,7 +360,8 @@ static int cu_populate(void *priv, uint64_t addr, uint64_t bytes)
 {
 	struct cu *c = priv;
 	CUmemGenericAllocationHandle hd;
-	CUmemAccessDesc acc = { c->prop.location, 3 };
+	CUmemAccessDesc acc = { c->prop.location,
+				CU_MEM_ACCESS_FLAGS_PROT_READWRITE };
 	size_t n = cu_round(c, bytes);
 	const char *what = "cuMemCreate";
 	CUresult r;

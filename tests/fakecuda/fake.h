@@ -27,46 +27,9 @@
 
 #pragma GCC visibility push(hidden)
 
-typedef int CUresult;
-
-/* The real driver's codes (cuda.h, CUresult). */
-#define CUDA_SUCCESS				0
-#define CUDA_ERROR_INVALID_VALUE		1
-#define CUDA_ERROR_OUT_OF_MEMORY		2
-#define CUDA_ERROR_NOT_INITIALIZED		3
-#define CUDA_ERROR_NO_DEVICE			100
-#define CUDA_ERROR_INVALID_DEVICE		101
-#define CUDA_ERROR_INVALID_CONTEXT		201
-#define CUDA_ERROR_INVALID_HANDLE		400
-#define CUDA_ERROR_ILLEGAL_ADDRESS		700
-#define CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED 712
-#define CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED	713
-#define CUDA_ERROR_NOT_SUPPORTED		801
-#define CUDA_ERROR_UNKNOWN			999
-
-/* The driver ABI's structs, as cuda.h lays them out. */
-typedef struct {
-	int type;		/* CU_MEM_LOCATION_TYPE_DEVICE = 1 */
-	int id;
-} CUmemLocation;
-
-typedef struct {
-	int type;		/* CU_MEM_ALLOCATION_TYPE_PINNED = 1 */
-	int requestedHandleTypes;
-	CUmemLocation location;
-	void *win32HandleMetaData;
-	struct {
-		unsigned char compressionType;
-		unsigned char gpuDirectRDMACapable;
-		unsigned short usage;
-		unsigned char reserved[4];
-	} allocFlags;
-} CUmemAllocationProp;
-
-typedef struct {
-	CUmemLocation location;
-	int flags;		/* 0 none, 1 read, 3 read-write */
-} CUmemAccessDesc;
+/* The driver ABI: libhmm's one copy (types, CUresult codes), held
+ * against cuda.h by tests/unit/test_cuda_abi.c. */
+#include "cuda_abi.h"
 
 /* An address range from cuMemAddressReserve; freed by cuMemAddressFree. */
 struct fk_resv {

@@ -262,7 +262,7 @@ CUresult cuDeviceGetAttribute(int *v, int attr, int dev)
 	if (dev < 0 || dev >= ndev())
 		return fk_end(fk_bad(CUDA_ERROR_INVALID_DEVICE, "device %d",
 				     dev));
-	if (attr != 102) {	/* VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED */
+	if (attr != CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED) {
 		fk_note("attribute %d is not modelled by the fake", attr);
 		return fk_end(CUDA_ERROR_INVALID_VALUE);
 	}

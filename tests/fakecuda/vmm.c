@@ -21,7 +21,8 @@
 
 static int prop_ok(const CUmemAllocationProp *p)
 {
-	return p && p->type == 1 && p->location.type == 1 &&
+	return p && p->type == CU_MEM_ALLOCATION_TYPE_PINNED &&
+	       p->location.type == CU_MEM_LOCATION_TYPE_DEVICE &&
 	       p->location.id == 0;
 }
 
@@ -361,8 +362,9 @@ CUresult cuMemSetAccess(unsigned long long ptr, size_t size,
 	while (cur < ptr + size) {
 		struct fk_map *m = map_at(cur);
 
-		mprotect((void *)m->va, m->size, flags == 3 ? PROT_READ |
-			 PROT_WRITE : flags ? PROT_READ : PROT_NONE);
+		mprotect((void *)m->va, m->size,
+			 flags == CU_MEM_ACCESS_FLAGS_PROT_READWRITE ?
+			 PROT_READ | PROT_WRITE : flags ? PROT_READ : PROT_NONE);
 		m->access = flags;
 		cur += m->size;
 	}

@@ -1,0 +1,150 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * cuda_abi.h — the part of the CUDA driver API that libhmm uses, written
+ * out so that libhmm builds with no CUDA header (it loads libcuda.so.1
+ * with dlopen): the types, the values and the entry points with the
+ * versioned symbol each one resolves to.  One copy: dev_cuda.c calls
+ * through it and the fake driver (tests/fakecuda) implements it.
+ * tests/unit/test_cuda_abi.c compiles each layout, value, symbol name
+ * and prototype below against the installed cuda.h, where there is one.
+ *
+ * Define HMM_CUDA_ABI_LISTS_ONLY before including to get only the lists
+ * (the test, which has cuda.h's names in scope instead).
+ */
+#ifndef HMM_CUDA_ABI_H
+#define HMM_CUDA_ABI_H
+
+#include <stddef.h>
+
+/* The structs, under tags of ours (cuda.h's typedef names below). */
+struct hmm_cu_location {
+	int type;		/* CU_MEM_LOCATION_TYPE_DEVICE */
+	int id;
+};
+
+struct hmm_cu_alloc_prop {
+	int type;		/* CU_MEM_ALLOCATION_TYPE_PINNED */
+	int requestedHandleTypes;
+	struct hmm_cu_location location;
+	void *win32HandleMetaData;
+	struct {
+		unsigned char compressionType;
+		unsigned char gpuDirectRDMACapable;
+		unsigned short usage;
+		unsigned char reserved[4];
+	} allocFlags;
+};
+
+struct hmm_cu_access_desc {
+	struct hmm_cu_location location;
+	int flags;		/* CU_MEM_ACCESS_FLAGS_PROT_* */
+};
+
+/* X(cuda.h's name, its value): CUresult codes and the other constants
+ * libhmm or the fake passes or checks. */
+#define HMM_CU_VALUES(X)						\
+	X(CUDA_SUCCESS, 0)						\
+	X(CUDA_ERROR_INVALID_VALUE, 1)					\
+	X(CUDA_ERROR_OUT_OF_MEMORY, 2)					\
+	X(CUDA_ERROR_NOT_INITIALIZED, 3)				\
+	X(CUDA_ERROR_NO_DEVICE, 100)					\
+	X(CUDA_ERROR_INVALID_DEVICE, 101)				\
+	X(CUDA_ERROR_INVALID_CONTEXT, 201)				\
+	X(CUDA_ERROR_INVALID_HANDLE, 400)				\
+	X(CUDA_ERROR_ILLEGAL_ADDRESS, 700)				\
+	X(CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED, 712)		\
+	X(CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED, 713)			\
+	X(CUDA_ERROR_NOT_SUPPORTED, 801)				\
+	X(CUDA_ERROR_UNKNOWN, 999)					\
+	X(CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED, 102)	\
+	X(CU_MEM_ALLOCATION_TYPE_PINNED, 1)				\
+	X(CU_MEM_LOCATION_TYPE_DEVICE, 1)				\
+	X(CU_MEM_ACCESS_FLAGS_PROT_READ, 1)				\
+	X(CU_MEM_ACCESS_FLAGS_PROT_READWRITE, 3)			\
+	X(CU_MEM_ALLOC_GRANULARITY_MINIMUM, 0)				\
+	X(CU_STREAM_NON_BLOCKING, 1)					\
+	X(CU_EVENT_DISABLE_TIMING, 2)
+
+/*
+ * X(field, cuda.h's name, the symbol it resolves to, parameters): the
+ * entry points, in the order dev_cuda.c resolves them.  The parameters
+ * use cuda.h's type names, so that the test can hold each list against
+ * the real prototype.
+ */
+#define HMM_CU_CALLS(X)							\
+	X(Init, cuInit, "cuInit", (unsigned int))			\
+	X(DeviceGetCount, cuDeviceGetCount, "cuDeviceGetCount", (int *)) \
+	X(DeviceGet, cuDeviceGet, "cuDeviceGet", (CUdevice *, int))	\
+	X(DeviceGetAttribute, cuDeviceGetAttribute, "cuDeviceGetAttribute", \
+	  (int *, CUdevice_attribute, CUdevice))			\
+	X(DevicePrimaryCtxRetain, cuDevicePrimaryCtxRetain,		\
+	  "cuDevicePrimaryCtxRetain", (CUcontext *, CUdevice))		\
+	X(DevicePrimaryCtxRelease, cuDevicePrimaryCtxRelease,		\
+	  "cuDevicePrimaryCtxRelease_v2", (CUdevice))			\
+	X(CtxSetCurrent, cuCtxSetCurrent, "cuCtxSetCurrent", (CUcontext)) \
+	X(CtxPushCurrent, cuCtxPushCurrent, "cuCtxPushCurrent_v2",	\
+	  (CUcontext))							\
+	X(CtxPopCurrent, cuCtxPopCurrent, "cuCtxPopCurrent_v2",		\
+	  (CUcontext *))						\
+	X(MemGetInfo, cuMemGetInfo, "cuMemGetInfo_v2", (size_t *, size_t *)) \
+	X(MemGetAllocationGranularity, cuMemGetAllocationGranularity,	\
+	  "cuMemGetAllocationGranularity", (size_t *,			\
+	  const CUmemAllocationProp *, CUmemAllocationGranularity_flags)) \
+	X(MemAddressReserve, cuMemAddressReserve, "cuMemAddressReserve", \
+	  (CUdeviceptr *, size_t, size_t, CUdeviceptr, unsigned long long)) \
+	X(MemAddressFree, cuMemAddressFree, "cuMemAddressFree",		\
+	  (CUdeviceptr, size_t))					\
+	X(MemCreate, cuMemCreate, "cuMemCreate",			\
+	  (CUmemGenericAllocationHandle *, size_t,			\
+	   const CUmemAllocationProp *, unsigned long long))		\
+	X(MemRelease, cuMemRelease, "cuMemRelease",			\
+	  (CUmemGenericAllocationHandle))				\
+	X(MemMap, cuMemMap, "cuMemMap", (CUdeviceptr, size_t, size_t,	\
+	  CUmemGenericAllocationHandle, unsigned long long))		\
+	X(MemUnmap, cuMemUnmap, "cuMemUnmap", (CUdeviceptr, size_t))	\
+	X(MemSetAccess, cuMemSetAccess, "cuMemSetAccess",		\
+	  (CUdeviceptr, size_t, const CUmemAccessDesc *, size_t))	\
+	X(MemHostRegister, cuMemHostRegister, "cuMemHostRegister_v2",	\
+	  (void *, size_t, unsigned int))				\
+	X(MemHostUnregister, cuMemHostUnregister, "cuMemHostUnregister", \
+	  (void *))							\
+	X(MemcpyHtoDAsync, cuMemcpyHtoDAsync, "cuMemcpyHtoDAsync_v2",	\
+	  (CUdeviceptr, const void *, size_t, CUstream))		\
+	X(MemcpyDtoHAsync, cuMemcpyDtoHAsync, "cuMemcpyDtoHAsync_v2",	\
+	  (void *, CUdeviceptr, size_t, CUstream))			\
+	X(StreamCreate, cuStreamCreate, "cuStreamCreate",		\
+	  (CUstream *, unsigned int))					\
+	X(StreamDestroy, cuStreamDestroy, "cuStreamDestroy_v2", (CUstream)) \
+	X(StreamSynchronize, cuStreamSynchronize, "cuStreamSynchronize", \
+	  (CUstream))							\
+	X(EventCreate, cuEventCreate, "cuEventCreate",			\
+	  (CUevent *, unsigned int))					\
+	X(EventDestroy, cuEventDestroy, "cuEventDestroy_v2", (CUevent))	\
+	X(EventRecord, cuEventRecord, "cuEventRecord", (CUevent, CUstream)) \
+	X(EventSynchronize, cuEventSynchronize, "cuEventSynchronize",	\
+	  (CUevent))							\
+	X(GetErrorString, cuGetErrorString, "cuGetErrorString",		\
+	  (CUresult, const char **))
+
+#ifndef HMM_CUDA_ABI_LISTS_ONLY
+
+/* cuda.h's names.  Its enums are ints here: the same size and passing. */
+typedef int CUresult;
+typedef int CUdevice;
+typedef int CUdevice_attribute;
+typedef int CUmemAllocationGranularity_flags;
+typedef unsigned long long CUdeviceptr;
+typedef unsigned long long CUmemGenericAllocationHandle;
+typedef struct CUctx_st *CUcontext;
+typedef struct CUstream_st *CUstream;
+typedef struct CUevent_st *CUevent;
+typedef struct hmm_cu_location CUmemLocation;
+typedef struct hmm_cu_alloc_prop CUmemAllocationProp;
+typedef struct hmm_cu_access_desc CUmemAccessDesc;
+
+#define HMM_CU_VALUE_ENUM(name, v)	name = v,
+enum { HMM_CU_VALUES(HMM_CU_VALUE_ENUM) };
+#undef HMM_CU_VALUE_ENUM
+
+#endif /* HMM_CUDA_ABI_LISTS_ONLY */
+#endif /* HMM_CUDA_ABI_H */

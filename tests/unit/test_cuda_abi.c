@@ -1,0 +1,91 @@
+// SPDX-License-Identifier: MIT
+/*
+ * test_cuda_abi — libhmm/src/cuda_abi.h (what dev_cuda.c calls through
+ * dlopen, and the fake driver implements) held against the CUDA
+ * toolkit's own cuda.h: every struct's size and field offsets, every
+ * value, the versioned symbol each entry point resolves to, and each
+ * entry point's parameter list.  No GPU needed: this is the check that
+ * dev_cuda.c talks to a real driver the way cuda.h says, on machines
+ * that have none.  Built with cuda.h where the Makefile finds one
+ * (HMM_HAVE_CUDA_H), skipped otherwise.
+ */
+#include "t.h"
+
+#ifndef HMM_HAVE_CUDA_H
+int main(void)
+{
+	t_skip_all("no cuda.h (CUDA toolkit) to hold cuda_abi.h against");
+}
+#else
+
+#include <stddef.h>
+#include <string.h>
+
+#define HMM_CUDA_ABI_LISTS_ONLY
+#include "cuda_abi.h"
+#include <cuda.h>
+
+#define STR(x)	#x
+#define XSTR(x)	STR(x)	/* after cuda.h's renames (cuMemGetInfo_v2...) */
+
+#define SAME_SIZE(ours, theirs)						\
+	t_eq(sizeof(ours), sizeof(theirs), "sizeof " #ours " = sizeof "	\
+	     #theirs " (%zu)", sizeof(theirs))
+#define SAME_OFF(ours, theirs, f)					\
+	t_eq(offsetof(ours, f), offsetof(theirs, f), #theirs "." #f	\
+	     " at %zu", offsetof(theirs, f))
+
+static void layouts(void)
+{
+	SAME_SIZE(int, CUresult);
+	SAME_SIZE(int, CUdevice);
+	SAME_SIZE(int, CUdevice_attribute);
+	SAME_SIZE(int, CUmemAllocationGranularity_flags);
+	SAME_SIZE(unsigned long long, CUdeviceptr);
+	SAME_SIZE(unsigned long long, CUmemGenericAllocationHandle);
+	SAME_SIZE(struct hmm_cu_location, CUmemLocation);
+	SAME_OFF(struct hmm_cu_location, CUmemLocation, type);
+	SAME_OFF(struct hmm_cu_location, CUmemLocation, id);
+	SAME_SIZE(struct hmm_cu_alloc_prop, CUmemAllocationProp);
+	SAME_OFF(struct hmm_cu_alloc_prop, CUmemAllocationProp, type);
+	SAME_OFF(struct hmm_cu_alloc_prop, CUmemAllocationProp,
+		 requestedHandleTypes);
+	SAME_OFF(struct hmm_cu_alloc_prop, CUmemAllocationProp, location);
+	SAME_OFF(struct hmm_cu_alloc_prop, CUmemAllocationProp,
+		 win32HandleMetaData);
+	SAME_OFF(struct hmm_cu_alloc_prop, CUmemAllocationProp, allocFlags);
+	SAME_OFF(struct hmm_cu_alloc_prop, CUmemAllocationProp,
+		 allocFlags.compressionType);
+	SAME_OFF(struct hmm_cu_alloc_prop, CUmemAllocationProp,
+		 allocFlags.gpuDirectRDMACapable);
+	SAME_OFF(struct hmm_cu_alloc_prop, CUmemAllocationProp,
+		 allocFlags.usage);
+	SAME_OFF(struct hmm_cu_alloc_prop, CUmemAllocationProp,
+		 allocFlags.reserved);
+	SAME_SIZE(struct hmm_cu_access_desc, CUmemAccessDesc);
+	SAME_OFF(struct hmm_cu_access_desc, CUmemAccessDesc, location);
+	SAME_OFF(struct hmm_cu_access_desc, CUmemAccessDesc, flags);
+}
+
+/* name is cuda.h's constant here; v is cuda_abi.h's value for it */
+#define VALUE(name, v)	t_eq((long long)(name), (long long)(v), #name " = %d", v);
+
+/* name expands to the symbol cuda.h binds it to; params are checked as
+ * cuda.h's types against cuda.h's prototype */
+#define CALL(field, name, sym, params)					\
+	t_ok(!strcmp(XSTR(name), sym), #name " is the symbol %s (cuda.h: %s)", \
+	     sym, XSTR(name));						\
+	t_ok(__builtin_types_compatible_p(__typeof__(&name),		\
+					  CUresult (*) params),		\
+	     #name " takes " #params);
+
+int main(void)
+{
+	t_diag("cuda.h CUDA_VERSION %d", CUDA_VERSION);
+	layouts();
+	HMM_CU_VALUES(VALUE)
+	HMM_CU_CALLS(CALL)
+	return t_done();
+}
+
+#endif /* HMM_HAVE_CUDA_H */
