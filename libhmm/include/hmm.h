@@ -107,10 +107,12 @@ struct hmm_config {
 	uint64_t device_budget;	/* bytes of device memory; 0 = the device's */
 	const char *device;	/* "none" (or NULL), "sim" or "cuda" */
 	const char *daemon;	/* "unix:PATH": shared mode, every call goes
-				   to that hmmd (host tier only; device maps
-				   -ENOTSUP; regions live in this process,
-				   see hmm_region_new; libhmm/src/shared.c);
-				   NULL = the embedded engine */
+				   to that hmmd (its host tier; a device is
+				   this process's own, staged through host
+				   maps in hmmd; regions live in this
+				   process, see hmm_region_new;
+				   libhmm/src/shared.c); NULL = the
+				   embedded engine */
 	const char *trace_path;	/* Chrome trace JSON; NULL = $HMM_TRACE
 				   (shared mode: this process's calls to
 				   hmmd and its regions) */

@@ -197,13 +197,18 @@ static void chunk_copy_end(struct hmm *h, struct hmm_chunk *c, int err)
 		evict = -1;
 	}
 	if (err) {
-		c->err = err;
 		h->st.io_errors++;
-		if (io == CH_IO_WRITE) {
-			c->nowb = 1;
+		if (io == CH_IO_WRITE || evict >= 0) {
+			/* a copy down nobody maps for: the bytes stay where
+			   they are valid; hmm_wait and hmm_flush report it */
+			if (io == CH_IO_WRITE || ++c->dfail > 1)
+				c->nowb = 1;
 			hmm_async_error(h, err, "tensor %s chunk %u: %s "
 					"failed: %s", c->t->name, c->idx,
 					io_names[io], strerror(-err));
+			evict = -1;
+		} else {
+			c->err = err;	/* for the map waiting on it */
 		}
 	} else if (c->copy_gen != c->gen) {
 		/* written while the copy ran: its bytes are stale */
@@ -212,6 +217,8 @@ static void chunk_copy_end(struct hmm *h, struct hmm_chunk *c, int err)
 		evict = -1;
 	} else {
 		c->valid |= TB(to);
+		if (io == CH_IO_D2H)
+			c->dfail = 0;
 		if (io == CH_IO_WRITE) {
 			c->nowb = 0;
 			c->stored = 1;
@@ -370,7 +377,7 @@ void hmm_chunk_written(struct hmm *h, struct hmm_chunk *c, int tier)
 
 	c->valid = TB(tier);
 	c->zero = 0;
-	c->nowb = 0;
+	c->nowb = c->dfail = 0;
 	c->gen++;
 	if ((c->res & TB(other)) && !c->pins[other] && !c->busy)
 		hmm_chunk_drop(h, c, other);
@@ -386,7 +393,7 @@ int hmm_chunk_evictable(struct hmm *h, struct hmm_chunk *c, int tier)
 		return 1;
 	if (tier == HMM_TIER_HOST)
 		return h->store && !c->nowb;
-	return 1;
+	return !c->nowb;
 }
 
 /*

@@ -49,8 +49,12 @@ struct hmm_chunk {
 	uint8_t want;		/* tiers a prefetch asked for */
 	uint8_t evicting;	/* tier bits to drop when the copy is done */
 	uint8_t prefetched;	/* brought by a prefetch, not mapped since */
-	uint8_t nowb;		/* write-back failed: not a victim until
-				   written again */
+	uint8_t nowb;		/* its copy down (write-back, or an
+				   eviction's device-to-host) failed: not
+				   a victim until written again or a flush
+				   retries it */
+	uint8_t dfail;		/* eviction device-to-host copies that
+				   failed in a row (the first is retried) */
 	int err;		/* last failed copy, for the next map */
 	uint32_t gen;		/* bumped by every write (hmm_chunk_written) */
 	uint32_t copy_gen;	/* gen when the copy in flight started: a

@@ -85,7 +85,8 @@ int hmm_client_list(struct hmm_client *c, uint32_t what, uint64_t cursor,
  * What ctx.c forwards to when hmm_config.daemon is set.  A remote tensor
  * carries what hmm.h's accessors return.  Differences from embedded
  * mode, by design of hmmd: maps are of the host tier only (device maps
- * -ENOTSUP); two maps of one range return two pointers (two mappings
+ * -ENOTSUP here; hmm_map stages them in this process: shared_dev.c);
+ * two maps of one range return two pointers (two mappings
  * of the tensor's pages in hmmd);
  * a tensor is kept in the store by hmm_remote_flush() only when made with
  * HMM_PROTO_TENSOR_PERSIST, and hmm_remote_tensor_open() finds those

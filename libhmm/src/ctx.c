@@ -155,6 +155,7 @@ static void ctx_init(struct hmm *h, const struct hmm_config *cfg)
 	hmm_list_init(&h->ioq);
 	hmm_list_init(&h->wantq);
 	hmm_list_init(&h->regions);
+	hmm_list_init(&h->sdev);
 	h->t_open = hmm_now();
 }
 
@@ -179,24 +180,25 @@ int hmm_open(const struct hmm_config *cfg, struct hmm **out)
 		if (r < 0)
 			goto out_free;
 	}
-	if (cfg->daemon) {	/* shared mode: shared.c */
-		r = hmm_shared_open(h, cfg);
-		if (r < 0)
-			goto out_trace;
-		*out = h;
-		return 0;
-	}
-	if (cfg->host_dir) {
+	if (cfg->host_dir && !cfg->daemon) {
 		r = ctx_host_dir_open(h, cfg->host_dir);
 		if (r < 0)
 			goto out_trace;
 	}
+	/* shared mode too: a device is this process's (shared_dev.c) */
 	r = ctx_dev_open(h, cfg);
 	if (r < 0)
 		goto out_trace;
 	if (h->dev && cfg->device_budget &&
 	    cfg->device_budget < h->tier[HMM_TIER_DEVICE].cap)
 		h->tier[HMM_TIER_DEVICE].cap = cfg->device_budget;
+	if (cfg->daemon) {	/* shared mode: shared.c */
+		r = hmm_shared_open(h, cfg);
+		if (r < 0)
+			goto out_dev;
+		*out = h;
+		return 0;
+	}
 	if (cfg->store_path) {
 		r = hmm_iot_start(h, cfg);
 		if (r < 0)
@@ -234,6 +236,8 @@ void hmm_close(struct hmm *h)
 		return;
 	if (!h->remote)
 		hmm_region_fini(h);
+	else
+		hmm_shared_dev_fini(h);	/* they name tensors: first */
 	for (i = 0; i < h->ntensors; i++)
 		if (h->tensors[i])
 			hmm_tensor_destroy(h->tensors[i], 0);

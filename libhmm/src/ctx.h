@@ -163,6 +163,9 @@ struct hmm {
 	/* regions (region.c); own lock, below h->lock in order */
 	struct hmm_list regions;
 
+	/* shared mode's device maps (shared_dev.c), h->lock */
+	struct hmm_list sdev;
+
 	/* trace (trace.c); own lock */
 	FILE *trace;
 	pthread_mutex_t trace_lock;
@@ -232,6 +235,16 @@ int hmm_shared_tensor_open(struct hmm *h, const char *name,
 			   struct hmm_tensor **out);
 int hmm_shared_open(struct hmm *h, const struct hmm_config *cfg);
 void hmm_shared_close(struct hmm *h);
+/* shared_dev.c: the device tier in shared mode, staged through hmmd's
+ * host tier (h->dev is this process's backend).  _map and _unmap are
+ * hmm_map/hmm_unmap at the device; _unmap is -ENOENT when ptr is not a
+ * device map of t.  _fini drops every device map (hmm_close, before the
+ * tensors go); _residency adds t's device-mapped bytes to *bytes. */
+int hmm_shared_dev_map(struct hmm_tensor *t, uint64_t off, uint64_t len,
+		       unsigned access, void **ptr);
+int hmm_shared_dev_unmap(struct hmm_tensor *t, void *ptr);
+void hmm_shared_dev_fini(struct hmm *h);
+void hmm_shared_dev_residency(struct hmm_tensor *t, uint64_t *bytes);
 /* tensor.c: wrap a remote tensor in a struct hmm_tensor (takes rt). */
 int hmm_tensor_wrap_remote(struct hmm *h, struct hmm_remote_tensor *rt,
 			   struct hmm_tensor **out);

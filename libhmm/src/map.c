@@ -44,9 +44,6 @@ static int range_check(const char *fn, struct hmm_tensor *t, uint64_t off,
 		return hmm_err(-EINVAL, "%s: tensor %s: tier %d is not %s",
 			       fn, t->name, tier, mappable ?
 			       "device or host" : "a tier");
-	if (tier == HMM_TIER_DEVICE && t->remote)
-		return hmm_err(-ENOTSUP, "%s: tensor %s: shared mode (hmmd) "
-			       "serves the host tier only", fn, t->name);
 	if (tier == HMM_TIER_DEVICE && !h->dev)
 		return hmm_err(-EINVAL, "%s: tensor %s: the device tier has no "
 			       "backend (config.device is \"none\")", fn,
@@ -158,13 +155,15 @@ static int map_wait(struct hmm *h, struct hmm_tensor *t, uint32_t first,
 			if (now - starved_at > h->cfg.wait_ms / 1000.0)
 				return hmm_err(-ENOMEM, "tensor %s: %s tier "
 				    "full for %u ms (budget %llu, used %llu, "
-				    "pinned %llu bytes incl. this map's%s)",
+				    "pinned %llu bytes incl. this map's%s%s%s)",
 				    t->name, tier_names[tier], h->cfg.wait_ms,
 				    (unsigned long long)h->tier[tier].cap,
 				    (unsigned long long)h->tier[tier].used,
 				    (unsigned long long)h->tier[tier].pinned,
 				    h->store ? "" : "; no store tier to "
-				    "evict dirty chunks to");
+				    "evict dirty chunks to", h->async_err ?
+				    "; a copy down failed: " : "",
+				    h->async_err ? h->async_detail : "");
 			cond_wait_until(h, starved_at +
 					h->cfg.wait_ms / 1000.0 + 0.001);
 		} else {
@@ -205,8 +204,12 @@ int hmm_map(struct hmm_tensor *t, uint64_t off, uint64_t len, int tier,
 	if (t->remote) {	/* shared mode: shared memory from hmmd */
 		double t0 = hmm_now();
 
-		r = hmm_remote_map(t->remote, off, len, tier, access, ptr);
-		remote_traced(t, "stall", "map wait hmmd", off, len, 0, t0, r);
+		if (tier == HMM_TIER_DEVICE)	/* staged: shared_dev.c */
+			r = hmm_shared_dev_map(t, off, len, access, ptr);
+		else
+			r = remote_traced(t, "stall", "map wait hmmd", off,
+					  len, 0, t0, hmm_remote_map(t->remote,
+					  off, len, tier, access, ptr));
 		/* over this client's quota = over its budget: hmm.h's
 		   -ENOMEM (hmm_last_error() keeps hmmd's detail) */
 		return r == -EDQUOT ? -ENOMEM : r;
@@ -263,8 +266,11 @@ int hmm_unmap(struct hmm_tensor *t, void *ptr)
 
 	if (!t)
 		return hmm_err(-EINVAL, "hmm_unmap: no tensor");
-	if (t->remote)
-		return hmm_remote_unmap(t->remote, ptr);
+	if (t->remote) {
+		int r = hmm_shared_dev_unmap(t, ptr);
+
+		return r != -ENOENT ? r : hmm_remote_unmap(t->remote, ptr);
+	}
 	h = t->h;
 	pthread_mutex_lock(&h->lock);
 	for (p = t->maps.prev; p != &t->maps; p = p->prev) {
@@ -305,9 +311,9 @@ int hmm_prefetch(struct hmm_tensor *t, uint64_t off, uint64_t len, int tier)
 	r = range_check("hmm_prefetch", t, off, &len, tier, 1);
 	if (r < 0)
 		return r;
-	if (t->remote)
+	if (t->remote)	/* at the device: what its map will copy from */
 		return hmm_client_prefetch(t->remote->c, t->remote->t.id, off,
-					   len, tier);
+					   len, HMM_TIER_HOST);
 	h = t->h;
 	first = off / h->chunk_bytes;
 	last = (off + len - 1) / h->chunk_bytes;
@@ -334,6 +340,8 @@ int hmm_evict(struct hmm_tensor *t, uint64_t off, uint64_t len, int tier)
 	r = range_check("hmm_evict", t, off, &len, tier, 1);
 	if (r < 0)
 		return r;
+	if (t->remote && tier == HMM_TIER_DEVICE)
+		return 0;	/* nothing stays at the device (shared_dev.c) */
 	if (t->remote)		/* answered once hmmd has done it */
 		return remote_traced(t, "evict", "evict in hmmd", off, len, 3,
 				     hmm_now(), hmm_client_evict(t->remote->c,

@@ -9,8 +9,10 @@
  * connection and holds hmm_tensor_open's remote half (see ctx.h).
  *
  * Differences from the embedded engine, as hmmd serves it:
- *  - the host tier only: device maps, and prefetches and evictions at
- *    the device tier, -ENOTSUP;
+ *  - hmmd serves the host tier; a device is this process's own
+ *    (config.device): a device map is staged through a host map in
+ *    hmmd (shared_dev.c), a prefetch at the device prefetches to hmmd's
+ *    host, an evict at the device has nothing to do;
  *  - transparent regions live in this process (region.c): backed by
  *    hmmk.ko when hmmd is the module's daemon (region_hmmk.c), else by
  *    userfaultfd here with evicted blocks kept in an hmmd tensor; their

@@ -10,6 +10,18 @@
 #include "region_int.h"
 #include "store.h"
 
+/* This context's own counters of tier i; h->lock held. */
+static void tier_stats(struct hmm *h, int i, struct hmm_tier_stats *ts)
+{
+	struct hmm_tier *T = &h->tier[i];
+
+	*ts = T->st;
+	ts->capacity = T->cap;
+	ts->resident = T->used;
+	ts->peak = T->peak;
+	ts->pinned = T->pinned;
+}
+
 int hmm_stats(struct hmm *h, struct hmm_stats *st)
 {
 	int i;
@@ -23,6 +35,9 @@ int hmm_stats(struct hmm *h, struct hmm_stats *st)
 		if (r == 0) {
 			pthread_mutex_lock(&h->lock);
 			st->steps = h->st.steps;
+			if (h->dev)	/* this process's (shared_dev.c) */
+				tier_stats(h, HMM_TIER_DEVICE,
+					   &st->tier[HMM_TIER_DEVICE]);
 			pthread_mutex_unlock(&h->lock);
 			hmm_region_stats(h, st);
 		}
@@ -30,15 +45,8 @@ int hmm_stats(struct hmm *h, struct hmm_stats *st)
 	}
 	pthread_mutex_lock(&h->lock);
 	*st = h->st;
-	for (i = 0; i < HMM_TIERS; i++) {
-		struct hmm_tier *T = &h->tier[i];
-
-		st->tier[i] = T->st;
-		st->tier[i].capacity = T->cap;
-		st->tier[i].resident = T->used;
-		st->tier[i].peak = T->peak;
-		st->tier[i].pinned = T->pinned;
-	}
+	for (i = 0; i < HMM_TIERS; i++)
+		tier_stats(h, i, &st->tier[i]);
 	st->tensors = h->live_tensors;
 	st->chunks = h->live_chunks;
 	pthread_mutex_unlock(&h->lock);

@@ -486,8 +486,13 @@ int hmm_tensor_residency(struct hmm_tensor *t, uint64_t bytes[])
 	if (!t || !bytes)
 		return hmm_err(-EINVAL, "hmm_tensor_residency: tensor and "
 			       "bytes are required");
-	if (t->remote)
-		return hmm_remote_residency(t->remote, bytes);
+	if (t->remote) {	/* hmmd's, and the device maps here */
+		int r = hmm_remote_residency(t->remote, bytes);
+
+		if (r == 0)
+			hmm_shared_dev_residency(t, &bytes[HMM_TIER_DEVICE]);
+		return r;
+	}
 	h = t->h;
 	bytes[HMM_TIER_DEVICE] = bytes[HMM_TIER_HOST] = 0;
 	bytes[HMM_TIER_STORE] = 0;

@@ -6,13 +6,16 @@
 #    off the granularity, over a mapping, an unmap of nothing, a copy to
 #    a reserved-but-unmapped address, calls before cuInit or without a
 #    context, an overlapping host registration) and counts each;
-#  - test_tensor_cuda (plain, and the ASan and TSan builds when there)
-#    passes on it, and the fake reports no violation and no leak;
+#  - test_tensor_cuda (plain, and the ASan and TSan builds when there,
+#    and in shared mode through an hmmd) passes on it, and the fake
+#    reports no violation and no leak;
 #  - FAKECUDA_NODEV=1 / =2: hmm_open says -ENODEV with the reason;
-#  - FAKECUDA_FAIL=<entry>:N on the way to the device (cuMemCreate,
-#    cuMemMap, cuMemSetAccess, a copy, an event record, a synchronize):
-#    one map fails naming its tensor, the bytes of every tensor stay
-#    intact; while hmm_open sets up (stream, event, pinned staging,
+#  - FAKECUDA_FAIL=<entry>:N on the way to the device or back
+#    (cuMemCreate, cuMemMap, cuMemSetAccess, a copy either way, an event
+#    record, a synchronize), in both modes: the one call that needed it
+#    fails naming its tensor, the bytes of every tensor stay intact;
+#    under an eviction (no map waits for it): hmm_wait reports it;
+#    while hmm_open sets up (stream, event, pinned staging,
 #    cuMemGetInfo): -ENOMEM naming the call, everything undone;
 #  - FAKECUDA_GRAN=4M (above the 2 MiB chunks): -EINVAL naming
 #    chunk_bytes;
@@ -145,19 +148,39 @@ if [ -x "$tsan" ]; then
 	ok $(clean tsan; echo $?) "... with no contract violation and no leak"
 fi
 
+# shared mode: device maps staged through an hmmd's host tier
+if [ -x "$B/bin/hmmd" ]; then
+	run shared HMM_TEST_MODE=shared HMM_BUILD="$B" -- "$bin"
+	ok $([ $rc = 0 ] && grep -q 'shared mode: hmmd pid' "$tmp/shared.log"; echo $?) "test_tensor_cuda passes in shared mode (through hmmd) on the fake"
+	ok $(clean shared; echo $?) "... with no contract violation and no leak"
+fi
+
 run nodev1 FAKECUDA_NODEV=1 -- "$bin"
 ok $([ $rc = 77 ] && grep -q 'device cuda: cuInit: no CUDA-capable device' "$tmp/nodev1.log"; echo $?) "FAKECUDA_NODEV=1: -ENODEV, 'cuInit: no CUDA-capable device'"
 run nodev2 FAKECUDA_NODEV=2 -- "$bin"
 ok $([ $rc = 77 ] && grep -q '0 GPU(s) visible' "$tmp/nodev2.log"; echo $?) "FAKECUDA_NODEV=2: -ENODEV, '0 GPU(s) visible'"
 
-# a failure on the way to the device: one map fails naming its tensor
-for f in cuMemCreate:2 cuMemMap:3 cuMemSetAccess:2 cuMemcpyHtoDAsync_v2:4 cuEventRecord:3 cuStreamSynchronize:2; do
-	run fail FAKECUDA_FAIL=$f -- "$bin" fail
-	ok $([ $rc = 0 ] && grep -q 'injected failure' "$tmp/fail.rep"; echo $?) "$f failing mid-run: an error naming the tensor, all bytes intact"
-	ok $(clean fail; echo $?) "... with no contract violation and no leak"
-	case $f in cuMemCreate:* | cuMemMap:* | cuMemSetAccess:*)
-		ok $(grep -q "device memory: device cuda: ${f%%:*} " "$tmp/fail.log"; echo $?) "... the detail keeps the driver's own words (${f%%:*})" ;;
-	esac
+# a failure on the way to the device or back: the one call that needed
+# it fails naming its tensor; in both modes where hmmd is built
+modes=embedded; [ -x "$B/bin/hmmd" ] && modes="embedded shared"
+for f in cuMemCreate:2 cuMemMap:3 cuMemSetAccess:2 cuMemcpyHtoDAsync_v2:4 cuEventRecord:3 cuStreamSynchronize:2 cuMemcpyDtoHAsync_v2:1; do
+	for m in $modes; do
+		run fail HMM_TEST_MODE=$m HMM_BUILD="$B" FAKECUDA_FAIL=$f -- "$bin" fail
+		ok $([ $rc = 0 ] && grep -q 'injected failure' "$tmp/fail.rep"; echo $?) "$f failing mid-run ($m): an error naming the tensor, all bytes intact"
+		ok $(clean fail; echo $?) "... with no contract violation and no leak"
+		case $f in cuMemCreate:* | cuMemMap:* | cuMemSetAccess:*)
+			ok $(grep -q "device memory: device cuda: ${f%%:*} " "$tmp/fail.log"; echo $?) "... the detail keeps the driver's own words (${f%%:*})" ;;
+		esac
+	done
+done
+
+# a failure of an eviction's copy back, which no map waits for: hmm_wait
+# reports it, every map works, no byte lost (once: retried at once;
+# twice: that chunk stays at the device and another is evicted)
+for f in cuMemcpyDtoHAsync_v2:1 cuMemcpyDtoHAsync_v2:1,cuMemcpyDtoHAsync_v2:2; do
+	run evictfail FAKECUDA_FAIL=$f -- "$bin" evictfail
+	ok $([ $rc = 0 ] && grep -q 'injected failure' "$tmp/evictfail.rep"; echo $?) "$f under eviction: hmm_wait says so, every map works, all bytes intact"
+	ok $(clean evictfail; echo $?) "... with no contract violation and no leak"
 done
 
 # a failure while hmm_open sets the device up: -ENOMEM, all undone

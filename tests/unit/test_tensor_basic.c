@@ -182,8 +182,6 @@ int main(void)
 	     st.tier[HMM_TIER_STORE].bytes_out, "the map after the prefetch "
 	     "read nothing more");
 	t_ok(st2.prefetch_hits > st.prefetch_hits, "prefetch hits counted");
-	if (sh)
-		goto range;
 
 	/* the device tier (sim): write there, read back on the host */
 	ok = 1;
@@ -204,14 +202,6 @@ int main(void)
 	     st.tier[HMM_TIER_DEVICE].peak);
 
 	/* a partial range map at an offset inside a chunk */
-range:
-	if (sh) {
-		t_eq(hmm_map(ts[0], 0, 4096, HMM_TIER_DEVICE, HMM_READ, &p),
-		     -ENOTSUP, "shared mode: a device map is -ENOTSUP (%s)",
-		     hmm_last_error());
-		hmm_test_skip("the device tier (sim)", "shared mode serves "
-			      "the host tier only");
-	}
 	if (hmm_map(ts[5], 100000, 300000, HMM_TIER_HOST, HMM_WRITE, &p))
 		t_fail_all("range map: %s", hmm_last_error());
 	memset(p, 0xab, 300000);

@@ -23,9 +23,13 @@
  * leak.
  *
  * Modes for the fake (argv[1]; skipped without it): "fail" expects
- * FAKECUDA_FAIL=<entry>:N failing one call on the way to the device —
- * one map fails with -ENOMEM/-EIO naming its tensor, the same map works
- * after, every tensor's bytes stay intact; "openfail CALL" expects an
+ * FAKECUDA_FAIL=<entry>:N failing one driver call while each tensor is
+ * mapped read-write at the device, then read at the host: the one
+ * libhmm call that needed it (a map; in shared mode, where a device map
+ * is staged, maybe an unmap's copy back) fails with -ENOMEM/-EIO naming
+ * its tensor, the same call works after, every tensor's bytes stay
+ * intact; "evictfail" expects cuMemcpyDtoHAsync_v2 to fail under an
+ * eviction (see mode_evictfail); "openfail CALL" expects an
  * out-of-memory failure of CALL during hmm_open — -ENOMEM naming it,
  * and the next open works; "gran" expects FAKECUDA_GRAN above 2 MiB —
  * hmm_open says -EINVAL naming chunk_bytes; "nobudget" runs the cycle
@@ -42,6 +46,7 @@
 
 #include "fakecuda/fakecuda.h"
 #include "hmm.h"
+#include "hmm_mode.h"
 
 #define MiB	(1ull << 20)
 
@@ -72,6 +77,7 @@ static int cuda_open(struct hmm **h, const char *name, uint32_t chunk,
 	cfg.chunk_bytes = chunk;
 	cfg.device = "cuda";
 	cfg.device_budget = dev_budget;
+	hmm_test_mode(&cfg);
 	return hmm_open(&cfg, h);
 }
 
@@ -392,60 +398,102 @@ static void test_small_chunks(void)
 
 #define NF	4
 
-static int mode_fail(void)
+/* One call of mode_fail's round for tensor i, retried once if it fails:
+ * 0 map at the device (read-write) and unmap there, 1 map at the host.
+ * A failure is recorded in *f; returns 0 when the call (or its retry)
+ * worked. */
+struct fail_rec {
+	int failed, named, ok, again;
+	char err[512];
+};
+
+static int fail_round(struct hmm_tensor *t, int i, int step,
+		      struct fail_rec *f)
 {
-	struct hmm_tensor *ts[NF];
-	struct hmm *h;
-	int i, r, failed = -1, named = 0, ok = 1, again = 0;
-	char err[512] = "";
+	int tier = step ? HMM_TIER_HOST : HMM_TIER_DEVICE;
+	unsigned access = step ? HMM_READ : HMM_READ | HMM_WRITE;
+	int r, try, at_unmap = 0;
+	char name[16];
 	void *p;
 
-	/* 8 MiB chunks: one per tensor, two staging pieces per copy */
-	h = open_or_skip("store-fail", 8 * MiB, 32 * MiB);
-	if (!fake)
-		t_skip_all("mode fail needs the fake driver");
-	for (i = 0; i < NF; i++) {
-		char name[16];
+	snprintf(name, sizeof(name), "f%d", i);
+	for (try = 0; try < 2; try++) {
+		r = at_unmap ? hmm_unmap(t, p) :
+		    hmm_map(t, 0, HMM_ALL, tier, access, &p);
+		if (r == 0 && !at_unmap) {
+			r = hmm_unmap(t, p);
+			/* shared mode: the copy back failed, still mapped */
+			at_unmap = r != 0;
+		}
+		if (r == 0) {
+			if (try)
+				f->again = 1;
+			return 0;
+		}
+		if (try)
+			break;
+		snprintf(f->err, sizeof(f->err), "%s", hmm_last_error());
+		t_diag("%s f%d at the %s: %d %s", at_unmap ? "unmap" : "map",
+		       i, step ? "host" : "device", r, f->err);
+		if (f->failed < 0 && (r == -ENOMEM || r == -EIO)) {
+			f->failed = i;
+			f->named = strstr(f->err, name) != NULL;
+		} else {
+			f->ok = 0;
+		}
+	}
+	return r;	/* the failure was one call: this is a second */
+}
 
+/* The failure modes' start: four 8 MiB tensors (one chunk each, two
+ * staging pieces per copy) with dev_budget bytes of device. */
+static struct hmm *fail_open(const char *mode, uint64_t dev_budget,
+			     struct hmm_tensor **ts)
+{
+	char name[32];
+	struct hmm *h;
+	int i;
+
+	snprintf(name, sizeof(name), "store-%s", mode);
+	h = open_or_skip(name, 8 * MiB, dev_budget);
+	if (!fake)
+		t_skip_all("mode %s needs the fake driver", mode);
+	for (i = 0; i < NF; i++) {
 		snprintf(name, sizeof(name), "f%d", i);
 		new_filled(h, name, TB, 200 + i, &ts[i]);
 	}
-	for (i = 0; i < NF; i++) {
-		char name[16];
+	return h;
+}
 
-		r = hmm_map(ts[i], 0, HMM_ALL, HMM_TIER_DEVICE, HMM_READ |
-			    HMM_WRITE, &p);
-		if (r == 0) {
-			hmm_unmap(ts[i], p);
-			continue;
-		}
-		snprintf(name, sizeof(name), "f%d", i);
-		snprintf(err, sizeof(err), "%s", hmm_last_error());
-		t_diag("map f%d: %d %s", i, r, err);
-		if (failed < 0 && (r == -ENOMEM || r == -EIO)) {
-			failed = i;
-			named = strstr(err, name) != NULL;
-		} else {
-			ok = 0;
-		}
-		/* the failure was one call: the same map works now */
-		r = hmm_map(ts[i], 0, HMM_ALL, HMM_TIER_DEVICE, HMM_READ |
-			    HMM_WRITE, &p);
-		again = r == 0;
-		if (r == 0)
-			hmm_unmap(ts[i], p);
-	}
-	t_ok(failed >= 0 && ok, "one map failed with -ENOMEM/-EIO (tensor "
-	     "f%d)", failed);
-	t_ok(named, "its detail names the tensor: %s", err);
-	t_ok(again, "the same map works once the driver does");
-	ok = 1;
+/* ... and their end: no byte lost. */
+static int fail_close(struct hmm *h, struct hmm_tensor **ts)
+{
+	int i, ok = 1;
+
 	for (i = 0; i < NF; i++)
 		ok &= check(ts[i], TB, 200 + i);
 	t_ok(ok, "every tensor's bytes intact");
 	cuda_close(h);
 	rmdir(t_tmpdir());
 	return t_done();
+}
+
+static int mode_fail(void)
+{
+	struct fail_rec f = { .failed = -1, .ok = 1 };
+	struct hmm_tensor *ts[NF];
+	struct hmm *h = fail_open("fail", 32 * MiB, ts);
+	int i;
+
+	for (i = 0; i < NF; i++) {
+		f.ok &= fail_round(ts[i], i, 0, &f) == 0;
+		f.ok &= fail_round(ts[i], i, 1, &f) == 0;
+	}
+	t_ok(f.failed >= 0 && f.ok, "one call failed with -ENOMEM/-EIO "
+	     "(tensor f%d), the rest worked", f.failed);
+	t_ok(f.named, "its detail names the tensor: %s", f.err);
+	t_ok(f.again, "the same call works once the driver does");
+	return fail_close(h, ts);
 }
 
 /* ---- fake only: a failure while opening -------------------------------- */
@@ -481,6 +529,46 @@ static int mode_openfail(const char *call)
 
 /* ---- fake only: a granularity above chunk_bytes ------------------------ */
 
+/* FAKECUDA_FAIL=cuMemcpyDtoHAsync_v2:N (or two in a row): the failure
+ * hits an eviction's copy back, which no map waits for.  Every map
+ * works (a first failure is retried at once; after a second that chunk
+ * is no victim until written again, and the next one is taken),
+ * hmm_wait reports it naming the tensor, and no byte is lost. */
+static int mode_evictfail(void)
+{
+	struct hmm_tensor *ts[NF];
+	struct hmm_stats st;
+	struct hmm *h;
+	int i, r, ok = 1;
+	void *p;
+
+	if (hmm_test_shared())
+		t_skip_all("shared mode keeps nothing at the device between "
+			   "maps: there is no eviction to fail");
+	/* room for two of the four tensors at the device */
+	h = fail_open("evictfail", 16 * MiB, ts);
+	for (i = 0; i < NF; i++) {
+		r = hmm_map(ts[i], 0, HMM_ALL, HMM_TIER_DEVICE, HMM_READ |
+			    HMM_WRITE, &p);
+		if (r) {
+			t_diag("map f%d: %d %s", i, r, hmm_last_error());
+			ok = 0;
+			continue;
+		}
+		hmm_unmap(ts[i], p);
+	}
+	t_ok(ok, "every map at the device worked, evictions and all");
+	r = hmm_wait(h, NULL);
+	t_ok(r == -EIO && strstr(hmm_last_error(), "device to host"),
+	     "hmm_wait reports the failed copy back: %d %s", r,
+	     hmm_last_error());
+	t_eq(hmm_wait(h, NULL), 0, "once");
+	hmm_stats(h, &st);
+	t_ok(st.io_errors >= 1, "io_errors counted (%llu)",
+	     (unsigned long long)st.io_errors);
+	return fail_close(h, ts);
+}
+
 static int mode_gran(void)
 {
 	struct hmm *h;
@@ -509,6 +597,8 @@ int main(int argc, char **argv)
 
 	if (argc > 1 && !strcmp(argv[1], "fail"))
 		return mode_fail();
+	if (argc > 1 && !strcmp(argv[1], "evictfail"))
+		return mode_evictfail();
 	if (argc > 1 && !strcmp(argv[1], "gran"))
 		return mode_gran();
 	if (argc > 2 && !strcmp(argv[1], "openfail"))

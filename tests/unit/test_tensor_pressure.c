@@ -10,8 +10,8 @@
  * ever above its budget.
  *
  * In shared mode (HMM_TEST_MODE=shared, tests/unit/hmm_mode.h) the same
- * runs through hmmd, all threads on one connection, at the host tier
- * only: hmmd maps the host tier only (device maps are -ENOTSUP).
+ * runs through hmmd, all threads on one connection; device maps are
+ * then staged through hmmd's host tier (libhmm/src/shared_dev.c).
  */
 #include "t.h"
 
@@ -94,8 +94,6 @@ static void one_op(struct worker *w)
 
 	if (c0 + nc > NCH)
 		nc = NCH - c0;
-	if (hmm_test_shared())	/* hmmd maps the host tier only */
-		tier = HMM_TIER_HOST;
 	if (op == 0) {
 		hmm_prefetch(ts[t], (uint64_t)c0 * CHUNK, (uint64_t)nc * CHUNK,
 			     tier);
@@ -183,10 +181,6 @@ int main(void)
 	budget_host = cfg.host_budget;
 	budget_dev = cfg.device_budget;
 	hmm_test_mode(&cfg);
-	if (hmm_test_shared())
-		hmm_test_skip("maps, prefetches and evictions at the sim "
-			      "device tier", "shared mode: hmmd maps the host "
-			      "tier only (device maps are -ENOTSUP)");
 	if (hmm_open(&cfg, &h))
 		t_fail_all("hmm_open: %s", hmm_last_error());
 	for (int i = 0; i < NT; i++) {

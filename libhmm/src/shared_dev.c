@@ -1,0 +1,292 @@
+// SPDX-License-Identifier: MIT
+/*
+ * shared_dev.c — the device tier in shared mode.  A GPU's memory belongs
+ * to the process that opened it, so hmmd cannot hand it out: a client
+ * opens its own device backend (config.device, config.device_budget)
+ * and stages through hmmd's host tier.
+ *
+ * A device map is three things: a host map in hmmd of the same range
+ * (pinned there while the device map lives, so hmmd's quota and budget
+ * see it), device memory for the range's chunks from this process's
+ * device budget, and a host-to-device copy (none for DISCARD).  The
+ * unmap copies device-to-host when the map could write, unmaps in hmmd
+ * and frees the device memory.  Nothing stays at the device between
+ * maps, so a tensor that another process shares and writes is never
+ * stale here, and an evict at the device has nothing to do.  A map that
+ * does not fit the device budget waits for this process's unmaps up to
+ * config.wait_ms, then fails with -ENOMEM, as in the embedded engine.
+ * A device-to-host copy that fails leaves the map in place (its bytes
+ * are still at the device): hmm_unmap says so and may be called again.
+ *
+ * The maps are on h->sdev (h->lock); counters go to the context's own
+ * device tier (h->tier[HMM_TIER_DEVICE]), which hmm_stats reports in
+ * shared mode.  Threading: any thread; copies wait on h->cond.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "chunk.h"
+#include "client.h"
+#include "dev.h"
+#include "err.h"
+
+struct sdev_map {
+	struct hmm_list link;		/* on h->sdev */
+	struct hmm_tensor *t;
+	void *ptr;			/* what hmm_map returned */
+	void *host;			/* hmmd's host map of [off, +len) */
+	uint64_t off, len;
+	uint64_t addr, span;		/* the device memory */
+	unsigned access;
+};
+
+struct sdev_copy {
+	struct hmm *h;
+	int done, err;
+};
+
+static void sdev_copy_done(void *arg, int err)
+{
+	struct sdev_copy *c = arg;
+
+	pthread_mutex_lock(&c->h->lock);
+	c->err = err;
+	c->done = 1;
+	pthread_cond_broadcast(&c->h->cond);
+	pthread_mutex_unlock(&c->h->lock);
+}
+
+/* One copy through the backend's queue, waited for: 0 or -errno. */
+static int sdev_copy(struct hmm *h, int dir, uint64_t dev, void *host,
+		     uint64_t bytes)
+{
+	struct sdev_copy c = { h, 0, 0 };
+	int r = h->dev->copy(h->dev_priv, dir, dev, host, bytes,
+			     sdev_copy_done, &c);
+
+	if (r < 0)
+		return r;
+	pthread_mutex_lock(&h->lock);
+	while (!c.done)
+		pthread_cond_wait(&h->cond, &h->lock);
+	pthread_mutex_unlock(&h->lock);
+	return c.err;
+}
+
+/* Take span bytes of the device budget for t, waiting up to wait_ms for
+ * this process's unmaps.  h->lock held.  0 or -ENOMEM. */
+static int sdev_room(struct hmm *h, struct hmm_tensor *t, uint64_t span)
+{
+	struct hmm_tier *T = &h->tier[HMM_TIER_DEVICE];
+	struct timespec until;
+
+	if (span > T->cap)
+		return hmm_err(-ENOMEM, "hmm_map: tensor %s: %llu bytes at "
+			       "the device, more than its budget (%llu)",
+			       t->name, (unsigned long long)span,
+			       (unsigned long long)T->cap);
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_sec += h->cfg.wait_ms / 1000;
+	until.tv_nsec += (long)(h->cfg.wait_ms % 1000) * 1000000;
+	if (until.tv_nsec >= 1000000000) {
+		until.tv_sec++;
+		until.tv_nsec -= 1000000000;
+	}
+	while (T->used + span > T->cap)
+		if (pthread_cond_timedwait(&h->cond, &h->lock, &until) ==
+		    ETIMEDOUT && T->used + span > T->cap)
+			return hmm_err(-ENOMEM, "hmm_map: tensor %s: device "
+				       "tier full for %u ms (budget %llu, "
+				       "mapped %llu bytes)", t->name,
+				       h->cfg.wait_ms,
+				       (unsigned long long)T->cap,
+				       (unsigned long long)T->used);
+	T->used += span;
+	T->pinned += span;
+	if (T->used > T->peak)
+		T->peak = T->used;
+	return 0;
+}
+
+/* Give m's device memory and budget back; h->lock not held. */
+static void sdev_free(struct hmm *h, struct sdev_map *m, int populated)
+{
+	struct hmm_tier *T = &h->tier[HMM_TIER_DEVICE];
+
+	if (populated)
+		h->dev->depopulate(h->dev_priv, m->addr, m->span);
+	if (m->addr)
+		h->dev->release(h->dev_priv, m->addr, m->span);
+	pthread_mutex_lock(&h->lock);
+	T->used -= m->span;
+	T->pinned -= m->span;
+	pthread_cond_broadcast(&h->cond);
+	pthread_mutex_unlock(&h->lock);
+}
+
+int hmm_shared_dev_map(struct hmm_tensor *t, uint64_t off, uint64_t len,
+		       unsigned access, void **ptr)
+{
+	struct hmm *h = t->h;
+	uint64_t skew = off % h->chunk_bytes;
+	double t0 = hmm_now();
+	struct sdev_map *m;
+	int r;
+
+	m = calloc(1, sizeof(*m));
+	if (!m)
+		return hmm_err(-ENOMEM, "hmm_map: tensor %s: no memory",
+			       t->name);
+	*m = (struct sdev_map){ .t = t, .off = off, .len = len,
+				.access = access };
+	m->span = (skew + len + h->chunk_bytes - 1) / h->chunk_bytes *
+		  h->chunk_bytes;
+	r = hmm_remote_map(t->remote, off, len, HMM_TIER_HOST, access,
+			   &m->host);
+	if (r < 0) {
+		free(m);
+		return r;
+	}
+	pthread_mutex_lock(&h->lock);
+	r = sdev_room(h, t, m->span);
+	pthread_mutex_unlock(&h->lock);
+	if (r < 0)
+		goto out_host;
+	r = h->dev->reserve(h->dev_priv, m->span, &m->addr);
+	if (r < 0) {
+		m->addr = 0;
+		r = hmm_err(r, "hmm_map: tensor %s: device address range of "
+			    "%llu bytes: %s", t->name,
+			    (unsigned long long)m->span, hmm_last_error());
+		goto out_room;
+	}
+	r = h->dev->populate(h->dev_priv, m->addr, m->span);
+	if (r < 0) {
+		r = hmm_err(r, "hmm_map: tensor %s: device memory: %s",
+			    t->name, hmm_last_error());
+		goto out_room;
+	}
+	if (!(access & HMM_DISCARD)) {
+		r = sdev_copy(h, HMM_H2D, m->addr + skew, m->host, len);
+		if (r < 0) {
+			r = hmm_err(r, "hmm_map: tensor %s: host to device "
+				    "copy of [%llu, +%llu): %s", t->name,
+				    (unsigned long long)off,
+				    (unsigned long long)len, strerror(-r));
+			sdev_free(h, m, 1);
+			goto out_host;
+		}
+	}
+	m->ptr = (void *)(uintptr_t)(m->addr + skew);
+	pthread_mutex_lock(&h->lock);
+	hmm_list_add_tail(&h->sdev, &m->link);
+	h->tier[HMM_TIER_DEVICE].st.misses++;
+	if (!(access & HMM_DISCARD)) {
+		h->tier[HMM_TIER_DEVICE].st.bytes_in += len;
+		h->tier[HMM_TIER_DEVICE].st.io_ops++;
+	}
+	h->tier[HMM_TIER_DEVICE].st.stall_s += hmm_now() - t0;
+	pthread_mutex_unlock(&h->lock);
+	hmm_trace_event(h, "stall", "map device via hmmd", t->name,
+			off / h->chunk_bytes, len, t0, hmm_now(), 0);
+	*ptr = m->ptr;
+	return 0;
+
+out_room:
+	sdev_free(h, m, 0);
+out_host:
+	hmm_remote_unmap(t->remote, m->host);
+	free(m);
+	return r;
+}
+
+/* The device map of t at ptr, taken off h->sdev; NULL if none. */
+static struct sdev_map *sdev_take(struct hmm *h, struct hmm_tensor *t,
+				  void *ptr)
+{
+	struct sdev_map *m = NULL;
+	struct hmm_list *p;
+
+	pthread_mutex_lock(&h->lock);
+	for (p = h->sdev.next; p != &h->sdev; p = p->next) {
+		struct sdev_map *x = hmm_container_of(p, struct sdev_map,
+						      link);
+
+		if ((!t || x->t == t) && (!ptr || x->ptr == ptr)) {
+			hmm_list_del(&x->link);
+			m = x;
+			break;
+		}
+	}
+	pthread_mutex_unlock(&h->lock);
+	return m;
+}
+
+int hmm_shared_dev_unmap(struct hmm_tensor *t, void *ptr)
+{
+	struct hmm *h = t->h;
+	struct sdev_map *m;
+	int r = 0;
+
+	if (!h->dev || !ptr)
+		return -ENOENT;
+	m = sdev_take(h, t, ptr);
+	if (!m)
+		return -ENOENT;		/* not a device map: a host one? */
+	if (m->access & (HMM_WRITE | HMM_DISCARD)) {
+		double t0 = hmm_now();
+
+		r = sdev_copy(h, HMM_D2H, (uintptr_t)ptr, m->host, m->len);
+		if (r < 0) {	/* the bytes are still at the device */
+			pthread_mutex_lock(&h->lock);
+			hmm_list_add_tail(&h->sdev, &m->link);
+			pthread_mutex_unlock(&h->lock);
+			return hmm_err(r, "hmm_unmap: tensor %s: device to "
+				       "host copy of [%llu, +%llu): %s; still "
+				       "mapped, call again", t->name,
+				       (unsigned long long)m->off,
+				       (unsigned long long)m->len,
+				       strerror(-r));
+		}
+		pthread_mutex_lock(&h->lock);
+		h->tier[HMM_TIER_DEVICE].st.bytes_out += m->len;
+		h->tier[HMM_TIER_DEVICE].st.io_ops++;
+		pthread_mutex_unlock(&h->lock);
+		hmm_trace_event(h, "io", "device to host", t->name,
+				m->off / h->chunk_bytes, m->len, t0,
+				hmm_now(), 2);
+	}
+	sdev_free(h, m, 1);
+	r = hmm_remote_unmap(t->remote, m->host);
+	free(m);
+	return r;
+}
+
+void hmm_shared_dev_fini(struct hmm *h)
+{
+	struct sdev_map *m;
+
+	while ((m = sdev_take(h, NULL, NULL))) {
+		sdev_free(h, m, 1);
+		hmm_remote_unmap(m->t->remote, m->host);
+		free(m);
+	}
+}
+
+void hmm_shared_dev_residency(struct hmm_tensor *t, uint64_t *bytes)
+{
+	struct hmm *h = t->h;
+	struct hmm_list *p;
+
+	pthread_mutex_lock(&h->lock);
+	for (p = h->sdev.next; p != &h->sdev; p = p->next) {
+		struct sdev_map *x = hmm_container_of(p, struct sdev_map,
+						      link);
+
+		if (x->t == t)
+			*bytes += x->len;
+	}
+	pthread_mutex_unlock(&h->lock);
+}
