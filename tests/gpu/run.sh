@@ -77,25 +77,33 @@ for bin in "$B"/tests/gpu/*; do
 	esac
 done
 # libhmm's "cuda" device tier on the real driver (test_tensor_cuda; on
-# machines without a GPU it runs on tests/fakecuda instead).  It needs
-# liburing and libnuma to build: skipped, with the reason, without them.
+# machines without a GPU it runs on tests/fakecuda instead), embedded
+# and in shared mode through an hmmd (device maps staged through its
+# host tier).  It needs liburing and libnuma (hmmd: libinih) to build:
+# skipped, with the reason, without them.
 name=test_tensor_cuda
-log=$LOGS/$name.log
-if ! make -j"$(nproc)" B="$B" "$B/tests/unit/$name" >"$LOGS/$name.make.log" 2>&1; then
-	skip=$((skip + 1))
-	echo "SKIP $name: does not build here (liburing-dev, libnuma-dev?): see $LOGS/$name.make.log"
-else
+for mode in embedded shared; do
+	log=$LOGS/$name.$mode.log
+	what="$B/tests/unit/$name"
+	[ $mode = shared ] && what="$what $B/bin/hmmd"
+	# shellcheck disable=SC2086
+	if ! make -j"$(nproc)" B="$B" $what >"$LOGS/$name.$mode.make.log" 2>&1; then
+		skip=$((skip + 1))
+		echo "SKIP $name ($mode): does not build here (liburing-dev, libnuma-dev, libinih-dev?): see $LOGS/$name.$mode.make.log"
+		continue
+	fi
 	t0=$(date +%s.%N)
 	env -u LD_LIBRARY_PATH HMM_TEST_DIR="${HMM_TEST_DIR:-$PWD/$B/tmp}" \
+		HMM_TEST_MODE=$mode HMM_BUILD="$PWD/$B" \
 		timeout -k 5 "$PER_TEST" "$B/tests/unit/$name" >"$log" 2>&1
 	rc=$?
 	secs=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
 	case $rc in
-	0) pass=$((pass + 1)); echo "PASS $name ($secs s, $(grep -c '^ok' "$log") ok, $(grep -m1 -o 'driver: .*' "$log"))" ;;
-	77) skip=$((skip + 1)); echo "SKIP $name: $(grep -m1 SKIP "$log")" ;;
-	*) fail=$((fail + 1)); echo "FAIL $name ($secs s, rc $rc): see $log"
+	0) pass=$((pass + 1)); echo "PASS $name ($mode, $secs s, $(grep -c '^ok' "$log") ok, $(grep -m1 -o 'driver: .*' "$log"))" ;;
+	77) skip=$((skip + 1)); echo "SKIP $name ($mode): $(grep -m1 SKIP "$log")" ;;
+	*) fail=$((fail + 1)); echo "FAIL $name ($mode, $secs s, rc $rc): see $log"
 	   grep -A1 '^not ok' "$log" | head -10 | sed 's/^/# /' ;;
 	esac
-fi
+done
 echo "gpu: $pass passed, $fail failed, $skip skipped"
 [ "$fail" -eq 0 ]
