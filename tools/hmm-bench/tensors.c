@@ -31,6 +31,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "bench.h"
 #include "hmm.h"
@@ -330,6 +331,7 @@ static int bench_tensors(int argc, char **argv)
 	double bw[2 + 3 * MAXREP], raw[CALIB + 3 * MAXREP], v[CALIB];
 	double bwm, bwc, rawc, rawm, floor_s, bound_s;
 	char key[64], path[4200];
+	int own;
 	int c, m, rep, nbw = 0, nraw = 0;
 	uint64_t must;
 
@@ -354,7 +356,8 @@ static int bench_tensors(int argc, char **argv)
 		usage();
 		return 2;
 	}
-	if (!o.store) {
+	own = !o.store;		/* ours: removed when measured */
+	if (own) {
 		const char *d = getenv("HMM_TEST_DIR");
 
 		snprintf(path, sizeof(path), "%s/bench-tensors.store",
@@ -377,12 +380,16 @@ static int bench_tensors(int argc, char **argv)
 			if (run(&o, m, bwc, &all[rep][m])) {
 				fprintf(stderr, "hmm-bench tensors: %s: %s\n",
 					names[m], hmm_last_error());
+				if (own)
+					unlink(o.store);
 				return 1;
 			}
 			bw[nbw++] = measure_bw(&o);
 			raw[nraw++] = measure_raw(&o);
 		}
 	}
+	if (own)
+		unlink(o.store);
 	for (m = 0; m < 3; m++) {	/* medians over the repetitions */
 		double v[MAXREP];
 
