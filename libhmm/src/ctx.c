@@ -25,6 +25,18 @@ double hmm_now(void)
 	return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
+void hmm_cond_wait_until(struct hmm *h, double until)
+{
+	struct timespec ts;
+	double now = hmm_now();
+
+	if (until - now > 0.05)
+		until = now + 0.05;
+	ts.tv_sec = (time_t)until;
+	ts.tv_nsec = (long)((until - ts.tv_sec) * 1e9);
+	pthread_cond_timedwait(&h->cond, &h->lock, &ts);
+}
+
 /* Keep the first asynchronous error for hmm_wait (h->lock held). */
 void hmm_async_error(struct hmm *h, int err, const char *fmt, ...)
 {

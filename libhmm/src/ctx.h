@@ -175,6 +175,9 @@ struct hmm {
 
 /* ---- ctx.c ------------------------------------------------------------- */
 double hmm_now(void);
+/* Wait on h->cond (h->lock held) until woken, or hmm_now() reaches
+ * until, or 50 ms have passed, whichever is first: callers loop. */
+void hmm_cond_wait_until(struct hmm *h, double until);
 void hmm_async_error(struct hmm *h, int err, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 

@@ -110,18 +110,6 @@ static void map_pin(struct hmm *h, struct hmm_tensor *t, uint32_t first,
 	}
 }
 
-static void cond_wait_until(struct hmm *h, double until)
-{
-	struct timespec ts;
-	double now = hmm_now();
-
-	if (until - now > 0.05)
-		until = now + 0.05;
-	ts.tv_sec = (time_t)until;
-	ts.tv_nsec = (long)((until - ts.tv_sec) * 1e9);
-	pthread_cond_timedwait(&h->cond, &h->lock, &ts);
-}
-
 /* Step every chunk until all are ready; h->lock held. */
 static int map_wait(struct hmm *h, struct hmm_tensor *t, uint32_t first,
 		    uint32_t last, int tier, unsigned access)
@@ -164,8 +152,8 @@ static int map_wait(struct hmm *h, struct hmm_tensor *t, uint32_t first,
 				    "evict dirty chunks to", h->async_err ?
 				    "; a copy down failed: " : "",
 				    h->async_err ? h->async_detail : "");
-			cond_wait_until(h, starved_at +
-					h->cfg.wait_ms / 1000.0 + 0.001);
+			hmm_cond_wait_until(h, starved_at +
+					    h->cfg.wait_ms / 1000.0 + 0.001);
 		} else {
 			starved_at = 0;
 			pthread_cond_wait(&h->cond, &h->lock);
@@ -202,7 +190,7 @@ int hmm_map(struct hmm_tensor *t, uint64_t off, uint64_t len, int tier,
 		return hmm_err(-EINVAL, "hmm_map: tensor %s: ptr is NULL",
 			       t->name);
 	if (t->remote) {	/* shared mode: shared memory from hmmd */
-		double t0 = hmm_now();
+		double t0 = hmm_now();	/* before the call (see evict) */
 
 		if (tier == HMM_TIER_DEVICE)	/* staged: shared_dev.c */
 			r = hmm_shared_dev_map(t, off, len, access, ptr);
@@ -342,10 +330,14 @@ int hmm_evict(struct hmm_tensor *t, uint64_t off, uint64_t len, int tier)
 		return r;
 	if (t->remote && tier == HMM_TIER_DEVICE)
 		return 0;	/* nothing stays at the device (shared_dev.c) */
-	if (t->remote)		/* answered once hmmd has done it */
+	if (t->remote) {	/* answered once hmmd has done it */
+		double t0 = hmm_now();	/* before the call: argument order
+					   is unspecified */
+
 		return remote_traced(t, "evict", "evict in hmmd", off, len, 3,
-				     hmm_now(), hmm_client_evict(t->remote->c,
+				     t0, hmm_client_evict(t->remote->c,
 				     t->remote->t.id, off, len, tier));
+	}
 	h = t->h;
 	if (tier == HMM_TIER_HOST && !h->store)
 		return hmm_err(-EINVAL, "hmm_evict: tensor %s: no store tier "

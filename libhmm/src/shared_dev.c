@@ -25,7 +25,6 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "chunk.h"
 #include "client.h"
@@ -80,29 +79,23 @@ static int sdev_copy(struct hmm *h, int dir, uint64_t dev, void *host,
 static int sdev_room(struct hmm *h, struct hmm_tensor *t, uint64_t span)
 {
 	struct hmm_tier *T = &h->tier[HMM_TIER_DEVICE];
-	struct timespec until;
+	double until = hmm_now() + h->cfg.wait_ms / 1000.0;
 
 	if (span > T->cap)
 		return hmm_err(-ENOMEM, "hmm_map: tensor %s: %llu bytes at "
 			       "the device, more than its budget (%llu)",
 			       t->name, (unsigned long long)span,
 			       (unsigned long long)T->cap);
-	clock_gettime(CLOCK_REALTIME, &until);
-	until.tv_sec += h->cfg.wait_ms / 1000;
-	until.tv_nsec += (long)(h->cfg.wait_ms % 1000) * 1000000;
-	if (until.tv_nsec >= 1000000000) {
-		until.tv_sec++;
-		until.tv_nsec -= 1000000000;
-	}
-	while (T->used + span > T->cap)
-		if (pthread_cond_timedwait(&h->cond, &h->lock, &until) ==
-		    ETIMEDOUT && T->used + span > T->cap)
+	while (T->used + span > T->cap) {
+		if (hmm_now() >= until)
 			return hmm_err(-ENOMEM, "hmm_map: tensor %s: device "
 				       "tier full for %u ms (budget %llu, "
 				       "mapped %llu bytes)", t->name,
 				       h->cfg.wait_ms,
 				       (unsigned long long)T->cap,
 				       (unsigned long long)T->used);
+		hmm_cond_wait_until(h, until);
+	}
 	T->used += span;
 	T->pinned += span;
 	if (T->used > T->peak)

@@ -3,7 +3,8 @@
  * test_tensor_backpressure — when a tier is full of pinned chunks a map
  * waits (back-pressure) and proceeds as soon as a pin is dropped; if no
  * pin is dropped within wait_ms it fails with -ENOMEM and a detail, and
- * leaves nothing pinned.  Never an abort.  t: tsan
+ * leaves nothing pinned; the same at the (sim) device tier.  Never an
+ * abort.  t: tsan
  *
  * In shared mode (HMM_TEST_MODE=shared, tests/unit/hmm_mode.h) the same
  * checks hold through hmmd, whose budget and wait_ms are this config's:
@@ -52,6 +53,8 @@ int main(void)
 	cfg.host_budget = 1536 << 10;
 	cfg.chunk_bytes = 256 << 10;
 	cfg.wait_ms = 300;
+	cfg.device = "sim";
+	cfg.device_budget = 512 << 10;
 	hmm_test_mode(&cfg);
 	if (hmm_open(&cfg, &h))
 		t_fail_all("hmm_open: %s", hmm_last_error());
@@ -111,6 +114,25 @@ int main(void)
 	hmm_unmap(b, pb);
 	t_eq(hmm_map(c, 0, HMM_ALL, HMM_TIER_HOST, HMM_READ, &pc), 0,
 	     "and the same map works once b is unpinned");
+	hmm_unmap(c, pc);
+
+	/* the device tier too: half of a pinned there fills it, so half of
+	   c waits and fails -ENOMEM after wait_ms (shared mode: the device
+	   is this process's, staged through hmmd) */
+	if (hmm_map(a, 0, 512 << 10, HMM_TIER_DEVICE, HMM_READ, &pa))
+		t_fail_all("map a at the device: %s", hmm_last_error());
+	clock_gettime(CLOCK_MONOTONIC, &ts0);
+	r = hmm_map(c, 0, 512 << 10, HMM_TIER_DEVICE, HMM_READ, &pc);
+	clock_gettime(CLOCK_MONOTONIC, &ts1);
+	waited = ts1.tv_sec - ts0.tv_sec + (ts1.tv_nsec - ts0.tv_nsec) * 1e-9;
+	t_eq(r, -ENOMEM, "device map with the device pinned full fails -ENOMEM");
+	t_ok(strstr(hmm_last_error(), "device tier full") != NULL,
+	     "detail: %s", hmm_last_error());
+	t_ok(waited >= 0.29 && waited < 5, "after the bounded wait (%.3f s)",
+	     waited);
+	hmm_unmap(a, pa);
+	t_eq(hmm_map(c, 0, 512 << 10, HMM_TIER_DEVICE, HMM_READ, &pc), 0,
+	     "and the same map works once a is unmapped");
 	hmm_unmap(c, pc);
 	hmm_close(h);
 	return t_done();
