@@ -10,9 +10,8 @@ static _Thread_local char hmm_detail[512];
 
 int hmm_err(int err, const char *fmt, ...)
 {
-	va_list ap;
-
 	char buf[sizeof(hmm_detail)];
+	va_list ap;
 
 	/* formatted aside first: an argument may be hmm_last_error() */
 	va_start(ap, fmt);
