@@ -22,6 +22,7 @@
  * waiter fails with -ENOMEM only after wait_ms.
  */
 #include <errno.h>
+#include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -320,13 +321,14 @@ void dt_put(struct hmmd_engine *e, struct dt *dt)
 
 /* ---- metrics ---------------------------------------------------------------- */
 
-/* The per-tier series, each a field of struct hmm_tier_stats. */
-struct tier_metric {
+/* A series read from a uint64_t field of a struct. */
+struct u64_metric {
 	const char *name, *type, *help;
 	size_t off;
 };
 
-static const struct tier_metric tier_metrics[] = {
+/* The per-tier series, each a field of struct hmm_tier_stats. */
+static const struct u64_metric tier_metrics[] = {
 	{ "hmm_tier_capacity_bytes", "gauge", "Budget of a tier.",
 	  offsetof(struct hmm_tier_stats, capacity) },
 	{ "hmm_tier_resident_bytes", "gauge", "Bytes allocated to chunks.",
@@ -338,7 +340,7 @@ static const struct tier_metric tier_metrics[] = {
 };
 
 /* The module bridge's counters (struct hmmd_bridge_stats), when attached. */
-static const struct tier_metric bridge_metrics[] = {
+static const struct u64_metric bridge_metrics[] = {
 	{ "hmmd_bridge_evictions_total", "counter",
 	  "Module pages stored for the module and completed.",
 	  offsetof(struct hmmd_bridge_stats, evictions) },
@@ -356,6 +358,46 @@ static const struct tier_metric bridge_metrics[] = {
 	  offsetof(struct hmmd_bridge_stats, flushes) },
 };
 
+/* Append to buf at *n; past cap, *n still counts what was not written. */
+static void __attribute__((format(printf, 4, 5)))
+put(char *buf, size_t cap, size_t *n, const char *fmt, ...)
+{
+	va_list ap;
+	int k;
+
+	va_start(ap, fmt);
+	k = vsnprintf(buf + *n, *n < cap ? cap - *n : 0, fmt, ap);
+	va_end(ap);
+	if (k > 0)
+		*n += k;
+}
+
+/*
+ * Append each series of tab (ntab) in Prometheus text: one sample per
+ * struct of base[0..count) (stride bytes apart), labelled
+ * label="labels[i]", or, with labels NULL, one unlabelled sample of base.
+ */
+static void put_series(char *buf, size_t cap, size_t *n,
+		       const struct u64_metric *tab, size_t ntab,
+		       const void *base, size_t stride, const char *label,
+		       const char *const *labels, unsigned count)
+{
+	for (size_t m = 0; m < ntab; m++) {
+		put(buf, cap, n, "# HELP %s %s\n# TYPE %s %s\n", tab[m].name,
+		    tab[m].help, tab[m].name, tab[m].type);
+		for (unsigned i = 0; i < (labels ? count : 1); i++) {
+			unsigned long long v = *(const uint64_t *)
+				((const char *)base + i * stride + tab[m].off);
+
+			if (labels)
+				put(buf, cap, n, "%s{%s=\"%s\"} %llu\n",
+				    tab[m].name, label, labels[i], v);
+			else
+				put(buf, cap, n, "%s %llu\n", tab[m].name, v);
+		}
+	}
+}
+
 void hmmd_engine_set_bridge(struct hmmd_engine *e, struct hmmd_bridge *b)
 {
 	e->bridge = b;
@@ -367,38 +409,19 @@ size_t hmmd_engine_metrics(struct hmmd_engine *e, char *buf, size_t cap)
 	struct hmm_stats st;
 	struct hmmd_client *cl;
 	size_t n = 0;
-	int i;
 
-#define P(...)	do {							\
-		int k_ = snprintf(buf + n, n < cap ? cap - n : 0, __VA_ARGS__); \
-		if (k_ > 0)						\
-			n += k_;					\
-	} while (0)
+#define P(...)	put(buf, cap, &n, __VA_ARGS__)
 	hmm_stats(e->h, &st);
-	for (size_t m = 0; m < sizeof(tier_metrics) / sizeof(*tier_metrics);
-	     m++) {
-		const struct tier_metric *tm = &tier_metrics[m];
-
-		P("# HELP %s %s\n# TYPE %s %s\n", tm->name, tm->help,
-		  tm->name, tm->type);
-		for (i = 0; i < HMM_TIERS; i++)
-			P("%s{tier=\"%s\"} %llu\n", tm->name, tn[i],
-			  (unsigned long long)*(const uint64_t *)
-			  ((const char *)&st.tier[i] + tm->off));
-	}
+	put_series(buf, cap, &n, tier_metrics, sizeof(tier_metrics) /
+		   sizeof(*tier_metrics), st.tier, sizeof(st.tier[0]), "tier",
+		   tn, HMM_TIERS);
 	if (e->bridge) {
 		struct hmmd_bridge_stats bs;
 
 		hmmd_bridge_stats(e->bridge, &bs);
-		for (size_t m = 0; m < sizeof(bridge_metrics) /
-		     sizeof(*bridge_metrics); m++) {
-			const struct tier_metric *bm = &bridge_metrics[m];
-
-			P("# HELP %s %s\n# TYPE %s %s\n%s %llu\n", bm->name,
-			  bm->help, bm->name, bm->type, bm->name,
-			  (unsigned long long)*(const uint64_t *)
-			  ((const char *)&bs + bm->off));
-		}
+		put_series(buf, cap, &n, bridge_metrics,
+			   sizeof(bridge_metrics) / sizeof(*bridge_metrics),
+			   &bs, 0, NULL, NULL, 1);
 	}
 	pthread_mutex_lock(&e->lock);
 	P("# HELP hmmd_clients Clients connected.\n"
