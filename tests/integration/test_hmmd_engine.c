@@ -38,6 +38,7 @@
 #include <time.h>
 
 #include "t.h"
+#include "prom.h"
 #include "client.h"
 #include "err.h"
 #include "proto_sock.h"
@@ -140,45 +141,18 @@ static struct hmm_client *conn(uint64_t host_quota, const char *name)
 static const char *metrics(void)
 {
 	static char text[1 << 16];
-	struct sockaddr_in sa = { .sin_family = AF_INET };
-	const char *req = "GET /metrics HTTP/1.0\r\n\r\n";
-	size_t got = 0;
-	ssize_t n;
-	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	char *body;
+	const char *body = prom_fetch(atoi(strchr(port, ':') + 1), text,
+				      sizeof(text));
 
-	text[0] = 0;
-	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	sa.sin_port = htons(atoi(strchr(port, ':') + 1));
-	if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
-		t_diag("metrics connect: %s", strerror(errno));
-		if (fd >= 0)
-			close(fd);
-		return text;
-	}
-	if (send(fd, req, strlen(req), MSG_NOSIGNAL) < 0)
-		t_diag("metrics send: %s", strerror(errno));
-	while (got < sizeof(text) - 1 &&
-	       (n = recv(fd, text + got, sizeof(text) - 1 - got, 0)) > 0)
-		got += n;
-	text[got] = 0;
-	close(fd);
-	body = strstr(text, "\r\n\r\n");
-	return body ? body + 4 : text;
+	if (!body)
+		t_diag("metrics: %s", strerror(errno));
+	return body ? body : text;
 }
 
 /* The value of metric line "name" (with labels as written), or -1. */
 static double metric(const char *name)
 {
-	const char *m = metrics(), *p = m;
-	size_t n = strlen(name);
-
-	while ((p = strstr(p, name))) {
-		if ((p == m || p[-1] == '\n') && p[n] == ' ')
-			return atof(p + n + 1);
-		p += n;
-	}
-	return -1;
+	return prom_value(metrics(), name);
 }
 
 static void pick_port(void)

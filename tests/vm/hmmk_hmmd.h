@@ -7,12 +7,12 @@
 #ifndef HMMK_HMMD_H
 #define HMMK_HMMD_H
 
-#include <netinet/in.h>
 #include <poll.h>
-#include <stdlib.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <time.h>
+
+#include "../prom.h"
 
 #define HMMD		"/bin/hmmd"
 #define HMMD_SOCK	"/tmp/hmmd.sock"
@@ -156,45 +156,13 @@ static inline uint64_t hmmd_kill_during_faults(pid_t hmmd, char *p,
 	return first_bus;
 }
 
-/*
- * The value of the unlabelled series name in hmmd's Prometheus text at
- * http://127.0.0.1:HMMD_METRICS_PORT/metrics, or -1 (no answer, or no
- * such series).
- */
+/* The value of series name in the running hmmd's metrics, or -1. */
 static inline long long hmmd_metric(const char *name)
 {
-	struct sockaddr_in sa = {
-		.sin_family = AF_INET,
-		.sin_port = htons(HMMD_METRICS_PORT),
-		.sin_addr.s_addr = htonl(INADDR_LOOPBACK),
-	};
-	static const char req[] = "GET /metrics HTTP/1.0\r\n\r\n";
-	static char buf[1 << 16];
-	size_t len = 0, nl = strlen(name);
-	long long v = -1;
-	ssize_t k;
-	char *q;
-	int fd;
+	static char text[1 << 16];
 
-	fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (fd < 0)
-		return -1;
-	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) ||
-	    write(fd, req, sizeof(req) - 1) != (ssize_t)sizeof(req) - 1) {
-		close(fd);
-		return -1;
-	}
-	while (len < sizeof(buf) - 1 &&
-	       (k = read(fd, buf + len, sizeof(buf) - 1 - len)) > 0)
-		len += k;
-	close(fd);
-	buf[len] = 0;
-	for (q = strstr(buf, name); q; q = strstr(q + 1, name))
-		if (q[-1] == '\n' && q[nl] == ' ') {
-			v = strtoll(q + nl + 1, NULL, 10);
-			break;
-		}
-	return v;
+	return (long long)prom_value(prom_fetch(HMMD_METRICS_PORT, text,
+						sizeof(text)), name);
 }
 
 #endif /* HMMK_HMMD_H */
