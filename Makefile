@@ -47,10 +47,10 @@ endif
 have_hdr = $(shell printf '\#include <$(1)>\n' | $(CC) -E -x c - >/dev/null 2>&1 && echo y)
 HAVE_URING := $(call have_hdr,liburing.h)
 HAVE_NUMA  := $(call have_hdr,numa.h)
-HAVE_NVCC  := $(if $(SAN),,$(shell command -v $(NVCC) 2>/dev/null))
+NVCC_PATH  := $(shell command -v $(NVCC) 2>/dev/null)
+HAVE_NVCC  := $(if $(SAN),,$(NVCC_PATH))
 HAVE_CLANG := $(shell command -v $(CLANG) 2>/dev/null)
 # the toolkit's cuda.h, for test_cuda_abi only (libhmm needs no CUDA header)
-NVCC_PATH  := $(shell command -v $(NVCC) 2>/dev/null)
 CUDA_H	   := $(firstword $(wildcard $(if $(CUDA_HOME),$(CUDA_HOME)/include/cuda.h) \
 		$(if $(NVCC_PATH),$(dir $(NVCC_PATH))../include/cuda.h) \
 		/usr/local/cuda/include/cuda.h /usr/include/cuda.h))
