@@ -9,8 +9,11 @@
 #   make kmod     the kernel module against Debian's installed headers
 #   make fuzz     the fuzz targets (clang, libFuzzer)
 #
-# Sources are found by wildcard: a new file in libhmm/src, kernels/*,
-# tools/NAME/, daemon/ or tests/*/ needs no edit here.  Files named
+# Sources are found by wildcard: a new file in libhmm/src/*/, kernels/*,
+# tools/NAME/, daemon/ or tests/*/ needs no edit here.  Include paths are
+# per layer (see "layers" below): a file sees libhmm/include and the
+# folders its layer is granted, nothing else, so a layer violation fails
+# to compile.  Files named
 # *_avx2.c / *_avx512.c get their ISA's flags and are only called after a
 # cpuid check.  B=DIR picks another build folder, SAN=address|thread a
 # sanitizer build (libraries and unit tests only).
@@ -25,8 +28,7 @@ NVCC	?= nvcc
 CLANG	?= clang
 
 O	:= $(B)/obj
-CPPFLAGS += -D_GNU_SOURCE -Iinclude -Ilibhmm/include -Ilibhmm/src \
-	    -Ikernels/core -Ikernels/bind -Itests -I$(B)/gen
+CPPFLAGS += -D_GNU_SOURCE -Ilibhmm/include
 CFLAGS	?= -O2 -g
 CFLAGS	+= -std=gnu11 -fPIC -pthread -Wall -Wextra -Werror \
 	   -Wno-unused-parameter -Wno-sign-compare -Wno-missing-field-initializers
@@ -81,7 +83,7 @@ endif
 endif
 
 # ---- sources ----------------------------------------------------------------
-LIBHMM_SRC := $(wildcard libhmm/src/*.c)
+LIBHMM_SRC := $(wildcard libhmm/src/*.c libhmm/src/*/*.c)
 HK_SRC	   := $(wildcard kernels/core/cpu/*.c)
 BIND_SRC   := $(wildcard kernels/bind/*.c)
 CU_SRC	   := $(wildcard kernels/core/cuda/*.cu)
@@ -122,11 +124,50 @@ skipped:
 
 units: $(if $(HAVE_USER),$(UNIT_BINS) $(INTEG_BINS))
 
+# ---- layers: who may include what ------------------------------------------
+# libhmm/src/base (err, sizes) <- store (knows nothing of tensors), proto
+# (the wire codec and socket rules) <- engine (the embedded engine) <-
+# remote (shared mode: the hmmd client and the backend over it) <- the
+# front door (libhmm/src/*.c: api.c, open.c, dlpack.c).  INC is empty
+# for anything not named here: public headers only.
+L	:= libhmm/src
+INC_base   := -I$(L)/base
+INC_store  := $(INC_base) -I$(L)/store
+INC_proto  := $(INC_base) -I$(L)/proto
+INC_engine := $(INC_store) -Iinclude -I$(L)/engine -I$(L)/remote -I$(L)/proto
+INC_remote := $(INC_engine) -I$(L)/proto -I$(L)/remote
+INC_kern   := -Ikernels/core -Ikernels/bind
+$(O)/$(L)/base/%.o:   INC := $(INC_base)
+$(O)/$(L)/store/%.o:  INC := $(INC_store)
+$(O)/$(L)/proto/%.o:  INC := $(INC_proto)
+$(O)/$(L)/engine/%.o: INC := $(INC_engine)
+$(O)/$(L)/remote/%.o: INC := $(INC_remote)
+$(call obj,$(wildcard $(L)/*.c)): INC := $(INC_remote)
+$(O)/kernels/core/%.o: INC := -Ikernels/core
+$(O)/kernels/bind/%.o: INC := $(INC_kern)
+$(O)/daemon/%.o:      INC := -Iinclude $(INC_store) $(INC_proto)
+# tools: public headers, plus what each declares here
+$(O)/tools/hmm-train/%.o: INC := $(INC_kern)
+$(O)/tools/hmm-bench/%.o: INC := $(INC_kern)
+$(O)/tools/hmm-bench/io.o $(O)/tools/hmm-bench/tensors.o: INC := $(INC_store)
+$(O)/tools/hmm-bench/shared.o: INC := $(INC_proto) -I$(L)/remote
+$(O)/tools/hmmctl/%.o: INC := $(INC_proto) -I$(L)/remote
+# tests: tests/ and the kernels' headers, plus a layer per group
+$(O)/tests/%.o: INC := -Itests $(INC_kern)
+T_STORE := alloc crc32c offload pool table tensor_fault $(patsubst \
+	   tests/unit/test_%.c,%,$(wildcard tests/unit/test_store*.c))
+$(patsubst %,$(O)/tests/unit/test_%.o,$(T_STORE)): INC := -Itests $(INC_kern) $(INC_store)
+$(O)/tests/unit/test_proto.o $(O)/tests/unit/test_proto_sock.o \
+$(O)/tests/integration/test_hmmd_proto.o: INC := -Itests $(INC_proto)
+$(O)/tests/unit/test_cuda_abi.o: INC := -Itests -I$(L)/engine
+$(O)/tests/integration/test_hmm_remote.o \
+$(O)/tests/integration/test_hmmd_engine.o: INC := -Itests $(INC_proto) -I$(L)/remote
+
 # ---- compile ----------------------------------------------------------------
 $(O)/tests/unit/test_cuda_abi.o: CPPFLAGS += $(if $(CUDA_H),-DHMM_HAVE_CUDA_H -isystem $(dir $(CUDA_H)))
 $(O)/%.o: %.c
 	@mkdir -p $(@D)
-	$(CC) $(CPPFLAGS) $(CFLAGS) $(ISA) -MMD -MP -c -o $@ $<
+	$(CC) $(CPPFLAGS) $(INC) $(CFLAGS) $(ISA) -MMD -MP -c -o $@ $<
 $(O)/%_avx2.o: ISA := $(ISA_avx2)
 $(O)/%_avx512.o: ISA := $(ISA_avx512)
 
@@ -168,10 +209,10 @@ $(B)/tests/%: $(O)/tests/%.o $(LIBS)
 # (tests/integration/test_cuda_fake.sh).  No sanitizer flags: the one
 # library serves the plain and the ASan test binaries.
 $(B)/tests/fakecuda/libcuda.so.1: $(wildcard tests/fakecuda/*.c tests/fakecuda/*.h) \
-		libhmm/src/cuda_abi.h
+		libhmm/src/engine/cuda_abi.h
 	@mkdir -p $(@D)
 	$(CC) -D_GNU_SOURCE -std=gnu11 -O2 -g -fPIC -pthread -Wall -Wextra -Werror \
-		-Wno-unused-parameter -Ilibhmm/src -shared -Wl,-soname,libcuda.so.1 \
+		-Wno-unused-parameter -Ilibhmm/src/engine -shared -Wl,-soname,libcuda.so.1 \
 		-Wl,-z,nodelete \
 		-o $@ $(filter %.c,$^)
 
@@ -201,10 +242,10 @@ endif
 # ---- fuzz (clang libFuzzer) -------------------------------------------------
 FUZZ_BINS := $(patsubst tests/fuzz/%.c,$(B)/fuzz/%,$(FUZZ_SRC))
 fuzz: $(FUZZ_BINS)
-FUZZ_LINK_fuzz_proto := libhmm/src/proto.c libhmm/src/proto_msg.c libhmm/src/err.c
+FUZZ_LINK_fuzz_proto := $(L)/proto/proto.c $(L)/proto/proto_msg.c $(L)/base/err.c
 $(B)/fuzz/%: tests/fuzz/%.c $(LIBHMM_SRC) $(DAEMON_SRC)
 	@mkdir -p $(@D)
-	$(CLANG) $(CPPFLAGS) -Idaemon -std=gnu11 -g -O1 -fsanitize=fuzzer,address,undefined \
+	$(CLANG) $(CPPFLAGS) $(INC_proto) -Idaemon -std=gnu11 -g -O1 -fsanitize=fuzzer,address,undefined \
 		-o $@ $< $(FUZZ_LINK_$*) $(LDLIBS)
 
 # ---- check ------------------------------------------------------------------

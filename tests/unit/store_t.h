@@ -5,7 +5,7 @@
 
 #include "t.h"
 #include "err.h"
-#include "fault.h"
+#include "fault_inject.h"
 #include "pool.h"
 #include "store.h"
 

@@ -19,7 +19,7 @@
 
 #include "t.h"
 
-#include "fault.h"
+#include "fault_inject.h"
 #include "hk.h"
 #include "hk_adamw.h"
 #include "hk_offload.h"

@@ -18,7 +18,7 @@
  */
 #include "t.h"
 
-#include "fault.h"
+#include "fault_inject.h"
 #include "hmm.h"
 #include "hmm_mode.h"
 

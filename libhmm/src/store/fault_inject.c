@@ -1,12 +1,12 @@
 // SPDX-License-Identifier: MIT
-/* fault.c — fault injection for the store's I/O path (see fault.h). */
+/* fault_inject.c — fault injection into the store's I/O (fault_inject.h). */
 #include <errno.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "err.h"
-#include "fault.h"
+#include "fault_inject.h"
 
 #define FAULT_MAX 16
 

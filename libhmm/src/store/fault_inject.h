@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * fault.h — fault injection for the store's I/O path.
+ * fault_inject.h — fault injection for the store's I/O path.
  *
  * A spec is a comma-separated list of KIND@N: the Nth I/O operation the
  * store hands to its ring (counting from 1 since the spec was set; a
@@ -19,8 +19,8 @@
  * Threading: the counter is process-wide and atomic; set from one thread
  * while no store I/O is running.
  */
-#ifndef HMM_FAULT_H
-#define HMM_FAULT_H
+#ifndef HMM_FAULT_INJECT_H
+#define HMM_FAULT_INJECT_H
 
 #include <stdint.h>
 
@@ -44,4 +44,4 @@ int hmm_fault_next(void);
 uint64_t hmm_fault_ops(void);
 uint64_t hmm_fault_fired(void);
 
-#endif /* HMM_FAULT_H */
+#endif /* HMM_FAULT_INJECT_H */

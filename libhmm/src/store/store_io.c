@@ -16,7 +16,7 @@
 
 #include "crc32c.h"
 #include "err.h"
-#include "fault.h"
+#include "fault_inject.h"
 #include "store_int.h"
 
 #define ZERO_RETRIES	3

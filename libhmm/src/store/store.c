@@ -21,7 +21,7 @@
 
 #include "crc32c.h"
 #include "err.h"
-#include "fault.h"
+#include "fault_inject.h"
 #include "pool.h"
 #include "store_int.h"
 
