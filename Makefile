@@ -102,6 +102,9 @@ BIND_A	 := $(B)/lib/libhkbind.a
 CUDA_A	 := $(B)/lib/libhk_cuda.a
 LIBHMM_SO := $(B)/lib/libhmm.so.0
 LIBS	 := $(BIND_A) $(LIBHMM_A) $(HK_A)
+# libhmm without shared mode (remote/, open.c): what hmmd links
+LIBHMM_EMB_SRC := $(filter-out libhmm/src/remote/% libhmm/src/open.c,$(LIBHMM_SRC))
+LIBHMM_EMB_A := $(B)/lib/libhmm_embedded.a
 
 UNIT_BINS  := $(patsubst tests/unit/%.c,$(B)/tests/unit/%,$(UNIT_SRC))
 INTEG_BINS := $(patsubst tests/integration/%.c,$(B)/tests/integration/%,$(INTEG_SRC))
@@ -134,7 +137,7 @@ L	:= libhmm/src
 INC_base   := -I$(L)/base
 INC_store  := $(INC_base) -I$(L)/store
 INC_proto  := $(INC_base) -I$(L)/proto
-INC_engine := $(INC_store) -Iinclude -I$(L)/engine -I$(L)/remote -I$(L)/proto
+INC_engine := $(INC_store) -Iinclude -I$(L)/engine
 INC_remote := $(INC_engine) -I$(L)/proto -I$(L)/remote
 INC_kern   := -Ikernels/core -Ikernels/bind
 $(O)/$(L)/base/%.o:   INC := $(INC_base)
@@ -142,10 +145,13 @@ $(O)/$(L)/store/%.o:  INC := $(INC_store)
 $(O)/$(L)/proto/%.o:  INC := $(INC_proto)
 $(O)/$(L)/engine/%.o: INC := $(INC_engine)
 $(O)/$(L)/remote/%.o: INC := $(INC_remote)
-$(call obj,$(wildcard $(L)/*.c)): INC := $(INC_remote)
+$(call obj,$(wildcard $(L)/*.c)): INC := $(INC_engine)
+$(O)/$(L)/open.o:     INC := $(INC_remote)
 $(O)/kernels/core/%.o: INC := -Ikernels/core
 $(O)/kernels/bind/%.o: INC := $(INC_kern)
-$(O)/daemon/%.o:      INC := -Iinclude $(INC_store) $(INC_proto)
+# hmmd: the engine (hmm_engine_open, the budget), store and proto, and
+# no remote/: it links $(LIBHMM_EMB_A), which has none of it
+$(O)/daemon/%.o:      INC := $(INC_engine) $(INC_proto)
 # tools: public headers, plus what each declares here
 $(O)/tools/hmm-train/%.o: INC := $(INC_kern)
 $(O)/tools/hmm-bench/%.o: INC := $(INC_kern)
@@ -172,6 +178,7 @@ $(O)/%_avx2.o: ISA := $(ISA_avx2)
 $(O)/%_avx512.o: ISA := $(ISA_avx512)
 
 $(LIBHMM_A): $(call obj,$(LIBHMM_SRC))
+$(LIBHMM_EMB_A): $(call obj,$(LIBHMM_EMB_SRC))
 $(HK_A): $(call obj,$(HK_SRC))
 $(BIND_A): $(call obj,$(BIND_SRC))
 $(B)/lib/%.a:
@@ -197,9 +204,10 @@ $(B)/bin/$(1): $(call obj,$(wildcard tools/$(1)/*.c)) $(LIBS)
 endef
 $(foreach t,$(TOOLS),$(eval $(call tool_rule,$(t))))
 TOOL_LDLIBS_hmm-train := -lopenblas
-$(B)/bin/hmmd: $(call obj,$(DAEMON_SRC)) $(LIBS)
+$(B)/bin/hmmd: $(call obj,$(DAEMON_SRC)) $(BIND_A) $(LIBHMM_EMB_A) $(HK_A)
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $(filter %.o,$^) $(LIBS) $(LDLIBS) -linih
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $(filter %.o,$^) $(BIND_A) \
+		$(LIBHMM_EMB_A) $(HK_A) $(LDLIBS) -linih
 
 $(B)/tests/%: $(O)/tests/%.o $(LIBS)
 	@mkdir -p $(@D)

@@ -30,6 +30,7 @@
 #include <sys/stat.h>
 #include <time.h>
 
+#include "backend.h"
 #include "bridge.h"
 #include "engine.h"
 
@@ -60,7 +61,7 @@ int hmmd_engine_open(const struct hmmd_config *cfg, struct hmmd_engine **out)
 	    (stat(cfg->store_path, &st) < 0 ||
 	     (S_ISREG(st.st_mode) && st.st_size == 0)))
 		hc.store_size = STORE_SIZE_NEW;
-	ret = hmm_open(&hc, &e->h);
+	ret = hmm_engine_open(&hc, &e->h);
 	if (ret) {
 		hmmd_log("engine: cannot open (store %s): %s",
 			 cfg->store_path ? cfg->store_path : "none",

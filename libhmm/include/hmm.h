@@ -111,7 +111,7 @@ struct hmm_config {
 				   this process's own, staged through host
 				   maps in hmmd; regions live in this
 				   process, see hmm_region_new;
-				   libhmm/src/shared.c); NULL = the
+				   libhmm/src/remote/); NULL = the
 				   embedded engine */
 	const char *trace_path;	/* Chrome trace JSON; NULL = $HMM_TRACE
 				   (shared mode: this process's calls to

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 /*
  * test_hmm_remote — the hmm.h-shaped shared-mode calls of
- * libhmm/src/client.c (what ctx.c is to forward to when
+ * libhmm/src/remote/rtensor.c (what shared mode forwards to when
  * hmm_config.daemon is set) against a real hmmd on a temporary socket:
  * open from a config, make, map, write, read back, flush, reopen a
  * persistent tensor by name from a second context, stats, a region,
@@ -18,7 +18,7 @@
 #include <time.h>
 
 #include "t.h"
-#include "client.h"
+#include "rtensor.h"
 #include "err.h"
 
 static char hmmd[4096], sock[4096], store[4096], logf[4096];

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT
-/* size.c — hmm_size_parse(): the one parser of byte sizes in the tree. */
+/* size.c — hmm_size_parse(), the one parser of byte sizes in the tree,
+ * and hmm_dtype_size(). */
 #include <ctype.h>
 #include <errno.h>
 #include <stdint.h>
@@ -36,4 +37,15 @@ int hmm_size_parse(const char *s, uint64_t *out)
 		return -ERANGE;
 	*out = (uint64_t)v << shift;
 	return 0;
+}
+
+static const uint8_t dtype_size[] = {
+	[HMM_DTYPE_F32] = 4, [HMM_DTYPE_F64] = 8, [HMM_DTYPE_F16] = 2,
+	[HMM_DTYPE_BF16] = 2, [HMM_DTYPE_I8] = 1, [HMM_DTYPE_U8] = 1,
+	[HMM_DTYPE_I32] = 4, [HMM_DTYPE_I64] = 8,
+};
+
+size_t hmm_dtype_size(uint32_t dtype)
+{
+	return dtype < sizeof(dtype_size) ? dtype_size[dtype] : 0;
 }

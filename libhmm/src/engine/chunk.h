@@ -98,9 +98,8 @@ struct hmm_tensor {
 	uint64_t dev;		/* device range (backend), 0 = none */
 	struct hmm_list maps;	/* struct hmm_mapping, under h->lock */
 	uint32_t inflight;	/* chunks busy */
-	struct hmm_remote_tensor *remote; /* shared mode: hmmd's tensor
-					     (owned; no chunks, no host
-					     range here); NULL embedded */
+	void *be_priv;		/* another backend's (backend.h): no
+				   chunks, no host range here */
 };
 
 static inline uint64_t hmm_chunk_key(const struct hmm_chunk *c)

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT
 /*
- * ctx.c — opening and closing a context, steps, hmm_strerror.  With
- * config.daemon set the context is a connection to hmmd (shared.c).
+ * ctx.c — the context both backends start from (hmm_ctx_new/free), the
+ * embedded engine's open and close and its backend table, steps,
+ * hmm_strerror.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -167,18 +168,15 @@ static void ctx_init(struct hmm *h, const struct hmm_config *cfg)
 	hmm_list_init(&h->ioq);
 	hmm_list_init(&h->wantq);
 	hmm_list_init(&h->regions);
-	hmm_list_init(&h->sdev);
 	h->t_open = hmm_now();
 }
 
-int hmm_open(const struct hmm_config *cfg, struct hmm **out)
+int hmm_ctx_new(const struct hmm_config *cfg, struct hmm **out)
 {
 	const char *trace;
 	struct hmm *h;
 	int r;
 
-	if (!cfg || !out)
-		return hmm_err(-EINVAL, "hmm_open: cfg and out are required");
 	r = config_check(cfg);
 	if (r < 0)
 		return r;
@@ -192,29 +190,55 @@ int hmm_open(const struct hmm_config *cfg, struct hmm **out)
 		if (r < 0)
 			goto out_free;
 	}
-	if (cfg->host_dir && !cfg->daemon) {
-		r = ctx_host_dir_open(h, cfg->host_dir);
-		if (r < 0)
-			goto out_trace;
-	}
-	/* shared mode too: a device is this process's (shared_dev.c) */
+	/* both backends: a device is this process's */
 	r = ctx_dev_open(h, cfg);
 	if (r < 0)
 		goto out_trace;
 	if (h->dev && cfg->device_budget &&
 	    cfg->device_budget < h->tier[HMM_TIER_DEVICE].cap)
 		h->tier[HMM_TIER_DEVICE].cap = cfg->device_budget;
-	if (cfg->daemon) {	/* shared mode: shared.c */
-		r = hmm_shared_open(h, cfg);
+	*out = h;
+	return 0;
+
+out_trace:
+	hmm_trace_close(h);
+out_free:
+	free(h);
+	return r;
+}
+
+void hmm_ctx_free(struct hmm *h)
+{
+	if (h->dev)
+		h->dev->close(h->dev_priv);
+	hmm_policy_fini(h);
+	hmm_trace_close(h);
+	free(h->tensors);
+	pthread_cond_destroy(&h->io_cond);
+	pthread_cond_destroy(&h->cond);
+	pthread_mutex_destroy(&h->lock);
+	pthread_mutex_destroy(&h->trace_lock);
+	free(h);
+}
+
+int hmm_engine_open(const struct hmm_config *cfg, struct hmm **out)
+{
+	struct hmm *h;
+	int r;
+
+	r = hmm_ctx_new(cfg, &h);
+	if (r < 0)
+		return r;
+	h->be = &hmm_engine_backend;
+	if (cfg->host_dir) {
+		r = ctx_host_dir_open(h, cfg->host_dir);
 		if (r < 0)
-			goto out_dev;
-		*out = h;
-		return 0;
+			goto out_ctx;
 	}
 	if (cfg->store_path) {
 		r = hmm_iot_start(h, cfg);
 		if (r < 0)
-			goto out_dev;
+			goto out_ctx;
 		if (cfg->flags & HMM_CONFIG_STORE_KEEP) {
 			r = hmm_persist_load(h);
 			if (r < 0)
@@ -226,74 +250,56 @@ int hmm_open(const struct hmm_config *cfg, struct hmm **out)
 
 out_iot:
 	hmm_iot_stop(h);
-out_dev:
-	if (h->dev)
-		h->dev->close(h->dev_priv);
-out_trace:
+out_ctx:
 	if (h->host_dirfd >= 0)
 		close(h->host_dirfd);
-	hmm_trace_close(h);
-out_free:
-	free(h);
+	hmm_ctx_free(h);
 	return r;
 }
 
-void hmm_tensor_destroy(struct hmm_tensor *t, int forget);
-
-void hmm_close(struct hmm *h)
+static void engine_close(struct hmm *h)
 {
 	uint32_t i;
 
-	if (!h)
-		return;
-	if (!h->remote)
-		hmm_region_fini(h);
-	else
-		hmm_shared_dev_fini(h);	/* they name tensors: first */
+	hmm_region_fini(h);
 	for (i = 0; i < h->ntensors; i++)
 		if (h->tensors[i])
 			hmm_tensor_destroy(h->tensors[i], 0);
-	if (h->remote)
-		hmm_shared_close(h);
 	hmm_iot_stop(h);
-	if (h->dev)
-		h->dev->close(h->dev_priv);
-	hmm_policy_fini(h);
 	hmm_persist_fini(h);
 	if (h->host_dirfd >= 0)
 		close(h->host_dirfd);
-	hmm_trace_close(h);
-	free(h->tensors);
-	pthread_cond_destroy(&h->io_cond);
-	pthread_cond_destroy(&h->cond);
-	pthread_mutex_destroy(&h->lock);
-	pthread_mutex_destroy(&h->trace_lock);
-	free(h);
+	hmm_ctx_free(h);
 }
 
-int hmm_step_begin(struct hmm *h)
+int hmm_ctx_step(struct hmm *h, int begin)
 {
 	int r;
 
-	if (!h)
-		return hmm_err(-EINVAL, "hmm_step_begin: no context");
 	pthread_mutex_lock(&h->lock);
-	r = hmm_policy_step_begin(h);
+	r = begin ? hmm_policy_step_begin(h) : hmm_policy_step_end(h);
 	pthread_mutex_unlock(&h->lock);
 	return r;
 }
 
-int hmm_step_end(struct hmm *h)
-{
-	int r;
-
-	if (!h)
-		return hmm_err(-EINVAL, "hmm_step_end: no context");
-	pthread_mutex_lock(&h->lock);
-	r = hmm_policy_step_end(h);
-	pthread_mutex_unlock(&h->lock);
-	return r;
-}
+const struct hmm_backend hmm_engine_backend = {
+	.name = "embedded",
+	.open = hmm_engine_open,
+	.close = engine_close,
+	.tensor_new = hmm_engine_tensor_new,
+	.tensor_open = hmm_engine_tensor_open,
+	.tensor_free = hmm_engine_tensor_free,
+	.residency = hmm_engine_residency,
+	.host_fd = hmm_engine_host_fd,
+	.map = hmm_engine_map,
+	.unmap = hmm_engine_unmap,
+	.prefetch = hmm_engine_prefetch,
+	.evict = hmm_engine_evict,
+	.wait = hmm_engine_wait,
+	.flush = hmm_engine_flush,
+	.stats = hmm_engine_stats,
+	.region_back = hmm_region_store_back,
+};
 
 const char *hmm_strerror(int err)
 {

@@ -17,6 +17,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "backend.h"
 #include "hmm.h"
 #include "store.h"
 
@@ -58,8 +59,6 @@ static inline void hmm_list_del(struct hmm_list *n)
 
 struct hmm_chunk;
 struct hmm_tensor;
-struct hmm_client;
-struct hmm_remote_tensor;
 struct hmm_dev_ops;
 struct hmm_region;
 
@@ -108,18 +107,16 @@ struct hmm_tier {
 };
 
 /*
- * The context.  Allocated by hmm_open, freed by hmm_close.  Owns the
- * tensors (h->tensors[id]), the regions, the store (used only by the I/O
- * thread), the device backend and the trace file.
+ * The context.  Allocated by hmm_ctx_new (hmm_open), freed by
+ * hmm_ctx_free (hmm_close).  Owns the tensors (h->tensors[id]), the
+ * regions, the store (used only by the I/O thread), the device backend
+ * and the trace file.  With another backend than the engine's, the
+ * engine's store, I/O thread and chunks stay idle and the backend's
+ * state is be_priv.
  */
 struct hmm {
-	/*
-	 * Shared mode (cfg.daemon set): the hmmd connection, owned; every
-	 * public call on this context and its tensors forwards to it
-	 * (shared.c) and the engine's fields below stay idle (no store,
-	 * device, I/O thread or chunks).  NULL: the embedded engine.
-	 */
-	struct hmm_client *remote;
+	const struct hmm_backend *be;	/* what hmm.h calls (backend.h) */
+	void *be_priv;			/* that backend's, owned by it */
 	pthread_mutex_t lock;
 	pthread_cond_t cond;		/* state changed (see above) */
 	struct hmm_config cfg;		/* strings not kept */
@@ -162,9 +159,6 @@ struct hmm {
 
 	/* regions (region.c); own lock, below h->lock in order */
 	struct hmm_list regions;
-
-	/* shared mode's device maps (shared_dev.c), h->lock */
-	struct hmm_list sdev;
 
 	/* trace (trace.c); own lock */
 	FILE *trace;
@@ -226,35 +220,51 @@ int hmm_persist_save(struct hmm *h);	/* h->lock held */
 void hmm_persist_fini(struct hmm *h);
 
 /* ---- tensor.c ---------------------------------------------------------- */
-/* Create a tensor; id < 0 = a new id; stored = per-chunk bitmap or NULL. */
+/* Check a new tensor's name, dtype and shape; *bytes = its size. */
+int hmm_tensor_check(struct hmm *h, const char *name, uint32_t dtype,
+		     unsigned ndim, const int64_t *shape, uint64_t *bytes);
+/* Create a tensor of bytes (checked); id < 0 = a new id; stored = per-chunk
+ * bitmap or NULL. */
 int hmm_tensor_create(struct hmm *h, const char *name, uint32_t dtype,
-		      unsigned ndim, const int64_t *shape, int64_t id,
-		      const uint8_t *stored, struct hmm_tensor **out);
+		      unsigned ndim, const int64_t *shape, uint64_t bytes,
+		      int64_t id, const uint8_t *stored,
+		      struct hmm_tensor **out);
+void hmm_tensor_destroy(struct hmm_tensor *t, int forget);
+int hmm_tensor_shell(struct hmm *h, const char *name, uint32_t dtype,
+		     unsigned ndim, const int64_t *shape, uint64_t bytes,
+		     struct hmm_tensor **out);
+void hmm_tensor_shell_free(struct hmm_tensor *t);
 
-/* ---- shared.c: shared mode (hmm_config.daemon) -------------------------- */
-/* hmm_tensor_open's remote half (persist.c calls it when h->remote is
- * set). */
-int hmm_shared_tensor_open(struct hmm *h, const char *name,
+/* ---- the embedded engine's ops (backend.h; tensor.c, map.c, persist.c,
+ * stats.c) ---------------------------------------------------------------- */
+int hmm_engine_tensor_new(struct hmm *h, const char *name, uint32_t dtype,
+			  unsigned ndim, const int64_t *shape,
+			  struct hmm_tensor **out);
+int hmm_engine_tensor_open(struct hmm *h, const char *name,
 			   struct hmm_tensor **out);
-int hmm_shared_open(struct hmm *h, const struct hmm_config *cfg);
-void hmm_shared_close(struct hmm *h);
-/* shared_dev.c: the device tier in shared mode, staged through hmmd's
- * host tier (h->dev is this process's backend).  _map and _unmap are
- * hmm_map/hmm_unmap at the device; _unmap is -ENOENT when ptr is not a
- * device map of t.  _fini drops every device map (hmm_close, before the
- * tensors go); _residency adds t's device-mapped bytes to *bytes. */
-int hmm_shared_dev_map(struct hmm_tensor *t, uint64_t off, uint64_t len,
-		       unsigned access, void **ptr);
-int hmm_shared_dev_unmap(struct hmm_tensor *t, void *ptr);
-void hmm_shared_dev_fini(struct hmm *h);
-void hmm_shared_dev_residency(struct hmm_tensor *t, uint64_t *bytes);
-/* tensor.c: wrap a remote tensor in a struct hmm_tensor (takes rt). */
-int hmm_tensor_wrap_remote(struct hmm *h, struct hmm_remote_tensor *rt,
-			   struct hmm_tensor **out);
+int hmm_engine_tensor_free(struct hmm_tensor *t);
+int hmm_engine_residency(struct hmm_tensor *t, uint64_t bytes[]);
+int hmm_engine_host_fd(struct hmm_tensor *t, int *fd, uint64_t *off);
+int hmm_engine_map(struct hmm_tensor *t, uint64_t off, uint64_t len,
+		   int tier, unsigned access, void **ptr);
+int hmm_engine_unmap(struct hmm_tensor *t, void *ptr);
+int hmm_engine_prefetch(struct hmm_tensor *t, uint64_t off, uint64_t len,
+			int tier);
+int hmm_engine_evict(struct hmm_tensor *t, uint64_t off, uint64_t len,
+		     int tier);
+int hmm_engine_wait(struct hmm *h, struct hmm_tensor *t);
+int hmm_engine_flush(struct hmm *h);
+int hmm_engine_stats(struct hmm *h, struct hmm_stats *st);
+/* This context's own counters of tier i (h->lock held). */
+void hmm_stats_tier(struct hmm *h, int i, struct hmm_tier_stats *ts);
 
-/* ---- region.c ---------------------------------------------------------- */
+/* ---- region*.c --------------------------------------------------------- */
 void hmm_region_fini(struct hmm *h);
 /* Evict region blocks to make room on the host (h->lock held). */
 int hmm_region_reclaim(struct hmm *h, uint64_t bytes);
+/* The embedded engine's region_back: evicted blocks go to the store. */
+int hmm_region_store_back(struct hmm *h, struct hmm_region *r);
+/* Set st's region counters to this context's (takes h->lock). */
+void hmm_region_stats(struct hmm *h, struct hmm_stats *st);
 
 #endif /* HMM_CTX_H */

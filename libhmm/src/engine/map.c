@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT
 /*
- * map.c — hmm_map/hmm_unmap, hmm_prefetch/hmm_evict, hmm_wait, hmm_flush:
- * the public calls that drive the chunk state machine (chunk.c).
+ * map.c — the embedded engine's map/unmap, prefetch/evict, wait and
+ * flush (backend.h; api.c has checked the arguments): the calls that
+ * drive the chunk state machine (chunk.c).
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -9,60 +10,9 @@
 #include <time.h>
 
 #include "chunk.h"
-#include "client.h"
 #include "err.h"
 
 static const char *const tier_names[] = { "device", "host", "store" };
-
-/*
- * Shared mode: what hmmd did for one call, as this process saw it: the
- * call's whole time in the trace (config.trace_path / HMM_TRACE), on
- * lane tid; chunk indices in config.chunk_bytes units.  Returns r.
- */
-static int remote_traced(struct hmm_tensor *t, const char *cat,
-			 const char *what, uint64_t off, uint64_t len,
-			 int tid, double t0, int r)
-{
-	struct hmm *h = t->h;
-
-	hmm_trace_event(h, cat, what, t->name, off / h->cfg.chunk_bytes, len,
-			t0, hmm_now(), tid);
-	return r;
-}
-
-/* Validate a range call; resolves HMM_ALL.  Changes nothing. */
-static int range_check(const char *fn, struct hmm_tensor *t, uint64_t off,
-		       uint64_t *len, int tier, int mappable)
-{
-	struct hmm *h;
-
-	if (!t)
-		return hmm_err(-EINVAL, "%s: no tensor", fn);
-	h = t->h;
-	if (tier != HMM_TIER_HOST && tier != HMM_TIER_DEVICE &&
-	    (mappable || tier != HMM_TIER_STORE))
-		return hmm_err(-EINVAL, "%s: tensor %s: tier %d is not %s",
-			       fn, t->name, tier, mappable ?
-			       "device or host" : "a tier");
-	if (tier == HMM_TIER_DEVICE && !h->dev)
-		return hmm_err(-EINVAL, "%s: tensor %s: the device tier has no "
-			       "backend (config.device is \"none\")", fn,
-			       t->name);
-	if (off >= t->bytes)
-		return hmm_err(-EINVAL, "%s: tensor %s: offset %llu past the "
-			       "end (%llu bytes)", fn, t->name,
-			       (unsigned long long)off,
-			       (unsigned long long)t->bytes);
-	if (*len == HMM_ALL)
-		*len = t->bytes - off;
-	if (!*len || *len > t->bytes - off)
-		return hmm_err(-EINVAL, "%s: tensor %s: range [%llu, +%llu) "
-			       "outside [0, %llu)", fn, t->name,
-			       (unsigned long long)off,
-			       (unsigned long long)*len,
-			       (unsigned long long)t->bytes);
-	return 0;
-}
 
 static void map_unpin(struct hmm *h, struct hmm_tensor *t, uint32_t first,
 		      uint32_t last, int tier)
@@ -171,8 +121,8 @@ static int map_wait(struct hmm *h, struct hmm_tensor *t, uint32_t first,
 	return 0;
 }
 
-int hmm_map(struct hmm_tensor *t, uint64_t off, uint64_t len, int tier,
-	    unsigned access, void **ptr)
+int hmm_engine_map(struct hmm_tensor *t, uint64_t off, uint64_t len,
+		   int tier, unsigned access, void **ptr)
 {
 	struct hmm_mapping *m;
 	uint32_t first, last, i;
@@ -180,28 +130,6 @@ int hmm_map(struct hmm_tensor *t, uint64_t off, uint64_t len, int tier,
 	uint64_t need = 0;
 	int r;
 
-	r = range_check("hmm_map", t, off, &len, tier, 1);
-	if (r < 0)
-		return r;
-	if (!access || (access & ~(HMM_READ | HMM_WRITE | HMM_DISCARD)))
-		return hmm_err(-EINVAL, "hmm_map: tensor %s: access %#x: not "
-			       "READ, WRITE, DISCARD", t->name, access);
-	if (!ptr)
-		return hmm_err(-EINVAL, "hmm_map: tensor %s: ptr is NULL",
-			       t->name);
-	if (t->remote) {	/* shared mode: shared memory from hmmd */
-		double t0 = hmm_now();	/* before the call (see evict) */
-
-		if (tier == HMM_TIER_DEVICE)	/* staged: shared_dev.c */
-			r = hmm_shared_dev_map(t, off, len, access, ptr);
-		else
-			r = remote_traced(t, "stall", "map wait hmmd", off,
-					  len, 0, t0, hmm_remote_map(t->remote,
-					  off, len, tier, access, ptr));
-		/* over this client's quota = over its budget: hmm.h's
-		   -ENOMEM (hmm_last_error() keeps hmmd's detail) */
-		return r == -EDQUOT ? -ENOMEM : r;
-	}
 	h = t->h;
 	if (access & HMM_DISCARD)
 		access |= HMM_WRITE;
@@ -245,20 +173,13 @@ int hmm_map(struct hmm_tensor *t, uint64_t off, uint64_t len, int tier,
 	return 0;
 }
 
-int hmm_unmap(struct hmm_tensor *t, void *ptr)
+int hmm_engine_unmap(struct hmm_tensor *t, void *ptr)
 {
 	struct hmm_mapping *m = NULL;
 	struct hmm_list *p;
 	struct hmm *h;
 	uint32_t i, first, last;
 
-	if (!t)
-		return hmm_err(-EINVAL, "hmm_unmap: no tensor");
-	if (t->remote) {
-		int r = hmm_shared_dev_unmap(t, ptr);
-
-		return r != -ENOENT ? r : hmm_remote_unmap(t->remote, ptr);
-	}
 	h = t->h;
 	pthread_mutex_lock(&h->lock);
 	for (p = t->maps.prev; p != &t->maps; p = p->prev) {
@@ -290,18 +211,12 @@ int hmm_unmap(struct hmm_tensor *t, void *ptr)
 	return 0;
 }
 
-int hmm_prefetch(struct hmm_tensor *t, uint64_t off, uint64_t len, int tier)
+int hmm_engine_prefetch(struct hmm_tensor *t, uint64_t off, uint64_t len,
+			int tier)
 {
 	uint32_t i, first, last;
 	struct hmm *h;
-	int r;
 
-	r = range_check("hmm_prefetch", t, off, &len, tier, 1);
-	if (r < 0)
-		return r;
-	if (t->remote)	/* at the device: what its map will copy from */
-		return hmm_client_prefetch(t->remote->c, t->remote->t.id, off,
-					   len, HMM_TIER_HOST);
 	h = t->h;
 	first = off / h->chunk_bytes;
 	last = (off + len - 1) / h->chunk_bytes;
@@ -319,25 +234,12 @@ int hmm_prefetch(struct hmm_tensor *t, uint64_t off, uint64_t len, int tier)
 	return 0;
 }
 
-int hmm_evict(struct hmm_tensor *t, uint64_t off, uint64_t len, int tier)
+int hmm_engine_evict(struct hmm_tensor *t, uint64_t off, uint64_t len,
+		     int tier)
 {
 	uint32_t i, first, last;
 	struct hmm *h;
-	int r;
 
-	r = range_check("hmm_evict", t, off, &len, tier, 1);
-	if (r < 0)
-		return r;
-	if (t->remote && tier == HMM_TIER_DEVICE)
-		return 0;	/* nothing stays at the device (shared_dev.c) */
-	if (t->remote) {	/* answered once hmmd has done it */
-		double t0 = hmm_now();	/* before the call: argument order
-					   is unspecified */
-
-		return remote_traced(t, "evict", "evict in hmmd", off, len, 3,
-				     t0, hmm_client_evict(t->remote->c,
-				     t->remote->t.id, off, len, tier));
-	}
 	h = t->h;
 	if (tier == HMM_TIER_HOST && !h->store)
 		return hmm_err(-EINVAL, "hmm_evict: tensor %s: no store tier "
@@ -389,20 +291,10 @@ static int take_async_error(struct hmm *h)
 	return r;
 }
 
-int hmm_wait(struct hmm *h, struct hmm_tensor *t)
+int hmm_engine_wait(struct hmm *h, struct hmm_tensor *t)
 {
 	int r;
 
-	if (!h)
-		return hmm_err(-EINVAL, "hmm_wait: no context");
-	if (h->remote) {	/* shared mode: hmmd's WAIT (client.c) */
-		double t0 = hmm_now();
-
-		r = hmm_remote_wait(h->remote, t ? t->remote : NULL);
-		hmm_trace_event(h, "stall", "wait hmmd", t ? t->name : "", 0,
-				0, t0, hmm_now(), 0);
-		return r;
-	}
 	pthread_mutex_lock(&h->lock);
 	while (t ? !tensor_quiet(t) : !all_quiet(h))
 		pthread_cond_wait(&h->cond, &h->lock);
@@ -447,20 +339,12 @@ static void flush_retry_failed(struct hmm *h)
 				h->tensors[i]->chunks[j].nowb = 0;
 }
 
-int hmm_flush(struct hmm *h)
+int hmm_engine_flush(struct hmm *h)
 {
 	struct hmm_ioreq req;
 	double t0 = hmm_now();
 	int err = 0, r;
 
-	if (!h)
-		return hmm_err(-EINVAL, "hmm_flush: no context");
-	if (h->remote) {
-		r = hmm_client_flush(h->remote);
-		hmm_trace_event(h, "io", "flush in hmmd", "", 0, 0, t0,
-				hmm_now(), 1);
-		return r;
-	}
 	if (!h->store)
 		return hmm_err(-ENODEV, "hmm_flush: no store tier "
 			       "(config.store_path is NULL)");

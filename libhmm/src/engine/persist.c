@@ -185,17 +185,14 @@ int hmm_persist_save(struct hmm *h)
 	return 0;
 }
 
-int hmm_tensor_open(struct hmm *h, const char *name, struct hmm_tensor **out)
+int hmm_engine_tensor_open(struct hmm *h, const char *name,
+			   struct hmm_tensor **out)
 {
 	struct hmm_saved s;
+	uint64_t bytes;
 	uint32_t i;
 	int r;
 
-	if (h && h->remote)
-		return hmm_shared_tensor_open(h, name, out);
-	if (!h || !name || !out)
-		return hmm_err(-EINVAL, "hmm_tensor_open: context, name and "
-			       "out are required");
 	pthread_mutex_lock(&h->lock);
 	for (i = 0; i < h->nsaved; i++)
 		if (!strcmp(h->saved[i].r.name, name))
@@ -213,22 +210,17 @@ int hmm_tensor_open(struct hmm *h, const char *name, struct hmm_tensor **out)
 			       "config.chunk_bytes is %u", name,
 			       s.r.chunk_bytes, h->chunk_bytes);
 	}
-	{
-		uint64_t n = hmm_dtype_size(s.r.dtype);
-
-		for (uint32_t d = 0; d < s.r.ndim; d++)
-			n *= s.r.shape[d] > 0 ? (uint64_t)s.r.shape[d] : 0;
-		if (!n || (n + h->chunk_bytes - 1) / h->chunk_bytes !=
-		    s.r.nchunks) {
-			pthread_mutex_unlock(&h->lock);
-			return hmm_err(-EIO, "tensor %s: saved record does not "
-				       "match its shape", name);
-		}
+	if (hmm_tensor_check(h, s.r.name, s.r.dtype, s.r.ndim, s.r.shape,
+			     &bytes) < 0 ||
+	    (bytes + h->chunk_bytes - 1) / h->chunk_bytes != s.r.nchunks) {
+		pthread_mutex_unlock(&h->lock);
+		return hmm_err(-EIO, "tensor %s: saved record does not "
+			       "match its shape", name);
 	}
 	h->saved[i] = h->saved[--h->nsaved];
 	pthread_mutex_unlock(&h->lock);
 	r = hmm_tensor_create(h, s.r.name, s.r.dtype, s.r.ndim, s.r.shape,
-			      s.r.id, s.stored, out);
+			      bytes, s.r.id, s.stored, out);
 	if (r < 0) {	/* put it back */
 		pthread_mutex_lock(&h->lock);
 		h->saved[h->nsaved++] = s;

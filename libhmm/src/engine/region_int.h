@@ -1,61 +1,115 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * region_int.h — between region.c (the regions' list, userfaultfd
- * regions and their two backends) and region_hmmk.c (regions backed by
- * the hmmk kernel module, in shared mode, when hmmd is its daemon).
+ * region_int.h — what the region files share: region.c (the API, the
+ * regions' list), region_fault.c (userfaultfd and the fault thread),
+ * region_evict.c (eviction and reclaim), region_store.c (the embedded
+ * engine's block backend), and a backend's own (backend.h region_back,
+ * region_whole).
+ *
+ * A userfaultfd region is cut in 64 KiB blocks, each ABSENT (never
+ * touched: zeros), RESIDENT (mapped, counted in the host budget),
+ * EVICTING (its pages moved aside, being written out), STORED, FILLING
+ * (being copied in) or BROKEN (its bytes are lost: an access gets
+ * SIGBUS, never wrong bytes).
+ *
+ * Locking: block states, todo lists, the regions list and the clock
+ * hand are under h->lock; the fault thread drops it around UFFDIO_* and
+ * the backend's reads.  Struct hmm_region is allocated by
+ * hmm_region_create and freed by hmm_region_destroy_at or hmm_close.
  */
 #ifndef HMM_REGION_INT_H
 #define HMM_REGION_INT_H
 
+#include <pthread.h>
 #include <stdint.h>
 
-struct hmm;
-struct hmm_stats;
+#include "ctx.h"
 
 #define RBLOCK		(64u << 10)	/* a userfaultfd region's block */
 
-/* One module-backed region: allocated by _new, freed by _free. */
-struct hmm_region_hmmk;
+#define RB_ABSENT	0
+#define RB_RESIDENT	1
+#define RB_EVICTING	2
+#define RB_STORED	3
+#define RB_FILLING	4	/* being copied in by the fault thread */
+#define RB_BROKEN	5	/* contents lost: mapped to SIGBUS */
+
+struct region_wb;
 
 /*
- * A module region of bytes (a multiple of RBLOCK) mapped at *base, when
- * /dev/hmmk exists and the process attached to it as the module's daemon
- * is the hmmd that h is connected to.  All of h's module regions share
- * one space (a dup of another's fd, found with hmm_region_hmmk_any), held
- * to config.host_budget of CPU pages together (HMMK_F_SPACE_LIMIT; with
- * only HMMK_F_CPU_LIMIT, each region alone).  Returns 0, -ENODEV when the
- * module cannot back it (the caller falls back to userfaultfd; no detail
- * set), or another -errno with the detail set.  The caller serialises
- * calls for one h until the region is on h's list.
+ * Where evicted blocks go (set by the backend's region_back).
+ * write: start writing wb (h->lock held); region_wb_done ends it, or
+ * queue it on r->todo for write_now, which writes it without h->lock
+ * (region_drain: a round trip, run by the thread that needs the room).
+ * read: a source for UFFDIO_COPY of stored block b (no lock held),
+ * released by read_end.  fini: forget every stored block (the region is
+ * off the list; no lock held).  gone_on_error: a failed write means the
+ * backend is gone: the region evicts no more (r->dead).
  */
-int hmm_region_hmmk_new(struct hmm *h, uint64_t bytes,
-			struct hmm_region_hmmk **out, char **base);
+struct region_ops {
+	const char *name;	/* in error details: "store", "hmmd" */
+	int gone_on_error;
+	void (*write)(struct hmm_region *r, struct region_wb *wb);
+	int (*write_now)(struct region_wb *wb);
+	int (*read)(struct hmm_region *r, uint32_t b, void **src);
+	void (*read_end)(struct hmm_region *r, void *src);
+	void (*fini)(struct hmm_region *r);
+};
 
-/*
- * Advice on [off, off + len) of the region at base: COLD = the module's
- * EVICT (pages go to hmmd), WILLNEED = touch every page (faults fill
- * them from hmmd), NORMAL = nothing.  0 or -errno.  Any thread.
- */
-int hmm_region_hmmk_advise(struct hmm_region_hmmk *mk, char *base,
-			   uint64_t off, uint64_t len, int advice);
+/* A region served whole by someone else (backend.h region_whole). */
+struct region_whole_ops {
+	int (*advise)(struct hmm_region *r, uint64_t off, uint64_t len,
+		      int advice);
+	void (*stats)(struct hmm_region *r, uint64_t *faults,
+		      uint64_t *evictions);
+	void (*free)(struct hmm_region *r);	/* unmaps r->base */
+};
 
-/* The module's counters of the region: CPU faults and evicted pages. */
-void hmm_region_hmmk_stats(struct hmm_region_hmmk *mk, uint64_t *faults,
-			   uint64_t *evictions);
+struct hmm_region {
+	struct hmm_list link;	/* on h->regions */
+	struct hmm *h;
+	uint32_t id;
+	char *base;
+	uint64_t bytes;
+	const struct region_whole_ops *whole;	/* served whole: the
+						   rest is idle */
+	void *whole_priv;	/* the one who serves it whole */
+	const struct region_ops *ops;
+	uint32_t nblocks;
+	uint8_t *state;		/* per block, RB_* */
+	uint32_t hand;		/* clock hand for reclaim */
+	uint32_t evicting;	/* blocks in RB_EVICTING */
+	int dead;		/* -errno: the block backend is gone */
+	int uffd, stopfd;
+	int busfd;		/* empty memfd: mapped over BROKEN blocks */
+	pthread_t thr;
+	void *back;		/* the block backend's state */
+	struct region_wb *todo;	/* writes waiting for write_now */
+};
 
-/* Unmap base, destroy the module's region, close.  No thread may touch
- * the region during or after. */
-void hmm_region_hmmk_free(struct hmm_region_hmmk *mk, char *base,
-			  uint64_t bytes);
+/* An eviction's write, freed by its completion. */
+struct region_wb {
+	struct hmm_ioreq req;
+	struct hmm_region *r;
+	uint32_t block;
+	void *staging;
+	struct region_wb *next;	/* on r->todo */
+};
 
-/* region.c: one of h's module regions, or NULL (h->lock held). */
-struct hmm_region_hmmk *hmm_region_hmmk_any(struct hmm *h);
+static inline char *region_block_addr(struct hmm_region *r, uint32_t b)
+{
+	return r->base + (uint64_t)b * RBLOCK;
+}
 
-/*
- * region.c, for hmm_stats in shared mode (where the rest of st is
- * hmmd's): set st's region_faults and region_evictions to this context's,
- * userfaultfd regions and module regions together.  Takes h->lock.
- */
-void hmm_region_stats(struct hmm *h, struct hmm_stats *st);
+/* region_fault.c: userfaultfd and the fault thread for r (r->base mapped,
+ * r->ops set).  0 or -errno with the detail; _stop ends the thread. */
+int hmm_region_uffd_start(struct hmm_region *r);
+void hmm_region_uffd_stop(struct hmm_region *r);
+
+/* region_evict.c, h->lock held. */
+int hmm_region_evict_block(struct hmm *h, struct hmm_region *r, uint32_t b);
+void hmm_region_wb_done(struct hmm_ioreq *q);	/* no lock held */
+int hmm_region_drain(struct hmm *h);
+void hmm_region_wait(struct hmm *h);
 
 #endif /* HMM_REGION_INT_H */

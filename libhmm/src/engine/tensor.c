@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 /*
- * tensor.c — tensors and the calls on them: map/unmap, prefetch/evict,
- * wait and flush.  The state machine they drive is in chunk.c.
+ * tensor.c — the embedded engine's tensors: their chunks, host range
+ * and device reservation; new, free, residency, host fd (backend.h).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -13,25 +13,13 @@
 #include <unistd.h>
 
 #include "chunk.h"
-#include "client.h"
 #include "dev.h"
 #include "err.h"
 
-static const uint8_t dtype_size[] = {
-	[HMM_DTYPE_F32] = 4, [HMM_DTYPE_F64] = 8, [HMM_DTYPE_F16] = 2,
-	[HMM_DTYPE_BF16] = 2, [HMM_DTYPE_I8] = 1, [HMM_DTYPE_U8] = 1,
-	[HMM_DTYPE_I32] = 4, [HMM_DTYPE_I64] = 8,
-};
-
-size_t hmm_dtype_size(uint32_t dtype)
-{
-	return dtype < sizeof(dtype_size) ? dtype_size[dtype] : 0;
-}
-
 /* ---- new and free ------------------------------------------------------ */
 
-static int tensor_check(struct hmm *h, const char *name, uint32_t dtype,
-			unsigned ndim, const int64_t *shape, uint64_t *bytes)
+int hmm_tensor_check(struct hmm *h, const char *name, uint32_t dtype,
+		     unsigned ndim, const int64_t *shape, uint64_t *bytes)
 {
 	uint64_t n = hmm_dtype_size(dtype);
 	unsigned i;
@@ -232,35 +220,27 @@ static void tensor_chunks_init(struct hmm *h, struct hmm_tensor *t,
 	}
 }
 
-int hmm_tensor_new(struct hmm *h, const char *name, uint32_t dtype,
-		   unsigned ndim, const int64_t *shape,
-		   struct hmm_tensor **out)
+int hmm_engine_tensor_new(struct hmm *h, const char *name, uint32_t dtype,
+			  unsigned ndim, const int64_t *shape,
+			  struct hmm_tensor **out)
 {
-	return hmm_tensor_create(h, name, dtype, ndim, shape, -1, NULL, out);
+	uint64_t bytes;
+	int r = hmm_tensor_check(h, name, dtype, ndim, shape, &bytes);
+
+	if (r < 0)	/* checked by api.c: this sets bytes */
+		return r;
+	return hmm_tensor_create(h, name, dtype, ndim, shape, bytes, -1,
+				 NULL, out);
 }
 
 int hmm_tensor_create(struct hmm *h, const char *name, uint32_t dtype,
-		      unsigned ndim, const int64_t *shape, int64_t id,
-		      const uint8_t *stored, struct hmm_tensor **out)
+		      unsigned ndim, const int64_t *shape, uint64_t bytes,
+		      int64_t id, const uint8_t *stored,
+		      struct hmm_tensor **out)
 {
 	struct hmm_tensor *t;
-	uint64_t bytes = 0;
 	int r;
 
-	r = tensor_check(h, name, dtype, ndim, shape, &bytes);
-	if (r < 0)
-		return r;
-	if (!out)
-		return hmm_err(-EINVAL, "tensor %s: out is NULL", name);
-	if (h->remote) {	/* shared mode: hmmd makes it */
-		struct hmm_remote_tensor *rt;
-
-		r = hmm_remote_tensor_new(h->remote, name, dtype, ndim, shape,
-					  0, &rt);
-		if (r < 0)
-			return r;
-		return hmm_tensor_wrap_remote(h, rt, out);
-	}
 	t = calloc(1, sizeof(*t));
 	if (!t)
 		return hmm_err(-ENOMEM, "tensor %s: no memory", name);
@@ -315,51 +295,40 @@ out_free:
 }
 
 /*
- * Shared mode: a struct hmm_tensor that carries hmmd's tensor rt (taken:
- * freed with t, or released here when this fails) and what the
- * accessors return; no chunks and no host range.
+ * A tensor with no chunks, no host range and no device reservation,
+ * registered in h (so hmm_close finds it): what another backend fills,
+ * its own state in t->be_priv.  Freed by hmm_tensor_shell_free.
  */
-int hmm_tensor_wrap_remote(struct hmm *h, struct hmm_remote_tensor *rt,
-			   struct hmm_tensor **out)
+int hmm_tensor_shell(struct hmm *h, const char *name, uint32_t dtype,
+		     unsigned ndim, const int64_t *shape, uint64_t bytes,
+		     struct hmm_tensor **out)
 {
 	struct hmm_tensor *t = calloc(1, sizeof(*t));
-	unsigned i;
 	int r;
 
-	if (!t) {
-		r = hmm_err(-ENOMEM, "tensor %s: no memory", rt->t.name);
-		goto out_rt;
-	}
+	if (!t)
+		return hmm_err(-ENOMEM, "tensor %s: no memory", name);
 	t->h = h;
-	t->remote = rt;
 	t->host_fd = -1;
-	snprintf(t->name, sizeof(t->name), "%s", rt->t.name);
-	t->dtype = rt->t.dtype;
-	t->ndim = rt->t.ndim;
-	for (i = 0; i < t->ndim && i < HMM_MAX_DIMS; i++)
-		t->shape[i] = rt->t.shape[i];
-	t->bytes = rt->t.bytes;
-	t->span = HMM_ROUND_UP(t->bytes, HMM_PAGE);
+	snprintf(t->name, sizeof(t->name), "%s", name);
+	t->dtype = dtype;
+	t->ndim = ndim < HMM_MAX_DIMS ? ndim : HMM_MAX_DIMS;
+	memcpy(t->shape, shape, t->ndim * sizeof(*shape));
+	t->bytes = bytes;
+	t->span = HMM_ROUND_UP(bytes, HMM_PAGE);
 	hmm_list_init(&t->maps);
 	pthread_mutex_lock(&h->lock);
 	r = tensor_register(h, t, -1);
 	pthread_mutex_unlock(&h->lock);
 	if (r < 0) {
-		r = hmm_err(r, "tensor %s: no memory", rt->t.name);
 		free(t);
-		goto out_rt;
+		return hmm_err(r, "tensor %s: no memory", name);
 	}
 	*out = t;
 	return 0;
-
-out_rt:
-	hmm_remote_tensor_free(rt);
-	return r;
 }
 
-/* Forget a remote tensor here (hmmd's copy is freed by the caller or,
- * at hmm_close, by closing the connection). */
-static void tensor_unwrap_remote(struct hmm_tensor *t, int free_remote)
+void hmm_tensor_shell_free(struct hmm_tensor *t)
 {
 	struct hmm *h = t->h;
 
@@ -367,8 +336,6 @@ static void tensor_unwrap_remote(struct hmm_tensor *t, int free_remote)
 	h->tensors[t->id] = NULL;
 	h->live_tensors--;
 	pthread_mutex_unlock(&h->lock);
-	if (free_remote)
-		free(t->remote);
 	free(t);
 }
 
@@ -415,10 +382,6 @@ void hmm_tensor_destroy(struct hmm_tensor *t, int forget)
 {
 	struct hmm *h = t->h;
 
-	if (t->remote) {
-		tensor_unwrap_remote(t, 1);
-		return;
-	}
 	pthread_mutex_lock(&h->lock);
 	while (t->inflight)
 		pthread_cond_wait(&h->cond, &h->lock);
@@ -444,21 +407,10 @@ void hmm_tensor_destroy(struct hmm_tensor *t, int forget)
 	free(t);
 }
 
-int hmm_tensor_free(struct hmm_tensor *t)
+int hmm_engine_tensor_free(struct hmm_tensor *t)
 {
-	struct hmm *h;
+	struct hmm *h = t->h;
 
-	if (!t)
-		return hmm_err(-EINVAL, "hmm_tensor_free: no tensor");
-	if (t->remote) {	/* hmm_remote_tensor_free frees t->remote
-				   unless -EBUSY */
-		int r = hmm_remote_tensor_free(t->remote);
-
-		if (r != -EBUSY)
-			tensor_unwrap_remote(t, 0);
-		return r;
-	}
-	h = t->h;
 	pthread_mutex_lock(&h->lock);
 	if (!hmm_list_empty(&t->maps)) {
 		pthread_mutex_unlock(&h->lock);
@@ -469,31 +421,11 @@ int hmm_tensor_free(struct hmm_tensor *t)
 	return 0;
 }
 
-const char *hmm_tensor_name(const struct hmm_tensor *t) { return t->name; }
-uint64_t hmm_tensor_bytes(const struct hmm_tensor *t) { return t->bytes; }
-uint32_t hmm_tensor_dtype(const struct hmm_tensor *t) { return t->dtype; }
-unsigned hmm_tensor_ndim(const struct hmm_tensor *t) { return t->ndim; }
-const int64_t *hmm_tensor_shape(const struct hmm_tensor *t)
+int hmm_engine_residency(struct hmm_tensor *t, uint64_t bytes[])
 {
-	return t->shape;
-}
-
-int hmm_tensor_residency(struct hmm_tensor *t, uint64_t bytes[])
-{
-	struct hmm *h;
+	struct hmm *h = t->h;
 	uint32_t i;
 
-	if (!t || !bytes)
-		return hmm_err(-EINVAL, "hmm_tensor_residency: tensor and "
-			       "bytes are required");
-	if (t->remote) {	/* hmmd's, and the device maps here */
-		int r = hmm_remote_residency(t->remote, bytes);
-
-		if (r == 0)
-			hmm_shared_dev_residency(t, &bytes[HMM_TIER_DEVICE]);
-		return r;
-	}
-	h = t->h;
 	bytes[HMM_TIER_DEVICE] = bytes[HMM_TIER_HOST] = 0;
 	bytes[HMM_TIER_STORE] = 0;
 	pthread_mutex_lock(&h->lock);
@@ -511,14 +443,8 @@ int hmm_tensor_residency(struct hmm_tensor *t, uint64_t bytes[])
 	return 0;
 }
 
-int hmm_tensor_host_fd(struct hmm_tensor *t, int *fd, uint64_t *off)
+int hmm_engine_host_fd(struct hmm_tensor *t, int *fd, uint64_t *off)
 {
-	if (!t || !fd || !off)
-		return hmm_err(-EINVAL, "hmm_tensor_host_fd: tensor, fd and "
-			       "off are required");
-	if (t->remote)
-		return hmm_err(-ENOTSUP, "tensor %s: shared mode: its memory "
-			       "is hmmd's", t->name);
 	if (t->host_fd < 0)
 		return hmm_err(-ENOTSUP, "tensor %s: its host memory is "
 			       "anonymous (open the context with "

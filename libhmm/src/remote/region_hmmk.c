@@ -25,14 +25,13 @@
 #include <unistd.h>
 
 #include "uapi/hmmk.h"
-#include "client.h"
-#include "ctx.h"
 #include "err.h"
 #include "region_int.h"
+#include "remote.h"
 
 #define HMMK_NEED	(HMMK_F_REGIONS | HMMK_F_DAEMON | HMMK_F_DAEMON_INFO)
 
-/* Allocated by hmm_region_hmmk_new, freed by hmm_region_hmmk_free. */
+/* Allocated by hmmk_new, freed by hmmk_free. */
 struct hmm_region_hmmk {
 	int fd;			/* /dev/hmmk: this region's space */
 	uint64_t handle;	/* the module's region */
@@ -54,7 +53,7 @@ static int hmmk_served_by_our_hmmd(struct hmm *h, int fd,
 		return 0;
 	if (ioctl(fd, HMMK_IOC_DAEMON_INFO, &di) || !di.attached || !di.pid)
 		return 0;
-	if (getsockopt(hmm_client_fd(h->remote), SOL_SOCKET, SO_PEERCRED,
+	if (getsockopt(hmm_client_fd(hmm_remote_client(h)), SOL_SOCKET, SO_PEERCRED,
 		       &cr, &len) || len != sizeof(cr))
 		return 0;
 	return (uint32_t)cr.pid == di.pid;
@@ -87,8 +86,36 @@ static int hmmk_limit(struct hmm *h, int fd, const struct hmmk_features *f,
 	return 0;
 }
 
-int hmm_region_hmmk_new(struct hmm *h, uint64_t bytes,
-			struct hmm_region_hmmk **out, char **base)
+static const struct region_whole_ops hmmk_ops;
+
+/* One of h's module regions, or NULL (h->lock held). */
+static struct hmm_region_hmmk *hmmk_any(struct hmm *h)
+{
+	struct hmm_list *l;
+
+	for (l = h->regions.next; l != &h->regions; l = l->next) {
+		struct hmm_region *r = hmm_container_of(l, struct hmm_region,
+							link);
+
+		if (r->whole == &hmmk_ops)
+			return r->whole_priv;
+	}
+	return NULL;
+}
+
+/*
+ * A module region of bytes (a multiple of RBLOCK) mapped at *base, when
+ * /dev/hmmk exists and the process attached to it as the module's daemon
+ * is the hmmd that h is connected to.  All of h's module regions share
+ * one space (a dup of another's fd), held to config.host_budget of CPU
+ * pages together (HMMK_F_SPACE_LIMIT; with only HMMK_F_CPU_LIMIT, each
+ * region alone).  Returns 0, -ENODEV when the module cannot back it (the
+ * caller falls back to userfaultfd; no detail set), or another -errno
+ * with the detail set.  The caller serialises calls for one h until the
+ * region is on h's list.
+ */
+static int hmmk_new(struct hmm *h, uint64_t bytes,
+		    struct hmm_region_hmmk **out, char **base)
 {
 	struct hmmk_region_create rc;
 	struct hmmk_region_destroy rd;
@@ -104,7 +131,7 @@ int hmm_region_hmmk_new(struct hmm *h, uint64_t bytes,
 	if (!mk)
 		return hmm_err(-ENOMEM, "hmm_region_new: no memory");
 	pthread_mutex_lock(&h->lock);	/* h's space, if it has one */
-	other = hmm_region_hmmk_any(h);
+	other = hmmk_any(h);
 	mk->fd = other ? fcntl(other->fd, F_DUPFD_CLOEXEC, 0) :
 			 open(HMMK_DEVICE, O_RDWR | O_CLOEXEC);
 	pthread_mutex_unlock(&h->lock);
@@ -148,9 +175,13 @@ out_close:
 	return err;
 }
 
-int hmm_region_hmmk_advise(struct hmm_region_hmmk *mk, char *base,
-			   uint64_t off, uint64_t len, int advice)
+/* COLD = the module's EVICT (pages go to hmmd), WILLNEED = touch every
+ * page (faults fill them from hmmd), NORMAL = nothing.  Any thread. */
+static int hmmk_advise(struct hmm_region *reg, uint64_t off, uint64_t len,
+		       int advice)
 {
+	struct hmm_region_hmmk *mk = reg->whole_priv;
+	char *base = reg->base;
 	uint64_t lo = off / HMMK_PAGE_SIZE * HMMK_PAGE_SIZE;
 	uint64_t hi = HMM_ROUND_UP(off + len, HMMK_PAGE_SIZE), o;
 	struct hmmk_range r;
@@ -177,9 +208,11 @@ int hmm_region_hmmk_advise(struct hmm_region_hmmk *mk, char *base,
 	}
 }
 
-void hmm_region_hmmk_stats(struct hmm_region_hmmk *mk, uint64_t *faults,
-			   uint64_t *evictions)
+/* Adds the module's counters of the region: CPU faults, evicted pages. */
+static void hmmk_stats(struct hmm_region *r, uint64_t *faults,
+		       uint64_t *evictions)
 {
+	struct hmm_region_hmmk *mk = r->whole_priv;
 	struct hmmk_stats s;
 
 	memset(&s, 0, sizeof(s));
@@ -190,15 +223,45 @@ void hmm_region_hmmk_stats(struct hmm_region_hmmk *mk, uint64_t *faults,
 	*evictions += s.evictions;
 }
 
-void hmm_region_hmmk_free(struct hmm_region_hmmk *mk, char *base,
-			  uint64_t bytes)
+/* Unmap, destroy the module's region, close.  No thread may touch the
+ * region during or after. */
+static void hmmk_free(struct hmm_region *r)
 {
+	struct hmm_region_hmmk *mk = r->whole_priv;
 	struct hmmk_region_destroy rd;
 
-	munmap(base, bytes);
+	munmap(r->base, r->bytes);
 	memset(&rd, 0, sizeof(rd));
 	rd.handle = mk->handle;
 	ioctl(mk->fd, HMMK_IOC_REGION_DESTROY, &rd);
 	close(mk->fd);
 	free(mk);
+}
+
+static const struct region_whole_ops hmmk_ops = {
+	.advise = hmmk_advise,
+	.stats = hmmk_stats,
+	.free = hmmk_free,
+};
+
+/* Serialises making a module region and listing it, so that a context's
+ * module regions find each other's space. */
+static pthread_mutex_t hmmk_lock = PTHREAD_MUTEX_INITIALIZER;
+
+int hmm_remote_region_whole(struct hmm *h, struct hmm_region *r)
+{
+	struct hmm_region_hmmk *mk = NULL;
+	int err;
+
+	pthread_mutex_lock(&hmmk_lock);
+	err = hmmk_new(h, r->bytes, &mk, &r->base);
+	if (!err) {
+		r->whole = &hmmk_ops;
+		r->whole_priv = mk;
+		pthread_mutex_lock(&h->lock);
+		hmm_list_add_tail(&h->regions, &r->link);
+		pthread_mutex_unlock(&h->lock);
+	}
+	pthread_mutex_unlock(&hmmk_lock);
+	return err;
 }

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * shared_dev.c — the device tier in shared mode.  A GPU's memory belongs
+ * dev_stage.c — the device tier in shared mode.  A GPU's memory belongs
  * to the process that opened it, so hmmd cannot hand it out: a client
  * opens its own device backend (config.device, config.device_budget)
  * and stages through hmmd's host tier.
@@ -18,21 +18,20 @@
  * A device-to-host copy that fails leaves the map in place (its bytes
  * are still at the device): hmm_unmap says so and may be called again.
  *
- * The maps are on h->sdev (h->lock); counters go to the context's own
- * device tier (h->tier[HMM_TIER_DEVICE]), which hmm_stats reports in
- * shared mode.  Threading: any thread; copies wait on h->cond.
+ * The maps are on the context's sdev list (remote.h; h->lock); counters
+ * go to the context's own device tier (h->tier[HMM_TIER_DEVICE]), which
+ * hmm_stats reports in shared mode.  Threading: any thread; copies wait on h->cond.
  */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "chunk.h"
-#include "client.h"
 #include "dev.h"
 #include "err.h"
+#include "remote.h"
 
 struct sdev_map {
-	struct hmm_list link;		/* on h->sdev */
+	struct hmm_list link;		/* on hmm_remote_ctx(h)->sdev */
 	struct hmm_tensor *t;
 	void *ptr;			/* what hmm_map returned */
 	void *host;			/* hmmd's host map of [off, +len) */
@@ -119,7 +118,7 @@ static void sdev_free(struct hmm *h, struct sdev_map *m, int populated)
 	pthread_mutex_unlock(&h->lock);
 }
 
-int hmm_shared_dev_map(struct hmm_tensor *t, uint64_t off, uint64_t len,
+int hmm_remote_dev_map(struct hmm_tensor *t, uint64_t off, uint64_t len,
 		       unsigned access, void **ptr)
 {
 	struct hmm *h = t->h;
@@ -136,7 +135,7 @@ int hmm_shared_dev_map(struct hmm_tensor *t, uint64_t off, uint64_t len,
 				.access = access };
 	m->span = (skew + len + h->chunk_bytes - 1) / h->chunk_bytes *
 		  h->chunk_bytes;
-	r = hmm_remote_map(t->remote, off, len, HMM_TIER_HOST, access,
+	r = hmm_remote_map(hmm_remote_of(t), off, len, HMM_TIER_HOST, access,
 			   &m->host);
 	if (r < 0) {
 		free(m);
@@ -174,7 +173,7 @@ int hmm_shared_dev_map(struct hmm_tensor *t, uint64_t off, uint64_t len,
 	}
 	m->ptr = (void *)(uintptr_t)(m->addr + skew);
 	pthread_mutex_lock(&h->lock);
-	hmm_list_add_tail(&h->sdev, &m->link);
+	hmm_list_add_tail(&hmm_remote_ctx(h)->sdev, &m->link);
 	h->tier[HMM_TIER_DEVICE].st.misses++;
 	if (!(access & HMM_DISCARD)) {
 		h->tier[HMM_TIER_DEVICE].st.bytes_in += len;
@@ -190,20 +189,20 @@ int hmm_shared_dev_map(struct hmm_tensor *t, uint64_t off, uint64_t len,
 out_room:
 	sdev_free(h, m, 0);
 out_host:
-	hmm_remote_unmap(t->remote, m->host);
+	hmm_remote_unmap(hmm_remote_of(t), m->host);
 	free(m);
 	return r;
 }
 
-/* The device map of t at ptr, taken off h->sdev; NULL if none. */
+/* The device map of t at ptr, taken off the sdev list; NULL if none. */
 static struct sdev_map *sdev_take(struct hmm *h, struct hmm_tensor *t,
 				  void *ptr)
 {
+	struct hmm_list *l = &hmm_remote_ctx(h)->sdev, *p;
 	struct sdev_map *m = NULL;
-	struct hmm_list *p;
 
 	pthread_mutex_lock(&h->lock);
-	for (p = h->sdev.next; p != &h->sdev; p = p->next) {
+	for (p = l->next; p != l; p = p->next) {
 		struct sdev_map *x = hmm_container_of(p, struct sdev_map,
 						      link);
 
@@ -217,7 +216,7 @@ static struct sdev_map *sdev_take(struct hmm *h, struct hmm_tensor *t,
 	return m;
 }
 
-int hmm_shared_dev_unmap(struct hmm_tensor *t, void *ptr)
+int hmm_remote_dev_unmap(struct hmm_tensor *t, void *ptr)
 {
 	struct hmm *h = t->h;
 	struct sdev_map *m;
@@ -234,7 +233,7 @@ int hmm_shared_dev_unmap(struct hmm_tensor *t, void *ptr)
 		r = sdev_copy(h, HMM_D2H, (uintptr_t)ptr, m->host, m->len);
 		if (r < 0) {	/* the bytes are still at the device */
 			pthread_mutex_lock(&h->lock);
-			hmm_list_add_tail(&h->sdev, &m->link);
+			hmm_list_add_tail(&hmm_remote_ctx(h)->sdev, &m->link);
 			pthread_mutex_unlock(&h->lock);
 			return hmm_err(r, "hmm_unmap: tensor %s: device to "
 				       "host copy of [%llu, +%llu): %s; still "
@@ -252,29 +251,29 @@ int hmm_shared_dev_unmap(struct hmm_tensor *t, void *ptr)
 				hmm_now(), 2);
 	}
 	sdev_free(h, m, 1);
-	r = hmm_remote_unmap(t->remote, m->host);
+	r = hmm_remote_unmap(hmm_remote_of(t), m->host);
 	free(m);
 	return r;
 }
 
-void hmm_shared_dev_fini(struct hmm *h)
+void hmm_remote_dev_fini(struct hmm *h)
 {
 	struct sdev_map *m;
 
 	while ((m = sdev_take(h, NULL, NULL))) {
 		sdev_free(h, m, 1);
-		hmm_remote_unmap(m->t->remote, m->host);
+		hmm_remote_unmap(hmm_remote_of(m->t), m->host);
 		free(m);
 	}
 }
 
-void hmm_shared_dev_residency(struct hmm_tensor *t, uint64_t *bytes)
+void hmm_remote_dev_residency(struct hmm_tensor *t, uint64_t *bytes)
 {
 	struct hmm *h = t->h;
-	struct hmm_list *p;
+	struct hmm_list *l = &hmm_remote_ctx(h)->sdev, *p;
 
 	pthread_mutex_lock(&h->lock);
-	for (p = h->sdev.next; p != &h->sdev; p = p->next) {
+	for (p = l->next; p != l; p = p->next) {
 		struct sdev_map *x = hmm_container_of(p, struct sdev_map,
 						      link);
 

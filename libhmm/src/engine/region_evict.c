@@ -1,0 +1,152 @@
+// SPDX-License-Identifier: MIT
+/*
+ * region_evict.c — evicting a userfaultfd region's blocks (region_int.h).
+ *
+ * mremap(MREMAP_DONTUNMAP) moves the block's pages atomically to a
+ * staging mapping, leaving the range empty (an access now faults and
+ * waits for the write); the block backend writes the staging pages and
+ * they are unmapped.  A failed write puts the pages back (UFFDIO_COPY)
+ * and keeps them resident.  Writes a backend defers (r->todo) are done
+ * by the thread that needs the room, without h->lock (hmm_region_drain).
+ */
+#include <errno.h>
+#include <linux/userfaultfd.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+
+#include "err.h"
+#include "region_int.h"
+
+/*
+ * Write one deferred eviction, if any region has one (h->lock held,
+ * dropped meanwhile).  Returns 1 when it did, 0 when none waits.
+ */
+int hmm_region_drain(struct hmm *h)
+{
+	struct hmm_list *p;
+
+	for (p = h->regions.next; p != &h->regions; p = p->next) {
+		struct hmm_region *r = hmm_container_of(p, struct hmm_region,
+							link);
+		struct region_wb *wb = r->todo;
+
+		if (!wb)
+			continue;
+		r->todo = wb->next;
+		pthread_mutex_unlock(&h->lock);
+		wb->req.io.result = r->ops->write_now(wb);
+		hmm_region_wb_done(&wb->req);
+		pthread_mutex_lock(&h->lock);
+		return 1;
+	}
+	return 0;
+}
+
+/* Wait for an eviction to end, writing one ourselves if one waits. */
+void hmm_region_wait(struct hmm *h)
+{
+	if (!hmm_region_drain(h))
+		pthread_cond_wait(&h->cond, &h->lock);
+}
+
+void hmm_region_wb_done(struct hmm_ioreq *q)
+{
+	struct region_wb *wb = hmm_container_of(q, struct region_wb, req);
+	struct hmm_region *r = wb->r;
+	struct hmm *h = r->h;
+	int err = q->io.result;
+
+	if (err) {
+		struct uffdio_copy cp = {
+			.dst = (uintptr_t)region_block_addr(r, wb->block),
+			.src = (uintptr_t)wb->staging, .len = RBLOCK,
+		};
+
+		ioctl(r->uffd, UFFDIO_COPY, &cp);	/* put it back */
+	}
+	munmap(wb->staging, RBLOCK);
+	pthread_mutex_lock(&h->lock);
+	h->tier[HMM_TIER_HOST].pending_free -= RBLOCK;
+	r->evicting--;
+	if (err) {
+		r->state[wb->block] = RB_RESIDENT;
+		if (r->ops->gone_on_error && !r->dead)
+			r->dead = err;	/* its backend is gone: evict no more */
+		h->st.io_errors++;
+		hmm_async_error(h, err, "region %u block %u: %s write "
+				"failed: %s", r->id, wb->block, r->ops->name,
+				strerror(-err));
+	} else {
+		r->state[wb->block] = RB_STORED;
+		hmm_budget_give(h, HMM_TIER_HOST, RBLOCK);
+		h->st.region_evictions++;
+		h->tier[HMM_TIER_HOST].st.bytes_out += RBLOCK;
+		h->tier[HMM_TIER_STORE].st.bytes_in += RBLOCK;
+	}
+	hmm_trace_event(h, "evict", "region write", "region", wb->block,
+			RBLOCK, q->t0, hmm_now(), 4);
+	pthread_cond_broadcast(&h->cond);
+	pthread_mutex_unlock(&h->lock);
+	free(wb);
+}
+
+/* Start evicting resident block b (h->lock held).  0 or -errno. */
+int hmm_region_evict_block(struct hmm *h, struct hmm_region *r, uint32_t b)
+{
+	struct region_wb *wb = calloc(1, sizeof(*wb));
+	void *p;
+
+	if (!wb)
+		return -ENOMEM;
+	p = mremap(region_block_addr(r, b), RBLOCK, RBLOCK,
+		   MREMAP_MAYMOVE | MREMAP_DONTUNMAP, NULL);
+	if (p == MAP_FAILED) {
+		free(wb);
+		return -errno;
+	}
+	wb->r = r;
+	wb->block = b;
+	wb->staging = p;
+	wb->req.h = h;
+	wb->req.done = hmm_region_wb_done;
+	wb->req.t0 = hmm_now();
+	r->state[b] = RB_EVICTING;
+	r->evicting++;
+	h->tier[HMM_TIER_HOST].pending_free += RBLOCK;
+	r->ops->write(r, wb);
+	return 0;
+}
+
+/*
+ * The host budget needs bytes and no chunk can go: evict resident region
+ * blocks, clock order over every region.  Returns the number started.
+ */
+int hmm_region_reclaim(struct hmm *h, uint64_t bytes)
+{
+	struct hmm_list *p;
+	uint64_t got = 0;
+	int n = 0;
+
+	for (p = h->regions.next; p != &h->regions && got < bytes;
+	     p = p->next) {
+		struct hmm_region *r = hmm_container_of(p, struct hmm_region,
+							link);
+		uint32_t i;
+
+		for (i = 0; !r->whole && !r->dead && i < r->nblocks &&
+		     got < bytes; i++) {
+			uint32_t b = r->hand;
+
+			r->hand = (r->hand + 1) % r->nblocks;
+			if (r->state[b] != RB_RESIDENT)
+				continue;
+			if (hmm_region_evict_block(h, r, b) == 0) {
+				got += RBLOCK;
+				n++;
+			}
+		}
+	}
+	return n;
+}

@@ -1,0 +1,275 @@
+// SPDX-License-Identifier: MIT
+/*
+ * backend.c — shared mode's backend table (engine/backend.h): a context
+ * opened with hmm_config.daemon = "unix:PATH" is a connection to hmmd
+ * (client.c) and the hmm.h calls api.c has checked are answered there
+ * (rtensor.c).
+ *
+ * Differences from the embedded engine, as hmmd serves it:
+ *  - hmmd serves the host tier; a device is this process's own
+ *    (config.device): a device map is staged through a host map in
+ *    hmmd (dev_stage.c), a prefetch at the device prefetches to hmmd's
+ *    host, an evict at the device has nothing to do;
+ *  - transparent regions live in this process (engine/region.c): backed
+ *    by hmmk.ko when hmmd is the module's daemon (region_hmmk.c), else by
+ *    userfaultfd here with evicted blocks kept in an hmmd tensor
+ *    (region.c); their resident bytes count against config.host_budget
+ *    in this process;
+ *  - hmm_tensor_open() attaches the caller's uid's persistent tensor of
+ *    that name in hmmd; hmm_tensor_new() tensors are not kept by a flush
+ *    (hmmd keeps only tensors made persistent through its protocol);
+ *  - hmm_wait() sends WAIT (protocol 2): hmmd answers once this client's
+ *    prefetches and evictions are done, with the first error they met;
+ *  - step markers are counted here only (hmmd's policy is LRU);
+ *  - hmm_stats() is hmmd's engine counters (all clients, STATS2), with
+ *    this context's step count, device tier and region counters;
+ *  - a map over this client's hmmd quota waits there, up to hmmd's
+ *    wait_ms, for this client's own unmaps; one larger than the whole
+ *    quota (-EDQUOT there) is -ENOMEM, as a map over the budget is in
+ *    the embedded engine;
+ *  - store_path, host_dir and device's store are ignored (hmmd has its
+ *    own); the trace (trace_path, HMM_TRACE) shows this process's side:
+ *    each map, evict, wait and flush as the time hmmd took to answer it,
+ *    and its regions' faults and evictions.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "err.h"
+#include "region_int.h"
+#include "remote.h"
+
+/*
+ * What hmmd did for one call, as this process saw it: the call's whole
+ * time in the trace, on lane tid; chunk indices in config.chunk_bytes
+ * units.  Returns r.
+ */
+static int traced(struct hmm_tensor *t, const char *cat, const char *what,
+		  uint64_t off, uint64_t len, int tid, double t0, int r)
+{
+	struct hmm *h = t->h;
+
+	hmm_trace_event(h, cat, what, t->name, off / h->cfg.chunk_bytes, len,
+			t0, hmm_now(), tid);
+	return r;
+}
+
+static int remote_open(const struct hmm_config *cfg, struct hmm **out)
+{
+	struct hmm_remote_ctx *rc;
+	struct hmm *h;
+	int r;
+
+	if (strncmp(cfg->daemon, "unix:", 5) || !cfg->daemon[5])
+		return hmm_err(-EINVAL, "config.daemon '%s': not unix:PATH",
+			       cfg->daemon);
+	r = hmm_ctx_new(cfg, &h);
+	if (r < 0)
+		return r;
+	rc = calloc(1, sizeof(*rc));
+	if (!rc) {
+		r = hmm_err(-ENOMEM, "hmm_open: no memory for the context");
+		goto out_ctx;
+	}
+	hmm_list_init(&rc->sdev);
+	r = hmm_remote_open(cfg, &rc->c);
+	if (r < 0)
+		goto out_rc;
+	h->be = &hmm_remote_backend;
+	h->be_priv = rc;
+	*out = h;
+	return 0;
+
+out_rc:
+	free(rc);
+out_ctx:
+	hmm_ctx_free(h);
+	return r;
+}
+
+static void remote_close(struct hmm *h)
+{
+	struct hmm_remote_ctx *rc = hmm_remote_ctx(h);
+	uint32_t i;
+
+	hmm_remote_dev_fini(h);	/* they name tensors: first */
+	for (i = 0; i < h->ntensors; i++)	/* hmmd frees its copies
+						   when c goes */
+		if (h->tensors[i]) {
+			free(h->tensors[i]->be_priv);
+			hmm_tensor_shell_free(h->tensors[i]);
+		}
+	hmm_region_fini(h);	/* their blocks are in hmmd: before c */
+	hmm_client_close(rc->c);
+	free(rc);
+	hmm_ctx_free(h);
+}
+
+/* An engine tensor shell carrying hmmd's tensor rt (taken: freed with
+ * the shell, or released here when this fails). */
+static int wrap(struct hmm *h, struct hmm_remote_tensor *rt,
+		struct hmm_tensor **out)
+{
+	int r = hmm_tensor_shell(h, rt->t.name, rt->t.dtype, rt->t.ndim,
+				 rt->t.shape, rt->t.bytes, out);
+
+	if (r < 0) {
+		hmm_remote_tensor_free(rt);
+		return r;
+	}
+	(*out)->be_priv = rt;
+	return 0;
+}
+
+static int remote_tensor_new(struct hmm *h, const char *name, uint32_t dtype,
+			     unsigned ndim, const int64_t *shape,
+			     struct hmm_tensor **out)
+{
+	struct hmm_remote_tensor *rt;
+	int r = hmm_remote_tensor_new(hmm_remote_client(h), name, dtype, ndim,
+				      shape, 0, &rt);
+
+	return r < 0 ? r : wrap(h, rt, out);
+}
+
+static int remote_tensor_open(struct hmm *h, const char *name,
+			      struct hmm_tensor **out)
+{
+	struct hmm_remote_tensor *rt;
+	int r;
+
+	if (!*name || strlen(name) > 63)
+		return hmm_err(-EINVAL, "hmm_tensor_open: a name of 1..63 "
+			       "bytes is required");
+	r = hmm_remote_tensor_open(hmm_remote_client(h), name, &rt);
+	return r < 0 ? r : wrap(h, rt, out);
+}
+
+static int remote_tensor_free(struct hmm_tensor *t)
+{
+	/* hmm_remote_tensor_free frees rt unless -EBUSY */
+	int r = hmm_remote_tensor_free(hmm_remote_of(t));
+
+	if (r != -EBUSY)
+		hmm_tensor_shell_free(t);
+	return r;
+}
+
+static int remote_residency(struct hmm_tensor *t, uint64_t bytes[])
+{
+	int r = hmm_remote_residency(hmm_remote_of(t), bytes);
+
+	if (r == 0)	/* hmmd's, and the device maps here */
+		hmm_remote_dev_residency(t, &bytes[HMM_TIER_DEVICE]);
+	return r;
+}
+
+static int remote_host_fd(struct hmm_tensor *t, int *fd, uint64_t *off)
+{
+	return hmm_err(-ENOTSUP, "tensor %s: shared mode: its memory is "
+		       "hmmd's", t->name);
+}
+
+static int remote_map(struct hmm_tensor *t, uint64_t off, uint64_t len,
+		      int tier, unsigned access, void **ptr)
+{
+	double t0 = hmm_now();	/* before the call (see evict) */
+	int r;
+
+	if (tier == HMM_TIER_DEVICE)	/* staged: dev_stage.c */
+		r = hmm_remote_dev_map(t, off, len, access, ptr);
+	else
+		r = traced(t, "stall", "map wait hmmd", off, len, 0, t0,
+			   hmm_remote_map(hmm_remote_of(t), off, len, tier,
+					  access, ptr));
+	/* over this client's quota = over its budget: hmm.h's -ENOMEM
+	   (hmm_last_error() keeps hmmd's detail) */
+	return r == -EDQUOT ? -ENOMEM : r;
+}
+
+static int remote_unmap(struct hmm_tensor *t, void *ptr)
+{
+	int r = hmm_remote_dev_unmap(t, ptr);
+
+	return r != -ENOENT ? r : hmm_remote_unmap(hmm_remote_of(t), ptr);
+}
+
+static int remote_prefetch(struct hmm_tensor *t, uint64_t off, uint64_t len,
+			   int tier)
+{
+	struct hmm_remote_tensor *rt = hmm_remote_of(t);
+
+	/* at the device too: hmmd's host is what its map will copy from */
+	return hmm_client_prefetch(rt->c, rt->t.id, off, len, HMM_TIER_HOST);
+}
+
+static int remote_evict(struct hmm_tensor *t, uint64_t off, uint64_t len,
+			int tier)
+{
+	struct hmm_remote_tensor *rt = hmm_remote_of(t);
+	double t0;
+
+	if (tier == HMM_TIER_DEVICE)
+		return 0;	/* nothing stays at the device (dev_stage.c) */
+	t0 = hmm_now();	/* before the call: argument order is unspecified */
+	return traced(t, "evict", "evict in hmmd", off, len, 3, t0,
+		      hmm_client_evict(rt->c, rt->t.id, off, len, tier));
+}
+
+static int remote_wait(struct hmm *h, struct hmm_tensor *t)
+{
+	double t0 = hmm_now();
+	int r = hmm_remote_wait(hmm_remote_client(h),
+				t ? hmm_remote_of(t) : NULL);
+
+	hmm_trace_event(h, "stall", "wait hmmd", t ? t->name : "", 0, 0, t0,
+			hmm_now(), 0);
+	return r;
+}
+
+static int remote_flush(struct hmm *h)
+{
+	double t0 = hmm_now();
+	int r = hmm_client_flush(hmm_remote_client(h));
+
+	hmm_trace_event(h, "io", "flush in hmmd", "", 0, 0, t0, hmm_now(), 1);
+	return r;
+}
+
+/* hmmd's engine; this context's steps, device and regions (they live in
+ * this process). */
+static int remote_stats(struct hmm *h, struct hmm_stats *st)
+{
+	int r = hmm_remote_stats(hmm_remote_client(h), st);
+
+	if (r)
+		return r;
+	pthread_mutex_lock(&h->lock);
+	st->steps = h->st.steps;
+	if (h->dev)	/* this process's (dev_stage.c) */
+		hmm_stats_tier(h, HMM_TIER_DEVICE, &st->tier[HMM_TIER_DEVICE]);
+	pthread_mutex_unlock(&h->lock);
+	hmm_region_stats(h, st);
+	return 0;
+}
+
+const struct hmm_backend hmm_remote_backend = {
+	.name = "shared",
+	.open = remote_open,
+	.close = remote_close,
+	.tensor_new = remote_tensor_new,
+	.tensor_open = remote_tensor_open,
+	.tensor_free = remote_tensor_free,
+	.residency = remote_residency,
+	.host_fd = remote_host_fd,
+	.map = remote_map,
+	.unmap = remote_unmap,
+	.prefetch = remote_prefetch,
+	.evict = remote_evict,
+	.wait = remote_wait,
+	.flush = remote_flush,
+	.stats = remote_stats,
+	.region_whole = hmm_remote_region_whole,
+	.region_back = hmm_remote_region_back,
+};
