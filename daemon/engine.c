@@ -2,8 +2,9 @@
 /*
  * engine.c — libhmm's engine inside hmmd: one context on the configured
  * store and budgets (the tree's only store, pool and policy), and on top
- * of it hmmd's own accounting: per-client quotas of pinned host bytes
- * under the global host budget, with back-pressure.
+ * of it per-client quotas of pinned host bytes under the global host
+ * budget, with back-pressure: each client is an owner in the engine's
+ * host ledger, admitted by its one admission function (budget.h).
  *
  * Quotas and fairness.  A client's host quota (granted at hello, capped
  * by client_quota) bounds the host bytes its maps pin, counted in whole
@@ -76,7 +77,6 @@ int hmmd_engine_open(const struct hmmd_config *cfg, struct hmmd_engine **out)
 	e->next_tid = 1;
 	pthread_mutex_init(&e->open_lock, NULL);
 	pthread_mutex_init(&e->lock, NULL);
-	pthread_cond_init(&e->cond, NULL);
 	hmmd_log("engine: store %s, host budget %llu bytes, chunk %u bytes",
 		 cfg->store_path ? cfg->store_path : "none (host only)",
 		 (unsigned long long)e->budget, e->chunk);
@@ -86,9 +86,12 @@ int hmmd_engine_open(const struct hmmd_config *cfg, struct hmmd_engine **out)
 
 void hmmd_engine_stop(struct hmmd_engine *e)
 {
+	struct hmmd_client *cl;
+
 	pthread_mutex_lock(&e->lock);
 	e->stopping = 1;
-	pthread_cond_broadcast(&e->cond);
+	for (cl = e->clients; cl; cl = cl->next)	/* waits end */
+		hmm_budget_owner_gone(e->h, &cl->own, -ESHUTDOWN);
 	pthread_mutex_unlock(&e->lock);
 }
 
@@ -119,7 +122,6 @@ int hmmd_engine_close(struct hmmd_engine *e)
 		next = dt->next;
 		free(dt);
 	}
-	pthread_cond_destroy(&e->cond);
 	pthread_mutex_destroy(&e->lock);
 	pthread_mutex_destroy(&e->open_lock);
 	free(e);
@@ -128,167 +130,73 @@ int hmmd_engine_close(struct hmmd_engine *e)
 
 /* ---- quotas and back-pressure ------------------------------------------- */
 
-/* cl's pins as a fraction of its quota, scaled (no floating point). */
-static uint64_t share_of(const struct hmmd_client *cl)
-{
-	uint64_t q = cl->quota[HMM_TIER_HOST] ? cl->quota[HMM_TIER_HOST] : 1;
-
-	return (cl->used[HMM_TIER_HOST] << 10) / q;
-}
-
-static int fits(const struct hmmd_engine *e, uint64_t charge)
-{
-	return e->pinned + charge <= e->budget;
-}
-
-/* Room in cl's own quota (only cl's unmaps change it, or a quota_set). */
-static int fits_quota(const struct hmmd_client *cl, uint64_t charge)
-{
-	return cl->used[HMM_TIER_HOST] + charge <= cl->quota[HMM_TIER_HOST];
-}
-
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + ts.tv_nsec;
-}
-
-/* Is waiter o ahead of w (w NULL: one not waiting, behind all)? */
-static int ahead(const struct eng_waiter *o, const struct hmmd_client *cl,
-		 const struct eng_waiter *w)
-{
-	uint64_t so = share_of(o->cl), sc = share_of(cl);
-
-	if (so != sc)
-		return so < sc;
-	return !w || o->ticket < w->ticket;
-}
-
-/*
- * May cl (waiting as w, or NULL) go now with charge: it fits its quota
- * and the budget, and no waiter ahead of it fits or starves.  A waiter
- * held back by its own quota holds nobody back: the budget would idle.
- */
-static int my_turn(const struct hmmd_engine *e, const struct hmmd_client *cl,
-		   const struct eng_waiter *w, uint64_t charge)
-{
-	uint64_t starve = (uint64_t)e->wait_ms * 1000000ull / 4, now = 0;
-	const struct eng_waiter *o;
-
-	if (!fits_quota(cl, charge) || !fits(e, charge))
-		return 0;
-	for (o = e->waiters; o; o = o->next) {
-		if (o == w || !ahead(o, cl, w) || !fits_quota(o->cl, o->want))
-			continue;
-		if (fits(e, o->want))
-			return 0;
-		if (!now)
-			now = now_ns();
-		if (now - o->since_ns > starve)
-			return 0;
-	}
-	return 1;
-}
-
-static void deadline_in(struct timespec *dl, unsigned ms)
-{
-	clock_gettime(CLOCK_REALTIME, dl);
-	dl->tv_sec += ms / 1000;
-	dl->tv_nsec += (long)(ms % 1000) * 1000000;
-	if (dl->tv_nsec >= 1000000000) {
-		dl->tv_sec++;
-		dl->tv_nsec -= 1000000000;
-	}
-}
-
-/* Wait as w until my_turn or wait_ms; lock held.  ETIMEDOUT or 0. */
-static int wait_turn(struct hmmd_engine *e, struct eng_waiter *w)
-{
-	struct timespec dl;
-	int r = 0;
-
-	deadline_in(&dl, e->wait_ms);
-	while (!e->stopping && !w->cl->gone &&
-	       !my_turn(e, w->cl, w, w->want) && r != ETIMEDOUT) {
-		/* a starving waiter ahead may change our answer with time */
-		struct timespec tick;
-
-		deadline_in(&tick, 50);
-		if (tick.tv_sec > dl.tv_sec ||
-		    (tick.tv_sec == dl.tv_sec && tick.tv_nsec > dl.tv_nsec))
-			tick = dl;
-		r = pthread_cond_timedwait(&e->cond, &e->lock, &tick);
-		if (r == ETIMEDOUT && (tick.tv_sec != dl.tv_sec ||
-				       tick.tv_nsec != dl.tv_nsec))
-			r = 0;
-	}
-	return r;
-}
-
 int eng_admit(struct hmmd_engine *e, struct hmmd_client *cl, uint64_t charge,
 	      int nowait)
 {
-	struct eng_waiter w = { .cl = cl, .want = charge }, **pp;
-	int go;
+	struct hmm_admit a = {
+		.tier = HMM_TIER_HOST, .bytes = charge, .owner = &cl->own,
+		.wait_s = nowait ? 0 : e->wait_ms / 1000.0,
+	};
+	int ret;
 
-	if (charge > cl->quota[HMM_TIER_HOST])
-		return -EDQUOT;		/* can never fit */
-	if (charge > e->budget)
-		return -ENOMEM;
 	if (e->stopping)
 		return -ESHUTDOWN;
 	if (cl->gone)
 		return -ECONNRESET;
-	if (my_turn(e, cl, NULL, charge))
-		goto admit;
-	if (nowait)
-		return -EAGAIN;
-	w.since_ns = now_ns();
-	w.ticket = ++e->next_ticket;
-	w.next = e->waiters;
-	e->waiters = &w;
-	e->waits++;
-	cl->waits++;
-	wait_turn(e, &w);
-	go = !e->stopping && !cl->gone && my_turn(e, cl, &w, charge);
-	for (pp = &e->waiters; *pp != &w; pp = &(*pp)->next)
-		;
-	*pp = w.next;
-	e->wait_ns += now_ns() - w.since_ns;
-	/* others may have been held back for us: let them look again */
-	pthread_cond_broadcast(&e->cond);
-	if (e->stopping)
-		return -ESHUTDOWN;
-	if (cl->gone)
-		return -ECONNRESET;
-	if (!go) {
-		e->wait_fails++;
-		return fits_quota(cl, charge) ? -ENOMEM : -EDQUOT;
+	pthread_mutex_unlock(&e->lock);	/* unmaps make the room */
+	ret = hmm_budget_admit_locked(e->h, &a);
+	pthread_mutex_lock(&e->lock);
+	if (a.waited_s > 0) {
+		cl->waits++;
+		e->wait_ns += (uint64_t)(a.waited_s * 1e9);
 	}
-admit:
-	cl->used[HMM_TIER_HOST] += charge;
-	e->pinned += charge;
-	if (e->pinned > e->pinned_peak)
-		e->pinned_peak = e->pinned;
-	return 0;
+	if (ret == 0 && (e->stopping || cl->gone)) {
+		eng_release(e, cl, charge);
+		ret = e->stopping ? -ESHUTDOWN : -ECONNRESET;
+	}
+	return ret;
 }
 
 void eng_client_gone(struct hmmd_engine *e, struct hmmd_client *cl)
 {
 	pthread_mutex_lock(&e->lock);
 	cl->gone = 1;
-	pthread_cond_broadcast(&e->cond);
 	pthread_mutex_unlock(&e->lock);
+	hmm_budget_owner_gone(e->h, &cl->own, -ECONNRESET);
 }
 
 void eng_release(struct hmmd_engine *e, struct hmmd_client *cl,
 		 uint64_t charge)
 {
-	cl->used[HMM_TIER_HOST] -= charge;
-	e->pinned -= charge;
-	pthread_cond_broadcast(&e->cond);
+	hmm_budget_owner_release(e->h, &cl->own, HMM_TIER_HOST, charge);
+}
+
+void eng_quota_sync(struct hmmd_engine *e, struct hmmd_client *cl)
+{
+	hmm_budget_owner_quota(e->h, &cl->own, HMM_TIER_HOST,
+			       cl->quota[HMM_TIER_HOST]);
+}
+
+uint64_t eng_pinned(struct hmmd_engine *e)
+{
+	uint64_t now, peak, waits;
+
+	hmm_budget_owners(e->h, HMM_TIER_HOST, &now, &peak, &waits);
+	return now;
+}
+
+/* Maps that waited for the budget (counted when they begin to wait). */
+static uint64_t eng_waits(struct hmmd_engine *e)
+{
+	uint64_t now, peak, waits;
+
+	hmm_budget_owners(e->h, HMM_TIER_HOST, &now, &peak, &waits);
+	return waits;
+}
+
+uint64_t eng_client_pinned(struct hmmd_engine *e, struct hmmd_client *cl)
+{
+	return hmm_budget_owner_used(e->h, &cl->own, HMM_TIER_HOST);
 }
 
 /* ---- tensors --------------------------------------------------------------- */
@@ -433,13 +341,13 @@ size_t hmmd_engine_metrics(struct hmmd_engine *e, char *buf, size_t cap)
 	  (unsigned long long)st.tensors);
 	P("# HELP hmmd_pinned_bytes Host bytes pinned by clients' maps.\n"
 	  "# TYPE hmmd_pinned_bytes gauge\nhmmd_pinned_bytes %llu\n",
-	  (unsigned long long)e->pinned);
+	  (unsigned long long)eng_pinned(e));
 	P("# HELP hmmd_maps_total Maps served.\n"
 	  "# TYPE hmmd_maps_total counter\nhmmd_maps_total %llu\n",
 	  (unsigned long long)e->maps);
 	P("# HELP hmmd_waits_total Maps that waited for the budget.\n"
 	  "# TYPE hmmd_waits_total counter\nhmmd_waits_total %llu\n",
-	  (unsigned long long)e->waits);
+	  (unsigned long long)eng_waits(e));
 	P("# HELP hmmd_wait_seconds_total Time maps waited for the budget.\n"
 	  "# TYPE hmmd_wait_seconds_total counter\n"
 	  "hmmd_wait_seconds_total %.6f\n", e->wait_ns / 1e9);
@@ -457,7 +365,7 @@ size_t hmmd_engine_metrics(struct hmmd_engine *e, char *buf, size_t cap)
 	for (cl = e->clients; cl; cl = cl->next)
 		P("hmmd_client_pinned_bytes{client=\"%llu\",uid=\"%u\"} %llu\n",
 		  (unsigned long long)cl->id, (unsigned)cl->uid,
-		  (unsigned long long)cl->used[HMM_TIER_HOST]);
+		  (unsigned long long)eng_client_pinned(e, cl));
 	pthread_mutex_unlock(&e->lock);
 #undef P
 	return n < cap ? n : cap ? cap - 1 : 0;

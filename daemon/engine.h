@@ -12,6 +12,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "budget.h"
 #include "hmm.h"
 #include "hmmd.h"
 
@@ -68,26 +69,15 @@ struct hmmd_client {
 	int admin;			/* uid 0 or hmmd's own uid */
 	char name[HMM_PROTO_NAME_MAX];
 	uint64_t quota[HMM_TIERS];	/* granted; host is the weight */
-	uint64_t used[HMM_TIERS];	/* host/device: charged pins;
-					   store: bytes of tensors made */
+	uint64_t used[HMM_TIERS];	/* store: bytes of tensors made */
+	struct hmm_owner own;		/* its host pins in the engine's
+					   ledger (budget.h): admitted by
+					   eng_admit, h->lock */
 	struct handle *handles;		/* [nhandles], grown by doubling */
 	unsigned nhandles, cap;
 	struct mapping *maps;		/* newest first */
 	int gone;			/* its connection ended: waits end */
 	uint64_t maps_done, waits;	/* counters for metrics */
-};
-
-/*
- * A map waiting for room (eng_admit): on its thread's stack, on
- * engine->waiters while it waits.  A client may have several (one per
- * thread of it whose map waits).
- */
-struct eng_waiter {
-	struct eng_waiter *next;
-	struct hmmd_client *cl;
-	uint64_t want;			/* host bytes it waits for */
-	uint64_t ticket;		/* when it began to wait (order) */
-	uint64_t since_ns;		/* when it began to wait (time) */
 };
 
 /* Allocated by hmmd_engine_open, freed by hmmd_engine_close. */
@@ -102,26 +92,22 @@ struct hmmd_engine {
 					   persistent tensors; taken before
 					   lock */
 	pthread_mutex_t lock;		/* protects all below */
-	pthread_cond_t cond;		/* pins released, quotas changed */
 	int stopping;
-	uint64_t pinned;		/* host bytes admitted, all clients */
-	uint64_t pinned_peak;
 	struct dt *tensors;
 	struct hmmd_client *clients;
-	struct eng_waiter *waiters;
 	uint64_t next_tid;
 	uint64_t nclients;
-	uint64_t next_ticket;
 	/* counters, for stats and metrics */
-	uint64_t waits, wait_ns, wait_fails, maps, unmaps, copy_bytes;
+	uint64_t wait_ns, maps, unmaps, copy_bytes;
 };
 
 /*
- * Admit charge host bytes for cl: waits while the global budget is full
- * (serving the waiter furthest below its share first) or while cl's own
- * pins leave no room for it in cl's quota (its own unmaps make room),
- * up to wait_ms.  nowait: return -EAGAIN instead of waiting.
- * Called and returns with e->lock held.  0; -EDQUOT: more than cl's
+ * Admit charge host bytes for cl through the engine's admission
+ * (hmm_budget_admit, cl->own as the owner): waits while the global
+ * budget is full (serving the waiter furthest below its share first) or
+ * while cl's own pins leave no room for it in cl's quota (its own unmaps
+ * make room), up to wait_ms.  nowait: return -EAGAIN instead of waiting.
+ * Called and returns with e->lock held; drops it while waiting.  0; -EDQUOT: more than cl's
  * quota (never fits), or cl's own pins stayed too many for wait_ms;
  * -ENOMEM: more than the budget, or the budget stayed full for wait_ms;
  * -EAGAIN (nowait); -ESHUTDOWN (hmmd stops); -ECONNRESET (cl is gone).
@@ -131,6 +117,12 @@ int eng_admit(struct hmmd_engine *e, struct hmmd_client *cl, uint64_t charge,
 
 /* cl's connection ended: its waiting maps give up.  Lock not held. */
 void eng_client_gone(struct hmmd_engine *e, struct hmmd_client *cl);
+/* cl->quota[HMM_TIER_HOST] changed (hello, quota_set): the engine's
+ * ledger takes it.  Any lock. */
+void eng_quota_sync(struct hmmd_engine *e, struct hmmd_client *cl);
+/* Host bytes admitted: all clients', and cl's. */
+uint64_t eng_pinned(struct hmmd_engine *e);
+uint64_t eng_client_pinned(struct hmmd_engine *e, struct hmmd_client *cl);
 
 /*
  * hmmd_request (hmmd.h) in two steps: with nowait, a MAP that would wait
@@ -142,7 +134,7 @@ int hmmd_request_nowait(struct hmmd_engine *e, struct hmmd_client *cl,
 			const struct hmm_proto_msg *m, void *out, size_t cap,
 			int *fd, int nowait);
 
-/* Give back charge host bytes of cl and wake the waiters.  Lock held. */
+/* Give back charge host bytes of cl and wake the waiters.  Any lock. */
 void eng_release(struct hmmd_engine *e, struct hmmd_client *cl,
 		 uint64_t charge);
 

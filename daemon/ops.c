@@ -64,6 +64,7 @@ int hmmd_client_new(struct hmmd_engine *e, uint64_t id, pid_t pid,
 	cl->quota[HMM_TIER_STORE] = cap_quota(h->quota[HMM_TIER_STORE],
 		st.tier[HMM_TIER_STORE].capacity ?
 		st.tier[HMM_TIER_STORE].capacity : UINT64_MAX);
+	eng_quota_sync(e, cl);
 	pthread_mutex_lock(&e->lock);
 	cl->next = e->clients;
 	e->clients = cl;
@@ -126,7 +127,6 @@ void hmmd_client_free(struct hmmd_engine *e, struct hmmd_client *cl)
 		;
 	*pp = cl->next;
 	e->nclients--;
-	pthread_cond_broadcast(&e->cond);
 	pthread_mutex_unlock(&e->lock);
 	free(cl->handles);
 	free(cl);
@@ -643,13 +643,14 @@ static int on_map(struct req *q)
 			snprintf(why, sizeof(why), "over the client's host "
 				 "quota for %u ms (%llu of %llu pinned by its "
 				 "own maps)", e->wait_ms,
-				 (unsigned long long)q->cl->used[HMM_TIER_HOST],
+				 (unsigned long long)
+				 eng_client_pinned(e, q->cl),
 				 (unsigned long long)
 				 q->cl->quota[HMM_TIER_HOST]);
 		else
 			snprintf(why, sizeof(why), "the host budget stayed "
 				 "full for %u ms (%llu of %llu pinned)",
-				 e->wait_ms, (unsigned long long)e->pinned,
+				 e->wait_ms, (unsigned long long)eng_pinned(e),
 				 (unsigned long long)e->budget);
 		pthread_mutex_unlock(&e->lock);
 		return map_fail(q, mp, ret, why);
@@ -911,7 +912,7 @@ static int on_quota_set(struct req *q)
 		if (m->quota[i])
 			cl->quota[i] = m->quota[i] < max ? m->quota[i] : max;
 	}
-	pthread_cond_broadcast(&e->cond);
+	eng_quota_sync(e, cl);
 	pthread_mutex_unlock(&e->lock);
 	hmmd_log("client %llu: quota set by client %llu: host %llu bytes",
 		 (unsigned long long)cl->id, (unsigned long long)q->cl->id,

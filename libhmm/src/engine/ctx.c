@@ -184,6 +184,8 @@ int hmm_ctx_new(const struct hmm_config *cfg, struct hmm **out)
 	if (!h)
 		return hmm_err(-ENOMEM, "hmm_open: no memory for the context");
 	ctx_init(h, cfg);
+	hmm_budget_register(h, &hmm_policy_reclaimer);
+	hmm_budget_register(h, &hmm_region_reclaimer);
 	trace = cfg->trace_path ? cfg->trace_path : getenv("HMM_TRACE");
 	if (trace && *trace) {
 		r = hmm_trace_open(h, trace);

@@ -18,6 +18,7 @@
 #include <stdio.h>
 
 #include "backend.h"
+#include "budget.h"
 #include "hmm.h"
 #include "store.h"
 
@@ -97,9 +98,13 @@ struct hmm_sched {
 	uint32_t misses;	/* this step's divergences */
 };
 
-/* Per-tier accounting; all under h->lock. */
+/* Per-tier accounting, the tier's one ledger (budget.h); h->lock. */
 struct hmm_tier {
 	uint64_t cap, used, peak, pinned, pending_free;
+	uint64_t admitted, admitted_peak;	/* owners' (budget.h) */
+	struct hmm_admit *waiters;	/* owners' admissions waiting */
+	uint64_t next_ticket;		/* their order */
+	uint64_t owner_waits;		/* owners' admissions that waited */
 	uint32_t active;	/* copies in flight over this link */
 	double busy_since;	/* when active went 0 -> 1 */
 	struct hmm_list lru;	/* resident chunks, least recent first */
@@ -153,6 +158,10 @@ struct hmm {
 	void *dev_priv;
 	uint64_t dev_gran;		/* device allocation unit */
 
+	/* reclaimers (budget.h), registered at hmm_ctx_new */
+	const struct hmm_reclaimer *reclaimers[HMM_RECLAIMERS];
+	unsigned nreclaimers;
+
 	struct hmm_sched sched;
 	struct hmm_list wantq;		/* chunks whose prefetch waits */
 	int in_retry;			/* walking wantq */
@@ -182,18 +191,8 @@ void hmm_iot_queue(struct hmm *h, struct hmm_ioreq *r);	/* h->lock held */
 /* Queue r and wait for it (h->lock held; dropped while waiting). */
 int hmm_iot_sync(struct hmm *h, struct hmm_ioreq *r);
 
-/* ---- budget.c ---------------------------------------------------------- */
-/* Results of the state steps (chunk.c, budget.c). */
-#define HMM_READY	0	/* done */
-#define HMM_AGAIN	1	/* an I/O or eviction in flight: wait */
-#define HMM_STARVED	2	/* no space and nothing evictable */
-int hmm_budget_room(struct hmm *h, int tier, uint64_t bytes,
-		    uint64_t limit);
-void hmm_budget_take(struct hmm *h, int tier, uint64_t bytes);
-void hmm_budget_give(struct hmm *h, int tier, uint64_t bytes);
-
 /* ---- policy.c ---------------------------------------------------------- */
-#define HMM_NO_LIMIT	UINT64_MAX
+extern const struct hmm_reclaimer hmm_policy_reclaimer;
 void hmm_policy_touch(struct hmm *h, struct hmm_chunk *c, int tier);
 struct hmm_chunk *hmm_policy_victim(struct hmm *h, int tier, uint64_t limit);
 uint64_t hmm_policy_next_use(struct hmm *h, struct hmm_chunk *c);
@@ -260,8 +259,8 @@ void hmm_stats_tier(struct hmm *h, int i, struct hmm_tier_stats *ts);
 
 /* ---- region*.c --------------------------------------------------------- */
 void hmm_region_fini(struct hmm *h);
-/* Evict region blocks to make room on the host (h->lock held). */
-int hmm_region_reclaim(struct hmm *h, uint64_t bytes);
+/* Evicts region blocks for room on the host (region_evict.c). */
+extern const struct hmm_reclaimer hmm_region_reclaimer;
 /* The embedded engine's region_back: evicted blocks go to the store. */
 int hmm_region_store_back(struct hmm *h, struct hmm_region *r);
 /* Set st's region counters to this context's (takes h->lock). */

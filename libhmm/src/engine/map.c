@@ -60,63 +60,67 @@ static void map_pin(struct hmm *h, struct hmm_tensor *t, uint32_t first,
 	}
 }
 
-/* Step every chunk until all are ready; h->lock held. */
+struct map_range {
+	struct hmm_tensor *t;
+	uint32_t first, last;
+	int tier;
+	unsigned access;
+};
+
+/* One step of every chunk of a map (an admission's step, budget.h). */
+static int map_step(struct hmm *h, void *arg)
+{
+	struct map_range *m = arg;
+	int ret = HMM_READY;
+	uint32_t i;
+
+	for (i = m->first; i <= m->last; i++) {
+		int r = hmm_chunk_step(h, &m->t->chunks[i], m->tier, m->access,
+				       HMM_STEP_MAP, HMM_NO_LIMIT);
+
+		if (r < 0)
+			return r;
+		if (r == HMM_STARVED)
+			ret = HMM_STARVED;
+		else if (r != HMM_READY && ret == HMM_READY)
+			ret = HMM_AGAIN;
+	}
+	return ret;
+}
+
+/* Step every chunk until all are ready, through the admission (budget.h:
+ * -ENOMEM once starved for wait_ms); h->lock held. */
 static int map_wait(struct hmm *h, struct hmm_tensor *t, uint32_t first,
 		    uint32_t last, int tier, unsigned access)
 {
-	double t0 = hmm_now(), starved_at = 0;
-	int waited = 0;
+	struct map_range m = { t, first, last, tier, access };
+	struct hmm_admit a = {
+		.tier = tier, .wait_s = h->cfg.wait_ms / 1000.0,
+		.step = map_step, .arg = &m,
+	};
+	double t0 = hmm_now();
+	int r = hmm_budget_admit(h, &a);
 
-	for (;;) {
-		int all = 1, starved = 0;
-		uint32_t i;
-
-		for (i = first; i <= last; i++) {
-			int r = hmm_chunk_step(h, &t->chunks[i], tier, access,
-					       HMM_STEP_MAP, HMM_NO_LIMIT);
-
-			if (r < 0)
-				return r;
-			if (r != HMM_READY)
-				all = 0;
-			if (r == HMM_STARVED)
-				starved = 1;
-		}
-		if (all)
-			break;
-		waited = 1;
-		if (starved) {
-			double now = hmm_now();
-
-			if (!starved_at)
-				starved_at = now;
-			if (now - starved_at > h->cfg.wait_ms / 1000.0)
-				return hmm_err(-ENOMEM, "tensor %s: %s tier "
-				    "full for %u ms (budget %llu, used %llu, "
-				    "pinned %llu bytes incl. this map's%s%s%s)",
-				    t->name, tier_names[tier], h->cfg.wait_ms,
-				    (unsigned long long)h->tier[tier].cap,
-				    (unsigned long long)h->tier[tier].used,
-				    (unsigned long long)h->tier[tier].pinned,
-				    h->store ? "" : "; no store tier to "
-				    "evict dirty chunks to", h->async_err ?
-				    "; a copy down failed: " : "",
-				    h->async_err ? h->async_detail : "");
-			hmm_cond_wait_until(h, starved_at +
-					    h->cfg.wait_ms / 1000.0 + 0.001);
-		} else {
-			starved_at = 0;
-			pthread_cond_wait(&h->cond, &h->lock);
-		}
-	}
-	if (waited) {
-		double t1 = hmm_now();
-
-		h->tier[tier].st.stall_s += t1 - t0;
+	if (r == -ENOMEM)
+		return hmm_err(-ENOMEM, "tensor %s: %s tier full for %u ms "
+			       "(budget %llu, used %llu, pinned %llu bytes "
+			       "incl. this map's%s%s%s)", t->name,
+			       tier_names[tier], h->cfg.wait_ms,
+			       (unsigned long long)h->tier[tier].cap,
+			       (unsigned long long)h->tier[tier].used,
+			       (unsigned long long)h->tier[tier].pinned,
+			       h->store ? "" : "; no store tier to evict "
+			       "dirty chunks to", h->async_err ?
+			       "; a copy down failed: " : "",
+			       h->async_err ? h->async_detail : "");
+	if (r < 0)
+		return r;
+	if (a.waited_s > 0) {
+		h->tier[tier].st.stall_s += a.waited_s;
 		hmm_trace_event(h, "stall", tier == HMM_TIER_HOST ?
 				"map wait host" : "map wait device", t->name,
 				first, (uint64_t)(last - first + 1) *
-				h->chunk_bytes, t0, t1, 0);
+				h->chunk_bytes, t0, t0 + a.waited_s, 0);
 	}
 	return 0;
 }

@@ -93,6 +93,26 @@ struct hmm_chunk *hmm_policy_victim(struct hmm *h, int tier, uint64_t limit)
 	return best;
 }
 
+/* The tensor policy as a reclaimer (budget.h): evict its victim. */
+static int policy_reclaim(struct hmm *h, int tier, uint64_t bytes,
+			  uint64_t limit)
+{
+	struct hmm_chunk *v = hmm_policy_victim(h, tier, limit);
+	int r;
+
+	if (!v)
+		return HMM_NOTHING;	/* ask the next reclaimer */
+	r = hmm_chunk_evict(h, v, tier);
+	if (r == HMM_READY || (r == HMM_AGAIN && v->busy))
+		return HMM_READY;	/* dropped, or its copy-down started */
+	return r;
+}
+
+const struct hmm_reclaimer hmm_policy_reclaimer = {
+	.name = "tensors",
+	.reclaim = policy_reclaim,
+};
+
 static struct hmm_chunk *sched_chunk(struct hmm *h, struct hmm_sched_ent *e)
 {
 	struct hmm_tensor *t;

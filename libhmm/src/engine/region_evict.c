@@ -123,7 +123,7 @@ int hmm_region_evict_block(struct hmm *h, struct hmm_region *r, uint32_t b)
  * The host budget needs bytes and no chunk can go: evict resident region
  * blocks, clock order over every region.  Returns the number started.
  */
-int hmm_region_reclaim(struct hmm *h, uint64_t bytes)
+static int region_reclaim_blocks(struct hmm *h, uint64_t bytes)
 {
 	struct hmm_list *p;
 	uint64_t got = 0;
@@ -150,3 +150,20 @@ int hmm_region_reclaim(struct hmm *h, uint64_t bytes)
 	}
 	return n;
 }
+
+/* The regions as a reclaimer (budget.h): only for the host, only when
+ * anything may go (a prefetch's limited room never evicts blocks). */
+static int region_reclaim(struct hmm *h, int tier, uint64_t bytes,
+			  uint64_t limit)
+{
+	if (tier != HMM_TIER_HOST || limit != HMM_NO_LIMIT ||
+	    region_reclaim_blocks(h, bytes) == 0)
+		return HMM_NOTHING;
+	return HMM_READY;
+}
+
+const struct hmm_reclaimer hmm_region_reclaimer = {
+	.name = "regions",
+	.reclaim = region_reclaim,
+	.drain = hmm_region_drain,
+};

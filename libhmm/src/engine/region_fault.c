@@ -22,27 +22,6 @@
 #include "err.h"
 #include "region_int.h"
 
-/*
- * Room for one block in the host budget (h->lock held; may wait).
- * 0, or r->dead when there is none and its backend is gone (nothing of
- * it can be evicted, so none may ever come).
- */
-static int region_room(struct hmm *h, struct hmm_region *r)
-{
-	for (;;) {
-		int st = hmm_budget_room(h, HMM_TIER_HOST, RBLOCK,
-					 HMM_NO_LIMIT);
-
-		if (st == HMM_READY)
-			return 0;
-		if (r->dead)
-			return r->dead;
-		if (st == HMM_STARVED && hmm_region_reclaim(h, RBLOCK) > 0)
-			continue;
-		hmm_region_wait(h);
-	}
-}
-
 static void region_wake(struct hmm_region *r, uint32_t b)
 {
 	struct uffdio_range wr = { (uintptr_t)region_block_addr(r, b),
@@ -116,7 +95,15 @@ static void region_fault(struct hmm_region *r, uint64_t addr)
 		region_wake(r, b);
 		return;
 	}
-	err = region_room(h, r);
+	{	/* room for the block (may wait); fails only when none is
+		   there and r's backend is gone: nothing of it can go */
+		struct hmm_admit a = {
+			.tier = HMM_TIER_HOST, .bytes = RBLOCK,
+			.wait_s = HMM_FOREVER, .cancel = &r->dead,
+		};
+
+		err = hmm_budget_admit(h, &a);
+	}
 	if (err) {
 		region_broken(h, r, b, err, "no room and its backend is "
 			      "gone");
@@ -124,7 +111,6 @@ static void region_fault(struct hmm_region *r, uint64_t addr)
 		region_sigbus(r, b);
 		return;
 	}
-	hmm_budget_take(h, HMM_TIER_HOST, RBLOCK);
 	stored = r->state[b] == RB_STORED;
 	r->state[b] = RB_FILLING;	/* not a reclaim victim yet */
 	h->st.region_faults++;

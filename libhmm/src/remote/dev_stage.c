@@ -73,48 +73,34 @@ static int sdev_copy(struct hmm *h, int dir, uint64_t dev, void *host,
 	return c.err;
 }
 
-/* Take span bytes of the device budget for t, waiting up to wait_ms for
- * this process's unmaps.  h->lock held.  0 or -ENOMEM. */
+/* Take span bytes of the device budget for t through the admission,
+ * waiting up to wait_ms for this process's unmaps.  h->lock held.  0 or
+ * -ENOMEM. */
 static int sdev_room(struct hmm *h, struct hmm_tensor *t, uint64_t span)
 {
-	struct hmm_tier *T = &h->tier[HMM_TIER_DEVICE];
-	double until = hmm_now() + h->cfg.wait_ms / 1000.0;
+	struct hmm_admit a = {
+		.tier = HMM_TIER_DEVICE, .bytes = span,
+		.wait_s = h->cfg.wait_ms / 1000.0,
+	};
+	int r = hmm_budget_admit(h, &a);
 
-	if (span > T->cap)
-		return hmm_err(-ENOMEM, "hmm_map: tensor %s: %llu bytes at "
-			       "the device, more than its budget (%llu)",
-			       t->name, (unsigned long long)span,
-			       (unsigned long long)T->cap);
-	while (T->used + span > T->cap) {
-		if (hmm_now() >= until)
-			return hmm_err(-ENOMEM, "hmm_map: tensor %s: device "
-				       "tier full for %u ms (budget %llu, "
-				       "mapped %llu bytes)", t->name,
-				       h->cfg.wait_ms,
-				       (unsigned long long)T->cap,
-				       (unsigned long long)T->used);
-		hmm_cond_wait_until(h, until);
-	}
-	T->used += span;
-	T->pinned += span;
-	if (T->used > T->peak)
-		T->peak = T->used;
+	if (r < 0)
+		return hmm_err(r, "hmm_map: tensor %s: %s", t->name,
+			       hmm_last_error());
+	h->tier[HMM_TIER_DEVICE].pinned += span;
 	return 0;
 }
 
 /* Give m's device memory and budget back; h->lock not held. */
 static void sdev_free(struct hmm *h, struct sdev_map *m, int populated)
 {
-	struct hmm_tier *T = &h->tier[HMM_TIER_DEVICE];
-
 	if (populated)
 		h->dev->depopulate(h->dev_priv, m->addr, m->span);
 	if (m->addr)
 		h->dev->release(h->dev_priv, m->addr, m->span);
 	pthread_mutex_lock(&h->lock);
-	T->used -= m->span;
-	T->pinned -= m->span;
-	pthread_cond_broadcast(&h->cond);
+	h->tier[HMM_TIER_DEVICE].pinned -= m->span;
+	hmm_budget_give(h, HMM_TIER_DEVICE, m->span);
 	pthread_mutex_unlock(&h->lock);
 }
 
