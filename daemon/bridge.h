@@ -2,7 +2,7 @@
 /*
  * bridge.h — hmmd as the daemon of the hmmk kernel module: it attaches to
  * /dev/hmmk (DAEMON_ATTACH) and serves the module's EVICT and FILL
- * requests from a store file of its own (libhmm/src/store.h, the tree's
+ * requests from a store file of its own (libhmm/src/store/store.h, the tree's
  * one store implementation, opened a second time on a different file).
  *
  * Extents are keyed region << 32 | page (region handles are unique per

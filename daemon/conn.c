@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 /*
  * conn.c — one client of hmmd: receive a datagram and decode it
- * (libhmm/src/proto_sock.c over the codec proto.c), answer it.
+ * (libhmm/src/proto/proto_sock.c over the codec proto.c), answer it.
  *
  * A client that breaks the protocol (a malformed message, a reply type,
  * anything before hello, a second hello, file descriptors sent to the

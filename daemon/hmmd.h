@@ -4,7 +4,7 @@
  *
  * Reading order: main.c (flags, config, signals, readiness), config.c
  * (the INI file), server.c (the listening socket and the event loop),
- * conn.c (one client: receive, decode with libhmm/src/proto.c, answer).
+ * conn.c (one client: receive, decode with libhmm/src/proto/proto.c, answer).
  *
  * Reading order, continued: engine.c (libhmm's engine embedded: one
  * hmm context, the tensors clients hold, per-client quotas under the

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 /*
  * libcuda.c — a fake CUDA driver for testing libhmm's "cuda" device
- * (libhmm/src/dev_cuda.c) where there is no GPU: the entry points
+ * (libhmm/src/engine/dev_cuda.c) where there is no GPU: the entry points
  * dev_cuda.c resolves, over host memory, with the real driver's
  * documented contracts checked strictly.  A broken contract returns the
  * code the real driver documents and is reported ("fakecuda: VIOLATION")

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 /*
  * fuzz_proto — libFuzzer target for the hmmd wire decoder
- * (libhmm/src/proto.c).  Built by `make fuzz` with
+ * (libhmm/src/proto/proto.c).  Built by `make fuzz` with
  * -fsanitize=fuzzer,address,undefined; run by `make check` for 20 s over
  * the seed corpus tests/fuzz/corpus/fuzz_proto/ (one valid datagram per
  * message type, written by `build/tests/unit/test_proto --write-corpus`).

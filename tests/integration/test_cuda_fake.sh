@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# test_cuda_fake — libhmm's "cuda" device (libhmm/src/dev_cuda.c) on the
+# test_cuda_fake — the "cuda" device (libhmm/src/engine/dev_cuda.c) on the
 # fake CUDA driver (tests/fakecuda, built as $B/tests/fakecuda/
 # libcuda.so.1), where no GPU is:
 #  - the fake itself refuses misuse with the real driver's codes (a map

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 /*
  * test_hmmd_engine — hmmd with libhmm's engine, driven through the
- * client side (libhmm/src/client.c) on a temporary Unix socket:
+ * client side (libhmm/src/remote/client.c) on a temporary Unix socket:
  *
  *  - a host map is shared memory (a memfd): bytes written through it are
  *    read back after unmap by a new map, and by another client;

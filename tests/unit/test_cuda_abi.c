@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * test_cuda_abi — libhmm/src/cuda_abi.h (what dev_cuda.c calls through
+ * test_cuda_abi — libhmm/src/engine/cuda_abi.h (what dev_cuda.c calls through
  * dlopen, and the fake driver implements) held against the CUDA
  * toolkit's own cuda.h: every struct's size and field offsets, every
  * value, the versioned symbol each entry point resolves to, and each

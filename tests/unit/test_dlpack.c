@@ -9,7 +9,7 @@
  * In shared mode (HMM_TEST_MODE=shared, tests/unit/hmm_mode.h) the same
  * checks run through hmmd, and the script connects to the same hmmd;
  * the device-tier export is then staged through hmmd's host tier
- * (libhmm/src/shared_dev.c).
+ * (libhmm/src/remote/dev_stage.c).
  */
 #include <libgen.h>
 #include <stddef.h>

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * test_proto — the hmmd wire codec (libhmm/src/proto.c): every message
+ * test_proto — the hmmd wire codec (libhmm/src/proto/proto.c): every message
  * type round-trips byte-exact at its documented offsets; truncated,
  * oversized, wrong-magic, wrong-version, unknown-type and bad-flag
  * datagrams, each bad field of each type, and random garbage all fail

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 /*
  * test_proto_sock — hmmd messages on a SOCK_SEQPACKET socket pair
- * (libhmm/src/proto_sock.c): round trip; a memfd passed with F_FDS
+ * (libhmm/src/proto/proto_sock.c): round trip; a memfd passed with F_FDS
  * reaches the other side as the same file; fds without the flag, the
  * flag without fds, too many fds, fds where none are taken: -EPROTO and
  * no fd left open; an oversized datagram: -EMSGSIZE; the peer closing or

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * test_tensor_cuda — the "cuda" device tier (libhmm/src/dev_cuda.c).
+ * test_tensor_cuda — the "cuda" device tier (libhmm/src/engine/dev_cuda.c).
  *
  * On a real GPU, or on the fake driver (tests/fakecuda, put first with
  * LD_LIBRARY_PATH by tests/integration/test_cuda_fake.sh):

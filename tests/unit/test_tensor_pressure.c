@@ -11,7 +11,7 @@
  *
  * In shared mode (HMM_TEST_MODE=shared, tests/unit/hmm_mode.h) the same
  * runs through hmmd, all threads on one connection; device maps are
- * then staged through hmmd's host tier (libhmm/src/shared_dev.c).
+ * then staged through hmmd's host tier (libhmm/src/remote/dev_stage.c).
  */
 #include "t.h"
 

@@ -11,7 +11,7 @@
  *                with host budget --host;
  *   shared:      one hmmd (next to hmm-bench, or --hmmd PATH) with host
  *                budget --host for both, its store in the same folder;
- *                the workers are hmmd clients (libhmm/src/client.c).
+ *                the workers are hmmd clients (libhmm/src/remote/client.c).
  * Reported: aggregate store MB/s (bytes in + out of the store tier over
  * the wall time of the workers) of each and their ratio; the peak host
  * bytes of the engine(s) (sum of both processes' peaks, against hmmd's

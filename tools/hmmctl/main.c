@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 /*
  * hmmctl — look at and steer a running hmmd over its own protocol
- * (libhmm/src/client.c): it connects as one more client (quota 0 asked,
+ * (libhmm/src/remote/client.c): it connects as one more client (quota 0 asked,
  * nothing pinned), asks, prints, disconnects.
  *
  *   hmmctl [--socket PATH] status

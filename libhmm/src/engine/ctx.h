@@ -166,7 +166,7 @@ struct hmm {
 	struct hmm_list wantq;		/* chunks whose prefetch waits */
 	int in_retry;			/* walking wantq */
 
-	/* regions (region.c); own lock, below h->lock in order */
+	/* regions (region_int.h), under h->lock */
 	struct hmm_list regions;
 
 	/* trace (trace.c); own lock */

@@ -32,7 +32,7 @@
  * Fallbacks are never silent: O_DIRECT refused (or tmpfs), the pool not
  * mlock'd or not registered, no SQPOLL or SINGLE_ISSUER show in the
  * stats and in one sentence from hmm_store_note().  Fault injection for
- * tests: HMM_FAULT / hmm_fault_set() (fault.h).
+ * tests: HMM_FAULT / hmm_fault_set() (fault_inject.h).
  *
  * Errors: 0 or -errno; hmm_last_error() names path and offset.  Never an
  * assert or abort on an I/O result.

@@ -39,7 +39,7 @@ struct hmm_uring {
 	size_t buf_len;
 	int enabled;		/* 0 until the first submit (R_DISABLED) */
 	pid_t owner;		/* tid that enabled the ring, or 0 */
-	/* the wake fd (hmm_store_set_wake): a one-shot POLL_ADD on it */
+	/* the wake fd (hmm_store_poll_wake): a one-shot POLL_ADD on it */
 	int wake_on;		/* 1: wake_fd is set */
 	int wake_fd;		/* the caller's eventfd, valid when wake_on */
 	int wake_armed;		/* its POLL_ADD is in the ring */
