@@ -216,6 +216,7 @@ int hmm_budget_admit(struct hmm *h, struct hmm_admit *a)
 	int queued = 0, waited = 0, r;
 
 	a->waited_s = 0;
+	a->starved = 0;
 	if (a->owner && a->bytes > a->owner->quota[a->tier])
 		return hmm_err(-EDQUOT, "%s tier: %llu bytes: more than the "
 			       "owner's quota (%llu)", tier_names[a->tier],
@@ -255,6 +256,7 @@ int hmm_budget_admit(struct hmm *h, struct hmm_admit *a)
 		if (!starved_at)
 			starved_at = now;
 		if (now - starved_at > a->wait_s) {
+			a->starved = 1;
 			r = starved_err(h, a);
 			break;
 		}

@@ -81,7 +81,8 @@ struct hmm_owner {
  *  - step: the caller's own (a map's chunk steps): HMM_READY when done,
  *    HMM_AGAIN, HMM_STARVED or -errno, with h->lock held.
  * cancel: while *cancel is nonzero, give up with it (a region whose
- * backend is gone).  waited_s is the time it waited.
+ * backend is gone).  Out: waited_s, the time it waited; starved, set
+ * when it failed because it stayed starved for wait_s.
  */
 struct hmm_admit {
 	int tier;
@@ -92,6 +93,7 @@ struct hmm_admit {
 	void *arg;
 	const int *cancel;
 	double waited_s;		/* out */
+	int starved;			/* out */
 	/* budget.c: on the tier's waiters while an owner waits */
 	struct hmm_admit *next;
 	uint64_t ticket;

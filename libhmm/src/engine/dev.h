@@ -48,7 +48,7 @@ struct hmm_dev_ops {
  * thread per backend pops in order and runs the backend's run().
  */
 
-/* One queued copy: allocated by hmm_dev_queue_push, freed by the queue's
+/* One queued copy: allocated by hmm_dev_queue_copy, freed by the queue's
  * thread after done() returns. */
 struct hmm_dev_copy {
 	struct hmm_dev_copy *next;
@@ -82,11 +82,13 @@ int hmm_dev_queue_start(struct hmm_dev_queue *q, void *owner,
 			int (*run)(void *owner, const struct hmm_dev_copy *c));
 /* Lets the thread finish every queued copy, joins it.  Call from close. */
 void hmm_dev_queue_stop(struct hmm_dev_queue *q);
-/* Queues one copy; done(arg, err) runs later on the thread.  0 or
- * -ENOMEM.  Any thread; does not block on a copy. */
-int hmm_dev_queue_push(struct hmm_dev_queue *q, int dir, uint64_t dev,
-		       void *host, uint64_t bytes,
-		       void (*done)(void *arg, int err), void *arg);
+/* Both backends' copy op (struct hmm_dev_ops.copy) for a priv whose
+ * first member is its struct hmm_dev_queue: queues one copy; done(arg,
+ * err) runs later on the thread.  0 or -ENOMEM.  Any thread; does not
+ * block on a copy. */
+int hmm_dev_queue_copy(void *priv, int dir, uint64_t dev, void *host,
+		       uint64_t bytes, void (*done)(void *arg, int err),
+		       void *arg);
 
 extern const struct hmm_dev_ops hmm_dev_sim;
 extern const struct hmm_dev_ops hmm_dev_cuda;

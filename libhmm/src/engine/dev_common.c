@@ -72,10 +72,11 @@ void hmm_dev_queue_stop(struct hmm_dev_queue *q)
 	pthread_mutex_destroy(&q->lock);
 }
 
-int hmm_dev_queue_push(struct hmm_dev_queue *q, int dir, uint64_t dev,
-		       void *host, uint64_t bytes,
-		       void (*done)(void *arg, int err), void *arg)
+int hmm_dev_queue_copy(void *priv, int dir, uint64_t dev, void *host,
+		       uint64_t bytes, void (*done)(void *arg, int err),
+		       void *arg)
 {
+	struct hmm_dev_queue *q = priv;	/* the backend's first member */
 	struct hmm_dev_copy *c = calloc(1, sizeof(*c));
 
 	if (!c)

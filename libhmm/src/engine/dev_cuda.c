@@ -56,6 +56,8 @@ struct cu_api {
 
 /* Allocated by cu_open, freed by cu_close. */
 struct cu {
+	struct hmm_dev_queue q;		/* first (hmm_dev_queue_copy): the
+					   copy thread and its queue */
 	struct cu_api api;
 	void *lib;
 	CUdevice dev;
@@ -66,7 +68,6 @@ struct cu {
 	CUevent ev[2];
 	void *stage[2];			/* CU_STAGE_BYTES each */
 	int registered[2];		/* stage[i] is cuMemHostRegister'ed */
-	struct hmm_dev_queue q;		/* the copy thread and its queue */
 };
 
 static const char *cu_str(struct cu *c, CUresult r)
@@ -398,22 +399,8 @@ static void cu_depopulate(void *priv, uint64_t addr, uint64_t bytes)
 	cu_out(c);
 }
 
-static int cu_copy(void *priv, int dir, uint64_t dev, void *host,
-		   uint64_t bytes, void (*done)(void *arg, int err),
-		   void *arg)
-{
-	struct cu *c = priv;
-
-	return hmm_dev_queue_push(&c->q, dir, dev, host, bytes, done, arg);
-}
-
+/* In dev.h's order. */
 const struct hmm_dev_ops hmm_dev_cuda = {
-	.name = "cuda",
-	.open = cu_open,
-	.close = cu_close,
-	.reserve = cu_reserve,
-	.release = cu_release,
-	.populate = cu_populate,
-	.depopulate = cu_depopulate,
-	.copy = cu_copy,
+	"cuda", cu_open, cu_close, cu_reserve, cu_release, cu_populate,
+	cu_depopulate, hmm_dev_queue_copy,
 };

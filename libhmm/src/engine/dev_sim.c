@@ -22,7 +22,8 @@
 
 /* Allocated by sim_open, freed by sim_close. */
 struct sim {
-	struct hmm_dev_queue q;		/* the copy thread and its queue */
+	struct hmm_dev_queue q;		/* first (hmm_dev_queue_copy): the
+					   copy thread and its queue */
 	uint64_t bw;
 	double busy_until;		/* copy thread only */
 };
@@ -113,22 +114,8 @@ static void sim_depopulate(void *priv, uint64_t addr, uint64_t bytes)
 	madvise((void *)(uintptr_t)addr, bytes, MADV_DONTNEED);
 }
 
-static int sim_copy(void *priv, int dir, uint64_t dev, void *host,
-		    uint64_t bytes, void (*done)(void *arg, int err),
-		    void *arg)
-{
-	struct sim *s = priv;
-
-	return hmm_dev_queue_push(&s->q, dir, dev, host, bytes, done, arg);
-}
-
+/* In dev.h's order. */
 const struct hmm_dev_ops hmm_dev_sim = {
-	.name = "sim",
-	.open = sim_open,
-	.close = sim_close,
-	.reserve = sim_reserve,
-	.release = sim_release,
-	.populate = sim_populate,
-	.depopulate = sim_depopulate,
-	.copy = sim_copy,
+	"sim", sim_open, sim_close, sim_reserve, sim_release, sim_populate,
+	sim_depopulate, hmm_dev_queue_copy,
 };

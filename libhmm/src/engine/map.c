@@ -101,7 +101,7 @@ static int map_wait(struct hmm *h, struct hmm_tensor *t, uint32_t first,
 	double t0 = hmm_now();
 	int r = hmm_budget_admit(h, &a);
 
-	if (r == -ENOMEM)
+	if (a.starved)
 		return hmm_err(-ENOMEM, "tensor %s: %s tier full for %u ms "
 			       "(budget %llu, used %llu, pinned %llu bytes "
 			       "incl. this map's%s%s%s)", t->name,
@@ -215,49 +215,49 @@ int hmm_engine_unmap(struct hmm_tensor *t, void *ptr)
 	return 0;
 }
 
+/* fn on every chunk of [off, off + len) of t, with h->lock held. */
+static void for_range(struct hmm_tensor *t, uint64_t off, uint64_t len,
+		      int tier, void (*fn)(struct hmm *h, struct hmm_chunk *c,
+					   int tier))
+{
+	struct hmm *h = t->h;
+	uint32_t i, last = (off + len - 1) / h->chunk_bytes;
+
+	pthread_mutex_lock(&h->lock);
+	for (i = off / h->chunk_bytes; i <= last; i++)
+		fn(h, &t->chunks[i], tier);
+	pthread_mutex_unlock(&h->lock);
+}
+
+static void prefetch_one(struct hmm *h, struct hmm_chunk *c, int tier)
+{
+	if (c->want || ((c->valid & TB(tier)) && (c->res & TB(tier))))
+		return;
+	h->st.prefetches++;
+	c->prefetched = 1;
+	hmm_chunk_want(h, c, tier);
+}
+
 int hmm_engine_prefetch(struct hmm_tensor *t, uint64_t off, uint64_t len,
 			int tier)
 {
-	uint32_t i, first, last;
-	struct hmm *h;
-
-	h = t->h;
-	first = off / h->chunk_bytes;
-	last = (off + len - 1) / h->chunk_bytes;
-	pthread_mutex_lock(&h->lock);
-	for (i = first; i <= last; i++) {
-		struct hmm_chunk *c = &t->chunks[i];
-
-		if (c->want || ((c->valid & TB(tier)) && (c->res & TB(tier))))
-			continue;
-		h->st.prefetches++;
-		c->prefetched = 1;
-		hmm_chunk_want(h, c, tier);
-	}
-	pthread_mutex_unlock(&h->lock);
+	for_range(t, off, len, tier, prefetch_one);
 	return 0;
+}
+
+static void evict_one(struct hmm *h, struct hmm_chunk *c, int tier)
+{
+	if (hmm_chunk_evictable(h, c, tier))
+		hmm_chunk_evict(h, c, tier);
 }
 
 int hmm_engine_evict(struct hmm_tensor *t, uint64_t off, uint64_t len,
 		     int tier)
 {
-	uint32_t i, first, last;
-	struct hmm *h;
-
-	h = t->h;
-	if (tier == HMM_TIER_HOST && !h->store)
+	if (tier == HMM_TIER_HOST && !t->h->store)
 		return hmm_err(-EINVAL, "hmm_evict: tensor %s: no store tier "
 			       "to evict the host copy to", t->name);
-	first = off / h->chunk_bytes;
-	last = (off + len - 1) / h->chunk_bytes;
-	pthread_mutex_lock(&h->lock);
-	for (i = first; i <= last; i++) {
-		struct hmm_chunk *c = &t->chunks[i];
-
-		if (hmm_chunk_evictable(h, c, tier))
-			hmm_chunk_evict(h, c, tier);
-	}
-	pthread_mutex_unlock(&h->lock);
+	for_range(t, off, len, tier, evict_one);
 	return 0;
 }
 

@@ -233,26 +233,42 @@ int hmm_engine_tensor_new(struct hmm *h, const char *name, uint32_t dtype,
 				 NULL, out);
 }
 
-int hmm_tensor_create(struct hmm *h, const char *name, uint32_t dtype,
-		      unsigned ndim, const int64_t *shape, uint64_t bytes,
-		      int64_t id, const uint8_t *stored,
-		      struct hmm_tensor **out)
+/* A tensor's struct with what the accessors return (ndim <= MAX_DIMS);
+ * no chunks, no memory.  NULL with the detail set. */
+static struct hmm_tensor *tensor_alloc(struct hmm *h, const char *name,
+				       uint32_t dtype, unsigned ndim,
+				       const int64_t *shape, uint64_t bytes)
 {
-	struct hmm_tensor *t;
-	int r;
+	struct hmm_tensor *t = calloc(1, sizeof(*t));
 
-	t = calloc(1, sizeof(*t));
-	if (!t)
-		return hmm_err(-ENOMEM, "tensor %s: no memory", name);
+	if (!t) {
+		hmm_err(-ENOMEM, "tensor %s: no memory", name);
+		return NULL;
+	}
 	t->h = h;
+	t->host_fd = -1;
 	snprintf(t->name, sizeof(t->name), "%s", name);
 	t->dtype = dtype;
 	t->ndim = ndim;
 	memcpy(t->shape, shape, ndim * sizeof(*shape));
 	t->bytes = bytes;
 	t->span = HMM_ROUND_UP(bytes, HMM_PAGE);
-	t->nchunks = (bytes + h->chunk_bytes - 1) / h->chunk_bytes;
 	hmm_list_init(&t->maps);
+	return t;
+}
+
+int hmm_tensor_create(struct hmm *h, const char *name, uint32_t dtype,
+		      unsigned ndim, const int64_t *shape, uint64_t bytes,
+		      int64_t id, const uint8_t *stored,
+		      struct hmm_tensor **out)
+{
+	struct hmm_tensor *t = tensor_alloc(h, name, dtype, ndim, shape,
+					    bytes);
+	int r;
+
+	if (!t)
+		return -ENOMEM;
+	t->nchunks = (bytes + h->chunk_bytes - 1) / h->chunk_bytes;
 	t->chunks = calloc(t->nchunks, sizeof(*t->chunks));
 	if (!t->chunks) {
 		r = hmm_err(-ENOMEM, "tensor %s: no memory for %u chunks",
@@ -303,20 +319,12 @@ int hmm_tensor_shell(struct hmm *h, const char *name, uint32_t dtype,
 		     unsigned ndim, const int64_t *shape, uint64_t bytes,
 		     struct hmm_tensor **out)
 {
-	struct hmm_tensor *t = calloc(1, sizeof(*t));
+	struct hmm_tensor *t = tensor_alloc(h, name, dtype, ndim < HMM_MAX_DIMS ?
+					    ndim : HMM_MAX_DIMS, shape, bytes);
 	int r;
 
 	if (!t)
-		return hmm_err(-ENOMEM, "tensor %s: no memory", name);
-	t->h = h;
-	t->host_fd = -1;
-	snprintf(t->name, sizeof(t->name), "%s", name);
-	t->dtype = dtype;
-	t->ndim = ndim < HMM_MAX_DIMS ? ndim : HMM_MAX_DIMS;
-	memcpy(t->shape, shape, t->ndim * sizeof(*shape));
-	t->bytes = bytes;
-	t->span = HMM_ROUND_UP(bytes, HMM_PAGE);
-	hmm_list_init(&t->maps);
+		return -ENOMEM;
 	pthread_mutex_lock(&h->lock);
 	r = tensor_register(h, t, -1);
 	pthread_mutex_unlock(&h->lock);

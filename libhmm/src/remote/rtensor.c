@@ -13,7 +13,6 @@
 #include "err.h"
 #include "rtensor.h"
 
-
 int hmm_remote_open(const struct hmm_config *cfg, struct hmm_client **out)
 {
 	uint64_t q[HMM_TIERS];
@@ -28,24 +27,21 @@ int hmm_remote_open(const struct hmm_config *cfg, struct hmm_client **out)
 	return hmm_client_open(cfg->daemon, q, name, out, NULL);
 }
 
-int hmm_remote_tensor_new(struct hmm_client *c, const char *name,
-			  uint32_t dtype, unsigned ndim, const int64_t *shape,
-			  uint32_t flags, struct hmm_remote_tensor **out)
+/* A remote tensor of c filled by TENSOR_NEW (dtype, ndim, shape, flags)
+ * or, without shape, by ATTACH of the caller's uid's tensor name. */
+static int rtensor_get(struct hmm_client *c, const char *name,
+		       uint32_t dtype, unsigned ndim, const int64_t *shape,
+		       uint32_t flags, struct hmm_remote_tensor **out)
 {
 	struct hmm_remote_tensor *t = calloc(1, sizeof(*t));
 	int ret;
 
 	if (!t)
 		return hmm_err(-ENOMEM, "tensor %s: no memory", name);
-	if (!name || ndim < 1 || ndim > HMM_MAX_DIMS || !shape) {
-		free(t);
-		return hmm_err(-EINVAL, "tensor %s: name, ndim 1..%d and "
-			       "shape are required", name ? name : "(null)",
-			       HMM_MAX_DIMS);
-	}
 	t->c = c;
-	ret = hmm_client_tensor_new(c, name, dtype, ndim, shape, flags,
-				    &t->t);
+	ret = shape ? hmm_client_tensor_new(c, name, dtype, ndim, shape, flags,
+					    &t->t) :
+		      hmm_client_attach(c, getuid(), name, &t->t);
 	if (ret) {
 		free(t);
 		return ret;
@@ -54,22 +50,21 @@ int hmm_remote_tensor_new(struct hmm_client *c, const char *name,
 	return 0;
 }
 
+int hmm_remote_tensor_new(struct hmm_client *c, const char *name,
+			  uint32_t dtype, unsigned ndim, const int64_t *shape,
+			  uint32_t flags, struct hmm_remote_tensor **out)
+{
+	if (!name || ndim < 1 || ndim > HMM_MAX_DIMS || !shape)
+		return hmm_err(-EINVAL, "tensor %s: name, ndim 1..%d and "
+			       "shape are required", name ? name : "(null)",
+			       HMM_MAX_DIMS);
+	return rtensor_get(c, name, dtype, ndim, shape, flags, out);
+}
+
 int hmm_remote_tensor_open(struct hmm_client *c, const char *name,
 			   struct hmm_remote_tensor **out)
 {
-	struct hmm_remote_tensor *t = calloc(1, sizeof(*t));
-	int ret;
-
-	if (!t)
-		return hmm_err(-ENOMEM, "tensor %s: no memory", name);
-	t->c = c;
-	ret = hmm_client_attach(c, getuid(), name, &t->t);
-	if (ret) {
-		free(t);
-		return ret;
-	}
-	*out = t;
-	return 0;
+	return rtensor_get(c, name, 0, 0, NULL, 0, out);
 }
 
 int hmm_remote_tensor_free(struct hmm_remote_tensor *t)
