@@ -107,8 +107,8 @@ struct hmmd_engine {
  * budget is full (serving the waiter furthest below its share first) or
  * while cl's own pins leave no room for it in cl's quota (its own unmaps
  * make room), up to wait_ms.  nowait: return -EAGAIN instead of waiting.
- * Called and returns with e->lock held; drops it while waiting.  0; -EDQUOT: more than cl's
- * quota (never fits), or cl's own pins stayed too many for wait_ms;
+ * Called and returns with e->lock held; drops it while waiting.  0;
+ * -EDQUOT: more than cl's quota (never fits), or cl's own pins stayed too many for wait_ms;
  * -ENOMEM: more than the budget, or the budget stayed full for wait_ms;
  * -EAGAIN (nowait); -ESHUTDOWN (hmmd stops); -ECONNRESET (cl is gone).
  */

@@ -44,8 +44,8 @@ struct hmm;
  * used farther than limit (HMM_NO_LIMIT: anything); HMM_READY when it
  * freed or started freeing some (look again), HMM_AGAIN when what it
  * started waits for room elsewhere (or HMM_STARVED), HMM_NOTHING when it
- * has nothing, or -errno.  drain (may be NULL): finish one deferred reclaim, dropping
- * h->lock meanwhile; 1 when it did one.  Static tables, registered at
+ * has nothing, or -errno.  drain (may be NULL): finish one deferred
+ * reclaim, dropping h->lock meanwhile; 1 when it did one.  Static tables, registered at
  * hmm_ctx_new and never removed.
  */
 struct hmm_reclaimer {

@@ -7,9 +7,10 @@
  * region_whole: shared mode's hmmk.ko regions); otherwise it is a
  * userfaultfd region here (region_fault.c, region_evict.c) whose evicted
  * blocks go where the backend's region_back says (the store:
- * region_store.c; in shared mode an hmmd tensor).  Resident bytes of all the context's regions count
- * against config.host_budget.  This file: making, finding, advising and
- * freeing regions, and their counters.  Locking: region_int.h.
+ * region_store.c; in shared mode an hmmd tensor).  Resident bytes of
+ * all the context's regions count against config.host_budget.  This
+ * file: making, finding, advising and freeing regions, and their
+ * counters.  Locking: region_int.h.
  */
 #include <errno.h>
 #include <stdlib.h>

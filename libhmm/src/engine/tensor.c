@@ -319,8 +319,8 @@ int hmm_tensor_shell(struct hmm *h, const char *name, uint32_t dtype,
 		     unsigned ndim, const int64_t *shape, uint64_t bytes,
 		     struct hmm_tensor **out)
 {
-	struct hmm_tensor *t = tensor_alloc(h, name, dtype, ndim < HMM_MAX_DIMS ?
-					    ndim : HMM_MAX_DIMS, shape, bytes);
+	unsigned n = ndim < HMM_MAX_DIMS ? ndim : HMM_MAX_DIMS;
+	struct hmm_tensor *t = tensor_alloc(h, name, dtype, n, shape, bytes);
 	int r;
 
 	if (!t)

@@ -20,7 +20,8 @@
  *
  * The maps are on the context's sdev list (remote.h; h->lock); counters
  * go to the context's own device tier (h->tier[HMM_TIER_DEVICE]), which
- * hmm_stats reports in shared mode.  Threading: any thread; copies wait on h->cond.
+ * hmm_stats reports in shared mode.  Threading: any thread; copies wait
+ * on h->cond.
  */
 #include <errno.h>
 #include <stdlib.h>

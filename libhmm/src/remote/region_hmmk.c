@@ -53,8 +53,8 @@ static int hmmk_served_by_our_hmmd(struct hmm *h, int fd,
 		return 0;
 	if (ioctl(fd, HMMK_IOC_DAEMON_INFO, &di) || !di.attached || !di.pid)
 		return 0;
-	if (getsockopt(hmm_client_fd(hmm_remote_client(h)), SOL_SOCKET, SO_PEERCRED,
-		       &cr, &len) || len != sizeof(cr))
+	if (getsockopt(hmm_client_fd(hmm_remote_client(h)), SOL_SOCKET,
+		       SO_PEERCRED, &cr, &len) || len != sizeof(cr))
 		return 0;
 	return (uint32_t)cr.pid == di.pid;
 }
