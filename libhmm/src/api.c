@@ -3,7 +3,9 @@
  * api.c — the front door: every hmm.h call on a context checks its
  * arguments here, once, and then calls the context's backend (h->be,
  * engine/backend.h), which hmm_open picked (open.c).  Nothing here knows
- * which backend it is.
+ * which backend it is.  Also the calls that need no context:
+ * hmm_config_default, hmm_strerror (sizes: base/size.c; errors:
+ * base/err.c; JSON stats: stats_json.c; DLPack: dlpack.c).
  */
 #include <errno.h>
 #include <string.h>
@@ -38,6 +40,18 @@ static int range_check(const char *fn, struct hmm_tensor *t, uint64_t off,
 			       (unsigned long long)*len,
 			       (unsigned long long)t->bytes);
 	return 0;
+}
+
+void hmm_config_default(struct hmm_config *cfg)
+{
+	memset(cfg, 0, sizeof(*cfg));
+	cfg->host_budget = 1ull << 30;
+	cfg->device = "none";
+	cfg->chunk_bytes = 2u << 20;
+	cfg->policy = HMM_POLICY_LRU;
+	cfg->prefetch_depth = 16;
+	cfg->wait_ms = 10000;
+	cfg->numa_node = -1;
 }
 
 void hmm_close(struct hmm *h)
@@ -206,4 +220,23 @@ int hmm_region_free(struct hmm *h, void *ptr)
 	if (!h)
 		return hmm_err(-EINVAL, "hmm_region_free: no context");
 	return hmm_region_destroy_at(h, ptr);
+}
+
+const char *hmm_strerror(int err)
+{
+	switch (-err) {
+	case 0: return "success";
+	case EINVAL: return "invalid argument";
+	case ENOMEM: return "out of memory (tier full of pinned chunks)";
+	case ENOTSUP: return "not supported";
+	case ENODEV: return "no such device or tier";
+	case EBUSY: return "busy (still mapped)";
+	case EIO: return "I/O error";
+	case ENOSPC: return "no space left in the store";
+	case EOVERFLOW: return "size overflows";
+	case ENOENT: return "not found";
+	case ENOSYS: return "not implemented by the kernel";
+	case EPERM: return "not permitted";
+	default: return strerror(-err);
+	}
 }

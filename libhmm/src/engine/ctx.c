@@ -1,8 +1,7 @@
 // SPDX-License-Identifier: MIT
 /*
  * ctx.c — the context both backends start from (hmm_ctx_new/free), the
- * embedded engine's open and close and its backend table, steps,
- * hmm_strerror.
+ * embedded engine's open and close and its backend table, steps.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -49,18 +48,6 @@ void hmm_async_error(struct hmm *h, int err, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(h->async_detail, sizeof(h->async_detail), fmt, ap);
 	va_end(ap);
-}
-
-void hmm_config_default(struct hmm_config *cfg)
-{
-	memset(cfg, 0, sizeof(*cfg));
-	cfg->host_budget = 1ull << 30;
-	cfg->device = "none";
-	cfg->chunk_bytes = 2u << 20;
-	cfg->policy = HMM_POLICY_LRU;
-	cfg->prefetch_depth = 16;
-	cfg->wait_ms = 10000;
-	cfg->numa_node = -1;
 }
 
 static int config_check(const struct hmm_config *c)
@@ -293,22 +280,3 @@ const struct hmm_backend hmm_engine_backend = {
 	hmm_engine_wait, hmm_engine_flush, hmm_engine_stats,
 	NULL, hmm_region_store_back,	/* no region is served whole */
 };
-
-const char *hmm_strerror(int err)
-{
-	switch (-err) {
-	case 0: return "success";
-	case EINVAL: return "invalid argument";
-	case ENOMEM: return "out of memory (tier full of pinned chunks)";
-	case ENOTSUP: return "not supported";
-	case ENODEV: return "no such device or tier";
-	case EBUSY: return "busy (still mapped)";
-	case EIO: return "I/O error";
-	case ENOSPC: return "no space left in the store";
-	case EOVERFLOW: return "size overflows";
-	case ENOENT: return "not found";
-	case ENOSYS: return "not implemented by the kernel";
-	case EPERM: return "not permitted";
-	default: return strerror(-err);
-	}
-}
