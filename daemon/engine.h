@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * engine.h — hmmd's state around the embedded libhmm engine, shared by
- * engine.c (open, close, quotas and back-pressure, metrics) and ops.c
- * (the requests).  Everything below is protected by engine->lock unless
- * a field says otherwise.
+ * engine.c (open, close, quotas and back-pressure, metrics) and the
+ * request files (request.h).  Everything below is protected by
+ * engine->lock unless a field says otherwise.
  */
 #ifndef HMMD_ENGINE_H
 #define HMMD_ENGINE_H
@@ -14,15 +14,16 @@
 
 #include "hmm.h"
 #include "hmmd.h"
+#include "log.h"
 
 /*
- * A tensor hmmd holds in the engine.  Allocated by ops.c when a client
+ * A tensor hmmd holds in the engine.  Allocated by tensor.c when a client
  * makes or opens it, freed (with the engine's tensor) when refs drops to
  * 0 and it is not kept: a persistent tensor stays until its owner frees
  * it or the daemon stops.
  */
-struct dt {
-	struct dt *next;
+struct hmmd_tensor {
+	struct hmmd_tensor *next;
 	uint64_t id;			/* nonzero, never reused in a run */
 	struct hmm_tensor *t;		/* the engine's; immutable */
 	uid_t owner_uid;
@@ -39,8 +40,8 @@ struct dt {
 };
 
 /* A client's right to use a tensor (its own, or attached). */
-struct handle {
-	struct dt *dt;
+struct hmmd_handle {
+	struct hmmd_tensor *dt;
 	unsigned access;		/* HMM_READ | HMM_WRITE */
 };
 
@@ -48,9 +49,9 @@ struct handle {
  * One host (or device) map of a client: the engine's pin, and the memfd
  * the client sees.  Allocated at MAP, freed at UNMAP or client exit.
  */
-struct mapping {
-	struct mapping *next;
-	struct dt *dt;
+struct hmmd_map {
+	struct hmmd_map *next;
+	struct hmmd_tensor *dt;
 	uint64_t off, len;		/* the range (len resolved) */
 	uint32_t tier;
 	unsigned access;
@@ -70,9 +71,9 @@ struct hmmd_client {
 	uint64_t quota[HMM_TIERS];	/* granted; host is the weight */
 	uint64_t used[HMM_TIERS];	/* host/device: charged pins;
 					   store: bytes of tensors made */
-	struct handle *handles;		/* [nhandles], grown by doubling */
+	struct hmmd_handle *handles;	/* [nhandles], grown by doubling */
 	unsigned nhandles, cap;
-	struct mapping *maps;		/* newest first */
+	struct hmmd_map *maps;		/* newest first */
 	int gone;			/* its connection ended: waits end */
 	uint64_t maps_done, waits;	/* counters for metrics */
 };
@@ -106,7 +107,7 @@ struct hmmd_engine {
 	int stopping;
 	uint64_t pinned;		/* host bytes admitted, all clients */
 	uint64_t pinned_peak;
-	struct dt *tensors;
+	struct hmmd_tensor *tensors;
 	struct hmmd_client *clients;
 	struct eng_waiter *waiters;
 	uint64_t next_tid;
@@ -147,8 +148,9 @@ void eng_release(struct hmmd_engine *e, struct hmmd_client *cl,
 		 uint64_t charge);
 
 /* Drop one ref of dt; frees it (engine tensor too) at 0 when it is not
- * kept.  Lock held; may drop and retake it around the engine call. */
-void dt_put(struct hmmd_engine *e, struct dt *dt);
+ * kept.  Lock held; may drop and retake it around the engine call.
+ * (tensor.c) */
+void hmmd_tensor_put(struct hmmd_engine *e, struct hmmd_tensor *dt);
 
 
 #endif /* HMMD_ENGINE_H */
