@@ -24,6 +24,7 @@
 #include <time.h>
 
 #include "t.h"
+#include "hmmd_t.h"
 #include "err.h"
 #include "proto.h"
 
@@ -49,28 +50,13 @@ static pid_t spawn(const char *const *args, const char *log,
 		   const char *notify)
 {
 	char *argv[16];
-	pid_t pid;
-	int i, fd;
+	int i;
 
 	argv[0] = hmmd;
 	for (i = 0; args[i] && i < 14; i++)
 		argv[i + 1] = (char *)args[i];
 	argv[i + 1] = NULL;
-	pid = fork();
-	if (pid < 0)
-		t_fail_all("fork: %s", strerror(errno));
-	if (pid == 0) {
-		fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-		if (fd >= 0)
-			dup2(fd, 2);
-		if (notify)
-			setenv("NOTIFY_SOCKET", notify, 1);
-		else
-			unsetenv("NOTIFY_SOCKET");
-		execv(hmmd, argv);
-		_exit(127);
-	}
-	return pid;
+	return t_hmmd_spawn(hmmd, argv, log, 1, notify);
 }
 
 /* The next datagram on the notify socket within secs, or "". */
