@@ -20,10 +20,35 @@ ok $([ ! -e "$dir/m" ]; echo $?) "module = none: no module store made"
 kill $pid; wait $pid 2>/dev/null
 ok $? "SIGTERM: exit 0"
 
+# numeric keys of each kind, good values: hmmd serves with them
+printf '[hmmd]\nmodule = none\nchunk_bytes = 64K\nwait_ms = 500\nmax_clients = 3\nverbose = 1\nhost_budget = 32M\n' >"$dir/num.conf"
+"$B/bin/hmmd" --config "$dir/num.conf" --socket "$dir/s" --store "$dir/st2" 2>"$dir/log" &
+pid=$!
+for i in $(seq 100); do [ -S "$dir/s" ] && break; sleep 0.05; done
+"$B/bin/hmmctl" --socket "$dir/s" status >"$dir/status" 2>&1
+ok $(grep -q 'host budget 33554432 bytes, chunk 65536 bytes' "$dir/log"; echo $?) "chunk_bytes = 64K, host_budget = 32M taken (wait_ms, max_clients accepted)"
+ok $(grep -q 'client 1: stats seq' "$dir/log"; echo $?) "verbose = 1: every message logged"
+kill $pid; wait $pid 2>/dev/null
+
 # bad values: exit 2 (config) or 1 (cannot run), the reason named
 printf '[hmmd]\nmodule_store_size = lots\n' >"$dir/bad.conf"
 "$B/bin/hmmd" --config "$dir/bad.conf" --socket "$dir/s" 2>"$dir/log"
 ok $([ $? = 2 ] && grep -q 'bad.conf:2: module_store_size: "lots"' "$dir/log"; echo $?) "module_store_size not a size: exit 2, file:line and key named"
+# each kind of numeric key: out of its range, exit 2 with the reason
+badkey() {	# key value pattern
+	printf '[hmmd]\n%s = %s\n' "$1" "$2" >"$dir/bad.conf"
+	"$B/bin/hmmd" --config "$dir/bad.conf" --socket "$dir/s" 2>"$dir/log"
+	ok $([ $? = 2 ] && grep -qF "bad.conf:2: $1: \"$2\" $3" "$dir/log"; echo $?) "$1 = $2: exit 2, $3"
+}
+badkey chunk_bytes 5000 "is out of range"
+badkey wait_ms 5G "is out of range"
+badkey max_clients 0 "is not 1..256"
+badkey max_clients 3x "is not 1..256"
+badkey verbose 2 "is not 0..1"
+badkey store_size -1 "is not a size"
+printf '[hmmd]\nno_such_key = 1\n' >"$dir/bad.conf"
+"$B/bin/hmmd" --config "$dir/bad.conf" --socket "$dir/s" 2>"$dir/log"
+ok $([ $? = 2 ] && grep -q 'bad.conf:2: unknown key "no_such_key"' "$dir/log"; echo $?) "an unknown key: exit 2, named"
 printf '[hmmd]\nhost_dir =\n' >"$dir/bad.conf"
 "$B/bin/hmmd" --config "$dir/bad.conf" --socket "$dir/s" 2>"$dir/log"
 ok $([ $? = 2 ] && grep -q 'host_dir: empty' "$dir/log"; echo $?) "empty host_dir: exit 2"
