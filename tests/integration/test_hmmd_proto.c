@@ -168,6 +168,18 @@ static void want_eof(int fd, const char *who)
 	close(fd);
 }
 
+/* A new client that sends msg[n] gets one ERROR (seq, err, a detail
+ * holding what) and its connection closed. */
+static void refused(const char *sock, const void *msg, size_t n, uint64_t seq,
+		    int err, const char *what, const char *who)
+{
+	int fd = client(sock);
+
+	send(fd, msg, n, 0);
+	want_error(fd, seq, err, what, who);
+	want_eof(fd, who);
+}
+
 static void send_fd(int fd, const void *msg, size_t len, int passed)
 {
 	union {
@@ -295,42 +307,28 @@ static void test_isolation(const char *sock, const char *log)
 	send(good, msg, n, 0);
 	want_type(good, 11, HMM_PROTO_HELLO_REPLY, "good hello");
 
-	bad = client(sock);
 	t_fill(buf, 100, 7);
-	send(bad, buf, 100, 0);
-	want_error(bad, 0, -EPROTO, "field magic", "garbage");
-	want_eof(bad, "garbage");
+	refused(sock, buf, 100, 0, -EPROTO, "field magic", "garbage");
 
 	n = hmm_proto_stats_encode(msg, sizeof(msg), 12);
 	send(good, msg, n, 0);
 	want_type(good, 12, HMM_PROTO_STATS_REPLY, "good stats");
 
-	bad = client(sock);
 	n = hello(msg, 1, 1, 1);
-	send(bad, msg, n - 46, 0);
-	want_error(bad, 0, -EMSGSIZE,
-		   "field length: 96 but the datagram carries 50", "truncated");
-	want_eof(bad, "truncated");
+	refused(sock, msg, n - 46, 0, -EMSGSIZE,
+		"field length: 96 but the datagram carries 50", "truncated");
 
-	bad = client(sock);
 	memset(buf, 0, 5000);
 	memcpy(buf, msg, n);
-	send(bad, buf, 5000, 0);
-	want_error(bad, 0, -EMSGSIZE, "longer than 4096", "oversized");
-	want_eof(bad, "oversized");
+	refused(sock, buf, 5000, 0, -EMSGSIZE, "longer than 4096", "oversized");
 
-	bad = client(sock);
 	msg[4] = 3;
-	send(bad, msg, n, 0);
-	want_error(bad, 0, -EPROTO, "field version: 3 not spoken", "version 3");
-	want_eof(bad, "version 3");
+	refused(sock, msg, n, 0, -EPROTO, "field version: 3 not spoken",
+		"version 3");
 
-	bad = client(sock);
 	n = hello(msg, 3, 3, 4);
-	send(bad, msg, n, 0);
-	want_error(bad, 3, -EPROTO, "client speaks versions 3..4",
-		   "hello 3..4");
-	want_eof(bad, "hello 3..4");
+	refused(sock, msg, n, 3, -EPROTO, "client speaks versions 3..4",
+		"hello 3..4");
 
 	/* a client that agreed on version 1 may not send WAIT (version 2) */
 	bad = client(sock);
@@ -344,17 +342,12 @@ static void test_isolation(const char *sock, const char *log)
 		   "wait after hello 1..1");
 	want_eof(bad, "wait after hello 1..1");
 
-	bad = client(sock);
 	n = hmm_proto_map_encode(msg, sizeof(msg), 4, &map);
-	send(bad, msg, n, 0);
-	want_error(bad, 4, -EPROTO, "message map: before hello", "early map");
-	want_eof(bad, "early map");
+	refused(sock, msg, n, 4, -EPROTO, "message map: before hello",
+		"early map");
 
-	bad = client(sock);
 	n = hmm_proto_ok_encode(msg, sizeof(msg), 5);
-	send(bad, msg, n, 0);
-	want_error(bad, 5, -EPROTO, "a reply type", "reply type");
-	want_eof(bad, "reply type");
+	refused(sock, msg, n, 5, -EPROTO, "a reply type", "reply type");
 
 	bad = client(sock);
 	n = hello(msg, 6, 1, 1);
