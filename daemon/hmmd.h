@@ -59,8 +59,8 @@
 struct hmmd_config {
 	char *socket_path;	/* where to listen */
 	char *socket_group;	/* group of the socket; NULL = hmmd's own */
-	char *store_path;	/* the store (NULL: none); not opened yet */
-	uint64_t host_budget;	/* bytes; 0 = unset (engine not built) */
+	char *store_path;	/* the engine's store (NULL: host only) */
+	uint64_t host_budget;	/* bytes; 0 = 256 MiB (engine.c) */
 	uint64_t device_budget;
 	uint64_t store_size;
 	uint64_t client_quota;	/* host bytes per client at most; 0 = the
@@ -86,7 +86,8 @@ void hmmd_config_fini(struct hmmd_config *cfg);
  * Read the INI file path into cfg (section [hmmd]; keys socket,
  * socket_group, store, host_budget, device_budget, store_size,
  * client_quota, chunk_bytes, wait_ms, metrics, host_dir, module,
- * module_store, module_store_size, max_clients, verbose).  Returns 0, or -ENOENT/-EACCES (cannot open),
+ * module_store, module_store_size, max_clients, verbose).  Returns 0,
+ * or -ENOENT/-EACCES (cannot open),
  * -EINVAL (a bad line, key or value; the message names file and line,
  * written into err[errlen]).
  */
