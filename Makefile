@@ -197,10 +197,18 @@ $(B)/lib/pkgconfig/libhmm.pc: libhmm/libhmm.pc.in
 PREFIX ?= /usr/local
 
 # Each tools/NAME/ directory is one program; hmmd is daemon/*.c.
+# TOOL_A_NAME: an archive of some of the tool's files, linked by the tool
+# and by a test (hmm-train's model, for test_gpt_grad).
+TRAIN_A	  := $(B)/lib/libhmmtrain.a
+TRAIN_SRC := $(addprefix tools/hmm-train/,attn.c block.c layers.c model.c \
+	     optim.c) $(wildcard tools/hmm-train/state*.c)
+$(TRAIN_A): $(call obj,$(TRAIN_SRC))
+TOOL_A_hmm-train := $(TRAIN_A)
+TOOL_A_SRC_hmm-train := $(TRAIN_SRC)
 define tool_rule
-$(B)/bin/$(1): $(call obj,$(wildcard tools/$(1)/*.c)) $(LIBS)
+$(B)/bin/$(1): $(call obj,$(filter-out $(TOOL_A_SRC_$(1)),$(wildcard tools/$(1)/*.c))) $(TOOL_A_$(1)) $(LIBS)
 	@mkdir -p $$(@D)
-	$$(CC) $$(CFLAGS) $$(LDFLAGS) -o $$@ $$(filter %.o,$$^) $(LIBS) $$(LDLIBS) $$(TOOL_LDLIBS_$(1))
+	$$(CC) $$(CFLAGS) $$(LDFLAGS) -o $$@ $$(filter %.o,$$^) $(TOOL_A_$(1)) $(LIBS) $$(LDLIBS) $$(TOOL_LDLIBS_$(1))
 endef
 $(foreach t,$(TOOLS),$(eval $(call tool_rule,$(t))))
 TOOL_LDLIBS_hmm-train := -lopenblas
@@ -211,7 +219,11 @@ $(B)/bin/hmmd: $(call obj,$(DAEMON_SRC)) $(BIND_A) $(LIBHMM_EMB_A) $(HK_A)
 
 $(B)/tests/%: $(O)/tests/%.o $(LIBS)
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(LIBS) $(LDLIBS)
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(TEST_A) $(LIBS) $(LDLIBS)
+# test_gpt_grad: hmm-train's model (its headers, its archive)
+$(O)/tests/unit/test_gpt_grad.o: CPPFLAGS += -Itools/hmm-train
+$(B)/tests/unit/test_gpt_grad: TEST_A := $(TRAIN_A)
+$(B)/tests/unit/test_gpt_grad: $(TRAIN_A)
 
 # ---- a fake CUDA driver over host memory: dev_cuda.c tested without a GPU --
 # (tests/integration/test_cuda_fake.sh).  No sanitizer flags: the one

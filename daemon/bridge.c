@@ -28,7 +28,7 @@
 
 #include "uapi/hmmk.h"
 #include "bridge.h"
-#include "hmmd.h"
+#include "log.h"
 #include "hmm.h"
 #include "pool.h"
 #include "store.h"

@@ -43,23 +43,86 @@ static int set_str(char **dst, const char *value)
 	return 0;
 }
 
+#define OFF(f)	offsetof(struct hmmd_config, f)
+
+/* The string keys: a heap copy at off, never empty. */
+static const struct {
+	const char *key;
+	size_t off;
+} strs[] = {
+	{ "socket", OFF(socket_path) },
+	{ "socket_group", OFF(socket_group) },
+	{ "store", OFF(store_path) },
+	{ "metrics", OFF(metrics) },
+	{ "host_dir", OFF(host_dir) },
+	{ "module", OFF(module) },
+	{ "module_store", OFF(module_store) },
+};
+
+/*
+ * The numeric keys: a field of size bytes (4: uint32_t, unsigned or int;
+ * 8: uint64_t) at off.  NUM_SIZE takes a size with a suffix, any value;
+ * NUM_RANGE a size in [min, max] and a multiple of align; NUM_INT a
+ * plain integer in [min, max].
+ */
+enum { NUM_SIZE, NUM_RANGE, NUM_INT };
+static const struct {
+	const char *key;
+	size_t off, size;
+	int kind;
+	uint64_t min, max, align;
+} nums[] = {
+	{ "host_budget", OFF(host_budget), 8, NUM_SIZE, 0, 0, 1 },
+	{ "device_budget", OFF(device_budget), 8, NUM_SIZE, 0, 0, 1 },
+	{ "store_size", OFF(store_size), 8, NUM_SIZE, 0, 0, 1 },
+	{ "client_quota", OFF(client_quota), 8, NUM_SIZE, 0, 0, 1 },
+	{ "module_store_size", OFF(module_store_size), 8, NUM_SIZE, 0, 0, 1 },
+	{ "chunk_bytes", OFF(chunk_bytes), 4, NUM_RANGE, 0, UINT32_MAX, 4096 },
+	{ "wait_ms", OFF(wait_ms), 4, NUM_RANGE, 0, UINT32_MAX, 1 },
+	{ "max_clients", OFF(max_clients), 4, NUM_INT, 1, HMMD_MAX_CLIENTS, 1 },
+	{ "verbose", OFF(verbose), 4, NUM_INT, 0, 1, 1 },
+};
+
+/* Parse value for nums[i] into *v; 0, or -EINVAL with the reason in err. */
+static int num_parse(unsigned i, const char *value, uint64_t *v, char *err,
+		     size_t errlen)
+{
+	const char *key = nums[i].key;
+	char *end;
+	long n;
+
+	switch (nums[i].kind) {
+	case NUM_SIZE:
+		if (!hmm_size_parse(value, v))
+			return 0;
+		snprintf(err, errlen, "%s: \"%s\" is not a size (e.g. 8G, 512M)",
+			 key, value);
+		return -EINVAL;
+	case NUM_RANGE:
+		if (!hmm_size_parse(value, v) && *v >= nums[i].min &&
+		    *v <= nums[i].max && *v % nums[i].align == 0)
+			return 0;
+		snprintf(err, errlen, "%s: \"%s\" is out of range", key, value);
+		return -EINVAL;
+	}
+	errno = 0;
+	n = strtol(value, &end, 10);
+	if (errno || end == value || *end || n < (long)nums[i].min ||
+	    n > (long)nums[i].max) {
+		snprintf(err, errlen, "%s: \"%s\" is not %d..%d", key, value,
+			 (int)nums[i].min, (int)nums[i].max);
+		return -EINVAL;
+	}
+	*v = (uint64_t)n;
+	return 0;
+}
+
 int hmmd_config_set(struct hmmd_config *cfg, const char *key,
 		    const char *value, char *err, size_t errlen)
 {
-	static const struct {
-		const char *key;
-		size_t off;
-	} strs[] = {
-		{ "socket", offsetof(struct hmmd_config, socket_path) },
-		{ "socket_group", offsetof(struct hmmd_config, socket_group) },
-		{ "store", offsetof(struct hmmd_config, store_path) },
-		{ "metrics", offsetof(struct hmmd_config, metrics) },
-		{ "host_dir", offsetof(struct hmmd_config, host_dir) },
-		{ "module", offsetof(struct hmmd_config, module) },
-		{ "module_store", offsetof(struct hmmd_config, module_store) },
-	};
 	uint64_t v;
 	unsigned i;
+	int ret;
 
 	for (i = 0; i < sizeof(strs) / sizeof(strs[0]); i++) {
 		if (strcmp(key, strs[i].key))
@@ -70,52 +133,19 @@ int hmmd_config_set(struct hmmd_config *cfg, const char *key,
 		}
 		return set_str((char **)((char *)cfg + strs[i].off), value);
 	}
-	if (!strcmp(key, "chunk_bytes") || !strcmp(key, "wait_ms")) {
-		if (hmm_size_parse(value, &v) || v > UINT32_MAX ||
-		    (!strcmp(key, "chunk_bytes") && v % 4096)) {
-			snprintf(err, errlen, "%s: \"%s\" is out of range",
-				 key, value);
-			return -EINVAL;
-		}
-		if (!strcmp(key, "chunk_bytes"))
-			cfg->chunk_bytes = (uint32_t)v;
-		else
-			cfg->wait_ms = (unsigned)v;
-		return 0;
-	}
-	if (!strcmp(key, "host_budget") || !strcmp(key, "device_budget") ||
-	    !strcmp(key, "store_size") || !strcmp(key, "client_quota") ||
-	    !strcmp(key, "module_store_size")) {
-		if (hmm_size_parse(value, &v)) {
-			snprintf(err, errlen,
-				 "%s: \"%s\" is not a size (e.g. 8G, 512M)",
-				 key, value);
-			return -EINVAL;
-		}
-		*(!strcmp(key, "host_budget") ? &cfg->host_budget :
-		  !strcmp(key, "device_budget") ? &cfg->device_budget :
-		  !strcmp(key, "client_quota") ? &cfg->client_quota :
-		  !strcmp(key, "module_store_size") ?
-		  &cfg->module_store_size : &cfg->store_size) = v;
-		return 0;
-	}
-	if (!strcmp(key, "max_clients") || !strcmp(key, "verbose")) {
-		int max = !strcmp(key, "verbose") ? 1 : HMMD_MAX_CLIENTS;
-		int min = !strcmp(key, "verbose") ? 0 : 1;
-		char *end;
-		long n;
+	for (i = 0; i < sizeof(nums) / sizeof(nums[0]); i++) {
+		if (strcmp(key, nums[i].key))
+			continue;
+		ret = num_parse(i, value, &v, err, errlen);
+		if (ret)
+			return ret;
+		if (nums[i].size == 4) {
+			uint32_t w = (uint32_t)v;
 
-		errno = 0;
-		n = strtol(value, &end, 10);
-		if (errno || end == value || *end || n < min || n > max) {
-			snprintf(err, errlen, "%s: \"%s\" is not %d..%d",
-				 key, value, min, max);
-			return -EINVAL;
+			memcpy((char *)cfg + nums[i].off, &w, 4);
+		} else {
+			memcpy((char *)cfg + nums[i].off, &v, 8);
 		}
-		if (!strcmp(key, "verbose"))
-			cfg->verbose = (int)n;
-		else
-			cfg->max_clients = (unsigned)n;
 		return 0;
 	}
 	snprintf(err, errlen, "unknown key \"%s\"", key);

@@ -7,7 +7,7 @@
  * anything before hello, a second hello, file descriptors sent to the
  * daemon) gets one ERROR saying why, and its connection is closed with
  * the reason logged; no other client notices.
- * Requests go to the engine (ops.c).
+ * Requests go to hmmd_request (request.c) and the engine.
  *
  * Each client has its own thread, which blocks in its socket and in the
  * engine: a client that pipelines requests without reading its replies
@@ -33,6 +33,7 @@
 #include "engine.h"
 #include "err.h"
 #include "hmmd.h"
+#include "log.h"
 #include "proto_sock.h"
 
 #define CONN_JOBS_MAX	32	/* maps of one client waiting at once */

@@ -97,7 +97,7 @@ void hmmd_engine_stop(struct hmmd_engine *e)
 
 int hmmd_engine_close(struct hmmd_engine *e)
 {
-	struct dt *dt, *next;
+	struct hmmd_tensor *dt, *next;
 	unsigned kept = 0;
 	int ret = 0;
 
@@ -197,35 +197,6 @@ static uint64_t eng_waits(struct hmmd_engine *e)
 uint64_t eng_client_pinned(struct hmmd_engine *e, struct hmmd_client *cl)
 {
 	return hmm_budget_owner_used(e->h, &cl->own, HMM_TIER_HOST);
-}
-
-/* ---- tensors --------------------------------------------------------------- */
-
-void dt_put(struct hmmd_engine *e, struct dt *dt)
-{
-	struct hmmd_client *cl;
-	struct dt **pp;
-	int ret;
-
-	if (--dt->refs)
-		return;
-	if (dt->flags & HMM_PROTO_TENSOR_PERSIST && !dt->freed)
-		return;		/* kept for its owner, across clients */
-	for (pp = &e->tensors; *pp != dt; pp = &(*pp)->next)
-		;
-	*pp = dt->next;
-	for (cl = e->clients; cl; cl = cl->next)
-		if (cl->id == dt->owner)
-			cl->used[HMM_TIER_STORE] -= hmm_tensor_bytes(dt->t);
-	/* unlinked, no refs: nobody else can reach it */
-	pthread_mutex_unlock(&e->lock);
-	ret = hmm_tensor_free(dt->t);
-	if (ret)
-		hmmd_log("tensor %llu (%s): free: %s",
-			 (unsigned long long)dt->id, dt->name,
-			 hmm_last_error());
-	pthread_mutex_lock(&e->lock);
-	free(dt);
 }
 
 /* ---- metrics ---------------------------------------------------------------- */

@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * engine.h — hmmd's state around the embedded libhmm engine, shared by
- * engine.c (open, close, quotas and back-pressure, metrics) and ops.c
- * (the requests).  Everything below is protected by engine->lock unless
- * a field says otherwise.
+ * engine.c (open, close, quotas and back-pressure, metrics) and the
+ * request files (request.h).  Everything below is protected by
+ * engine->lock unless a field says otherwise.
  */
 #ifndef HMMD_ENGINE_H
 #define HMMD_ENGINE_H
@@ -15,15 +15,16 @@
 #include "budget.h"
 #include "hmm.h"
 #include "hmmd.h"
+#include "log.h"
 
 /*
- * A tensor hmmd holds in the engine.  Allocated by ops.c when a client
+ * A tensor hmmd holds in the engine.  Allocated by tensor.c when a client
  * makes or opens it, freed (with the engine's tensor) when refs drops to
  * 0 and it is not kept: a persistent tensor stays until its owner frees
  * it or the daemon stops.
  */
-struct dt {
-	struct dt *next;
+struct hmmd_tensor {
+	struct hmmd_tensor *next;
 	uint64_t id;			/* nonzero, never reused in a run */
 	struct hmm_tensor *t;		/* the engine's; immutable */
 	uid_t owner_uid;
@@ -40,8 +41,8 @@ struct dt {
 };
 
 /* A client's right to use a tensor (its own, or attached). */
-struct handle {
-	struct dt *dt;
+struct hmmd_handle {
+	struct hmmd_tensor *dt;
 	unsigned access;		/* HMM_READ | HMM_WRITE */
 };
 
@@ -49,9 +50,9 @@ struct handle {
  * One host (or device) map of a client: the engine's pin, and the memfd
  * the client sees.  Allocated at MAP, freed at UNMAP or client exit.
  */
-struct mapping {
-	struct mapping *next;
-	struct dt *dt;
+struct hmmd_map {
+	struct hmmd_map *next;
+	struct hmmd_tensor *dt;
 	uint64_t off, len;		/* the range (len resolved) */
 	uint32_t tier;
 	unsigned access;
@@ -73,9 +74,9 @@ struct hmmd_client {
 	struct hmm_owner own;		/* its host pins in the engine's
 					   ledger (budget.h): admitted by
 					   eng_admit, h->lock */
-	struct handle *handles;		/* [nhandles], grown by doubling */
+	struct hmmd_handle *handles;	/* [nhandles], grown by doubling */
 	unsigned nhandles, cap;
-	struct mapping *maps;		/* newest first */
+	struct hmmd_map *maps;		/* newest first */
 	int gone;			/* its connection ended: waits end */
 	uint64_t maps_done, waits;	/* counters for metrics */
 };
@@ -93,7 +94,7 @@ struct hmmd_engine {
 					   lock */
 	pthread_mutex_t lock;		/* protects all below */
 	int stopping;
-	struct dt *tensors;
+	struct hmmd_tensor *tensors;
 	struct hmmd_client *clients;
 	uint64_t next_tid;
 	uint64_t nclients;
@@ -139,8 +140,9 @@ void eng_release(struct hmmd_engine *e, struct hmmd_client *cl,
 		 uint64_t charge);
 
 /* Drop one ref of dt; frees it (engine tensor too) at 0 when it is not
- * kept.  Lock held; may drop and retake it around the engine call. */
-void dt_put(struct hmmd_engine *e, struct dt *dt);
+ * kept.  Lock held; may drop and retake it around the engine call.
+ * (tensor.c) */
+void hmmd_tensor_put(struct hmmd_engine *e, struct hmmd_tensor *dt);
 
 
 #endif /* HMMD_ENGINE_H */

@@ -4,19 +4,24 @@
  *
  * Reading order: main.c (flags, config, signals, readiness), config.c
  * (the INI file), server.c (the listening socket and the event loop),
- * conn.c (one client: receive, decode with libhmm/src/proto/proto.c, answer).
+ * conn.c (one client: receive, decode with libhmm's proto codec, answer),
+ * engine.c (libhmm's engine embedded: one hmm context, per-client quotas
+ * under the global host budget with back-pressure, metrics text), then
+ * the requests (request.h lists their files: request.c dispatches to
+ * client.c, tensor.c, handle.c, share.c, map.c, move.c, stats.c),
+ * metrics.c (Prometheus text on a loopback TCP port), bridge.c (the
+ * hmmk module's EVICT/FILL served from a store file of its own) and
+ * log.c (the one log writer, log.h).
  *
- * Reading order, continued: engine.c (libhmm's engine embedded: one
- * hmm context, the tensors clients hold, per-client quotas under the
- * global host budget with back-pressure), ops.c (each request), metrics.c
- * (Prometheus text on a loopback TCP port).
- *
- * Built: the socket (SOCK_SEQPACKET, mode 0660, optional group),
- * SO_PEERCRED identity, the codec on every message, isolation of a
- * malformed client, tensors, maps, quotas, sharing, stats, flush on
- * SIGTERM, restart recovery of persistent tensors, the module bridge
- * (bridge.c: hmmk EVICT/FILL served from a store file of its own).  Not
- * built: device-tier maps for clients, client regions backed by hmmk.
+ * What hmmd serves: the socket (SOCK_SEQPACKET, mode 0660, optional
+ * group), SO_PEERCRED identity, the codec on every message, isolation of
+ * a malformed client, tensors, host maps, quotas, sharing, stats, flush
+ * on SIGTERM, restart recovery of persistent tensors, the module bridge.
+ * What it does not: a MAP of the device tier is refused (-ENOTSUP: a
+ * device address of hmmd is no use to a client); a client's device tier
+ * is its own, staged through hmmd's host tier (libhmm's remote/dev_stage.c).
+ * A client's regions are libhmm's, their evicted blocks kept in an hmmd
+ * tensor (libhmm's remote/region.c), not in the module.
  *
  * Host maps and shared memory.  hmmd opens its engine with
  * HMM_CONFIG_HOST_SHARED: every tensor's host memory is its own memfd.
@@ -54,8 +59,8 @@
 struct hmmd_config {
 	char *socket_path;	/* where to listen */
 	char *socket_group;	/* group of the socket; NULL = hmmd's own */
-	char *store_path;	/* the store (NULL: none); not opened yet */
-	uint64_t host_budget;	/* bytes; 0 = unset (engine not built) */
+	char *store_path;	/* the engine's store (NULL: host only) */
+	uint64_t host_budget;	/* bytes; 0 = 256 MiB (engine.c) */
 	uint64_t device_budget;
 	uint64_t store_size;
 	uint64_t client_quota;	/* host bytes per client at most; 0 = the
@@ -81,7 +86,8 @@ void hmmd_config_fini(struct hmmd_config *cfg);
  * Read the INI file path into cfg (section [hmmd]; keys socket,
  * socket_group, store, host_budget, device_budget, store_size,
  * client_quota, chunk_bytes, wait_ms, metrics, host_dir, module,
- * module_store, module_store_size, max_clients, verbose).  Returns 0, or -ENOENT/-EACCES (cannot open),
+ * module_store, module_store_size, max_clients, verbose).  Returns 0,
+ * or -ENOENT/-EACCES (cannot open),
  * -EINVAL (a bad line, key or value; the message names file and line,
  * written into err[errlen]).
  */
@@ -174,10 +180,10 @@ void hmmd_conn_kick(struct hmmd_conn *c);
 /* Join the thread, close fd, free c. */
 void hmmd_conn_free(struct hmmd_conn *c);
 
-/* ---- requests (ops.c, called by conn.c's thread) ---------------------- */
+/* ---- requests (request.h's files, called by conn.c's thread) ---------- */
 
-/* A hello from a peer with cred: register a client with its quotas.
- * Fills the reply; 0 or -errno (detail in hmm_last_error()). */
+/* client.c: a hello from a peer with cred: register a client with its
+ * quotas.  Fills the reply; 0 or -errno (detail in hmm_last_error()). */
 int hmmd_client_new(struct hmmd_engine *e, uint64_t id, pid_t pid,
 		    uid_t uid, const struct hmm_proto_hello *h,
 		    struct hmmd_client **out,
@@ -199,10 +205,5 @@ int hmmd_request(struct hmmd_engine *e, struct hmmd_client *cl,
 
 /* Refuse a connection politely: one ERROR of err with detail, no state. */
 void hmmd_conn_refuse(int fd, int err, const char *detail);
-
-/* ---- log --------------------------------------------------------------- */
-
-/* A line on stderr (the journal under systemd), "hmmd: " first. */
-void hmmd_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 #endif /* HMMD_H */

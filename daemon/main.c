@@ -23,7 +23,6 @@
 #include <errno.h>
 #include <getopt.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,24 +34,8 @@
 #include "bridge.h"
 #include "hmm.h"
 #include "hmmd.h"
+#include "log.h"
 #include "proto.h"
-
-void hmmd_log(const char *fmt, ...)
-{
-	char line[1024];
-	va_list ap;
-	int n;
-
-	n = snprintf(line, sizeof(line), "hmmd: ");
-	va_start(ap, fmt);
-	vsnprintf(line + n, sizeof(line) - n - 1, fmt, ap);
-	va_end(ap);
-	n = strlen(line);
-	line[n++] = '\n';
-	if (write(STDERR_FILENO, line, n) < 0) {
-		/* nowhere left to say it */
-	}
-}
 
 /* sd_notify(3) without libsystemd: one datagram to $NOTIFY_SOCKET. */
 static void notify(const char *state)

@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "hmmd.h"
+#include "log.h"
 
 int hmmd_metrics_listen(const char *addr)
 {

@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "hmmd.h"
+#include "log.h"
 
 /* Allocated by hmmd_server_open, freed by hmmd_server_close. */
 struct hmmd_server {

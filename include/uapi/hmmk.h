@@ -90,7 +90,7 @@ struct hmmk_features {
 
 struct hmmk_region_create {
 	__u64 size;		/* (in) bytes, a multiple of the page size */
-	__u64 flags;		/* (in) HMMK_REGION_F_*, must be 0 */
+	__u64 flags;		/* (in) HMMK_REGION_F_*; another bit: -EINVAL */
 	/* (in) CPU node for first touch, or HMMK_NODE_ANY (caller's node) */
 	__u32 preferred_node;
 	__u32 reserved0;	/* (in) 0 */

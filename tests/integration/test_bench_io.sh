@@ -4,13 +4,10 @@
 # (and fio_MBps and ratio with --vs-fio, when fio is installed); bad
 # options exit 2.  Small sizes: this checks the tool, it does not time.
 set -u
-B=${HMM_BUILD:-build}
+. "$(dirname "$0")/../t.sh"
 bin=$B/bin/hmm-bench
-dir=${HMM_TEST_DIR:-build/tmp}/bench-io.$$
-n=0 failed=0
-ok() { n=$((n + 1)); if [ "$1" = 0 ]; then echo "ok $n - $2"; else echo "not ok $n - $2"; failed=1; fi; }
-[ -x "$bin" ] || { echo "1..0 # SKIP $bin not built"; exit 77; }
-mkdir -p "$dir" && trap 'rm -rf "$dir"' EXIT
+need "$bin"
+scratch bench-io
 
 has() {	# json key...
 	local j=$1; shift
@@ -37,7 +34,6 @@ if command -v fio >/dev/null; then
 	echo "# $last"
 	ok $([ $rc = 0 ] && has "$last" ours_MBps fio_MBps ratio && echo "$last" | grep -q '"reps":5'; echo $?) "--vs-fio: fio_MBps and ratio, medians of 5"
 else
-	n=$((n + 1)); echo "ok $n # SKIP fio not installed"
+	skip "fio not installed"
 fi
-echo "1..$n"
-exit $failed
+t_done

@@ -4,14 +4,11 @@
 # object with both store rates, both host peaks and their ratios; bad
 # options exit 2.  Small sizes: this checks the tool, it does not time.
 set -u
-B=${HMM_BUILD:-build}
+. "$(dirname "$0")/../t.sh"
 bin=$B/bin/hmm-bench
-dir=${HMM_TEST_DIR:-build/tmp}/bench-shared.$$
-n=0 failed=0
-ok() { n=$((n + 1)); if [ "$1" = 0 ]; then echo "ok $n - $2"; else echo "not ok $n - $2"; failed=1; fi; }
-[ -x "$bin" ] || { echo "1..0 # SKIP $bin not built"; exit 77; }
-[ -x "$B/bin/hmmd" ] || { echo "1..0 # SKIP $B/bin/hmmd not built"; exit 77; }
-mkdir -p "$dir" && trap 'rm -rf "$dir"' EXIT
+need "$bin"
+need "$B/bin/hmmd"
+scratch bench-shared
 
 has() {	# json key...
 	local j=$1; shift
@@ -34,5 +31,4 @@ ok $(echo "$last" | grep -q '"host_tier":"memfd"'; echo $?) "--memfd: memfds"
 ok $([ $? != 0 ]; echo $?) "--host-dir on a disk directory: hmmd refuses it, the bench fails"
 "$bin" shared --slice 1000 >/dev/null 2>&1
 ok $([ $? = 2 ]; echo $?) "a slice that is not a multiple of 4096: exit 2"
-echo "1..$n"
-exit $failed
+t_done

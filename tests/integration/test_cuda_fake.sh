@@ -25,15 +25,13 @@
 # the same where a GPU is (test_tensor_cuda runs there on the real one
 # too).  Skipped when the fake or the test is not built.
 set -u
-B=${HMM_BUILD:-build}
+. "$(dirname "$0")/../t.sh"
 fake=$B/tests/fakecuda
 bin=$B/tests/unit/test_tensor_cuda
 asan=$B/asan/tests/unit/test_tensor_cuda
 tsan=$B/tsan/tests/unit/test_tensor_cuda
-n=0 failed=0
-ok() { n=$((n + 1)); if [ "$1" = 0 ]; then echo "ok $n - $2"; else echo "not ok $n - $2"; failed=1; fi; }
-[ -e "$fake/libcuda.so.1" ] && [ -x "$bin" ] ||
-	{ echo "1..0 # SKIP $fake/libcuda.so.1 or $bin not built"; exit 77; }
+[ -e "$fake/libcuda.so.1" ] || skip_all "$fake/libcuda.so.1 not built"
+need "$bin"
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/cuda-fake.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
 
@@ -200,5 +198,4 @@ run gran FAKECUDA_GRAN=4M -- "$bin" gran
 ok $([ $rc = 0 ]; echo $?) "granularity 4 MiB above 2 MiB chunks: -EINVAL naming chunk_bytes"
 ok $(clean gran; echo $?) "... with no contract violation and no leak"
 
-echo "1..$n"
-exit $failed
+t_done

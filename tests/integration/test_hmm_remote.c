@@ -18,6 +18,7 @@
 #include <time.h>
 
 #include "t.h"
+#include "hmmd_t.h"
 #include "rtensor.h"
 #include "err.h"
 
@@ -25,27 +26,13 @@ static char hmmd[4096], sock[4096], store[4096], logf[4096];
 
 static pid_t start(void)
 {
-	struct timespec d = { 0, 20000000 };
-	struct stat st;
-	pid_t pid;
-	int i, fd;
+	char *argv[] = { hmmd, "--socket", sock, "--store", store,
+			 "--store-size", "32M", "--host-budget", "4M",
+			 "--chunk", "64K", NULL };
+	pid_t pid = t_hmmd_spawn(hmmd, argv, logf, 0, NULL);
 
-	pid = fork();
-	if (pid == 0) {
-		fd = open(logf, O_WRONLY | O_CREAT | O_APPEND, 0644);
-		if (fd >= 0)
-			dup2(fd, 2);
-		execl(hmmd, hmmd, "--socket", sock, "--store", store,
-		      "--store-size", "32M", "--host-budget", "4M", "--chunk",
-		      "64K", NULL);
-		_exit(127);
-	}
-	for (i = 0; i < 1000; i++, nanosleep(&d, NULL))
-		if (stat(sock, &st) == 0)
-			return pid;
-	kill(pid, SIGKILL);
-	t_fail_all("hmmd did not start (log %s)", logf);
-	return -1;
+	t_hmmd_wait_listen(pid, sock, 20, logf);
+	return pid;
 }
 
 /* The resident host bytes of tensor id, by LIST; ~0 when not found. */

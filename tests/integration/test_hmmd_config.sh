@@ -3,38 +3,60 @@
 # module_store_size (and their flags): good values run, bad ones exit with
 # a log line naming the file, line, key or path.
 set -u
-B=${HMM_BUILD:-build}
-d=${HMM_TEST_DIR:-build/tmp}/hmmd-config.$$
-n=0 failed=0
-ok() { n=$((n + 1)); if [ "$1" = 0 ]; then echo "ok $n - $2"; else echo "not ok $n - $2"; failed=1; fi; }
-[ -x "$B/bin/hmmd" ] && [ -x "$B/bin/hmmctl" ] || { echo "1..0 # SKIP hmmd or hmmctl not built"; exit 77; }
-mkdir -p "$d" && trap 'kill $pid 2>/dev/null; rm -rf "$d"' EXIT
+. "$(dirname "$0")/../t.sh"
+need "$B/bin/hmmd" "$B/bin/hmmctl"
+scratch hmmd-config
+trap 'kill $pid 2>/dev/null; rm -rf "$dir"' EXIT
 pid=
 
 # host_dir on a tmpfs, the module off, from the file: it serves
-printf '[hmmd]\nhost_dir = /dev/shm\nmodule = none\nmodule_store = %s/m\nmodule_store_size = 2G\n' "$d" >"$d/good.conf"
-"$B/bin/hmmd" --config "$d/good.conf" --socket "$d/s" --store "$d/st" 2>"$d/log" &
+printf '[hmmd]\nhost_dir = /dev/shm\nmodule = none\nmodule_store = %s/m\nmodule_store_size = 2G\n' "$dir" >"$dir/good.conf"
+"$B/bin/hmmd" --config "$dir/good.conf" --socket "$dir/s" --store "$dir/st" 2>"$dir/log" &
 pid=$!
-for i in $(seq 100); do [ -S "$d/s" ] && break; sleep 0.05; done
-"$B/bin/hmmctl" --socket "$d/s" status >"$d/status" 2>&1
+for i in $(seq 100); do [ -S "$dir/s" ] && break; sleep 0.05; done
+"$B/bin/hmmctl" --socket "$dir/s" status >"$dir/status" 2>&1
 ok $? "host_dir = /dev/shm, module = none: hmmd serves (hmmctl status)"
-ok $([ ! -e "$d/m" ]; echo $?) "module = none: no module store made"
+ok $([ ! -e "$dir/m" ]; echo $?) "module = none: no module store made"
 kill $pid; wait $pid 2>/dev/null
 ok $? "SIGTERM: exit 0"
 
+# numeric keys of each kind, good values: hmmd serves with them
+printf '[hmmd]\nmodule = none\nchunk_bytes = 64K\nwait_ms = 500\nmax_clients = 3\nverbose = 1\nhost_budget = 32M\n' >"$dir/num.conf"
+"$B/bin/hmmd" --config "$dir/num.conf" --socket "$dir/s" --store "$dir/st2" 2>"$dir/log" &
+pid=$!
+for i in $(seq 100); do [ -S "$dir/s" ] && break; sleep 0.05; done
+"$B/bin/hmmctl" --socket "$dir/s" status >"$dir/status" 2>&1
+ok $(grep -q 'host budget 33554432 bytes, chunk 65536 bytes' "$dir/log"; echo $?) "chunk_bytes = 64K, host_budget = 32M taken (wait_ms, max_clients accepted)"
+ok $(grep -q 'client 1: stats seq' "$dir/log"; echo $?) "verbose = 1: every message logged"
+kill $pid; wait $pid 2>/dev/null
+
 # bad values: exit 2 (config) or 1 (cannot run), the reason named
-printf '[hmmd]\nmodule_store_size = lots\n' >"$d/bad.conf"
-"$B/bin/hmmd" --config "$d/bad.conf" --socket "$d/s" 2>"$d/log"
-ok $([ $? = 2 ] && grep -q 'bad.conf:2: module_store_size: "lots"' "$d/log"; echo $?) "module_store_size not a size: exit 2, file:line and key named"
-printf '[hmmd]\nhost_dir =\n' >"$d/bad.conf"
-"$B/bin/hmmd" --config "$d/bad.conf" --socket "$d/s" 2>"$d/log"
-ok $([ $? = 2 ] && grep -q 'host_dir: empty' "$d/log"; echo $?) "empty host_dir: exit 2"
-"$B/bin/hmmd" --host-dir "$d" --socket "$d/s" --store "$d/st" 2>"$d/log"
-ok $([ $? = 1 ] && grep -q "host_dir '$d': not a tmpfs" "$d/log"; echo $?) "--host-dir on a disk: exit 1, the path named"
-"$B/bin/hmmd" --host-dir "$d/none" --socket "$d/s" --store "$d/st" 2>"$d/log"
-ok $([ $? = 1 ] && grep -q "$d/none" "$d/log"; echo $?) "--host-dir missing: exit 1, the path named"
-"$B/bin/hmmd" --module "$d/nodev" --socket "$d/s" --store "$d/st" 2>"$d/log"
-ok $([ $? = 1 ] && grep -q "$d/nodev" "$d/log"; echo $?) "an explicit module that is absent: exit 1, named"
-ok $([ ! -e "$d/s" ]; echo $?) "no socket left behind"
-echo "1..$n"
-exit $failed
+printf '[hmmd]\nmodule_store_size = lots\n' >"$dir/bad.conf"
+"$B/bin/hmmd" --config "$dir/bad.conf" --socket "$dir/s" 2>"$dir/log"
+ok $([ $? = 2 ] && grep -q 'bad.conf:2: module_store_size: "lots"' "$dir/log"; echo $?) "module_store_size not a size: exit 2, file:line and key named"
+# each kind of numeric key: out of its range, exit 2 with the reason
+badkey() {	# key value pattern
+	printf '[hmmd]\n%s = %s\n' "$1" "$2" >"$dir/bad.conf"
+	"$B/bin/hmmd" --config "$dir/bad.conf" --socket "$dir/s" 2>"$dir/log"
+	ok $([ $? = 2 ] && grep -qF "bad.conf:2: $1: \"$2\" $3" "$dir/log"; echo $?) "$1 = $2: exit 2, $3"
+}
+badkey chunk_bytes 5000 "is out of range"
+badkey wait_ms 5G "is out of range"
+badkey max_clients 0 "is not 1..256"
+badkey max_clients 3x "is not 1..256"
+badkey verbose 2 "is not 0..1"
+badkey store_size -1 "is not a size"
+printf '[hmmd]\nno_such_key = 1\n' >"$dir/bad.conf"
+"$B/bin/hmmd" --config "$dir/bad.conf" --socket "$dir/s" 2>"$dir/log"
+ok $([ $? = 2 ] && grep -q 'bad.conf:2: unknown key "no_such_key"' "$dir/log"; echo $?) "an unknown key: exit 2, named"
+printf '[hmmd]\nhost_dir =\n' >"$dir/bad.conf"
+"$B/bin/hmmd" --config "$dir/bad.conf" --socket "$dir/s" 2>"$dir/log"
+ok $([ $? = 2 ] && grep -q 'host_dir: empty' "$dir/log"; echo $?) "empty host_dir: exit 2"
+"$B/bin/hmmd" --host-dir "$dir" --socket "$dir/s" --store "$dir/st" 2>"$dir/log"
+ok $([ $? = 1 ] && grep -q "host_dir '$dir': not a tmpfs" "$dir/log"; echo $?) "--host-dir on a disk: exit 1, the path named"
+"$B/bin/hmmd" --host-dir "$dir/none" --socket "$dir/s" --store "$dir/st" 2>"$dir/log"
+ok $([ $? = 1 ] && grep -q "$dir/none" "$dir/log"; echo $?) "--host-dir missing: exit 1, the path named"
+"$B/bin/hmmd" --module "$dir/nodev" --socket "$dir/s" --store "$dir/st" 2>"$dir/log"
+ok $([ $? = 1 ] && grep -q "$dir/nodev" "$dir/log"; echo $?) "an explicit module that is absent: exit 1, named"
+ok $([ ! -e "$dir/s" ]; echo $?) "no socket left behind"
+t_done

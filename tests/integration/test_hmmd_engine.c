@@ -38,6 +38,7 @@
 #include <time.h>
 
 #include "t.h"
+#include "hmmd_t.h"
 #include "prom.h"
 #include "client.h"
 #include "err.h"
@@ -61,10 +62,8 @@ static double now(void)
 static pid_t start(const char *wait_ms, int group)
 {
 	char *argv[32];
-	int i = 0, fd;
-	struct stat st;
+	int i = 0;
 	pid_t pid;
-	double t0;
 
 	argv[i++] = hmmd;
 	argv[i++] = "--socket";
@@ -87,23 +86,9 @@ static pid_t start(const char *wait_ms, int group)
 	}
 	argv[i] = NULL;
 	unlink(sock);
-	pid = fork();
-	if (pid < 0)
-		t_fail_all("fork: %s", strerror(errno));
-	if (pid == 0) {
-		fd = open(logf, O_WRONLY | O_CREAT | O_APPEND, 0644);
-		if (fd >= 0)
-			dup2(fd, 2);
-		unsetenv("NOTIFY_SOCKET");
-		execv(hmmd, argv);
-		_exit(127);
-	}
-	for (t0 = now(); now() - t0 < 20; usleep(20000))
-		if (stat(sock, &st) == 0)
-			return pid;
-	kill(pid, SIGKILL);
-	t_fail_all("hmmd did not listen on %s (log %s)", sock, logf);
-	return -1;
+	pid = t_hmmd_spawn(hmmd, argv, logf, 0, NULL);
+	t_hmmd_wait_listen(pid, sock, 20, logf);
+	return pid;
 }
 
 static int wait_exit(pid_t pid, int secs)

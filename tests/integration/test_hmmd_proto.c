@@ -24,6 +24,7 @@
 #include <time.h>
 
 #include "t.h"
+#include "hmmd_t.h"
 #include "err.h"
 #include "proto.h"
 
@@ -49,28 +50,13 @@ static pid_t spawn(const char *const *args, const char *log,
 		   const char *notify)
 {
 	char *argv[16];
-	pid_t pid;
-	int i, fd;
+	int i;
 
 	argv[0] = hmmd;
 	for (i = 0; args[i] && i < 14; i++)
 		argv[i + 1] = (char *)args[i];
 	argv[i + 1] = NULL;
-	pid = fork();
-	if (pid < 0)
-		t_fail_all("fork: %s", strerror(errno));
-	if (pid == 0) {
-		fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-		if (fd >= 0)
-			dup2(fd, 2);
-		if (notify)
-			setenv("NOTIFY_SOCKET", notify, 1);
-		else
-			unsetenv("NOTIFY_SOCKET");
-		execv(hmmd, argv);
-		_exit(127);
-	}
-	return pid;
+	return t_hmmd_spawn(hmmd, argv, log, 1, notify);
 }
 
 /* The next datagram on the notify socket within secs, or "". */
@@ -180,6 +166,18 @@ static void want_eof(int fd, const char *who)
 
 	t_eq(n, 0, "%s: connection closed by hmmd", who);
 	close(fd);
+}
+
+/* A new client that sends msg[n] gets one ERROR (seq, err, a detail
+ * holding what) and its connection closed. */
+static void refused(const char *sock, const void *msg, size_t n, uint64_t seq,
+		    int err, const char *what, const char *who)
+{
+	int fd = client(sock);
+
+	send(fd, msg, n, 0);
+	want_error(fd, seq, err, what, who);
+	want_eof(fd, who);
 }
 
 static void send_fd(int fd, const void *msg, size_t len, int passed)
@@ -309,42 +307,28 @@ static void test_isolation(const char *sock, const char *log)
 	send(good, msg, n, 0);
 	want_type(good, 11, HMM_PROTO_HELLO_REPLY, "good hello");
 
-	bad = client(sock);
 	t_fill(buf, 100, 7);
-	send(bad, buf, 100, 0);
-	want_error(bad, 0, -EPROTO, "field magic", "garbage");
-	want_eof(bad, "garbage");
+	refused(sock, buf, 100, 0, -EPROTO, "field magic", "garbage");
 
 	n = hmm_proto_stats_encode(msg, sizeof(msg), 12);
 	send(good, msg, n, 0);
 	want_type(good, 12, HMM_PROTO_STATS_REPLY, "good stats");
 
-	bad = client(sock);
 	n = hello(msg, 1, 1, 1);
-	send(bad, msg, n - 46, 0);
-	want_error(bad, 0, -EMSGSIZE,
-		   "field length: 96 but the datagram carries 50", "truncated");
-	want_eof(bad, "truncated");
+	refused(sock, msg, n - 46, 0, -EMSGSIZE,
+		"field length: 96 but the datagram carries 50", "truncated");
 
-	bad = client(sock);
 	memset(buf, 0, 5000);
 	memcpy(buf, msg, n);
-	send(bad, buf, 5000, 0);
-	want_error(bad, 0, -EMSGSIZE, "longer than 4096", "oversized");
-	want_eof(bad, "oversized");
+	refused(sock, buf, 5000, 0, -EMSGSIZE, "longer than 4096", "oversized");
 
-	bad = client(sock);
 	msg[4] = 3;
-	send(bad, msg, n, 0);
-	want_error(bad, 0, -EPROTO, "field version: 3 not spoken", "version 3");
-	want_eof(bad, "version 3");
+	refused(sock, msg, n, 0, -EPROTO, "field version: 3 not spoken",
+		"version 3");
 
-	bad = client(sock);
 	n = hello(msg, 3, 3, 4);
-	send(bad, msg, n, 0);
-	want_error(bad, 3, -EPROTO, "client speaks versions 3..4",
-		   "hello 3..4");
-	want_eof(bad, "hello 3..4");
+	refused(sock, msg, n, 3, -EPROTO, "client speaks versions 3..4",
+		"hello 3..4");
 
 	/* a client that agreed on version 1 may not send WAIT (version 2) */
 	bad = client(sock);
@@ -358,17 +342,12 @@ static void test_isolation(const char *sock, const char *log)
 		   "wait after hello 1..1");
 	want_eof(bad, "wait after hello 1..1");
 
-	bad = client(sock);
 	n = hmm_proto_map_encode(msg, sizeof(msg), 4, &map);
-	send(bad, msg, n, 0);
-	want_error(bad, 4, -EPROTO, "message map: before hello", "early map");
-	want_eof(bad, "early map");
+	refused(sock, msg, n, 4, -EPROTO, "message map: before hello",
+		"early map");
 
-	bad = client(sock);
 	n = hmm_proto_ok_encode(msg, sizeof(msg), 5);
-	send(bad, msg, n, 0);
-	want_error(bad, 5, -EPROTO, "a reply type", "reply type");
-	want_eof(bad, "reply type");
+	refused(sock, msg, n, 5, -EPROTO, "a reply type", "reply type");
 
 	bad = client(sock);
 	n = hello(msg, 6, 1, 1);

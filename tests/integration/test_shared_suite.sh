@@ -8,17 +8,16 @@
 # call hmm_test_mode) ran embedded only, and is reported as a skip that
 # says so, never as a pass.
 set -u
-B=${HMM_BUILD:-build}
+. "$(dirname "$0")/../t.sh"
 tests="test_tensor_basic test_tensor_args test_tensor_persist
        test_tensor_backpressure test_tensor_fault test_tensor_hostfd
        test_tensor_pressure test_tensor_sched test_dlpack test_region"
-[ -x "$B/bin/hmmd" ] || { echo "1..0 # SKIP $B/bin/hmmd not built"; exit 77; }
-n=0 failed=0 skips=""
+need "$B/bin/hmmd"
+skips=
 for t in $tests; do
-	n=$((n + 1))
 	prog=$B/tests/unit/$t
 	if [ ! -x "$prog" ]; then
-		echo "ok $n - $t # SKIP not built"
+		skip "$t not built"
 		continue
 	fi
 	out=$(HMM_TEST_MODE=shared HMM_BUILD=$B timeout 300 "$prog" 2>&1)
@@ -30,16 +29,15 @@ for t in $tests; do
 	case $rc in
 	0)
 		if echo "$out" | grep -q 'shared mode: hmmd pid'; then
-			echo "ok $n - $t in shared mode"
+			ok 0 "$t in shared mode"
 		else
-			echo "ok $n - $t # SKIP ran embedded only: it does" \
-			     "not call hmm_test_mode (tests/unit/hmm_mode.h)"
+			skip "$t ran embedded only: it does not call" \
+			     "hmm_test_mode (tests/unit/hmm_mode.h)"
 		fi ;;
-	77) echo "ok $n - $t # SKIP $(echo "$out" | grep -m1 -o 'SKIP.*' | cut -c6-)" ;;
-	*) echo "not ok $n - $t in shared mode (exit $rc)"; failed=1 ;;
+	77) skip "$t: $(echo "$out" | grep -m1 -o 'SKIP.*' | cut -c6-)" ;;
+	*) ok 1 "$t in shared mode (exit $rc)" ;;
 	esac
 done
 echo "# checks skipped in shared mode, with their reasons:"
 printf '%s' "$skips" | grep -v '^$'
-echo "1..$n"
-exit $failed
+t_done

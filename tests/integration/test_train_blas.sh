@@ -5,14 +5,11 @@
 # core, with the same losses.  The misdetection is simulated with
 # HMM_TRAIN_BLAS_PRETEND (read only before the restart).
 set -u
-B=${HMM_BUILD:-build}
+. "$(dirname "$0")/../t.sh"
 bin=$B/bin/hmm-train
-dir=${HMM_TEST_DIR:-build/tmp}/train-blas.$$
-n=0 failed=0
-ok() { n=$((n + 1)); if [ "$1" = 0 ]; then echo "ok $n - $2"; else echo "not ok $n - $2"; failed=1; fi; }
-[ -x "$bin" ] || { echo "1..0 # SKIP $bin not built"; exit 77; }
-grep -qw avx2 /proc/cpuinfo && grep -qw fma /proc/cpuinfo || { echo "1..0 # SKIP no AVX2+FMA here"; exit 77; }
-mkdir -p "$dir" && trap 'rm -rf "$dir"' EXIT
+need "$bin"
+grep -qw avx2 /proc/cpuinfo && grep -qw fma /proc/cpuinfo || skip_all "no AVX2+FMA here"
+scratch train-blas
 
 "$bin" --preset tiny --steps 3 --json >"$dir/plain.json" 2>"$dir/plain.err"
 ok $? "plain run"
@@ -27,5 +24,4 @@ if grep -q "restarting with" "$dir/plain.err"; then	# this machine misdetects
 else
 	ok $(! grep -q "OPENBLAS_CORETYPE" "$dir/plain.err"; echo $?) "a correct detection prints nothing about it"
 fi
-echo "1..$n"
-exit $failed
+t_done

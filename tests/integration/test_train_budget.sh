@@ -4,13 +4,10 @@
 # budget), for the same seed; and the quarter run really used the store.
 # TAP; exit 0 pass, 1 fail, 77 skip.
 set -u
-B=${HMM_BUILD:-build}
+. "$(dirname "$0")/../t.sh"
 bin=$B/bin/hmm-train
-dir=${HMM_TEST_DIR:-build/tmp}/train-budget.$$
-n=0 failed=0
-ok() { n=$((n + 1)); if [ "$1" = 0 ]; then echo "ok $n - $2"; else echo "not ok $n - $2"; failed=1; fi; }
-[ -x "$bin" ] || { echo "1..0 # SKIP $bin not built"; exit 77; }
-mkdir -p "$dir" && trap 'rm -rf "$dir"' EXIT
+need "$bin"
+scratch train-budget
 
 steps=12
 "$bin" --preset tiny --steps $steps --json --host-budget 1G >"$dir/mem.json" 2>"$dir/mem.err"
@@ -34,5 +31,4 @@ ok $([ $((budget * 4)) -le $((state + 4)) ]; echo $?) "host budget $budget is a 
 rd=$(num store_read_bytes) wr=$(num store_write_bytes)
 ok $([ "${rd%.*}" -gt 0 ] && [ "${wr%.*}" -gt 0 ]; echo $?) "the store was used: read $rd, written $wr bytes"
 ok $(grep -q '"offloaded":false' <(tail -1 "$dir/mem.json"); echo $?) "unlimited run stays in memory"
-echo "1..$n"
-exit $failed
+t_done

@@ -4,11 +4,9 @@
 # one step maps is refused with the minimum, and bad flags are refused
 # (exit 2) with a message naming the flag — all before any step runs.
 set -u
-B=${HMM_BUILD:-build}
+. "$(dirname "$0")/../t.sh"
 bin=$B/bin/hmm-train
-n=0 failed=0
-ok() { n=$((n + 1)); if [ "$1" = 0 ]; then echo "ok $n - $2"; else echo "not ok $n - $2"; failed=1; fi; }
-[ -x "$bin" ] || { echo "1..0 # SKIP $bin not built"; exit 77; }
+need "$bin"
 sum() { "$bin" --preset tiny --steps 1 --json "$@" 2>/dev/null | tail -1; }
 
 s=$(sum --host-budget 64G)
@@ -38,5 +36,4 @@ bad "--lr" "a bad --lr" --lr 7
 bad "--seed" "a bad --seed" --seed x
 ok $("$bin" --preset list | grep -q '^default'; echo $?) "--preset list"
 ok $("$bin" --help | grep -q -- '--host-budget'; echo $?) "--help"
-echo "1..$n"
-exit $failed
+t_done

@@ -4,13 +4,12 @@
 # is not there is a clear error before training.
 # TAP; exit 0 pass, 1 fail, 77 skip.
 set -u
-B=${HMM_BUILD:-build}
+. "$(dirname "$0")/../t.sh"
 bin=$B/bin/hmm-train hmmd=$B/bin/hmmd
-dir=${HMM_TEST_DIR:-build/tmp}/train-daemon.$$
-n=0 failed=0 pid=
-ok() { n=$((n + 1)); if [ "$1" = 0 ]; then echo "ok $n - $2"; else echo "not ok $n - $2"; failed=1; fi; }
-[ -x "$bin" ] && [ -x "$hmmd" ] || { echo "1..0 # SKIP hmm-train or hmmd not built"; exit 77; }
-mkdir -p "$dir" && trap '[ -n "$pid" ] && kill $pid 2>/dev/null && wait $pid; rm -rf "$dir"' EXIT
+pid=
+need "$bin" "$hmmd"
+scratch train-daemon
+trap '[ -n "$pid" ] && kill $pid 2>/dev/null && wait $pid; rm -rf "$dir"' EXIT
 
 "$hmmd" --socket "$dir/s.sock" --store "$dir/hmmd.store" --module none >"$dir/hmmd.log" 2>&1 &
 pid=$!
@@ -34,5 +33,4 @@ rc=$?
 ok $([ $rc -ne 0 ]; echo $?) "no daemon at the address: fails (rc $rc)"
 ok $(grep -q "none.sock" "$dir/none.err"; echo $?) "the error names the socket: $(head -c 160 "$dir/none.err")"
 ok $(cat "$dir/none.out" "$dir/none.err" | grep -q '^step'; [ $? -ne 0 ]; echo $?) "and no step ran"
-echo "1..$n"
-exit $failed
+t_done

@@ -3,13 +3,10 @@
 # file is refused with a message naming the file and the reason, before
 # any training (exit 2, no step line); a text file trains.
 set -u
-B=${HMM_BUILD:-build}
+. "$(dirname "$0")/../t.sh"
 bin=$B/bin/hmm-train
-dir=${HMM_TEST_DIR:-build/tmp}/train-data.$$
-n=0 failed=0
-ok() { n=$((n + 1)); if [ "$1" = 0 ]; then echo "ok $n - $2"; else echo "not ok $n - $2"; failed=1; fi; }
-[ -x "$bin" ] || { echo "1..0 # SKIP $bin not built"; exit 77; }
-mkdir -p "$dir" && trap 'rm -rf "$dir"' EXIT
+need "$bin"
+scratch train-data
 
 refused() {	# file pattern what
 	"$bin" --preset tiny --steps 2 --data "$1" >"$dir/out" 2>"$dir/err"
@@ -30,5 +27,4 @@ for i in $(seq 200); do echo "line $i of a small text file for hmm-train to read
 "$bin" --preset tiny --steps 3 --data "$dir/text.txt" >"$dir/out" 2>"$dir/err"
 ok $? "a text file trains"
 ok $(grep -q "data: $dir/text.txt" "$dir/out"; echo $?) "the run names its data"
-echo "1..$n"
-exit $failed
+t_done

@@ -6,13 +6,10 @@
 # (ln 256 = 5.55); the state was offloaded and the peak RSS stayed within
 # the host budget plus 128 MiB.  Takes about a minute on 2 idle cores.
 set -u
-B=${HMM_BUILD:-build}
+. "$(dirname "$0")/../t.sh"
 bin=$B/bin/hmm-train
-dir=${HMM_TEST_DIR:-build/tmp}/train-loss.$$
-n=0 failed=0
-ok() { n=$((n + 1)); if [ "$1" = 0 ]; then echo "ok $n - $2"; else echo "not ok $n - $2"; failed=1; fi; }
-[ -x "$bin" ] || { echo "1..0 # SKIP $bin not built"; exit 77; }
-mkdir -p "$dir" && trap 'rm -rf "$dir"' EXIT
+need "$bin"
+scratch train-loss
 
 max=$("$bin" --preset list | awk '$1 == "default" { for (i = 1; i < NF; i++) if ($i == "loss_max") print $(i + 1) }' | tr -d :)
 ok $([ -n "$max" ]; echo $?) "default preset states loss_max ($max)"
@@ -26,5 +23,4 @@ ok $(awk -v l="$last" -v m="$max" 'BEGIN { exit !(l < m) }'; echo $?) "final los
 ok $(grep -q '"offloaded":true' <<<"$sum"; echo $?) "the state was offloaded (quarter budget)"
 rss=$(num peak_rss_bytes) budget=$(num host_budget)
 ok $([ "$rss" -le $((budget + (128 << 20))) ]; echo $?) "peak RSS $rss <= host budget $budget + 128 MiB"
-echo "1..$n"
-exit $failed
+t_done

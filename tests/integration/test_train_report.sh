@@ -5,14 +5,12 @@
 # (loss, bytes per tier, store bandwidth, stall breakdown) with data in
 # them.  Skipped when chromium is not installed (scripts/deps.sh has it).
 set -u
-B=${HMM_BUILD:-build}
+. "$(dirname "$0")/../t.sh"
 bin=$B/bin/hmm-train
-dir=$(realpath -m "${HMM_TEST_DIR:-build/tmp}/train-report.$$")
-n=0 failed=0
-ok() { n=$((n + 1)); if [ "$1" = 0 ]; then echo "ok $n - $2"; else echo "not ok $n - $2"; failed=1; fi; }
-[ -x "$bin" ] || { echo "1..0 # SKIP $bin not built"; exit 77; }
-chrome=$(command -v chromium || command -v chromium-browser) || { echo "1..0 # SKIP chromium not installed (scripts/deps.sh)"; exit 77; }
-mkdir -p "$dir" && trap 'rm -rf "$dir"' EXIT
+need "$bin"
+chrome=$(command -v chromium || command -v chromium-browser) || skip_all "chromium not installed (scripts/deps.sh)"
+scratch train-report
+dir=$(realpath "$dir")	# chromium wants file:///absolute
 flags=(--headless --no-sandbox --disable-gpu --disable-background-networking
        --user-data-dir="$dir/profile" --window-size=800,1500)
 
@@ -37,5 +35,4 @@ ok $([ "$(grep -c 'class="series"' "$dir/dom.html")" -ge 5 ]; echo $?) "five dat
 ok $([ "$(grep -c 'class="bar"' "$dir/dom.html")" -ge 5 ]; echo $?) "stall breakdown bars drawn"
 "$bin" --preset tiny --steps 2 --report "$dir/no/such/dir/r.html" >"$dir/out" 2>"$dir/err"
 ok $([ $? -eq 2 ] && grep -q "cannot write" "$dir/err" && ! grep -q '^step' "$dir/out"; echo $?) "--report into a missing folder: refused before training"
-echo "1..$n"
-exit $failed
+t_done

@@ -8,13 +8,10 @@
 # a damaged, truncated, stale or mismatched checkpoint is refused with a
 # clear message naming the path.
 set -u
-B=${HMM_BUILD:-build}
+. "$(dirname "$0")/../t.sh"
 bin=$B/bin/hmm-train
-dir=${HMM_TEST_DIR:-build/tmp}/train-resume.$$
-n=0 failed=0
-ok() { n=$((n + 1)); if [ "$1" = 0 ]; then echo "ok $n - $2"; else echo "not ok $n - $2"; failed=1; fi; }
-[ -x "$bin" ] || { echo "1..0 # SKIP $bin not built"; exit 77; }
-mkdir -p "$dir" && trap 'rm -rf "$dir"' EXIT
+need "$bin"
+scratch train-resume
 losses() { grep -o '"step":[0-9]*,"loss":[^,]*,"loss_hex":"[^"]*"' "$1" | sed 's/"loss":[^,]*,//'; }
 field() { grep '"summary":true' "$1" | grep -o "\"$2\":[0-9]*" | cut -d: -f2; }
 
@@ -85,5 +82,4 @@ echo "my notes" >"$dir/notes.txt"
 ok $([ $? -eq 2 ] && grep -q "not an hmm-train checkpoint" "$dir/err" && ! grep -q '^step' "$dir/out" && [ "$(cat "$dir/notes.txt")" = "my notes" ]; echo $?) "--ckpt onto a file that is not a checkpoint: refused before training, file untouched"
 "$bin" --preset tiny --steps 2 --ckpt "$dir/no/such/dir/c" >"$dir/out" 2>"$dir/err"
 ok $([ $? -ne 0 ] && grep -q "cannot create" "$dir/err" && grep -q "$dir/no/such/dir/c" "$dir/err" && ! grep -q '^step' "$dir/out"; echo $?) "--ckpt into a missing folder: refused before training: $(cat "$dir/err")"
-echo "1..$n"
-exit $failed
+t_done

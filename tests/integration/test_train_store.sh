@@ -5,15 +5,13 @@
 # The full and read-only cases mount small tmpfs instances (root needed;
 # they are skipped otherwise); the others need nothing.
 set -u
-B=${HMM_BUILD:-build}
+. "$(dirname "$0")/../t.sh"
 bin=$B/bin/hmm-train
-dir=${HMM_TEST_DIR:-build/tmp}/train-store.$$
-n=0 failed=0 mounted=()
-ok() { n=$((n + 1)); if [ "$1" = 0 ]; then echo "ok $n - $2"; else echo "not ok $n - $2"; failed=1; fi; }
-skip() { n=$((n + 1)); echo "ok $n # SKIP $1"; }
-[ -x "$bin" ] || { echo "1..0 # SKIP $bin not built"; exit 77; }
+mounted=()
+need "$bin"
 cleanup() { for m in "${mounted[@]}"; do umount "$m" 2>/dev/null; done; rm -rf "$dir"; }
-mkdir -p "$dir" && trap cleanup EXIT
+scratch train-store
+trap cleanup EXIT
 
 refused() {	# store-path pattern what
 	"$bin" --preset tiny --steps 2 --store "$1" >"$dir/out" 2>"$dir/err"
@@ -44,5 +42,4 @@ ok $([ "$(cat "$dir/precious.txt")" = "precious words" ]; echo $?) "and that fil
 	"$bin" --preset tiny --steps 1 --store "$dir/reuse" >/dev/null 2>"$dir/err"
 ok $? "a store file from an earlier run is reused: $(cat "$dir/err")"
 refused "/proc/hmm-train.store" "cannot open" "store under /proc"
-echo "1..$n"
-exit $failed
+t_done

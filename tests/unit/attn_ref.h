@@ -259,6 +259,18 @@ static struct hk_attn ar_attn(const struct acase *c)
 	return a;
 }
 
+/* c's problem read through block table table ([B][maxb], NULL: dense). */
+static struct hk_attn ar_attn_paged(const struct acase *c,
+				    const int32_t *table, int maxb)
+{
+	struct hk_attn a = ar_attn(c);
+
+	a.block_table = table;
+	a.block_size = c->bs;
+	a.max_blocks = maxb;
+	return a;
+}
+
 /*
  * A paged copy of dense x [B][Hkv][Nk][d] (elements of esz bytes) placed
  * by table ([B][maxb]): a pool laid out [blk][Hkv][bs][d].  free() it.

@@ -7,7 +7,7 @@
  * quota is then the whole budget), and sets cfg.daemon to it;
  * the daemon gets SIGTERM at exit.  Otherwise it changes nothing.
  * hmm_test_skip(what, why) prints a TAP skip line for a check that cannot
- * hold in this mode.  Include after t.h.  Single-threaded setup only.
+ * hold in this mode; hmm_test_config() fills the usual store config.  Include after t.h.  Single-threaded setup only.
  */
 #ifndef HMM_MODE_H
 #define HMM_MODE_H
@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "hmm.h"
+#include "hmmd_t.h"
 
 static pid_t hmm_mode_pid_;
 static char hmm_mode_addr_[256];
@@ -53,9 +54,6 @@ static inline void hmm_mode_start_(const struct hmm_config *cfg)
 	const char *b = getenv("HMM_BUILD");
 	char bin[4096], sock[200], store[4200], logf[4200];
 	char chunk[32], budget[32], wait[32];
-	struct timespec d = { 0, 20000000 };
-	struct stat st;
-	int i, fd;
 
 	snprintf(bin, sizeof(bin), "%s/bin/hmmd", b ? b : "build");
 	if (access(bin, X_OK))
@@ -71,25 +69,36 @@ static inline void hmm_mode_start_(const struct hmm_config *cfg)
 		 (unsigned long long)cfg->host_budget);
 	snprintf(wait, sizeof(wait), "%u", cfg->wait_ms ? cfg->wait_ms : 10000);
 	signal(SIGPIPE, SIG_IGN);
-	hmm_mode_pid_ = fork();
-	if (hmm_mode_pid_ == 0) {
-		fd = open(logf, O_WRONLY | O_CREAT | O_APPEND, 0644);
-		if (fd >= 0)
-			dup2(fd, 2);
-		execl(bin, bin, "--socket", sock, "--store", store,
-		      "--store-size", "256M", "--host-budget", budget,
-		      "--chunk", chunk, "--wait-ms", wait, "--module", "none",
-		      NULL);
-		_exit(127);
+	{
+		char *argv[] = { bin, "--socket", sock, "--store", store,
+				 "--store-size", "256M", "--host-budget",
+				 budget, "--chunk", chunk, "--wait-ms", wait,
+				 "--module", "none", NULL };
+
+		hmm_mode_pid_ = t_hmmd_spawn(bin, argv, logf, 0, NULL);
 	}
 	atexit(hmm_mode_stop_);
-	for (i = 0; i < 500; i++, nanosleep(&d, NULL))
-		if (stat(sock, &st) == 0)
-			break;
-	if (i == 500)
-		t_fail_all("shared mode: hmmd did not start (log %s)", logf);
+	t_hmmd_wait_listen(hmm_mode_pid_, sock, 20, logf);
 	snprintf(hmm_mode_addr_, sizeof(hmm_mode_addr_), "unix:%s", sock);
 	t_diag("shared mode: hmmd pid %d on %s", (int)hmm_mode_pid_, sock);
+}
+
+/*
+ * The config most tests start from: libhmm's defaults with the store
+ * file "store" in t_tmpdir() (its path written into path[len]) of
+ * store_size bytes, host_budget, and chunk bytes (0: the default).
+ */
+static inline void hmm_test_config(struct hmm_config *cfg, char *path,
+				   size_t len, uint64_t store_size,
+				   uint64_t host_budget, uint32_t chunk)
+{
+	snprintf(path, len, "%s/store", t_tmpdir());
+	hmm_config_default(cfg);
+	cfg->store_path = path;
+	cfg->store_size = store_size;
+	cfg->host_budget = host_budget;
+	if (chunk)
+		cfg->chunk_bytes = chunk;
 }
 
 /* Set cfg up for the mode in HMM_TEST_MODE (see above). */

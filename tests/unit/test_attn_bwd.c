@@ -34,13 +34,9 @@ static void ours_bwd(const struct acase *c, const void *q, const void *k,
 		     const void *dout, struct grads *g, const int32_t *table,
 		     int maxb)
 {
-	struct hk_attn a = ar_attn(c);
-	int r;
+	struct hk_attn a = ar_attn_paged(c, table, maxb);
+	int r = hk_attn_bwd(&a, q, k, v, o, lse, dout, g->dq, g->dk, g->dv);
 
-	a.block_table = table;
-	a.block_size = c->bs;
-	a.max_blocks = maxb;
-	r = hk_attn_bwd(&a, q, k, v, o, lse, dout, g->dq, g->dk, g->dv);
 	if (r)
 		t_fail_all("hk_attn_bwd: %d %s", r, hk_attn_strerror());
 }

@@ -34,13 +34,9 @@ static void ours(const struct acase *c, const void *q, const void *k,
 		 const void *v, void *o, float *lse, const int32_t *table,
 		 int maxb)
 {
-	struct hk_attn a = ar_attn(c);
-	int r;
+	struct hk_attn a = ar_attn_paged(c, table, maxb);
+	int r = hk_attn_fwd(&a, q, k, v, o, lse);
 
-	a.block_table = table;
-	a.block_size = c->bs;
-	a.max_blocks = maxb;
-	r = hk_attn_fwd(&a, q, k, v, o, lse);
 	if (r)
 		t_fail_all("hk_attn_fwd: %d %s", r, hk_attn_strerror());
 }

@@ -2,9 +2,9 @@
 /*
  * test_gpt_grad — hmm-train's GPT backward against finite differences.
  *
- * The model's sources are compiled into this test (unit tests link only
- * the libraries), with a plain double-accumulating gemm() in place of
- * OpenBLAS.  For each block (every layer, the embeddings) the analytic
+ * The model is hmm-train's own archive ($(B)/lib/libhmmtrain.a: the
+ * model, its layers, attention, AdamW and the state), linked with a plain
+ * double-accumulating gemm() here in place of OpenBLAS (blas.c).  For each block (every layer, the embeddings) the analytic
  * gradient's directional derivative g.u along a random direction u is
  * compared with (L(p + h u) - L(p - h u)) / 2h, and so are a few single
  * elements of every array in a layer (weights, biases, LayerNorm).
@@ -14,14 +14,13 @@
  */
 #include <math.h>
 
-#include "t.h"
+#include <stdlib.h>
+#include <string.h>
 
-#include "../../tools/hmm-train/attn.c"
-#include "../../tools/hmm-train/block.c"
-#include "../../tools/hmm-train/layers.c"
-#include "../../tools/hmm-train/model.c"
-#include "../../tools/hmm-train/optim.c"
-#include "../../tools/hmm-train/state.c"
+#include "blas.h"
+#include "model.h"
+#include "state.h"
+#include "t.h"
 
 void gemm(int ta, int tb, int M, int N, int K, float alpha,
 	  const float *A, int lda, const float *B, int ldb, float beta,

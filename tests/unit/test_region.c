@@ -102,11 +102,7 @@ int main(void)
 	void *vp;
 	int r, sh;
 
-	snprintf(path, sizeof(path), "%s/store", t_tmpdir());
-	hmm_config_default(&cfg);
-	cfg.store_path = path;
-	cfg.store_size = 64 << 20;
-	cfg.host_budget = BUDGET;
+	hmm_test_config(&cfg, path, sizeof(path), 64 << 20, BUDGET, 0);
 	hmm_test_mode(&cfg);	/* HMM_TEST_MODE=shared: through hmmd */
 	sh = hmm_test_shared();
 	if (hmm_open(&cfg, &h))

@@ -46,12 +46,7 @@ int main(void)
 
 	char path[4200];
 
-	snprintf(path, sizeof(path), "%s/store", t_tmpdir());
-	hmm_config_default(&cfg);
-	cfg.store_path = path;
-	cfg.store_size = 16 << 20;
-	cfg.host_budget = 1536 << 10;
-	cfg.chunk_bytes = 256 << 10;
+	hmm_test_config(&cfg, path, sizeof(path), 16 << 20, 1536 << 10, 256 << 10);
 	cfg.wait_ms = 300;
 	cfg.device = "sim";
 	cfg.device_budget = 512 << 10;

@@ -100,12 +100,7 @@ int main(void)
 	int i, ok, sh;
 	void *p;
 
-	snprintf(path, sizeof(path), "%s/store", t_tmpdir());
-	hmm_config_default(&cfg);
-	cfg.store_path = path;
-	cfg.store_size = 64 << 20;
-	cfg.host_budget = 2 << 20;
-	cfg.chunk_bytes = CHUNK;
+	hmm_test_config(&cfg, path, sizeof(path), 64 << 20, 2 << 20, CHUNK);
 	cfg.device = "sim";
 	cfg.device_budget = 1 << 20;
 	snprintf(trace, sizeof(trace), "%s/trace.json", t_tmpdir());

@@ -109,12 +109,7 @@ int main(void)
 	char path[4200];
 	int r;
 
-	snprintf(path, sizeof(path), "%s/store", t_tmpdir());
-	hmm_config_default(&cfg);
-	cfg.store_path = path;
-	cfg.store_size = 32 << 20;
-	cfg.host_budget = 1 << 20;
-	cfg.chunk_bytes = CHUNK;
+	hmm_test_config(&cfg, path, sizeof(path), 32 << 20, 1 << 20, CHUNK);
 	if (hmm_test_shared())
 		return shared_main(&cfg);
 	if (hmm_open(&cfg, &h))

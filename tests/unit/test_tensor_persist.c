@@ -62,12 +62,7 @@ int main(void)
 		t_skip_all("shared mode: hmmd's flush keeps only tensors made "
 			   "persistent through its protocol, not every "
 			   "hmm_tensor_new one (see test_hmm_remote)");
-	snprintf(path, sizeof(path), "%s/store", t_tmpdir());
-	hmm_config_default(&cfg);
-	cfg.store_path = path;
-	cfg.store_size = 32 << 20;
-	cfg.host_budget = 4 << 20;
-	cfg.chunk_bytes = 256 << 10;
+	hmm_test_config(&cfg, path, sizeof(path), 32 << 20, 4 << 20, 256 << 10);
 	if (hmm_open(&cfg, &h))
 		t_fail_all("hmm_open: %s", hmm_last_error());
 	if (hmm_tensor_new(h, "w", HMM_DTYPE_U8, 1, &n, &w) ||

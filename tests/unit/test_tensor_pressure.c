@@ -170,12 +170,9 @@ int main(void)
 	char path[4200], name[16];
 	int64_t n = TBYTES;
 
-	snprintf(path, sizeof(path), "%s/store", t_tmpdir());
-	hmm_config_default(&cfg);
-	cfg.store_path = path;
-	cfg.store_size = 64 << 20;
-	cfg.host_budget = NT * TBYTES / 8;	/* 8x oversubscribed */
-	cfg.chunk_bytes = CHUNK;
+	/* host budget 8x oversubscribed */
+	hmm_test_config(&cfg, path, sizeof(path), 64 << 20, NT * TBYTES / 8,
+			CHUNK);
 	cfg.device = "sim";
 	cfg.device_budget = NT * TBYTES / 16;
 	budget_host = cfg.host_budget;

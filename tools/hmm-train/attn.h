@@ -9,9 +9,8 @@
  * attn_work_floats() floats, owned by the caller and kept between the
  * forward and the backward of the same block.
  *
- * The math is kernels/core's FlashAttention (hk_attn.h) when HAVE_HK_ATTN
- * is defined, else a plain exact implementation here; both are
- * deterministic for any thread count.  Returns 0 or -errno.
+ * The math is kernels/core's FlashAttention (hk_attn.h), deterministic
+ * for any thread count.  Returns 0 or -errno.
  */
 #ifndef HMM_TRAIN_ATTN_H
 #define HMM_TRAIN_ATTN_H
@@ -24,6 +23,6 @@ int attn_fwd(float *out, float *w, const float *qkv, int B, int T, int d,
 /* dqkv written (not added) from dout; w as left by attn_fwd. */
 int attn_bwd(float *dqkv, float *w, const float *dout, int B, int T, int d,
 	     int H);
-const char *attn_impl(void);	/* "hk_attn" or "naive" */
+const char *attn_impl(void);	/* "hk_attn" */
 
 #endif /* HMM_TRAIN_ATTN_H */

@@ -3,9 +3,8 @@
  * optim.h — the AdamW step hmm-train applies to one mapped block.
  *
  * optim_adamw(): p, g, m, v of n floats; decoupled weight decay wd.
- * Runs kernels/core's fused AdamW (hk_adamw.h) when HAVE_HK_ADAMW is
- * defined, else a plain loop with the same formula (bias corrections in
- * double).  Deterministic; any thread.  Returns 0 or -errno.
+ * Runs kernels/core's fused AdamW (hk_adamw.h).  Deterministic; any
+ * thread.  Returns 0 or -errno.
  */
 #ifndef HMM_TRAIN_OPTIM_H
 #define HMM_TRAIN_OPTIM_H

@@ -19,8 +19,7 @@
  * training on after a flush (and closing without one) leaves the flushed
  * checkpoint intact; the next flush replaces it.  A small tensor
  * "train.ckpt" holds a tag (state_tag) that ties the store's checkpoint
- * to the checkpoint file that describes it.  Built without libhmm (no HAVE_LIBHMM) the arrays are
- * plain memory and the budget is reported but not enforced.
+ * to the checkpoint file that describes it.
  *
  * Ownership: state_open allocates, state_close frees (and removes a store
  * file it created).  Pointers from state_map are valid until the matching

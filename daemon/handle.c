@@ -1,0 +1,83 @@
+// SPDX-License-Identifier: MIT
+/*
+ * handle.c — a client's handles: its right to use a tensor (its own, or
+ * one attached), the only way a request reaches a tensor.  Isolation: a
+ * request names a tensor by id, and only an id in the client's own
+ * handle table is accepted (administrators, uid 0 or hmmd's uid, may
+ * also evict, prefetch and list any tensor).
+ */
+#include <errno.h>
+#include <stdlib.h>
+
+#include "request.h"
+
+struct hmmd_handle *hmmd_handle_of(struct hmmd_client *cl, uint64_t id)
+{
+	unsigned i;
+
+	for (i = 0; i < cl->nhandles; i++)
+		if (cl->handles[i].dt->id == id)
+			return &cl->handles[i];
+	return NULL;
+}
+
+/* Give cl a handle on dt (a ref); lock held.  0 or -ENOMEM. */
+int hmmd_handle_add(struct hmmd_client *cl, struct hmmd_tensor *dt,
+		    unsigned access)
+{
+	struct hmmd_handle *h;
+
+	if (hmmd_handle_of(cl, dt->id))
+		return 0;
+	if (cl->nhandles == cl->cap) {
+		unsigned n = cl->cap ? cl->cap * 2 : 8;
+
+		h = realloc(cl->handles, n * sizeof(*h));
+		if (!h)
+			return -ENOMEM;
+		cl->handles = h;
+		cl->cap = n;
+	}
+	cl->handles[cl->nhandles++] = (struct hmmd_handle){ dt, access };
+	dt->refs++;
+	return 0;
+}
+
+/* Take back cl's handle on dt (lock held). */
+void hmmd_handle_drop(struct hmmd_engine *e, struct hmmd_client *cl,
+			struct hmmd_tensor *dt)
+{
+	struct hmmd_handle *h = hmmd_handle_of(cl, dt->id);
+
+	if (!h)
+		return;
+	*h = cl->handles[--cl->nhandles];
+	hmmd_tensor_put(e, dt);
+}
+
+/* The tensor of id for cl, with a ref held for the call (administrators
+ * may name any); NULL when not. */
+struct hmmd_tensor *hmmd_tensor_get(struct hmmd_req *q, uint64_t id)
+{
+	struct hmmd_handle *h;
+	struct hmmd_tensor *dt = NULL;
+
+	pthread_mutex_lock(&q->e->lock);
+	h = hmmd_handle_of(q->cl, id);
+	if (h)
+		dt = h->dt;
+	else if (q->cl->admin)
+		for (dt = q->e->tensors; dt && dt->id != id; dt = dt->next)
+			;
+	if (dt)
+		dt->refs++;
+	pthread_mutex_unlock(&q->e->lock);
+	return dt;
+}
+
+void hmmd_tensor_drop(struct hmmd_req *q, struct hmmd_tensor *dt)
+{
+	pthread_mutex_lock(&q->e->lock);
+	hmmd_tensor_put(q->e, dt);
+	pthread_mutex_unlock(&q->e->lock);
+}

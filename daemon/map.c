@@ -1,0 +1,237 @@
+// SPDX-License-Identifier: MIT
+/*
+ * map.c — MAP and UNMAP of a range of a tensor in the host tier: the
+ * engine pins the range (charged to the client's quota, engine.c), and
+ * the client gets the tensor's own memfd (see hmmd.h): no copy either
+ * way; two clients of one shared tensor share its pages.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "err.h"
+#include "request.h"
+
+/*
+ * Undo one map: unpin, release.  The client wrote straight into the
+ * engine's pages (zero-copy), so there is nothing to copy back.  Called
+ * with e->lock held; the engine's unmap runs with it dropped (mp is off
+ * every list, and only cl's own thread reaches it).
+ */
+void hmmd_map_undo(struct hmmd_engine *e, struct hmmd_client *cl,
+		      struct hmmd_map *mp)
+{
+	int ret;
+
+	pthread_mutex_unlock(&e->lock);
+	ret = hmm_unmap(mp->dt->t, mp->eptr);
+	pthread_mutex_lock(&e->lock);
+	if (ret)
+		hmmd_log("client %llu: unmap of tensor %llu: %s",
+			 (unsigned long long)cl->id,
+			 (unsigned long long)mp->dt->id, hmm_last_error());
+	mp->dt->pinned -= mp->charge;
+	eng_release(e, cl, mp->charge);
+	e->unmaps++;
+}
+
+/* Resolve HMM_ALL and check the range against the tensor. */
+static int range_of(struct hmmd_req *q, struct hmmd_tensor *dt, uint64_t *off,
+		    uint64_t *len)
+{
+	const struct hmm_proto_range *m = &q->m->u.range;
+	uint64_t bytes = hmm_tensor_bytes(dt->t);
+
+	*off = m->off;
+	*len = m->len == HMM_ALL ? (m->off < bytes ? bytes - m->off : 0)
+				 : m->len;
+	if (m->off >= bytes || *len == 0 || *len > bytes - m->off)
+		return -EINVAL;
+	return 0;
+}
+
+static uint64_t charge_of(struct hmmd_engine *e, uint64_t off, uint64_t len)
+{
+	uint64_t first = off / e->chunk, last = (off + len - 1) / e->chunk;
+
+	return (last - first + 1) * e->chunk;
+}
+
+static int map_fail(struct hmmd_req *q, struct hmmd_map *mp, int err,
+		    const char *what)
+{
+	int n = hmmd_reply_err(q, err, "map: tensor %llu (%s) [%llu, +%llu): %s",
+			  (unsigned long long)q->m->u.range.id, mp->dt->name,
+			  (unsigned long long)mp->off,
+			  (unsigned long long)mp->len, what);
+
+	free(mp);
+	return n;
+}
+
+/*
+ * A descriptor of t's memfd for the client (sent and closed by the
+ * caller) and the offset of t's byte 0 in it.  A handle without write
+ * access gets a read-only reopen, so the client cannot write a tensor
+ * shared with it read-only.
+ */
+static int map_fd(struct hmm_tensor *t, int wr, int *out, uint64_t *off)
+{
+	char path[64];
+	int fd, ret;
+
+	ret = hmm_tensor_host_fd(t, &fd, off);
+	if (ret)
+		return ret;
+	if (wr) {
+		*out = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+	} else {
+		snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+		*out = open(path, O_RDONLY | O_CLOEXEC);
+	}
+	if (*out < 0)
+		return hmm_err(-errno, "tensor %s: descriptor for the client: "
+			       "%s", hmm_tensor_name(t), strerror(errno));
+	return 0;
+}
+
+int hmmd_req_map(struct hmmd_req *q)
+{
+	const struct hmm_proto_range *m = &q->m->u.range;
+	struct hmmd_engine *e = q->e;
+	struct hmm_proto_map_reply r;
+	struct hmmd_map *mp;
+	struct hmmd_handle *h;
+	uint64_t foff = 0;
+	int ret, wr, mfd = -1;
+
+	if (m->tier != HMM_TIER_HOST)
+		return hmmd_reply_err(q, -ENOTSUP, "map: tier %u: hmmd maps the "
+				 "host tier only (a device address of hmmd "
+				 "is no use to a client)", m->tier);
+	mp = calloc(1, sizeof(*mp));
+	if (!mp)
+		return hmmd_reply_err(q, -ENOMEM, "map: no memory");
+	pthread_mutex_lock(&e->lock);
+	h = hmmd_handle_of(q->cl, m->id);
+	if (!h) {
+		pthread_mutex_unlock(&e->lock);
+		free(mp);
+		return hmmd_reply_err(q, -ENOENT, "map: tensor %llu: not yours",
+				 (unsigned long long)m->id);
+	}
+	mp->dt = h->dt;
+	if ((m->access & (HMM_WRITE | HMM_DISCARD)) &&
+	    !(h->access & HMM_WRITE)) {
+		pthread_mutex_unlock(&e->lock);
+		return map_fail(q, mp, -EACCES, "shared read-only");
+	}
+	if (range_of(q, mp->dt, &mp->off, &mp->len)) {
+		pthread_mutex_unlock(&e->lock);
+		return map_fail(q, mp, -EINVAL, "outside the tensor");
+	}
+	mp->tier = m->tier;
+	mp->access = m->access;
+	wr = !!(h->access & HMM_WRITE);
+	mp->charge = charge_of(e, mp->off, mp->len);
+	ret = eng_admit(e, q->cl, mp->charge, q->nowait);
+	if (ret == -EAGAIN) {		/* serve it where it may wait */
+		pthread_mutex_unlock(&e->lock);
+		free(mp);
+		return 0;
+	}
+	if (ret) {
+		char why[160];
+
+		if (ret == -EDQUOT && mp->charge > q->cl->quota[HMM_TIER_HOST])
+			snprintf(why, sizeof(why), "%llu bytes of chunks, more "
+				 "than the client's whole host quota %llu",
+				 (unsigned long long)mp->charge,
+				 (unsigned long long)
+				 q->cl->quota[HMM_TIER_HOST]);
+		else if (ret == -EDQUOT)
+			snprintf(why, sizeof(why), "over the client's host "
+				 "quota for %u ms (%llu of %llu pinned by its "
+				 "own maps)", e->wait_ms,
+				 (unsigned long long)
+				 eng_client_pinned(e, q->cl),
+				 (unsigned long long)
+				 q->cl->quota[HMM_TIER_HOST]);
+		else
+			snprintf(why, sizeof(why), "the host budget stayed "
+				 "full for %u ms (%llu of %llu pinned)",
+				 e->wait_ms, (unsigned long long)eng_pinned(e),
+				 (unsigned long long)e->budget);
+		pthread_mutex_unlock(&e->lock);
+		return map_fail(q, mp, ret, why);
+	}
+	mp->dt->pinned += mp->charge;
+	mp->dt->refs++;			/* the mapping holds it */
+	pthread_mutex_unlock(&e->lock);
+
+	ret = hmm_map(mp->dt->t, mp->off, mp->len, HMM_TIER_HOST, mp->access,
+		      &mp->eptr);
+	if (ret)
+		goto out_release;
+	/* zero-copy: the tensor's own memfd (see hmmd.h) */
+	ret = map_fd(mp->dt->t, wr, &mfd, &foff);
+	if (ret)
+		goto out_unmap;
+
+	pthread_mutex_lock(&e->lock);
+	mp->next = q->cl->maps;
+	q->cl->maps = mp;
+	e->maps++;
+	q->cl->maps_done++;
+	pthread_mutex_unlock(&e->lock);
+	memset(&r, 0, sizeof(r));
+	r.id = m->id;
+	r.off = mp->off;
+	r.len = mp->len;
+	r.addr = foff + mp->off;	/* byte off's offset in the memfd */
+	r.tier = HMM_TIER_HOST;
+	*q->fd = mfd;
+	return hmm_proto_encode(q->out, q->cap, HMM_PROTO_MAP_REPLY,
+				HMM_PROTO_F_FDS, q->m->hdr.seq, &r);
+
+out_unmap:
+	hmm_unmap(mp->dt->t, mp->eptr);
+out_release:
+	pthread_mutex_lock(&e->lock);
+	mp->dt->pinned -= mp->charge;
+	eng_release(e, q->cl, mp->charge);
+	hmmd_tensor_put(e, mp->dt);
+	pthread_mutex_unlock(&e->lock);
+	return map_fail(q, mp, ret, hmm_last_error());
+}
+
+int hmmd_req_unmap(struct hmmd_req *q)
+{
+	const struct hmm_proto_range *m = &q->m->u.range;
+	struct hmmd_engine *e = q->e;
+	struct hmmd_map **pp, *mp;
+
+	pthread_mutex_lock(&e->lock);
+	for (pp = &q->cl->maps; (mp = *pp); pp = &mp->next)
+		if (mp->dt->id == m->id && mp->off == m->off &&
+		    mp->tier == m->tier &&
+		    (m->len == HMM_ALL || mp->len == m->len))
+			break;
+	if (!mp) {
+		pthread_mutex_unlock(&e->lock);
+		return hmmd_reply_err(q, -EINVAL, "unmap: tensor %llu [%llu, "
+				 "+%llu): not mapped",
+				 (unsigned long long)m->id,
+				 (unsigned long long)m->off,
+				 (unsigned long long)m->len);
+	}
+	*pp = mp->next;
+	hmmd_map_undo(e, q->cl, mp);
+	hmmd_tensor_put(e, mp->dt);
+	pthread_mutex_unlock(&e->lock);
+	free(mp);
+	return hmmd_reply_ok(q);
+}
