@@ -55,8 +55,12 @@ extern "C" {
 #define HMM_READ	(1u << 0)	/* contents are read-in before map returns */
 #define HMM_WRITE	(1u << 1)	/* range becomes dirty: other copies stale */
 #define HMM_DISCARD	(1u << 2)	/* contents will be overwritten: no
-					   read-in; implies WRITE; the bytes
-					   seen at map time are unspecified */
+					   read-in of the chunks the range
+					   covers whole (to the tensor's end);
+					   implies WRITE; the range's bytes
+					   seen at map time are unspecified,
+					   the rest of a partly covered chunk
+					   is kept (read in) */
 
 /* Element types (hmm_tensor_new). */
 #define HMM_DTYPE_F32		1
