@@ -149,7 +149,10 @@ void hmm_config_default(struct hmm_config *cfg);
  * store, starts the I/O thread and the device backend.
  * Returns 0 and *out, or -EINVAL (bad field, named in the detail),
  * the connect error of daemon (e.g. -ENOENT, -ECONNREFUSED), -ENODEV (device
- * "cuda" with no driver or GPU), or the store's error.  Any thread.
+ * "cuda" with no driver or GPU), -EBUSY (another context, of this or
+ * another process, has the store open: one context per store, by an
+ * exclusive lock held until hmm_close; the detail names the path and the
+ * holder's pid), or the store's error.  Any thread.
  */
 int hmm_open(const struct hmm_config *cfg, struct hmm **out);
 
