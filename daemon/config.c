@@ -99,9 +99,10 @@ int hmmd_config_set(struct hmmd_config *cfg, const char *key,
 		  &cfg->module_store_size : &cfg->store_size) = v;
 		return 0;
 	}
-	if (!strcmp(key, "max_clients") || !strcmp(key, "verbose")) {
-		int max = !strcmp(key, "verbose") ? 1 : HMMD_MAX_CLIENTS;
-		int min = !strcmp(key, "verbose") ? 0 : 1;
+	if (!strcmp(key, "max_clients") || !strcmp(key, "verbose") ||
+	    !strcmp(key, "format")) {
+		int max = strcmp(key, "max_clients") ? 1 : HMMD_MAX_CLIENTS;
+		int min = strcmp(key, "max_clients") ? 0 : 1;
 		char *end;
 		long n;
 
@@ -114,6 +115,8 @@ int hmmd_config_set(struct hmmd_config *cfg, const char *key,
 		}
 		if (!strcmp(key, "verbose"))
 			cfg->verbose = (int)n;
+		else if (!strcmp(key, "format"))
+			cfg->format = (int)n;
 		else
 			cfg->max_clients = (unsigned)n;
 		return 0;

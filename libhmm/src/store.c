@@ -453,8 +453,11 @@ static int format_or_load(struct hmm_store *s,
 		return hmm_err(-ENODATA, "store %s: no store here (open with "
 			       "HMM_STORE_CREATE to make one)", s->path);
 	if (!empty)
-		return hmm_err(-EEXIST, "store %s: holds other data (open with "
-			       "HMM_STORE_TRUNCATE to overwrite it)", s->path);
+		return hmm_err(-EEXIST, "store %s: foreign data: first bytes "
+			       "are not an hmm superblock (%llu bytes; only an "
+			       "explicit format overwrites them: "
+			       "HMM_CONFIG_STORE_FORMAT, --format)", s->path,
+			       (unsigned long long)have);
 fmt:
 	err = format(s, cfg, have, blk);
 	if (err)

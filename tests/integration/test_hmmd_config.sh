@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# test_hmmd_config — hmmd's config keys host_dir, module, module_store and
-# module_store_size (and their flags): good values run, bad ones exit with
-# a log line naming the file, line, key or path.
+# test_hmmd_config — hmmd's config keys host_dir, module, module_store,
+# module_store_size and format (and their flags): good values run, bad
+# ones exit with a log line naming the file, line, key or path; a foreign
+# store file is refused, untouched, unless --format (or format = 1).
 set -u
 B=${HMM_BUILD:-build}
 d=${HMM_TEST_DIR:-build/tmp}/hmmd-config.$$
@@ -36,5 +37,30 @@ ok $([ $? = 1 ] && grep -q "$d/none" "$d/log"; echo $?) "--host-dir missing: exi
 "$B/bin/hmmd" --module "$d/nodev" --socket "$d/s" --store "$d/st" 2>"$d/log"
 ok $([ $? = 1 ] && grep -q "$d/nodev" "$d/log"; echo $?) "an explicit module that is absent: exit 1, named"
 ok $([ ! -e "$d/s" ]; echo $?) "no socket left behind"
+
+# a foreign store: refused and untouched; --format / format = 1 format it
+head -c 4194304 /dev/urandom >"$d/foreign" && cp "$d/foreign" "$d/foreign.copy"
+"$B/bin/hmmd" --module none --socket "$d/s" --store "$d/foreign" 2>"$d/log"
+ok $([ $? = 1 ] && grep -q "$d/foreign: foreign data" "$d/log"; echo $?) "a foreign store file: exit 1, path and foreign data named"
+ok $(cmp -s "$d/foreign" "$d/foreign.copy"; echo $?) "and the file is untouched"
+printf '[hmmd]\nformat = yes\n' >"$d/bad.conf"
+"$B/bin/hmmd" --config "$d/bad.conf" --socket "$d/s" 2>"$d/log"
+ok $([ $? = 2 ] && grep -q 'bad.conf:2: format: "yes"' "$d/log"; echo $?) "format = yes: exit 2, key named"
+for how in flag key; do
+	cp "$d/foreign.copy" "$d/foreign"
+	if [ $how = flag ]; then
+		"$B/bin/hmmd" --module none --socket "$d/s" --store "$d/foreign" --store-size 64M --format 2>"$d/log" &
+	else
+		printf '[hmmd]\nformat = 1\n' >"$d/fmt.conf"
+		"$B/bin/hmmd" --config "$d/fmt.conf" --module none --socket "$d/s" --store "$d/foreign" --store-size 64M 2>"$d/log" &
+	fi
+	pid=$!
+	for i in $(seq 100); do [ -S "$d/s" ] && break; sleep 0.05; done
+	"$B/bin/hmmctl" --socket "$d/s" status >"$d/status" 2>&1
+	ok $? "format by $how: hmmd serves on the formatted store"
+	kill $pid; wait $pid 2>/dev/null
+	ok $([ "$(head -c 8 "$d/foreign")" = HMMSTORE ]; echo $?) "format by $how: the file is an hmm store now"
+done
+pid=
 echo "1..$n"
 exit $failed

@@ -45,7 +45,7 @@ struct state {
 	int pending[2];		/* blocks stepped last, write-back unchecked
 				   (-1: none); [1] is the older */
 	int offloaded, unlink_store;
-	int has_store, reopen;	/* see state_config: persist, reopen */
+	int has_store, reopen, format;	/* see state_config */
 	char store_path[4096];
 	double map_s;
 #ifdef HAVE_LIBHMM
@@ -153,11 +153,11 @@ static int store_preflight(struct state *s)
 		close(fd);
 		return 0;
 	}
-	if (!created && !looks_like_store(fd, st.st_size)) {
+	if (!created && !s->format && !looks_like_store(fd, st.st_size)) {
 		close(fd);
 		return fail(-EEXIST, "store %s: the file exists (%lld bytes) and "
 			    "is not an hmm store; refusing to overwrite it "
-			    "(remove it or pick another --store)", p,
+			    "(remove it, pick another --store, or --format)", p,
 			    (long long)st.st_size);
 	}
 	r = posix_fallocate(fd, 0, s->store_size);
@@ -294,10 +294,14 @@ static int backend_open(struct state *s, const struct state_config *cfg)
 	}
 	if (s->reopen)
 		hc.flags |= HMM_CONFIG_STORE_KEEP;
+	else if (s->format)
+		hc.flags |= HMM_CONFIG_STORE_FORMAT;
 	err = hmm_open(&hc, &s->h);
 	if (err)
-		return fail(err, "libhmm: %s%s%s", hmm_strerror(err),
-			    *hmm_last_error() ? ": " : "", hmm_last_error());
+		return fail(err, "libhmm: %s%s%s%s", hmm_strerror(err),
+			    *hmm_last_error() ? ": " : "", hmm_last_error(),
+			    err == -EEXIST ? "; hmm-train --format formats "
+			    "it" : "");
 	s->t = calloc((size_t)s->nblocks * ST_KINDS, sizeof(*s->t));
 	if (!s->t)
 		return fail(-ENOMEM, "out of memory");
@@ -695,6 +699,7 @@ int state_open(const struct state_config *cfg, struct state **out)
 		s->whole = 0;
 	s->has_store = s->offloaded || cfg->persist || cfg->reopen;
 	s->reopen = cfg->reopen;
+	s->format = cfg->format;
 	if ((cfg->persist || cfg->reopen) && !cfg->store_path) {
 		err = fail(-EINVAL, "state: a kept store needs a path");
 		goto out_free;
