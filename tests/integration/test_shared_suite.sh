@@ -12,7 +12,7 @@ B=${HMM_BUILD:-build}
 tests="test_tensor_basic test_tensor_args test_tensor_persist
        test_tensor_backpressure test_tensor_fault test_tensor_hostfd
        test_tensor_pressure test_tensor_sched test_dlpack test_region
-       test_tensor_discard"
+       test_tensor_discard test_tensor_mapptr"
 [ -x "$B/bin/hmmd" ] || { echo "1..0 # SKIP $B/bin/hmmd not built"; exit 77; }
 n=0 failed=0 skips=""
 for t in $tests; do
