@@ -24,13 +24,14 @@ x = torch.randint(0, 256, (B, T))
 y = torch.randint(0, 256, (B, T))
 
 
-def grads(ctx=None, min_bytes=0):
+def grads(ctx=None, min_bytes=0, keep_bytes=0):
     model.zero_grad(set_to_none=True)
     off = None
     if ctx is None:
         out = model(x)
     else:
-        with hmm.torch.offload_activations(ctx, min_bytes=min_bytes) as off:
+        with hmm.torch.offload_activations(ctx, min_bytes=min_bytes,
+                                               keep_bytes=keep_bytes) as off:
             out = model(x)
     loss = torch.nn.functional.cross_entropy(out.reshape(-1, 256),
                                              y.reshape(-1))
