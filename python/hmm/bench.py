@@ -125,21 +125,30 @@ def one_way(a):
             return
         res["host_budget"] = budget
     losses, t0, packed = [], None, 0
+    phase = [0.0, 0.0, 0.0]     # forward, backward, optimizer (timed steps)
     for s in range(a.steps):
         if s == 1:
             t0 = time.perf_counter()
+            phase = [0.0, 0.0, 0.0]
         x, y = data[s, :, :-1], data[s, :, 1:]
+        t = [time.perf_counter()]
         with hooks() as off:
             logits = model(x)
         loss = torch.nn.functional.cross_entropy(
             logits.reshape(-1, c["vocab"]), y.reshape(-1))
+        t.append(time.perf_counter())
         if a.way == "deepspeed":
             model.backward(loss)
+            t.append(time.perf_counter())
             model.step()
         else:
             opt.zero_grad(set_to_none=False)
             loss.backward()
+            t.append(time.perf_counter())
             opt.step()
+        t.append(time.perf_counter())
+        for i in range(3):
+            phase[i] += t[i + 1] - t[i]
         if off is not None:
             packed = off.packed_bytes
         del logits, off
@@ -147,6 +156,8 @@ def one_way(a):
     dt = time.perf_counter() - t0
     res.update(tok_s=(a.steps - 1) * c["batch"] * c["ctx"] / dt,
                step_s=dt / (a.steps - 1), losses=losses,
+               fwd_s=phase[0] / (a.steps - 1), bwd_s=phase[1] / (a.steps - 1),
+               opt_s=phase[2] / (a.steps - 1),
                peak_rss=peak_rss())
     if ctx is not None:
         st = ctx.stats()
@@ -234,6 +245,8 @@ def main():
                activation_bytes=get("hmm", "activation_bytes"),
                store_bytes_written=get("hmm", "store_bytes_written"),
                steps=a.steps, params=get("inmem", "params"),
+               phases_s={w: [r.get(k) for k in ("fwd_s", "bwd_s", "opt_s")]
+                         for w, r in runs.items() if r.get("tok_s")},
                deepspeed_error=get("deepspeed", "error"),
                losses={w: r.get("losses") for w, r in runs.items()})
     print(json.dumps(out))

@@ -4,7 +4,8 @@ the backward goes to hmm tensors (and from there, asynchronously, to the
 store), and comes back for the backward with prefetch in reverse order.
 
 Over torch.autograd.graph.saved_tensors_hooks: pack copies a saved CPU
-tensor of at least min_bytes (not a parameter: those stay alive anyway)
+tensor of at least min_bytes (not a parameter or a view of one: those
+stay alive anyway)
 into a new hmm tensor of its bytes, and starts the eviction of the
 tensors packed before it beyond the newest keep_bytes; unpack
 prefetches ahead_bytes of those packed before it (the next ones the
@@ -32,6 +33,13 @@ def _dense(x):
             return False
         want *= sz
     return True
+
+
+def _is_param(x):
+    """A parameter, or a view of one (Linear saves weight.t()): alive
+    anyway, so not worth a copy."""
+    return any(t is not None and t.is_leaf and t.requires_grad
+               for t in (x, x._base))
 
 
 class _Saved:
@@ -80,8 +88,7 @@ class _Offloader:
 
     def pack(self, x):
         if (not isinstance(x, torch.Tensor) or x.device.type != "cpu" or
-                x.layout != torch.strided or
-                (x.is_leaf and x.requires_grad) or
+                x.layout != torch.strided or _is_param(x) or
                 x.numel() * x.element_size() < self.min_bytes):
             return x
         s = _Saved(self.ctx, x, "act.%d" % len(self.order))
