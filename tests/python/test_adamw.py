@@ -36,10 +36,10 @@ def run(make, steps, ps=None):
     return ps, opt
 
 
-def ulps(a, b):
+def ulps(a, b, lr=HP["lr"]):
     """Largest |a - b| in ulps of the larger of |a|, |b| and lr (the
     update's own scale: a weight that crosses zero keeps lr's rounding)."""
-    m = torch.maximum(a.abs(), b.abs()).clamp(min=HP["lr"])
+    m = torch.maximum(a.abs(), b.abs()).clamp(min=lr)
     ulp = torch.pow(2.0, torch.floor(torch.log2(m)) - 23)
     return ((a - b).abs() / ulp).max().item()
 
@@ -87,6 +87,19 @@ with tap.context(host_budget="64M", store_size="128M") as big:
     big_ps, _ = run(lambda ps: hmm.torch.AdamW(ps, ctx=big, **HP), STEPS)
     ok(all(torch.equal(a, b) for a, b in zip(got, big_ps)),
        "bit-identical between a 512 KiB and a 64 MiB host budget")
+    # a parameter group added after construction gets its state then
+    extra = [torch.nn.Parameter(torch.linspace(-1, 1, 1000))
+             for _ in range(2)]
+    topt = torch.optim.AdamW([torch.nn.Parameter(torch.zeros(1))], **HP)
+    opt = hmm.torch.AdamW([torch.nn.Parameter(torch.zeros(1))], ctx=big,
+                          **HP)
+    for o, e in ((topt, extra[0]), (opt, extra[1])):
+        o.add_param_group({"params": [e], "lr": 0.1})
+        e.grad = torch.linspace(1, 2, 1000)
+        o.step()
+    ok(ulps(extra[0].detach(), extra[1].detach(), 0.1) <= 4 and
+       not torch.equal(extra[1].detach(), torch.linspace(-1, 1, 1000)),
+       "add_param_group: the new group is stepped with its own lr")
     raises(lambda: hmm.torch.AdamW([torch.nn.Parameter(
         torch.zeros(4, dtype=torch.float64))], ctx=big), errno.EINVAL,
         "float64", "a float64 parameter")

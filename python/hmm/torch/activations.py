@@ -65,7 +65,10 @@ class _Saved:
     def __del__(self):
         t = getattr(self, "t", None)
         if t is not None and t.ctx._h is not None:
-            t.free()
+            try:
+                t.free()
+            except OSError:
+                pass            # still mapped: hmm_close frees it
 
 
 class _Offloader:

@@ -157,11 +157,13 @@ class AdamW(torch.optim.Optimizer):
                 loss = closure()
         work = [(g, p) for g in self.param_groups for p in g["params"]
                 if p.grad is not None]
-        flat_slices = [(g, p, s) for g, p in work for s in self._slices[p]]
         for g, p in work:
             if p.grad.is_sparse:
                 raise OSError(errno.EINVAL, "hmm.torch.AdamW: sparse grads")
+            if p not in self._slices:       # a group added since
+                self._init_param(len(self._slices), p)
             self.state[p]["step"] += 1
+        flat_slices = [(g, p, s) for g, p in work for s in self._slices[p]]
         grads = {p: p.grad.detach().reshape(-1).contiguous()
                  for _, p in work}
         for k, (g, p, s) in enumerate(flat_slices):
