@@ -52,6 +52,13 @@ static const struct field {
 };
 #define NFIELDS (sizeof(fields) / sizeof(fields[0]))
 
+/* A field added to struct hmm_config (or carved from reserved[]) needs
+ * its row above, and test_config_set's count: fail the build until then. */
+_Static_assert(sizeof(struct hmm_config) == 120 &&
+	       offsetof(struct hmm_config, reserved) ==
+	       offsetof(struct hmm_config, flags) + sizeof(uint32_t),
+	       "struct hmm_config changed: update fields[] in config_set.c");
+
 static const char *const policy_name[] = { "lru", "schedule" };
 
 static const struct {
@@ -180,17 +187,18 @@ int hmm_config_set(struct hmm_config *cfg, const char *key,
 		   const char *value)
 {
 	const struct field *f = field_of(key);
-	char *p = (char *)cfg + (f ? f->off : 0);
 	uint64_t sz;
 	uint32_t u;
 	long long v;
 	int r = 0;
+	char *p;
 
 	if (!cfg)
 		return hmm_err(-EINVAL, "hmm_config_set: no config");
 	if (!f)
 		return hmm_err(-EINVAL, "hmm_config_set: unknown key '%s'",
 			       key ? key : "(null)");
+	p = (char *)cfg + f->off;
 	if (!value && f->kind != K_STR)
 		return hmm_err(-EINVAL, "config.%s: no value (want %s)",
 			       key, expect(f->kind));
@@ -258,7 +266,7 @@ int hmm_config_get(const struct hmm_config *cfg, const char *key,
 		   char *buf, size_t cap)
 {
 	const struct field *f = field_of(key);
-	const char *p = (const char *)cfg + (f ? f->off : 0);
+	const char *p;
 	uint32_t u;
 
 	if (!cfg || (!buf && cap))
@@ -266,6 +274,7 @@ int hmm_config_get(const struct hmm_config *cfg, const char *key,
 	if (!f)
 		return hmm_err(-EINVAL, "hmm_config_get: unknown key '%s'",
 			       key ? key : "(null)");
+	p = (const char *)cfg + f->off;
 	switch (f->kind) {
 	case K_STR:
 		return snprintf(buf, cap, "%s",

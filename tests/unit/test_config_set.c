@@ -130,6 +130,10 @@ int main(void)
 	set_bad(c, "policy", "2", "policy");
 	set_bad(c, "flags", "store_keep,turbo", "store_keep,turbo");
 	set_bad(c, "reserved", "0", "reserved");
+	t_eq(hmm_config_set(NULL, "host_budget", "1G"), -EINVAL,
+	     "set on no config is -EINVAL");
+	t_eq(hmm_config_get(NULL, "host_budget", buf, sizeof(buf)), -EINVAL,
+	     "get on no config is -EINVAL");
 	t_eq(hmm_config_get(c, "nope", buf, sizeof(buf)), -EINVAL,
 	     "get of an unknown key is -EINVAL");
 	t_ok(strstr(hmm_last_error(), "nope") != NULL, "naming it");
