@@ -87,6 +87,19 @@ with tap.context(host_budget="64M", store_size="128M") as big:
     big_ps, _ = run(lambda ps: hmm.torch.AdamW(ps, ctx=big, **HP), STEPS)
     ok(all(torch.equal(a, b) for a, b in zip(got, big_ps)),
        "bit-identical between a 512 KiB and a 64 MiB host budget")
+    # weights the caller changes between steps are what the next steps
+    pt, ot = run(lambda ps: torch.optim.AdamW(ps, **HP), 2)
+    ph, oh = run(lambda ps: hmm.torch.AdamW(ps, ctx=big, **HP), 2)
+    for ps, o in ((pt, ot), (ph, oh)):
+        with torch.no_grad():
+            for p, g in zip(ps, grads(2)):
+                p.mul_(0.5)
+                p.grad = g
+        o.step()
+    worst = max(ulps(a.detach(), b.detach()) for a, b in zip(pt, ph))
+    ok(worst <= 12, "weights changed between steps are stepped as "
+       "torch.optim.AdamW steps them (%g ulps)" % worst)
+
     # a parameter group added after construction gets its state then
     extra = [torch.nn.Parameter(torch.linspace(-1, 1, 1000))
              for _ in range(2)]

@@ -8,11 +8,14 @@ Each parameter is cut in slices of at most slice_bytes; a slice has three
 fp32 hmm tensors: the master copy of the weights, m and v (in the store,
 under the context's host budget).  A step, slice by slice: the gradient
 is copied into a fresh hmm tensor kept mapped (so the pipeline never
-writes it back), the master is mapped for the whole slice (read while the
-next slice's master is prefetched), the pipeline streams m and v, the
-updated master is copied into the model's weights, then unmapped and
-evicted (its write-back overlaps the next slice) and the gradient tensor
-freed.  AdamW is elementwise: the bits do not depend on the slicing, the
+writes it back), the master is mapped for the whole slice and filled
+from the model's weights (they hold the same bytes, or newer ones the
+caller set, as torch.optim.AdamW would step: no read from the store),
+the next slice's first m and v pieces are prefetched, the pipeline
+streams m and v, the updated master is copied into the model's weights,
+then unmapped and evicted (its write-back overlaps the next slice: the
+store holds the weights as of the last step, for a flush) and the
+gradient tensor freed.  AdamW is elementwise: the bits do not depend on the slicing, the
 host budget or the pipeline depth.
 """
 import ctypes
@@ -125,29 +128,41 @@ class AdamW(torch.optim.Optimizer):
         g = ctx.tensor(s.name + ".g", (n,))
         try:
             gp = g.map_ptr(0, _lib.HMM_ALL, "host", "discard")
-            ctypes.memmove(gp, grad[s.lo:s.hi].data_ptr(), n * 4)
-            mp = s.master.map_ptr(0, _lib.HMM_ALL, "host", "rw")
             try:
-                if nxt is not None:
-                    nxt.master.prefetch("host")
-                o = _Offload(param=s.master._handle(), grad=g._handle(),
-                             exp_avg=s.m._handle(), exp_avg_sq=s.v._handle(),
-                             chunk_bytes=ctx.chunk_bytes, depth=self.depth)
-                name = s.name.encode()
-                o.hp.lr, o.hp.eps = group["lr"], group["eps"]
-                o.hp.beta1, o.hp.beta2 = group["betas"]
-                o.hp.weight_decay = group["weight_decay"]
-                o.hp.step, o.hp.name = st["step"], name
-                hk = _lib.hk()
-                r = hk.hk_offload_adamw_step(ctx._handle(), ctypes.byref(o))
-                check(r, "hmm.torch.AdamW", hk.hk_offload_error)
-                ctypes.memmove(flat[s.lo:s.hi].data_ptr(), mp, n * 4)
+                ctypes.memmove(gp, grad[s.lo:s.hi].data_ptr(), n * 4)
+                self._step_mapped(group, st, s, g, flat, nxt)
             finally:
-                s.master.unmap_ptr(mp)
-            s.master.evict("host")
-            g.unmap_ptr(gp)
+                g.unmap_ptr(gp)
         finally:
             g.free()
+
+    def _step_mapped(self, group, st, s, g, flat, nxt):
+        """The step of slice s, its gradient g mapped."""
+        ctx, n = self.ctx, s.hi - s.lo
+        # the model's weights are the master's bytes (or newer, if the
+        # caller set them): no read from the store
+        mp = s.master.map_ptr(0, _lib.HMM_ALL, "host", "discard")
+        try:
+            ctypes.memmove(mp, flat[s.lo:s.hi].data_ptr(), n * 4)
+            if nxt is not None:         # the next slice's first pieces
+                ahead = min(2 * ctx.chunk_bytes, nxt.m.nbytes)
+                nxt.m.prefetch("host", 0, ahead)
+                nxt.v.prefetch("host", 0, ahead)
+            o = _Offload(param=s.master._handle(), grad=g._handle(),
+                         exp_avg=s.m._handle(), exp_avg_sq=s.v._handle(),
+                         chunk_bytes=ctx.chunk_bytes, depth=self.depth)
+            name = s.name.encode()
+            o.hp.lr, o.hp.eps = group["lr"], group["eps"]
+            o.hp.beta1, o.hp.beta2 = group["betas"]
+            o.hp.weight_decay = group["weight_decay"]
+            o.hp.step, o.hp.name = st["step"], name
+            hk = _lib.hk()
+            r = hk.hk_offload_adamw_step(ctx._handle(), ctypes.byref(o))
+            check(r, "hmm.torch.AdamW", hk.hk_offload_error)
+            ctypes.memmove(flat[s.lo:s.hi].data_ptr(), mp, n * 4)
+        finally:
+            s.master.unmap_ptr(mp)
+        s.master.evict("host")
 
     @torch.no_grad()
     def step(self, closure=None):
