@@ -111,9 +111,12 @@ def one_way(a):
     elif a.way == "hmm":
         import hmm
         import hmm.torch
-        ctx = hmm.Context(store=os.path.join(a.dir, "bench.store"),
-                          store_size=str(4 * state), host_budget=budget,
-                          chunk_bytes="1M")
+        store = os.path.join(a.dir, "bench.%d.store" % os.getpid())
+        try:
+            ctx = hmm.Context(store=store, store_size=str(4 * state),
+                              host_budget=budget, chunk_bytes="1M")
+        finally:
+            os.unlink(store)    # open: it lives on until the close
         opt = hmm.torch.AdamW(model.parameters(), lr=1e-3, ctx=ctx)
         hooks = lambda: hmm.torch.offload_activations(  # noqa: E731
             ctx, min_bytes=a.min_bytes)
