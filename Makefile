@@ -143,6 +143,20 @@ $(LIBHMM_SO): $(call obj,$(LIBHMM_SRC)) libhmm/libhmm.map
 		-o $@ $(call obj,$(LIBHMM_SRC)) $(LDFLAGS) $(LDLIBS)
 	ln -sf libhmm.so.0 $(B)/lib/libhmm.so
 
+# The CPU kernels and the offloaded step as one shared library, for
+# ctypes (python/hmm); it needs libhmm.so.0, found next to it.
+HK_SO := $(B)/lib/libhk.so.0
+$(HK_SO): $(call obj,$(HK_SRC) $(BIND_SRC)) kernels/libhk.map $(LIBHMM_SO)
+	$(CC) -shared -Wl,-soname,libhk.so.0 -Wl,--version-script=kernels/libhk.map \
+		-Wl,-rpath,'$$ORIGIN' -o $@ $(call obj,$(HK_SRC) $(BIND_SRC)) \
+		$(LDFLAGS) -L$(B)/lib -l:libhmm.so.0 -lpthread -lm
+all: $(if $(HAVE_USER),$(if $(SAN),,$(HK_SO)))
+.PHONY: install-hk
+install: install-hk
+install-hk: $(HK_SO)
+	install -d $(DESTDIR)$(PREFIX)/lib
+	install -m 755 $(HK_SO) $(DESTDIR)$(PREFIX)/lib/
+
 $(B)/lib/pkgconfig/libhmm.pc: libhmm/libhmm.pc.in
 	@mkdir -p $(@D)
 	sed 's,@PREFIX@,$(PREFIX),' $< >$@

@@ -150,6 +150,38 @@ struct hmm_tensor;		/* hmm_tensor_new / hmm_tensor_free */
 void hmm_config_default(struct hmm_config *cfg);
 
 /*
+ * A config by name, for bindings that should not know the struct's
+ * layout (python/hmm; libhmm/src/config_set.c).  The keys are the field
+ * names: store_path, store_size, host_budget, device_budget, device,
+ * daemon, trace_path, host_dir, chunk_bytes, policy, prefetch_depth,
+ * wait_ms, sim_bandwidth, numa_node, device_index, flags.  Values are
+ * strings: sizes (store_size, host_budget, device_budget, chunk_bytes,
+ * sim_bandwidth) as hmm_size_parse() reads them ("2G", "64K"); counts
+ * and numa_node / device_index in decimal; policy "lru" or "schedule";
+ * flags "store_buffered", "store_keep", "host_shared", "store_format" joined by ',' (or
+ * a number, "0" for none).  A string field keeps the value's pointer,
+ * as an assignment would (NULL sets NULL): it must stay valid until
+ * hmm_open() copies it.
+ * hmm_config_set returns 0, or -EINVAL (unknown key, or a value that is
+ * not of the key's kind or does not fit it: the detail names both;
+ * nothing changed).  Range checks of the whole config stay hmm_open's.
+ * hmm_config_get writes the value (sizes in bytes; a NULL string as "")
+ * into buf (cap bytes, terminated when cap > 0) and returns the length
+ * it needs, as snprintf, or -EINVAL (unknown key).
+ * hmm_config_key(i) is the i-th key, NULL past the last: to enumerate.
+ * hmm_config_new returns a heap config with the defaults (NULL when out
+ * of memory), hmm_config_free frees it.  Any thread; a config itself is
+ * not locked.
+ */
+struct hmm_config *hmm_config_new(void);
+void hmm_config_free(struct hmm_config *cfg);
+int hmm_config_set(struct hmm_config *cfg, const char *key,
+		   const char *value);
+int hmm_config_get(const struct hmm_config *cfg, const char *key,
+		   char *buf, size_t cap);
+const char *hmm_config_key(unsigned i);
+
+/*
  * Open a context: validates cfg, opens the store, starts the I/O thread
  * and the device backend.  The store: with HMM_CONFIG_STORE_KEEP an hmm
  * store is loaded as it is (a new or empty file or device is formatted,
