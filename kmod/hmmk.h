@@ -213,6 +213,7 @@ struct hmmk_req {
 };
 
 /* daemon.c: the EVICT / FILL channel and the request lifecycle. */
+bool hmmk_privileged(void);
 long hmmk_daemon_attach(struct hmmk_space *space);
 void hmmk_daemon_detach(struct hmmk_space *space);
 long hmmk_daemon_info(void __user *arg);

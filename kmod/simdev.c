@@ -309,10 +309,13 @@ long hmmk_dev_access_ioctl(struct hmmk_space *space, void __user *arg)
 	return hmmk_range_ioctl(space, arg, &r, hmmk_dev_access_block);
 }
 
+/* Module-wide knobs: only for whoever may be the daemon. */
 long hmmk_simdev_config_ioctl(void __user *arg)
 {
 	struct hmmk_simdev_config c;
 
+	if (!hmmk_privileged())
+		return -EPERM;
 	if (copy_from_user(&c, arg, sizeof(c)))
 		return -EFAULT;
 	if (c.reserved0 || !hmmk_zero(c.reserved, sizeof(c.reserved)))
