@@ -15,7 +15,8 @@
  * daemon) and move on faults and on the operations below.
  *
  * Access: /dev/hmmk is 0660 (group hmm by kmod/60-hmmk.rules); each open
- * is a space of its own that no other opener can reach.
+ * is a space of its own that no other opener can reach.  Region pages are
+ * charged to the opener's memory cgroup.
  *
  * Threading: every ioctl may be called from any thread of the opener's
  * process; the module serialises per 2 MiB block.  Daemon ioctls are made
