@@ -253,7 +253,10 @@ demo: deps
 deps:
 	scripts/deps.sh
 
-# ---- install (DESTDIR, PREFIX) ----------------------------------------------
+# ---- install (DESTDIR, PREFIX, UDEVRULESDIR) --------------------------------
+# The udev rule gives /dev/hmmk to group hmm; /etc, as udev reads no
+# /usr/local.
+UDEVRULESDIR ?= /etc/udev/rules.d
 install: all
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib/pkgconfig \
 		$(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/share/man/man1 \
@@ -267,6 +270,8 @@ install: all
 	install -m 644 $(wildcard man/*.1) $(DESTDIR)$(PREFIX)/share/man/man1/
 	install -m 644 $(wildcard man/*.3) $(DESTDIR)$(PREFIX)/share/man/man3/
 	$(if $(wildcard man/*.8),install -m 644 $(wildcard man/*.8) $(DESTDIR)$(PREFIX)/share/man/man8/)
+	install -d $(DESTDIR)$(UDEVRULESDIR)
+	install -m 644 kmod/60-hmmk.rules $(DESTDIR)$(UDEVRULESDIR)/
 
 clean:
 	rm -rf $(B)
