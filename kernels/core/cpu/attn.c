@@ -43,7 +43,7 @@
 #define LDT HK_ATTN_LDT
 
 static __thread char err_msg[200];
-static const struct hk_attn_ops *forced_ops;
+static int forced_isa = -1;
 
 /* ---- types and rows --------------------------------------------------- */
 
@@ -177,14 +177,14 @@ static void pack_t(struct hk_attn_ctx *c, const void *src, float *dst,
 static void pack_vp(struct hk_attn_ctx *c, const void *src, float *dst,
 		    int b, int g, int t, float *row)
 {
-	int d = c->a.d, dp = c->dp, j0 = t * BC;
+	int d = c->a.d, dp = c->dp, j0 = t * BC, vpw = hk_attn_vpw(c);
 	int nc = c->a.Nk - j0 < BC ? c->a.Nk - j0 : BC;
 
 	for (int j = 0; j < nc; j++) {
 		load_row(row, src, kv_off(c, b, g, j0 + j), d, c->a.dtype);
 		memset(row + d, 0, (dp - d) * sizeof(float));
-		for (int p0 = 0; p0 < dp; p0 += HK_ATTN_VPW) {
-			int w = dp - p0 < HK_ATTN_VPW ? dp - p0 : HK_ATTN_VPW;
+		for (int p0 = 0; p0 < dp; p0 += vpw) {
+			int w = dp - p0 < vpw ? dp - p0 : vpw;
 
 			memcpy(dst + (size_t)p0 * BC + j * w, row + p0,
 			       w * sizeof(float));
@@ -273,7 +273,7 @@ int hk_attn_pack(struct hk_attn_ctx *c, int bwd)
 	c->qf = c->own[4] ? c->own[4] : (const float *)c->q;
 	c->dof = c->own[5] ? c->own[5] : (const float *)c->dout;
 	r = hk_attn_run(c, a->B * a->Hkv * c->ntk +
-			(plain ? 0 : a->B * a->H), a->d, pack_item);
+			(plain ? 0 : a->B * a->H), c->dp, pack_item);
 	return r;
 }
 
@@ -334,6 +334,15 @@ int hk_attn_resolve(const struct hk_attn *a, struct hk_attn *out)
 	return 0;
 }
 
+/* The primitives of ISA level isa for dtype: tiles only for bf16. */
+static const struct hk_attn_ops *hk_attn_ops_for(int isa, int dtype)
+{
+	if (isa >= HK_ISA_AMX && dtype == HK_BF16)
+		return &hk_attn_amx_ops;
+	return isa >= HK_ISA_AVX512 ? &hk_attn_avx512_ops :
+	       isa == HK_ISA_AVX2 ? &hk_attn_avx2_ops : &hk_attn_scalar_ops;
+}
+
 int hk_attn_setup(struct hk_attn_ctx *c, const struct hk_attn *a)
 {
 	int r;
@@ -347,11 +356,8 @@ int hk_attn_setup(struct hk_attn_ctx *c, const struct hk_attn *a)
 	c->off = a->Nk - a->Nq;
 	c->ntq = (a->Nq + BR - 1) / BR;
 	c->ntk = (a->Nk + BC - 1) / BC;
-	c->ops = forced_ops;
-	if (!c->ops)
-		c->ops = hk_isa() == HK_ISA_AVX512 ? &hk_attn_avx512_ops :
-			 hk_isa() == HK_ISA_AVX2 ? &hk_attn_avx2_ops :
-			 &hk_attn_scalar_ops;
+	c->ops = hk_attn_ops_for(forced_isa >= 0 ? forced_isa : hk_isa(),
+				 a->dtype);
 	return 0;
 }
 
@@ -363,24 +369,19 @@ const char *hk_attn_strerror(void)
 int hk_attn_force_isa(int isa)
 {
 	if (isa < 0) {
-		forced_ops = NULL;
+		forced_isa = -1;
 		return 0;
 	}
-	if (isa > HK_ISA_AVX512 || !hk_isa_supported(isa))
+	if (isa > HK_ISA_AMX || !hk_isa_supported(isa))
 		return -ENOTSUP;
-	forced_ops = isa == HK_ISA_AVX512 ? &hk_attn_avx512_ops :
-		     isa == HK_ISA_AVX2 ? &hk_attn_avx2_ops :
-		     &hk_attn_scalar_ops;
+	forced_isa = isa;
 	return 0;
 }
 
-const char *hk_attn_isa_name(void)
+const char *hk_attn_isa_name(int dtype)
 {
-	struct hk_attn_ctx c;
-	struct hk_attn a = { .B = 1, .H = 1, .Nq = 1, .Nk = 1, .d = 1 };
-
-	hk_attn_setup(&c, &a);
-	return c.ops->name;
+	return hk_attn_ops_for(forced_isa >= 0 ? forced_isa : hk_isa(),
+			       dtype)->name;
 }
 
 /* ---- forward ---------------------------------------------------------- */
@@ -440,7 +441,7 @@ static void fwd_finish(struct hk_attn_ctx *c, int bh, int i0, int mr,
 static void fwd_item(struct hk_attn_ctx *c, float *slot, int it)
 {
 	const struct hk_attn *a = &c->a;
-	int dp = c->dp, d = a->d;
+	int dp = c->dp, d = a->d, vpw = hk_attn_vpw(c);
 	int bh = it / c->ntq, i0 = it % c->ntq * BR;
 	int bg = bh / a->H * a->Hkv + bh % a->H / c->grp;
 	int mr = a->Nq - i0 < BR ? a->Nq - i0 : BR;
@@ -460,8 +461,8 @@ static void fwd_item(struct hk_attn_ctx *c, float *slot, int it)
 
 		c->ops->gemm(mr, hk_round8(nc), d, Q, dp, 1, Kt, LDT, S, LDT, 0);
 		fwd_softmax(c, S, mr, i0, j0, nc, O, m, l);
-		for (int p0 = 0; p0 < dp; p0 += HK_ATTN_VPW) {
-			int w = dp - p0 < HK_ATTN_VPW ? dp - p0 : HK_ATTN_VPW;
+		for (int p0 = 0; p0 < dp; p0 += vpw) {
+			int w = dp - p0 < vpw ? dp - p0 : vpw;
 
 			c->ops->gemm(mr, w, nc, S, LDT, 1, V + (size_t)p0 * BC,
 				     w, O + p0, dp, 1);

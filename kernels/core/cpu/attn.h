@@ -2,8 +2,8 @@
 /*
  * attn.h — inside the CPU attention.  attn.c: validation, packing,
  * threading, the forward; attn_bwd.c: the backward; attn_scalar.c /
- * attn_avx2.c / attn_avx512.c: one hk_attn_ops each, the primitives the
- * tiles run on.  All buffers here are fp32, allocated by attn.c / attn_bwd.c
+ * attn_avx2.c / attn_avx512.c / attn_amx.c (bf16 only): one hk_attn_ops
+ * each, the primitives the tiles run on.  All buffers here are fp32, allocated by attn.c / attn_bwd.c
  * for one call and freed before it returns.
  */
 #ifndef HK_CPU_ATTN_H
@@ -38,6 +38,9 @@
 
 struct hk_attn_ops {
 	const char *name;
+	/* 1: the P V and dS K products run on whole rows of V and K (V, K
+	 * packed in one panel dp wide), not on 16-column panels */
+	int wide;
 	/*
 	 * C[m][n] = (acc ? C : 0) + A * B, A is m x k with A(i,p) at
 	 * a[i * ars + p * acs] (so a transposed A costs nothing), B is k x n
@@ -60,6 +63,12 @@ struct hk_attn_ops {
 extern const struct hk_attn_ops hk_attn_scalar_ops;
 extern const struct hk_attn_ops hk_attn_avx2_ops;
 extern const struct hk_attn_ops hk_attn_avx512_ops;
+extern const struct hk_attn_ops hk_attn_amx_ops;
+/* attn_avx512.c's primitives, shared with attn_amx.c */
+float hk_attn_avx512_rowmax(const float *x, int n);
+float hk_attn_avx512_exp_sum(float *x, int n, float mul, float sub);
+void hk_attn_avx512_dsoft(float *ds, const float *p, int n, float sub,
+			  float mul);
 
 /*
  * One call's state, on the caller's stack for the length of one
@@ -109,6 +118,12 @@ int hk_attn_run(struct hk_attn_ctx *c, int nitems, size_t slot_floats,
 int hk_attn_vis(const struct hk_attn_ctx *c, int i);	/* keys row i sees */
 void hk_attn_store_row(void *base, size_t off, const float *src, int d,
 		       int dtype, float mul);
+
+/* Column panel width of vp and kp (attn.h, HK_ATTN_VPW). */
+static inline int hk_attn_vpw(const struct hk_attn_ctx *c)
+{
+	return c->ops->wide ? c->dp : HK_ATTN_VPW;
+}
 
 static inline int hk_round8(int n)
 {

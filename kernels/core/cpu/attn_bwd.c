@@ -97,7 +97,7 @@ static void pair(struct hk_attn_ctx *c, struct bwd_buf *w, int bh, int bg,
 		 int i0, int mr, int t, float *dq)
 {
 	const struct hk_attn_ops *ops = c->ops;
-	int d = c->a.d, dp = c->dp, j0 = t * BC;
+	int d = c->a.d, dp = c->dp, j0 = t * BC, vpw = hk_attn_vpw(c);
 	int nc = c->a.Nk - j0 < BC ? c->a.Nk - j0 : BC, ncp = hk_round8(nc);
 	size_t tile = ((size_t)bg * c->ntk + t) * d * LDT;
 	size_t qrow = (size_t)bh * c->a.Nq + i0;
@@ -113,8 +113,8 @@ static void pair(struct hk_attn_ctx *c, struct bwd_buf *w, int bh, int bg,
 		ops->dsoft(w->dP + r * LDT, w->S + r * LDT, ncp, D[r],
 			   c->a.scale);
 	ops->gemm(nc, dp, mr, w->dP, 1, LDT, Q, dp, w->dK, dp, 1);
-	for (int p0 = 0; p0 < dp; p0 += HK_ATTN_VPW) {	/* dq += dS K */
-		int pw = dp - p0 < HK_ATTN_VPW ? dp - p0 : HK_ATTN_VPW;
+	for (int p0 = 0; p0 < dp; p0 += vpw) {	/* dq += dS K */
+		int pw = dp - p0 < vpw ? dp - p0 : vpw;
 
 		ops->gemm(mr, pw, nc, w->dP, LDT, 1, K + (size_t)p0 * BC, pw,
 			  dq + (size_t)i0 * dp + p0, dp, 1);
