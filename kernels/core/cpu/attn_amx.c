@@ -14,9 +14,12 @@
  * vdpbf16ps (which runs at one per two cycles there, half the FMA's
  * rate), so the vector dot product is not used.  Used only for dtype
  * HK_BF16 when hk_isa() is HK_ISA_AMX (fp32 attention keeps fp32
- * products).  Operand buffers (320 KiB) are per thread, allocated on a
- * thread's first call and freed when it exits.
+ * products).  Operand buffers (320 KiB) are per thread, allocated before
+ * a thread's first item (ops->prepare) and freed when it exits.  K and V
+ * tiles come packed once a call (ops->pack_b, ldb < 0); only Q, dO and
+ * the P, dS of each tile pair are packed in the gemm.
  */
+#include <errno.h>
 #include <immintrin.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -64,6 +67,12 @@ static struct amx_buf *thread_buf(void)
 		w = NULL;
 	}
 	return w;
+}
+
+/* Each thread's buffers, before its first item (attn.c, hk_attn_run). */
+static int amx_prepare(void)
+{
+	return thread_buf() ? 0 : -ENOMEM;
 }
 
 static inline int up(int x, int m)
@@ -154,8 +163,10 @@ static void pack_b(uint16_t *dst, int n, int k, int np, int kp,
 	}
 }
 
-/* c[mp][np] = A B over the packed operands, 32 x 32 blocks. */
-static void tiles(struct amx_buf *w, int mp, int np, int kp)
+/* c[mp][np] = A B over packed A (w->a) and B (bp, bnp columns), 32 x 32
+ * blocks. */
+static void tiles(struct amx_buf *w, const uint16_t *bp, int bnp, int mp,
+		  int np, int kp)
 {
 	struct tilecfg cfg = { .palette = 1 };
 
@@ -174,12 +185,12 @@ static void tiles(struct amx_buf *w, int mp, int np, int kp)
 			_tile_zero(3);
 			for (int p = 0; p < kp; p += 32) {
 				const uint16_t *a = w->a + (size_t)i * kp + p;
-				const uint16_t *b = w->b + (size_t)p * np + 2 * j;
+				const uint16_t *b = bp + (size_t)p * bnp + 2 * j;
 
 				_tile_loadd(4, a, kp * 2);
 				_tile_loadd(5, a + 16 * kp, kp * 2);
-				_tile_loadd(6, b, np * 4);
-				_tile_loadd(7, b + 32, np * 4);
+				_tile_loadd(6, b, bnp * 4);
+				_tile_loadd(7, b + 32, bnp * 4);
 				_tile_dpbf16ps(0, 4, 6);
 				_tile_dpbf16ps(1, 4, 7);
 				_tile_dpbf16ps(2, 5, 6);
@@ -198,7 +209,7 @@ static void gemm_amx(int m, int n, int k, const float *a, long ars, long acs,
 {
 	struct amx_buf *w = thread_buf();
 
-	if (!w || (acs != 1 && ars != 1)) {
+	if (!w || (acs != 1 && ars != 1)) {	/* never from attn.c */
 		hk_attn_avx512_ops.gemm(m, n, k, a, ars, acs, b, ldb, c, ldc,
 					acc);
 		return;
@@ -211,9 +222,17 @@ static void gemm_amx(int m, int n, int k, const float *a, long ars, long acs,
 		int mp = up(mc, 32), np = up(nc, 32), kp = up(kc > 0 ? kc : 1, 32);
 		int add = acc || p0 > 0;
 
+		const uint16_t *bp = w->b;
+		int bnp = np;
+
 		pack_a(w->a, mc, kc, mp, kp, a + i0 * ars + p0 * acs, ars, acs);
-		pack_b(w->b, nc, kc, np, kp, b + p0 * ldb + j0, ldb);
-		tiles(w, mp, np, kp);
+		if (ldb < 0) {	/* packed by pack_b: [kp / 2][-ldb][2] */
+			bnp = (int)-ldb;
+			bp = (const uint16_t *)b + (size_t)p0 * bnp + 2 * j0;
+		} else {
+			pack_b(w->b, nc, kc, np, kp, b + p0 * ldb + j0, ldb);
+		}
+		tiles(w, bp, bnp, mp, np, kp);
 		for (int i = 0; i < mc; i++) {
 			float *ci = c + (i0 + i) * ldc + j0;
 			const float *wi = w->c + (size_t)i * np;
@@ -235,6 +254,8 @@ const struct hk_attn_ops hk_attn_amx_ops = {
 	.name = "amx",
 	.wide = 1,
 	.gemm = gemm_amx,
+	.pack_b = pack_b,
+	.prepare = amx_prepare,
 	.rowmax = hk_attn_avx512_rowmax,
 	.exp_sum = hk_attn_avx512_exp_sum,
 	.dsoft = hk_attn_avx512_dsoft,
