@@ -270,6 +270,33 @@ static int ar_check(const char *what, const char *name, const float *ours,
 	return ok;
 }
 
+/*
+ * The slack floor of lse: a row's lse is (near its max) a scaled dot
+ * product q . k, which another summation order may change by a few ulps
+ * of sum |q_x k_x| <= |q| |k|, not of the result (at N = 1 the naive
+ * error can be a tenth of that by luck, and ours was 3.8x it).  So the
+ * floor is scale sqrt(d) max |q| max |k| (2-norms of rows).
+ */
+static inline double ar_lse_floor(const struct acase *c, const float *q,
+				  const float *k)
+{
+	size_t nq = (size_t)c->B * c->H * c->Nq, nk = (size_t)c->B * c->Hkv * c->Nk;
+	double mq = 0, mk = 0;
+
+	for (size_t r = 0; r < nq + nk; r++) {
+		const float *x = r < nq ? q + r * c->d : k + (r - nq) * c->d;
+		double s = 0;
+
+		for (int i = 0; i < c->d; i++)
+			s += (double)x[i] * x[i];
+		if (r < nq)
+			mq = s > mq ? s : mq;
+		else
+			mk = s > mk ? s : mk;
+	}
+	return sqrt(mq * mk);	/* scale sqrt(d) = 1 */
+}
+
 static void ar_name(char *buf, size_t n, const struct acase *c,
 		    const char *isa)
 {

@@ -102,7 +102,8 @@ static void run_case(const struct acase *c, const char *isa)
 			ln[i] = live ? l32[i] : 0;
 			lr[i] = live ? l64[i] : 0;
 		}
-		ar_check("lse", name, lo, ln, lr, nq, 0, 0);
+		ar_check("lse", name, lo, ln, lr, nq, 0,
+			 ar_lse_floor(c, q, k));
 		free(lo);
 		free(ln);
 		free(lr);
