@@ -26,11 +26,19 @@
 #define HK_ISA_SCALAR	0
 #define HK_ISA_AVX2	1	/* AVX2 + FMA + F16C */
 #define HK_ISA_AVX512	2	/* AVX-512 F/BW/VL/DQ */
-#define HK_ISA_AMX	3	/* AVX512 + AVX512-BF16 + AMX-TILE/BF16, and
-				   the kernel let this process use the tiles */
+#define HK_ISA_AMX	3	/* AVX512 + AVX512-BF16 + AMX-TILE/BF16
+				   (tiles run after hk_amx_enable()) */
 
 int hk_isa(void);			/* best allowed, cached after first call */
 int hk_isa_supported(int isa);		/* 1 if the CPU runs it */
+/*
+ * AMX tiles need Linux's permission (arch_prctl ARCH_REQ_XCOMP_PERM; the
+ * first tile instruction without it is a SIGILL).  hk_isa() does not ask
+ * (a granted process needs larger signal stacks); the AMX path asks
+ * before its first use, as does hk_isa_supported(HK_ISA_AMX): 1 if
+ * granted (asked once per process), 0 if refused or no AMX.
+ */
+int hk_amx_enable(void);
 const char *hk_isa_name(int isa);	/* "scalar", "avx2", "avx512", "amx" */
 
 int hk_threads(void);

@@ -6,6 +6,9 @@
  * dead rows), bf16, a permuted block table (bit-identical to dense), thread
  * count independence, and bad arguments.
  */
+#include <sys/syscall.h>
+#include <unistd.h>
+
 #include "unit/attn_ref.h"
 
 static const struct acase cases[] = {
@@ -201,8 +204,42 @@ static void bad_args(void)
 	     "Nk = 0: o = 0, lse = -inf");
 }
 
+/*
+ * First thing in the process: hk_isa() leaves the AMX tile permission
+ * alone (a granted process needs larger signal stacks); the first bf16
+ * call on an AMX CPU asks for it and runs on tiles.
+ */
+static void amx_permission_test(void)
+{
+	struct acase c = { 1, 1, 1, 40, 40, 64, 1, HK_BF16, 0 };
+	size_t n = (size_t)c.Nq * c.d;
+	float *x = ar_fill(n, 1, 1), *lse = malloc(c.Nq * 4);
+	void *q = ar_to(x, n, HK_BF16), *o = malloc(n * 2);
+	unsigned long perm = 0;
+	int isa = hk_isa();
+
+	if (syscall(SYS_arch_prctl, 0x1022, &perm)) {	/* GET_XCOMP_PERM */
+		t_ok(1, "# SKIP this kernel has no ARCH_GET_XCOMP_PERM");
+		goto out;
+	}
+	t_ok(!(perm & (1ul << 18)), "hk_isa() = %s did not ask for the AMX "
+	     "tiles (permitted 0x%lx)", hk_isa_name(isa), perm);
+	if (isa != HK_ISA_AMX) {
+		t_ok(1, "# SKIP this CPU has no AMX");
+		goto out;
+	}
+	ours(&c, q, q, q, o, lse, NULL, 0);
+	syscall(SYS_arch_prctl, 0x1022, &perm);
+	t_ok((perm & (1ul << 18)) && !strcmp(hk_attn_isa_name(HK_BF16), "amx"),
+	     "the first bf16 call got the tiles (permitted 0x%lx) and runs "
+	     "on %s", perm, hk_attn_isa_name(HK_BF16));
+out:
+	free(x); free(lse); free(q); free(o);
+}
+
 int main(void)
 {
+	amx_permission_test();
 	ar_each_isa(run_isa);
 	threads_test(HK_F32);
 	threads_test(HK_BF16);

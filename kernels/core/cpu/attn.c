@@ -369,7 +369,7 @@ int hk_attn_resolve(const struct hk_attn *a, struct hk_attn *out)
 /* The primitives of ISA level isa for dtype: tiles only for bf16. */
 static const struct hk_attn_ops *hk_attn_ops_for(int isa, int dtype)
 {
-	if (isa >= HK_ISA_AMX && dtype == HK_BF16)
+	if (isa >= HK_ISA_AMX && dtype == HK_BF16 && hk_amx_enable())
 		return &hk_attn_amx_ops;
 	return isa >= HK_ISA_AVX512 ? &hk_attn_avx512_ops :
 	       isa == HK_ISA_AVX2 ? &hk_attn_avx2_ops : &hk_attn_scalar_ops;

@@ -13,8 +13,8 @@
  * 2300 GFLOP/s per core against 135 for zmm FMA and 71 for AVX512-BF16's
  * vdpbf16ps (which runs at one per two cycles there, half the FMA's
  * rate), so the vector dot product is not used.  Used only for dtype
- * HK_BF16 when hk_isa() is HK_ISA_AMX (fp32 attention keeps fp32
- * products).  Operand buffers (320 KiB) are per thread, allocated before
+ * HK_BF16 when hk_isa() is HK_ISA_AMX and hk_amx_enable() got the tile
+ * permission (fp32 attention keeps fp32 products).  Operand buffers (320 KiB) are per thread, allocated before
  * a thread's first item (ops->prepare) and freed when it exits.  K and V
  * tiles come packed once a call (ops->pack_b, ldb < 0); only Q, dO and
  * the P, dS of each tile pair are packed in the gemm.

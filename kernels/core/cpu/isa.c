@@ -18,25 +18,19 @@ static int xcr0_has(unsigned mask)
 
 /*
  * AMX-BF16 (edx bit 22), AMX-TILE (24), AVX512-BF16 (leaf 7.1 eax bit 5),
- * the OS saves tile state (XCR0 bits 17, 18), and Linux grants this
- * process the tile data (arch_prctl ARCH_REQ_XCOMP_PERM, once; without it
- * the first tile instruction is a SIGILL).
+ * the OS saves tile state (XCR0 bits 17, 18).
  */
-static int amx_usable(unsigned edx7)
+static int amx_cpu(unsigned edx7)
 {
-	static int granted = -1;
 	unsigned a, b, c, d;
 
-	if (!(edx7 & (1u << 22)) || !(edx7 & (1u << 24)) ||
-	    !__get_cpuid_count(7, 1, &a, &b, &c, &d) || !(a & (1u << 5)) ||
-	    !xcr0_has(0x60000))
-		return 0;
-	if (granted < 0)	/* ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA */
-		granted = syscall(SYS_arch_prctl, 0x1023, 18) == 0;
-	return granted;
+	return (edx7 & (1u << 22)) && (edx7 & (1u << 24)) &&
+	       __get_cpuid_count(7, 1, &a, &b, &c, &d) && (a & (1u << 5)) &&
+	       xcr0_has(0x60000);
 }
 
-int hk_isa_supported(int isa)
+/* The CPU and the OS run isa (cpuid and XCR0 only). */
+static int cpu_has(int isa)
 {
 	unsigned a, b, c, d;
 
@@ -58,9 +52,27 @@ int hk_isa_supported(int isa)
 		return 0;
 	if (isa == HK_ISA_AVX512)
 		return 1;
+	return isa == HK_ISA_AMX && amx_cpu(d);
+}
+
+int hk_amx_enable(void)
+{
+	static int granted = -1;	/* any thread; the answer never changes */
+	int g = __atomic_load_n(&granted, __ATOMIC_RELAXED);
+
+	if (g < 0) {	/* ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA */
+		g = cpu_has(HK_ISA_AMX) &&
+		    syscall(SYS_arch_prctl, 0x1023, 18) == 0;
+		__atomic_store_n(&granted, g, __ATOMIC_RELAXED);
+	}
+	return g;
+}
+
+int hk_isa_supported(int isa)
+{
 	if (isa == HK_ISA_AMX)
-		return amx_usable(d);
-	return 0;
+		return hk_amx_enable();
+	return isa >= HK_ISA_SCALAR && isa < HK_ISA_AMX && cpu_has(isa);
 }
 
 const char *hk_isa_name(int isa)
@@ -79,7 +91,7 @@ int hk_isa(void)
 	if (cached >= 0)
 		return cached;
 	best = HK_ISA_AMX;
-	while (best > HK_ISA_SCALAR && !hk_isa_supported(best))
+	while (best > HK_ISA_SCALAR && !cpu_has(best))
 		best--;
 	env = getenv("HK_ISA");
 	if (env) {
