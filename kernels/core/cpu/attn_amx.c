@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 /*
  * attn_amx.c — the gemm of bf16 attention on AMX tiles (attn.h): each
- * call rounds its A and B operands to bf16 (vcvtne2ps2bf16: nearest
+ * call rounds its A and B operands to bf16 (vcvtneps2bf16: nearest
  * even; inputs that were bf16 stay exact, P and dS are rounded as
  * FlashAttention-2 rounds them before its second product), lays A out in
  * rows of 32-element k blocks and B in pairs of k rows ("VNNI"), and
@@ -14,10 +14,12 @@
  * vdpbf16ps (which runs at one per two cycles there, half the FMA's
  * rate), so the vector dot product is not used.  Used only for dtype
  * HK_BF16 when hk_isa() is HK_ISA_AMX and hk_amx_enable() got the tile
- * permission (fp32 attention keeps fp32 products).  Operand buffers (320 KiB) are per thread, allocated before
- * a thread's first item (ops->prepare) and freed when it exits.  K and V
- * tiles come packed once a call (ops->pack_b, ldb < 0); only Q, dO and
- * the P, dS of each tile pair are packed in the gemm.
+ * permission (fp32 attention keeps fp32 products).  Operand buffers
+ * (320 KiB) are per thread, allocated before a thread's first item
+ * (ops->prepare) and freed when it exits.  K and V tiles come packed once
+ * a call (ops->pack_b, ldb < 0); only Q, dO and the P, dS of each tile
+ * pair are packed in the gemm.  Subnormal inputs are read as zero by the
+ * conversion (bf16 inputs that small, below 1.2e-38, lose nothing else).
  */
 #include <errno.h>
 #include <immintrin.h>
