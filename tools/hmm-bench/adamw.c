@@ -25,7 +25,11 @@
  * with that kernel's time of the same repetition, and the GB/s printed
  * are medians.  (The least of the kernels' times in each repetition
  * would be a minimum of several noisy samples against one: under load it
- * put AdamW at 0.73 where the medians said 0.9.)  Without --threads it runs on 1
+ * put AdamW at 0.73 where the medians said 0.9.)  On a machine whose
+ * CPUs other jobs want too, the times vary 2-3x between repetitions and
+ * the fraction by +-0.2, either way: the share of the run in which some
+ * task waited for a CPU (/proc/pressure/cpu) is printed ("cpu_stall"),
+ * with a warning above 5%.  Without --threads it runs on 1
  * thread and then on every online CPU (at most 64).  --vs-torch times
  * Debian's torch.optim.AdamW over the same n and threads in
  * /usr/bin/python3 and prints the speedup.
@@ -178,6 +182,23 @@ static double time_stream(struct arr *a, int kind)
 	return bench_now() - t0;
 }
 
+/*
+ * Microseconds that some task of this machine waited for a CPU (Linux's
+ * pressure stall information, "some total"), or -1 where there is none.
+ */
+static double cpu_stall_us(void)
+{
+	FILE *f = fopen("/proc/pressure/cpu", "r");
+	double us = -1;
+
+	if (f && fscanf(f, "some avg10=%*f avg60=%*f avg300=%*f total=%lf",
+			&us) != 1)
+		us = -1;
+	if (f)
+		fclose(f);
+	return us;
+}
+
 static double time_adamw(struct arr *a, int64_t step)
 {
 	struct hk_adamw_args args = {
@@ -233,6 +254,8 @@ struct result {
 	double adamw_s, ceil_s, torch_s;
 	double kind_s[NKINDS];	/* each streaming kernel's median, or 0 */
 	double fraction;	/* median of the reps' t_best / t_adamw */
+	double stall;		/* share of the run some task waited for a
+				   CPU, or -1 if unknown */
 	int best;		/* the kind with the least median: the ceiling */
 };
 
@@ -259,7 +282,11 @@ static void measure(struct arr *a, int reps, struct result *r)
 		if (kind_runs(k))
 			order[n++] = k;
 	}
+	double t0, s0;
+
 	time_adamw(a, 1);		/* warm: pool threads, caches */
+	t0 = bench_now();
+	s0 = cpu_stall_us();
 	for (int j = 1; j < n; j++)
 		time_stream(a, order[j]);
 	for (int i = 0; i < reps; i++)
@@ -271,6 +298,8 @@ static void measure(struct arr *a, int reps, struct result *r)
 			else
 				tk[o][i] = time_stream(a, o);
 		}
+	r->stall = s0 < 0 ? -1 : (cpu_stall_us() - s0) * 1e-6 /
+				  (bench_now() - t0);
 	r->best = order[1];
 	for (int k = 0; k < NKINDS; k++) {
 		if (!kind_runs(k))
@@ -303,6 +332,10 @@ static void report(const struct arr *a, int threads, const struct result *r,
 	       threads, hk_adamw_isa(), a->n, r->adamw_s,
 	       a->n / r->adamw_s / 1e9, gbps, cgbps, kinds[r->best].name,
 	       r->fraction);
+	if (r->stall > 0.05)
+		printf("  other tasks waited for a CPU %.0f%% of the run: "
+		       "the machine is busy, the times are not the bus's\n",
+		       100 * r->stall);
 	printf("  streaming kernels:");
 	for (int k = 0; k < NKINDS; k++)
 		if (r->kind_s[k] > 0)
@@ -335,6 +368,8 @@ static void report(const struct arr *a, int threads, const struct result *r,
 		bench_json_num(stdout, key, bytes / r->kind_s[k] / 1e9);
 	}
 	bench_json_num(stdout, "fraction", r->fraction);
+	if (r->stall >= 0)
+		bench_json_num(stdout, "cpu_stall", r->stall);
 	if (r->torch_s > 0) {
 		bench_json_num(stdout, "torch_step_s", r->torch_s);
 		bench_json_num(stdout, "speedup_vs_torch",
