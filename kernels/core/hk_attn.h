@@ -36,7 +36,8 @@
  * slot per thread; in the backward D = rowsum(dout * o) (B*H*Nq floats)
  * and, for bf16, odd d or when the key axis is split into chunks (small
  * B*Hkv), an fp32 dq accumulator of up to 4 * B*H*Nq*d floats.  All
- * O(N d), never Nq x Nk.
+ * O(N d), never Nq x Nk.  The amx path (bf16) also keeps 320 KiB of
+ * operand buffers per thread that ran it, freed when the thread exits.
  *
  * Threading: each call runs on hk_parallel() (HK_THREADS threads), over
  * (batch, head, q-tile) items in the forward and (batch, kv-head, kv-chunk)
