@@ -13,9 +13,9 @@
 # tools/NAME/, daemon/ or tests/*/ needs no edit here.  Include paths are
 # per layer (see "layers" below): a file sees libhmm/include and the
 # folders its layer is granted, nothing else, so a layer violation fails
-# to compile.  Files named
-# *_avx2.c / *_avx512.c get their ISA's flags and are only called after a
-# cpuid check.  B=DIR picks another build folder, SAN=address|thread a
+# to compile.  Files named *_avx2.c / *_avx512.c / *_amx.c get their ISA's
+# flags and are only called after a cpuid check.  B=DIR picks another
+# build folder, SAN=address|thread a
 # sanitizer build (libraries and unit tests only).
 
 B	?= build
@@ -35,6 +35,7 @@ CFLAGS	+= -std=gnu11 -fPIC -pthread -Wall -Wextra -Werror \
 LDLIBS	:= -luring -lnuma -lpthread -lm -ldl
 ISA_avx2   := -mavx2 -mfma -mf16c
 ISA_avx512 := -mavx512f -mavx512bw -mavx512vl -mavx512dq -mfma -mf16c
+ISA_amx    := $(ISA_avx512) -mavx512bf16 -mamx-tile -mamx-bf16
 
 ifeq ($(SAN),address)
 CFLAGS	+= -fsanitize=address,undefined -fno-omit-frame-pointer \
@@ -176,6 +177,7 @@ $(O)/%.o: %.c
 	$(CC) $(CPPFLAGS) $(INC) $(CFLAGS) $(ISA) -MMD -MP -c -o $@ $<
 $(O)/%_avx2.o: ISA := $(ISA_avx2)
 $(O)/%_avx512.o: ISA := $(ISA_avx512)
+$(O)/%_amx.o: ISA := $(ISA_amx)
 
 $(LIBHMM_A): $(call obj,$(LIBHMM_SRC))
 $(LIBHMM_EMB_A): $(call obj,$(LIBHMM_EMB_SRC))
@@ -190,6 +192,20 @@ $(LIBHMM_SO): $(call obj,$(LIBHMM_SRC)) libhmm/libhmm.map
 	$(CC) -shared -Wl,-soname,libhmm.so.0 -Wl,--version-script=libhmm/libhmm.map \
 		-o $@ $(call obj,$(LIBHMM_SRC)) $(LDFLAGS) $(LDLIBS)
 	ln -sf libhmm.so.0 $(B)/lib/libhmm.so
+
+# The CPU kernels and the offloaded step as one shared library, for
+# ctypes (python/hmm); it needs libhmm.so.0, found next to it.
+HK_SO := $(B)/lib/libhk.so.0
+$(HK_SO): $(call obj,$(HK_SRC) $(BIND_SRC)) kernels/libhk.map $(LIBHMM_SO)
+	$(CC) -shared -Wl,-soname,libhk.so.0 -Wl,--version-script=kernels/libhk.map \
+		-Wl,-rpath,'$$ORIGIN' -o $@ $(call obj,$(HK_SRC) $(BIND_SRC)) \
+		$(LDFLAGS) -L$(B)/lib -l:libhmm.so.0 -lpthread -lm
+all: $(if $(HAVE_USER),$(if $(SAN),,$(HK_SO)))
+.PHONY: install-hk
+install: install-hk
+install-hk: $(HK_SO)
+	install -d $(DESTDIR)$(PREFIX)/lib
+	install -m 755 $(HK_SO) $(DESTDIR)$(PREFIX)/lib/
 
 $(B)/lib/pkgconfig/libhmm.pc: libhmm/libhmm.pc.in
 	@mkdir -p $(@D)
@@ -288,7 +304,10 @@ demo: deps
 deps:
 	scripts/deps.sh
 
-# ---- install (DESTDIR, PREFIX) ----------------------------------------------
+# ---- install (DESTDIR, PREFIX, UDEVRULESDIR) --------------------------------
+# The udev rule gives /dev/hmmk to group hmm; /etc, as udev reads no
+# /usr/local.
+UDEVRULESDIR ?= /etc/udev/rules.d
 install: all
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib/pkgconfig \
 		$(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/share/man/man1 \
@@ -302,6 +321,8 @@ install: all
 	install -m 644 $(wildcard man/*.1) $(DESTDIR)$(PREFIX)/share/man/man1/
 	install -m 644 $(wildcard man/*.3) $(DESTDIR)$(PREFIX)/share/man/man3/
 	$(if $(wildcard man/*.8),install -m 644 $(wildcard man/*.8) $(DESTDIR)$(PREFIX)/share/man/man8/)
+	install -d $(DESTDIR)$(UDEVRULESDIR)
+	install -m 644 kmod/60-hmmk.rules $(DESTDIR)$(UDEVRULESDIR)/
 
 clean:
 	rm -rf $(B)

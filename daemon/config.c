@@ -81,6 +81,7 @@ static const struct {
 	{ "wait_ms", OFF(wait_ms), 4, NUM_RANGE, 0, UINT32_MAX, 1 },
 	{ "max_clients", OFF(max_clients), 4, NUM_INT, 1, HMMD_MAX_CLIENTS, 1 },
 	{ "verbose", OFF(verbose), 4, NUM_INT, 0, 1, 1 },
+	{ "format", OFF(format), 4, NUM_INT, 0, 1, 1 },
 };
 
 /* Parse value for nums[i] into *v; 0, or -EINVAL with the reason in err. */

@@ -55,9 +55,11 @@ int hmmd_engine_open(const struct hmmd_config *cfg, struct hmmd_engine **out)
 	hc.store_path = cfg->store_path;
 	hc.store_size = cfg->store_size;
 	hc.host_dir = cfg->host_dir;	/* a huge-page tmpfs, or memfds */
-	/* keep what an earlier hmmd flushed: restart recovery */
-	/* memfd host memory: maps hand clients the engine's own pages */
-	hc.flags = HMM_CONFIG_STORE_KEEP | HMM_CONFIG_HOST_SHARED;
+	/* keep what an earlier hmmd flushed: restart recovery (unless
+	   --format); memfd host memory: maps hand clients the engine's
+	   own pages */
+	hc.flags = (cfg->format ? HMM_CONFIG_STORE_FORMAT :
+		    HMM_CONFIG_STORE_KEEP) | HMM_CONFIG_HOST_SHARED;
 	if (cfg->store_path && !hc.store_size &&
 	    (stat(cfg->store_path, &st) < 0 ||
 	     (S_ISREG(st.st_mode) && st.st_size == 0)))

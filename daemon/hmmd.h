@@ -77,6 +77,9 @@ struct hmmd_config {
 				   <store_path>.hmmk */
 	uint64_t module_store_size; /* of a new one; 0 = bridge.c's */
 	int verbose;		/* log every message, not only failures */
+	int format;		/* format the store whatever it holds
+				   (HMM_CONFIG_STORE_FORMAT); 0 = keep an
+				   hmm store, refuse foreign data */
 };
 
 void hmmd_config_init(struct hmmd_config *cfg);
@@ -86,8 +89,8 @@ void hmmd_config_fini(struct hmmd_config *cfg);
  * Read the INI file path into cfg (section [hmmd]; keys socket,
  * socket_group, store, host_budget, device_budget, store_size,
  * client_quota, chunk_bytes, wait_ms, metrics, host_dir, module,
- * module_store, module_store_size, max_clients, verbose).  Returns 0,
- * or -ENOENT/-EACCES (cannot open),
+ * module_store, module_store_size, max_clients, verbose, format).
+ * Returns 0, or -ENOENT/-EACCES (cannot open),
  * -EINVAL (a bad line, key or value; the message names file and line,
  * written into err[errlen]).
  */

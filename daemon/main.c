@@ -7,6 +7,7 @@
  *        [--host-budget SIZE] [--client-quota SIZE] [--chunk SIZE]
  *        [--wait-ms MS] [--metrics 127.0.0.1:PORT] [-v]
  *        [--module DEV|none] [--module-store PATH] [--module-store-size SIZE]
+ *        [--format]
  *
  * The module bridge (bridge.c): when DEV (default /dev/hmmk, if it
  * exists) is there, hmmd attaches as the hmmk module's daemon and serves
@@ -66,12 +67,15 @@ static void usage(FILE *f)
 "usage: hmmd [--config FILE] [--socket PATH] [--store PATH] [--group NAME]\n"
 "            [--host-budget SIZE] [--client-quota SIZE] [--chunk SIZE]\n"
 "            [--wait-ms MS] [--metrics 127.0.0.1:PORT] [--host-dir DIR]\n"
-"            [--module DEV] [--module-store PATH] [-v]\n"
+"            [--module DEV] [--module-store PATH] [--format] [-v]\n"
 "  --config FILE  INI file, section [hmmd] (see daemon/hmmd.conf.example)\n"
 "  --socket PATH  listen here (default %s)\n"
 "  --store PATH   the store file or block device (persistent tensors)\n"
 "  --group NAME   group owning the socket (mode 0660)\n"
 "  --store-size SIZE    size of a new store file (default 1G)\n"
+"  --format       format the store whatever it holds, persistent tensors\n"
+"                 included (without it: an hmm store is kept, a new or\n"
+"                 empty file formatted, foreign data refused)\n"
 "  --host-budget SIZE   global host budget (default 256M)\n"
 "  --client-quota SIZE  host quota per client at most\n"
 "  --chunk SIZE   chunk bytes (default 2M)\n"
@@ -107,6 +111,7 @@ static int parse_args(int argc, char **argv, struct hmmd_config *cfg)
 		{ "module-store", required_argument, NULL, 'D' },
 		{ "module-store-size", required_argument, NULL, 'z' },
 		{ "host-dir", required_argument, NULL, 'H' },
+		{ "format", no_argument, NULL, 'F' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 }
 	};
@@ -134,6 +139,7 @@ static int parse_args(int argc, char **argv, struct hmmd_config *cfg)
 			vals[n++] = optarg;
 			break;
 		case 'H': keys[n] = "host_dir"; vals[n++] = optarg; break;
+		case 'F': keys[n] = "format"; vals[n++] = "1"; break;
 		case 'h': usage(stdout); exit(0);
 		default: usage(stderr); return -EINVAL;
 		}

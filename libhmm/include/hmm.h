@@ -55,8 +55,12 @@ extern "C" {
 #define HMM_READ	(1u << 0)	/* contents are read-in before map returns */
 #define HMM_WRITE	(1u << 1)	/* range becomes dirty: other copies stale */
 #define HMM_DISCARD	(1u << 2)	/* contents will be overwritten: no
-					   read-in; implies WRITE; the bytes
-					   seen at map time are unspecified */
+					   read-in of the chunks the range
+					   covers whole (to the tensor's end);
+					   implies WRITE; the range's bytes
+					   seen at map time are unspecified,
+					   the rest of a partly covered chunk
+					   is kept (read in) */
 
 /* Element types (hmm_tensor_new). */
 #define HMM_DTYPE_F32		1
@@ -79,7 +83,7 @@ extern "C" {
 #define HMM_CONFIG_STORE_BUFFERED (1u << 0) /* store: do not try O_DIRECT */
 #define HMM_CONFIG_STORE_KEEP	  (1u << 1) /* store: keep an existing store
 					       and its saved tensors
-					       (default: format it) */
+					       (default: see hmm_open) */
 #define HMM_CONFIG_HOST_SHARED	  (1u << 2) /* tensors' host memory is a
 					       shmem file each (shareable:
 					       hmm_tensor_host_fd): a memfd,
@@ -87,6 +91,11 @@ extern "C" {
 					       is enabled, or a file in
 					       host_dir; default: anonymous
 					       memory with huge pages */
+#define HMM_CONFIG_STORE_FORMAT	  (1u << 3) /* store: format whatever
+					       store_path holds (foreign
+					       data, or an hmm store with
+					       named tensors); not with
+					       KEEP */
 
 /* hmm_map len: from off to the end of the tensor. */
 #define HMM_ALL			UINT64_MAX
@@ -141,11 +150,53 @@ struct hmm_tensor;		/* hmm_tensor_new / hmm_tensor_free */
 void hmm_config_default(struct hmm_config *cfg);
 
 /*
- * Open a context: validates cfg, opens (and by default formats) the
- * store, starts the I/O thread and the device backend.
+ * A config by name, for bindings that should not know the struct's
+ * layout (python/hmm; libhmm/src/config_set.c).  The keys are the field
+ * names: store_path, store_size, host_budget, device_budget, device,
+ * daemon, trace_path, host_dir, chunk_bytes, policy, prefetch_depth,
+ * wait_ms, sim_bandwidth, numa_node, device_index, flags.  Values are
+ * strings: sizes (store_size, host_budget, device_budget, chunk_bytes,
+ * sim_bandwidth) as hmm_size_parse() reads them ("2G", "64K"); counts
+ * and numa_node / device_index in decimal; policy "lru" or "schedule";
+ * flags "store_buffered", "store_keep", "host_shared", "store_format" joined by ',' (or
+ * a number, "0" for none).  A string field keeps the value's pointer,
+ * as an assignment would (NULL sets NULL): it must stay valid until
+ * hmm_open() copies it.
+ * hmm_config_set returns 0, or -EINVAL (unknown key, or a value that is
+ * not of the key's kind or does not fit it: the detail names both;
+ * nothing changed).  Range checks of the whole config stay hmm_open's.
+ * hmm_config_get writes the value (sizes in bytes; a NULL string as "")
+ * into buf (cap bytes, terminated when cap > 0) and returns the length
+ * it needs, as snprintf, or -EINVAL (unknown key).
+ * hmm_config_key(i) is the i-th key, NULL past the last: to enumerate.
+ * hmm_config_new returns a heap config with the defaults (NULL when out
+ * of memory), hmm_config_free frees it.  Any thread; a config itself is
+ * not locked.
+ */
+struct hmm_config *hmm_config_new(void);
+void hmm_config_free(struct hmm_config *cfg);
+int hmm_config_set(struct hmm_config *cfg, const char *key,
+		   const char *value);
+int hmm_config_get(const struct hmm_config *cfg, const char *key,
+		   char *buf, size_t cap);
+const char *hmm_config_key(unsigned i);
+
+/*
+ * Open a context: validates cfg, opens the store, starts the I/O thread
+ * and the device backend.  The store: with HMM_CONFIG_STORE_KEEP an hmm
+ * store is loaded as it is (a new or empty file or device is formatted,
+ * foreign data refused as below);
+ * with HMM_CONFIG_STORE_FORMAT whatever store_path holds is formatted;
+ * with neither, a new or empty file or device, or an hmm store with no
+ * named tensors, is formatted, and anything else is refused with
+ * -EEXIST naming the path and what was found ("foreign data: ...", "hmm
+ * store with 3 named tensors") and left untouched.
  * Returns 0 and *out, or -EINVAL (bad field, named in the detail),
  * the connect error of daemon (e.g. -ENOENT, -ECONNREFUSED), -ENODEV (device
- * "cuda" with no driver or GPU), or the store's error.  Any thread.
+ * "cuda" with no driver or GPU), -EBUSY (another context, of this or
+ * another process, has the store open: one context per store, by an
+ * exclusive lock held until hmm_close; the detail names the path and the
+ * holder's pid), or the store's error.  Any thread.
  */
 int hmm_open(const struct hmm_config *cfg, struct hmm **out);
 

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# test_hmmd_config — hmmd's config keys host_dir, module, module_store and
-# module_store_size (and their flags): good values run, bad ones exit with
-# a log line naming the file, line, key or path.
+# test_hmmd_config — hmmd's config keys host_dir, module, module_store,
+# module_store_size and format (and their flags): good values run, bad
+# ones exit with a log line naming the file, line, key or path; a foreign
+# store file is refused, untouched, unless --format (or format = 1).
 set -u
 . "$(dirname "$0")/../t.sh"
 need "$B/bin/hmmd" "$B/bin/hmmctl"
@@ -59,4 +60,29 @@ ok $([ $? = 1 ] && grep -q "$dir/none" "$dir/log"; echo $?) "--host-dir missing:
 "$B/bin/hmmd" --module "$dir/nodev" --socket "$dir/s" --store "$dir/st" 2>"$dir/log"
 ok $([ $? = 1 ] && grep -q "$dir/nodev" "$dir/log"; echo $?) "an explicit module that is absent: exit 1, named"
 ok $([ ! -e "$dir/s" ]; echo $?) "no socket left behind"
+
+# a foreign store: refused and untouched; --format / format = 1 format it
+head -c 4194304 /dev/urandom >"$dir/foreign" && cp "$dir/foreign" "$dir/foreign.copy"
+"$B/bin/hmmd" --module none --socket "$dir/s" --store "$dir/foreign" 2>"$dir/log"
+ok $([ $? = 1 ] && grep -q "$dir/foreign: foreign data" "$dir/log"; echo $?) "a foreign store file: exit 1, path and foreign data named"
+ok $(cmp -s "$dir/foreign" "$dir/foreign.copy"; echo $?) "and the file is untouched"
+printf '[hmmd]\nformat = yes\n' >"$dir/bad.conf"
+"$B/bin/hmmd" --config "$dir/bad.conf" --socket "$dir/s" 2>"$dir/log"
+ok $([ $? = 2 ] && grep -q 'bad.conf:2: format: "yes"' "$dir/log"; echo $?) "format = yes: exit 2, key named"
+for how in flag key; do
+	cp "$dir/foreign.copy" "$dir/foreign"
+	if [ $how = flag ]; then
+		"$B/bin/hmmd" --module none --socket "$dir/s" --store "$dir/foreign" --store-size 64M --format 2>"$dir/log" &
+	else
+		printf '[hmmd]\nformat = 1\n' >"$dir/fmt.conf"
+		"$B/bin/hmmd" --config "$dir/fmt.conf" --module none --socket "$dir/s" --store "$dir/foreign" --store-size 64M 2>"$dir/log" &
+	fi
+	pid=$!
+	for i in $(seq 100); do [ -S "$dir/s" ] && break; sleep 0.05; done
+	"$B/bin/hmmctl" --socket "$dir/s" status >"$dir/status" 2>&1
+	ok $? "format by $how: hmmd serves on the formatted store"
+	kill $pid; wait $pid 2>/dev/null
+	ok $([ "$(head -c 8 "$dir/foreign")" = HMMSTORE ]; echo $?) "format by $how: the file is an hmm store now"
+done
+pid=
 t_done

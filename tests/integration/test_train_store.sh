@@ -2,6 +2,8 @@
 # test_train_store — a store on a full or a read-only file system, or in
 # a place that cannot hold files, is reported with the path and the
 # reason before training starts (no step runs, exit status non-zero).
+# A foreign file, or a store holding a checkpoint's named tensors, is
+# refused and left byte-identical unless --format is given.
 # The full and read-only cases mount small tmpfs instances (root needed;
 # they are skipped otherwise); the others need nothing.
 set -u
@@ -41,5 +43,18 @@ ok $([ "$(cat "$dir/precious.txt")" = "precious words" ]; echo $?) "and that fil
 "$bin" --preset tiny --steps 1 --store "$dir/reuse" >/dev/null 2>&1 &&
 	"$bin" --preset tiny --steps 1 --store "$dir/reuse" >/dev/null 2>"$dir/err"
 ok $? "a store file from an earlier run is reused: $(cat "$dir/err")"
+"$bin" --preset tiny --steps 1 --ckpt "$dir/c1" >/dev/null 2>"$dir/err"
+ok $? "a run with --ckpt keeps its store: $(cat "$dir/err")"
+cp "$dir/c1.store" "$dir/c1.copy"
+refused "$dir/c1.store" "hmm store with [0-9]* named tensors" "a store holding a checkpoint, without --format"
+ok $(cmp -s "$dir/c1.store" "$dir/c1.copy"; echo $?) "and the checkpoint's store is byte-identical"
+"$bin" --preset tiny --steps 1 --ckpt "$dir/c1" >/dev/null 2>"$dir/err"
+ok $([ $? -ne 0 ] && grep -q -- "--format" "$dir/err"; echo $?) "a second --ckpt to the same file is refused too, pointing at --format"
+"$bin" --preset tiny --steps 1 --store "$dir/c1.store" --format >/dev/null 2>"$dir/err"
+ok $? "--format formats it: $(cat "$dir/err")"
+"$bin" --preset tiny --steps 1 --store "$dir/precious.txt" --format >/dev/null 2>"$dir/err"
+ok $([ $? = 0 ] && [ "$(head -c 8 "$dir/precious.txt")" = HMMSTORE ]; echo $?) "--format formats a foreign file"
+"$bin" --preset tiny --steps 1 --resume "$dir/c1" --format >/dev/null 2>"$dir/err"
+ok $([ $? = 2 ] && grep -q -- "--format" "$dir/err"; echo $?) "--format with --resume: a usage error"
 refused "/proc/hmm-train.store" "cannot open" "store under /proc"
 t_done

@@ -7,19 +7,7 @@
 #include <sys/stat.h>
 
 #include "store_t.h"
-
-static char dev[64];
-
-static void detach(void)
-{
-	char cmd[128];
-
-	if (dev[0]) {
-		snprintf(cmd, sizeof(cmd), "losetup -d %s", dev);
-		if (system(cmd) != 0)
-			printf("# could not detach %s\n", dev);
-	}
-}
+#include "loopdev.h"
 
 int main(void)
 {
@@ -28,23 +16,15 @@ int main(void)
 	struct hmm_store *s;
 	struct hmm_store_stats st;
 	struct stat sb;
-	FILE *f;
+	const char *dev;
 	uint8_t *b, *c;
 
-	if (geteuid() != 0 || system("command -v losetup >/dev/null 2>&1"))
-		t_skip_all("needs root and losetup");
-	snprintf(cmd, sizeof(cmd), "truncate -s 32M '%s' && "
-		 "losetup --find --show --direct-io=on '%s' 2>/dev/null", img, img);
-	f = popen(cmd, "r");
-	if (!f || !fgets(dev, sizeof(dev), f) || strncmp(dev, "/dev/loop", 9)) {
-		if (f)
-			pclose(f);
-		dev[0] = 0;
-		t_skip_all("no loop device");
-	}
-	pclose(f);
-	dev[strcspn(dev, "\n")] = 0;
-	atexit(detach);
+	snprintf(cmd, sizeof(cmd), "truncate -s 32M '%s'", img);
+	if (system(cmd) != 0)
+		t_fail_all("truncate %s", img);
+	dev = t_loop_attach(img, "--direct-io=on");
+	if (!dev)
+		t_skip_all("needs root, losetup and a loop device");
 	t_ok(stat(dev, &sb) == 0 && S_ISBLK(sb.st_mode), "%s is a block device", dev);
 
 	{

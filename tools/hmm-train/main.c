@@ -27,6 +27,9 @@ static void usage(FILE *f)
 "  --store PATH        store file or block device (default: a temporary\n"
 "                      file under build/tmp or $TMPDIR, removed at exit;\n"
 "                      with --ckpt: PATH.store, kept)\n"
+"  --format            format the store whatever it holds (foreign data,\n"
+"                      or an hmm store with named tensors: without it\n"
+"                      they are refused and left untouched)\n"
 "  --daemon ADDR       use hmmd at this socket (shared mode)\n"
 "  --data FILE         train on a text file, byte by byte (default: a\n"
 "                      synthetic grammar corpus made from --seed)\n"
@@ -88,7 +91,8 @@ int main(int argc, char **argv)
 		{ "seed", 1, 0, 'S' }, { "ckpt", 1, 0, 'c' },
 		{ "resume", 1, 0, 'r' }, { "report", 1, 0, 'R' },
 		{ "lr", 1, 0, 'l' }, { "batch", 1, 0, 'B' },
-		{ "json", 0, 0, 'j' }, { "help", 0, 0, 'h' }, { 0 }
+		{ "json", 0, 0, 'j' }, { "format", 0, 0, 'F' },
+		{ "help", 0, 0, 'h' }, { 0 }
 	};
 	struct train_opts o = { .host_budget = -1, .seed = 1 };
 	const char *preset = "default";
@@ -131,12 +135,15 @@ int main(int argc, char **argv)
 		case 'r': o.resume = optarg; break;
 		case 'R': o.report = optarg; break;
 		case 'j': o.json = 1; break;
+		case 'F': o.format = 1; break;
 		case 'h': usage(stdout); return 0;
 		default: usage(stderr); return 2;
 		}
 	}
 	if (optind < argc)
 		return bad("argument", argv[optind], "unexpected (see --help)");
+	if (o.format && o.resume)
+		return bad("--format", "", "formats the store --resume needs");
 	if (!strcmp(preset, "list")) {
 		list_presets();
 		return 0;

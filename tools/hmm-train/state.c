@@ -152,6 +152,7 @@ int state_open(const struct state_config *cfg, struct state **out)
 		s->whole = 0;
 	s->has_store = s->offloaded || cfg->persist || cfg->reopen;
 	s->reopen = cfg->reopen;
+	s->format = cfg->format;
 	if ((cfg->persist || cfg->reopen) && !cfg->store_path) {
 		err = st_fail(-EINVAL, "state: a kept store needs a path");
 		goto out_free;

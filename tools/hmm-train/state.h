@@ -53,6 +53,9 @@ struct state_config {
 				   when the budget holds everything */
 	int reopen;		/* 1: open store_path's saved arrays (it
 				   must exist) instead of making new ones */
+	int format;		/* 1: format store_path whatever it holds
+				   (HMM_CONFIG_STORE_FORMAT); 0: refuse
+				   foreign data and named tensors */
 	const char *daemon;	/* hmmd socket or NULL */
 	int nblocks;
 	const size_t *floats;	/* [nblocks]: floats per array of block i */

@@ -79,10 +79,14 @@ int st_arrays_open(struct state *s, const struct state_config *cfg)
 	}
 	if (s->reopen)
 		hc.flags |= HMM_CONFIG_STORE_KEEP;
+	else if (s->format)
+		hc.flags |= HMM_CONFIG_STORE_FORMAT;
 	err = hmm_open(&hc, &s->h);
 	if (err)
-		return st_fail(err, "libhmm: %s%s%s", hmm_strerror(err),
-			    *hmm_last_error() ? ": " : "", hmm_last_error());
+		return st_fail(err, "libhmm: %s%s%s%s", hmm_strerror(err),
+			    *hmm_last_error() ? ": " : "", hmm_last_error(),
+			    err == -EEXIST ? "; hmm-train --format formats "
+			    "it" : "");
 	s->t = calloc((size_t)s->nblocks * ST_KINDS, sizeof(*s->t));
 	if (!s->t)
 		return st_fail(-ENOMEM, "out of memory");

@@ -39,7 +39,7 @@ struct state {
 	int pending[2];		/* blocks stepped last, write-back unchecked
 				   (-1: none); [1] is the older */
 	int offloaded, unlink_store;
-	int has_store, reopen;	/* see state_config: persist, reopen */
+	int has_store, reopen, format;	/* see state_config */
 	char store_path[4096];
 	double map_s;
 	struct hmm *h;

@@ -71,11 +71,11 @@ int st_store_preflight(struct state *s)
 		close(fd);
 		return 0;
 	}
-	if (!created && !looks_like_store(fd, st.st_size)) {
+	if (!created && !s->format && !looks_like_store(fd, st.st_size)) {
 		close(fd);
 		return st_fail(-EEXIST, "store %s: the file exists (%lld bytes) and "
 			    "is not an hmm store; refusing to overwrite it "
-			    "(remove it or pick another --store)", p,
+			    "(remove it, pick another --store, or --format)", p,
 			    (long long)st.st_size);
 	}
 	r = posix_fallocate(fd, 0, s->store_size);

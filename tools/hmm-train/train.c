@@ -70,7 +70,7 @@ static int open_state(const struct train_opts *o, struct run *r,
 	char (*buf)[16] = calloc(nb, sizeof(*buf));
 	struct state_config sc = { .store_path = o->store, .daemon = o->daemon,
 				   .nblocks = nb, .persist = sp->persist,
-				   .reopen = sp->reopen };
+				   .reopen = sp->reopen, .format = o->format };
 
 	if (!sizes || !names || !buf) {
 		err = -ENOMEM;

@@ -21,6 +21,8 @@ struct train_opts {
 	double lr;			/* 0 = preset's */
 	int batch;			/* 0 = preset's */
 	int json;
+	int format;			/* --format: format --store whatever
+					   it holds */
 	const char *blas_core;
 };
 

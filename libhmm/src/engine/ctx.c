@@ -68,9 +68,13 @@ static int config_check(const struct hmm_config *c)
 		return hmm_err(-EINVAL, "config.device '%s': not none, sim "
 			       "or cuda", c->device);
 	if (c->flags & ~(HMM_CONFIG_STORE_BUFFERED | HMM_CONFIG_STORE_KEEP |
-			 HMM_CONFIG_HOST_SHARED))
+			 HMM_CONFIG_HOST_SHARED | HMM_CONFIG_STORE_FORMAT))
 		return hmm_err(-EINVAL, "config.flags %#x: unknown bits",
 			       c->flags);
+	if ((c->flags & HMM_CONFIG_STORE_KEEP) &&
+	    (c->flags & HMM_CONFIG_STORE_FORMAT))
+		return hmm_err(-EINVAL, "config.flags: STORE_KEEP and "
+			       "STORE_FORMAT exclude each other");
 	if (c->store_path && !*c->store_path)
 		return hmm_err(-EINVAL, "config.store_path: empty");
 	if (c->host_dir && !(c->flags & HMM_CONFIG_HOST_SHARED))
@@ -81,6 +85,44 @@ static int config_check(const struct hmm_config *c)
 			return hmm_err(-EINVAL, "config.reserved[%u]: must "
 				       "be zero", i);
 	return 0;
+}
+
+/*
+ * Without KEEP or FORMAT: the store just opened (a new or empty one was
+ * formatted, foreign data refused) must hold no named tensors; a used
+ * one is formatted anew.  I/O thread running; 0 or -errno.
+ */
+static int ctx_store_fresh(struct hmm *h, const struct hmm_config *cfg)
+{
+	struct hmm_store_stats st;
+	struct hmm_config fmt;
+	char why[256];
+	uint32_t n;
+	int r;
+
+	r = hmm_persist_load(h);
+	n = h->nsaved;
+	hmm_persist_fini(h);
+	free(h->tensors);	/* persist_load's slots for the saved ids */
+	h->tensors = NULL;
+	h->tensors_cap = h->ntensors = 0;
+	if (r < 0) {
+		snprintf(why, sizeof(why), "%s", hmm_last_error());
+		return hmm_err(r == -EINVAL ? -EEXIST : r, "store %s: %s",
+			       cfg->store_path, why);
+	}
+	if (n)
+		return hmm_err(-EEXIST, "store %s: hmm store with %u named "
+			       "tensor%s (HMM_CONFIG_STORE_KEEP keeps them, "
+			       "HMM_CONFIG_STORE_FORMAT formats it)",
+			       cfg->store_path, n, n == 1 ? "" : "s");
+	hmm_store_stats(h->store, &st);
+	if (st.generation <= 1)
+		return 0;	/* as formatted: never flushed */
+	hmm_iot_stop(h);
+	fmt = *cfg;
+	fmt.flags |= HMM_CONFIG_STORE_FORMAT;
+	return hmm_iot_start(h, &fmt);
 }
 
 static int ctx_dev_open(struct hmm *h, const struct hmm_config *cfg)
@@ -228,11 +270,12 @@ int hmm_engine_open(const struct hmm_config *cfg, struct hmm **out)
 		r = hmm_iot_start(h, cfg);
 		if (r < 0)
 			goto out_ctx;
-		if (cfg->flags & HMM_CONFIG_STORE_KEEP) {
+		if (cfg->flags & HMM_CONFIG_STORE_KEEP)
 			r = hmm_persist_load(h);
-			if (r < 0)
-				goto out_iot;
-		}
+		else if (!(cfg->flags & HMM_CONFIG_STORE_FORMAT))
+			r = ctx_store_fresh(h, cfg);
+		if (r < 0)
+			goto out_iot;
 	}
 	*out = h;
 	return 0;

@@ -309,8 +309,8 @@ int hmm_iot_start(struct hmm *h, const struct hmm_config *cfg)
 	st.h = h;
 	st.scfg.path = cfg->store_path;
 	st.scfg.size = cfg->store_size;
-	st.scfg.flags = HMM_STORE_CREATE;
-	if (!(cfg->flags & HMM_CONFIG_STORE_KEEP))
+	st.scfg.flags = HMM_STORE_CREATE;	/* new or empty: format */
+	if (cfg->flags & HMM_CONFIG_STORE_FORMAT)
 		st.scfg.flags |= HMM_STORE_TRUNCATE;
 	if (cfg->flags & HMM_CONFIG_STORE_BUFFERED)
 		st.scfg.flags |= HMM_STORE_BUFFERED;
@@ -321,7 +321,7 @@ int hmm_iot_start(struct hmm *h, const struct hmm_config *cfg)
 	if (h->io_efd < 0)
 		return hmm_err(-errno, "store %s: eventfd for the I/O thread: "
 			       "%s", cfg->store_path, strerror(errno));
-	h->io_sleeping = h->io_kicked = 0;
+	h->io_sleeping = h->io_kicked = h->io_stop = 0;
 	r = pthread_create(&h->io_thread, NULL, iot_main, &st);
 	if (r) {
 		close(h->io_efd);

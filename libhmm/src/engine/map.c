@@ -33,13 +33,32 @@ static void map_unpin(struct hmm *h, struct hmm_tensor *t, uint32_t first,
 	pthread_cond_broadcast(&h->cond);
 }
 
-static void map_pin(struct hmm *h, struct hmm_tensor *t, uint32_t first,
-		    uint32_t last, int tier, unsigned access)
+/*
+ * access for chunk i of a map of [off, +len): DISCARD skips the read-in
+ * only where the range covers the chunk whole (up to the tensor's end);
+ * a partial chunk is read in first, so its other bytes stay.
+ */
+static unsigned chunk_access(struct hmm *h, struct hmm_tensor *t, uint32_t i,
+			     uint64_t off, uint64_t len, unsigned access)
 {
-	uint32_t i;
+	uint64_t c0 = (uint64_t)i * h->chunk_bytes;
+	uint64_t c1 = c0 + h->chunk_bytes < t->bytes ? c0 + h->chunk_bytes :
+		      t->bytes;
+
+	if ((access & HMM_DISCARD) && (off > c0 || off + len < c1))
+		return (access & ~HMM_DISCARD) | HMM_READ;
+	return access;
+}
+
+static void map_pin(struct hmm *h, struct hmm_tensor *t, uint64_t off,
+		    uint64_t len, int tier, unsigned access0)
+{
+	uint32_t i, first = off / h->chunk_bytes;
+	uint32_t last = (off + len - 1) / h->chunk_bytes;
 
 	for (i = first; i <= last; i++) {
 		struct hmm_chunk *c = &t->chunks[i];
+		unsigned access = chunk_access(h, t, i, off, len, access0);
 
 		if (c->pins[tier]++ == 0)
 			h->tier[tier].pinned += hmm_chunk_cost(c, tier);
@@ -62,7 +81,7 @@ static void map_pin(struct hmm *h, struct hmm_tensor *t, uint32_t first,
 
 struct map_range {
 	struct hmm_tensor *t;
-	uint32_t first, last;
+	uint64_t off, len;
 	int tier;
 	unsigned access;
 };
@@ -71,11 +90,14 @@ struct map_range {
 static int map_step(struct hmm *h, void *arg)
 {
 	struct map_range *m = arg;
+	uint32_t i = m->off / h->chunk_bytes;
+	uint32_t last = (m->off + m->len - 1) / h->chunk_bytes;
 	int ret = HMM_READY;
-	uint32_t i;
 
-	for (i = m->first; i <= m->last; i++) {
-		int r = hmm_chunk_step(h, &m->t->chunks[i], m->tier, m->access,
+	for (; i <= last; i++) {
+		int r = hmm_chunk_step(h, &m->t->chunks[i], m->tier,
+				       chunk_access(h, m->t, i, m->off, m->len,
+						    m->access),
 				       HMM_STEP_MAP, HMM_NO_LIMIT);
 
 		if (r < 0)
@@ -88,12 +110,14 @@ static int map_step(struct hmm *h, void *arg)
 	return ret;
 }
 
-/* Step every chunk until all are ready, through the admission (budget.h:
- * -ENOMEM once starved for wait_ms); h->lock held. */
-static int map_wait(struct hmm *h, struct hmm_tensor *t, uint32_t first,
-		    uint32_t last, int tier, unsigned access)
+/* Step every chunk of [off, +len) until all are ready, through the
+ * admission (budget.h: -ENOMEM once starved for wait_ms); h->lock held. */
+static int map_wait(struct hmm *h, struct hmm_tensor *t, uint64_t off,
+		    uint64_t len, int tier, unsigned access)
 {
-	struct map_range m = { t, first, last, tier, access };
+	uint32_t first = off / h->chunk_bytes;
+	uint32_t last = (off + len - 1) / h->chunk_bytes;
+	struct map_range m = { t, off, len, tier, access };
 	struct hmm_admit a = {
 		.tier = tier, .wait_s = h->cfg.wait_ms / 1000.0,
 		.step = map_step, .arg = &m,
@@ -158,8 +182,8 @@ int hmm_engine_map(struct hmm_tensor *t, uint64_t off, uint64_t len,
 		 (void *)(uintptr_t)(t->dev + off);
 
 	pthread_mutex_lock(&h->lock);
-	map_pin(h, t, first, last, tier, access);
-	r = map_wait(h, t, first, last, tier, access);
+	map_pin(h, t, off, len, tier, access);
+	r = map_wait(h, t, off, len, tier, access);
 	if (r < 0) {
 		map_unpin(h, t, first, last, tier);
 		pthread_mutex_unlock(&h->lock);

@@ -13,6 +13,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
@@ -25,9 +26,21 @@
 struct cmap {
 	struct cmap *next;
 	uint64_t id, off, len;
-	void *ptr;		/* the mapping (page-aligned) */
-	void *uptr;		/* what map returned: ptr + byte off's delta */
-	size_t mlen;
+	void *uptr;		/* what map returned: base + byte offset */
+};
+
+/*
+ * A tensor's host file (hmmd's memfd) mapped whole, once per client, so
+ * every map of the tensor returns base + offset, as in the embedded
+ * engine: two maps of one range get one pointer.  Made by the first map,
+ * unmapped when the tensor is freed or the client closes.  On c->bases
+ * under c->lock.
+ */
+struct cbase {
+	struct cbase *next;
+	uint64_t id;
+	void *base;
+	size_t len;
 };
 
 /*
@@ -65,6 +78,7 @@ struct hmm_client {
 	int broken;			/* -errno: the connection is dead */
 	unsigned version;		/* negotiated at hello */
 	struct cmap *maps;
+	struct cbase *bases;
 	uint8_t in[HMM_PROTO_RECV_BUF];	/* the reader's */
 };
 
@@ -330,8 +344,14 @@ void hmm_client_close(struct hmm_client *c)
 		return;
 	while ((m = c->maps)) {
 		c->maps = m->next;
-		munmap(m->ptr, m->mlen);
 		free(m);
+	}
+	while (c->bases) {
+		struct cbase *b = c->bases;
+
+		c->bases = b->next;
+		munmap(b->base, b->len);
+		free(b);
 	}
 	close(c->fd);
 	pthread_cond_destroy(&c->cond);
@@ -364,8 +384,67 @@ int hmm_client_tensor_new(struct hmm_client *c, const char *name,
 int hmm_client_tensor_free(struct hmm_client *c, uint64_t id)
 {
 	struct hmm_proto_tensor_free f = { id };
+	struct cbase **pp, *b;
+	int ret = simple(c, HMM_PROTO_TENSOR_FREE, &f, HMM_PROTO_OK, NULL);
 
-	return simple(c, HMM_PROTO_TENSOR_FREE, &f, HMM_PROTO_OK, NULL);
+	if (ret == -EBUSY)	/* still mapped: nothing freed */
+		return ret;
+	pthread_mutex_lock(&c->lock);
+	for (pp = &c->bases; (b = *pp); pp = &b->next)
+		if (b->id == id) {
+			*pp = b->next;
+			munmap(b->base, b->len);
+			free(b);
+			break;
+		}
+	pthread_mutex_unlock(&c->lock);
+	return ret;
+}
+
+/* *base: tensor id's host file in this client, fd mapped whole the
+ * first time (read-only when fd is); end: where the map ends in it.
+ * c->lock held.  0 or -errno (detail set). */
+static int client_base(struct hmm_client *c, uint64_t id, int fd,
+		       uint64_t end, uint8_t **base)
+{
+	struct stat st = { 0 };
+	struct cbase *b;
+
+	for (b = c->bases; b && b->id != id; b = b->next)
+		;
+	if (!b && fstat(fd, &st))
+		return hmm_err(-errno, "map: tensor %llu: fstat of the memfd: "
+			       "%s", (unsigned long long)id, strerror(errno));
+	if (b ? end > b->len : (uint64_t)st.st_size < end)
+		return hmm_err(-EPROTO, "map: tensor %llu: host file of %llu "
+			       "bytes, the map ends at %llu",
+			       (unsigned long long)id, (unsigned long long)
+			       (b ? b->len : (uint64_t)st.st_size),
+			       (unsigned long long)end);
+	if (b) {
+		*base = b->base;
+		return 0;
+	}
+	b = calloc(1, sizeof(*b));
+	if (!b)
+		return hmm_err(-ENOMEM, "map: no memory");
+	b->id = id;
+	b->len = st.st_size;
+	b->base = mmap(NULL, b->len, PROT_READ | PROT_WRITE, MAP_SHARED, fd,
+		       0);
+	if (b->base == MAP_FAILED && errno == EACCES)
+		b->base = mmap(NULL, b->len, PROT_READ, MAP_SHARED, fd, 0);
+	if (b->base == MAP_FAILED) {
+		int err = -errno;
+
+		free(b);
+		return hmm_err(err, "map: tensor %llu: mmap of the memfd: %s",
+			       (unsigned long long)id, strerror(-err));
+	}
+	b->next = c->bases;
+	c->bases = b;
+	*base = b->base;
+	return 0;
 }
 
 int hmm_client_map(struct hmm_client *c, uint64_t id, uint64_t off,
@@ -375,7 +454,7 @@ int hmm_client_map(struct hmm_client *c, uint64_t id, uint64_t off,
 	struct hmm_proto_msg r;
 	struct cmap *m = calloc(1, sizeof(*m));
 	unsigned nfds = 0;
-	uint64_t moff, delta;
+	uint8_t *base = NULL;
 	int fds[HMM_PROTO_FDS_MAX], ret;
 
 	if (!m)
@@ -394,19 +473,12 @@ int hmm_client_map(struct hmm_client *c, uint64_t id, uint64_t off,
 	m->id = id;
 	m->off = r.u.map_reply.off;
 	m->len = r.u.map_reply.len;
-	/* map the pages of [addr, addr + len) of the memfd: the tensor's
-	   own memory in hmmd (a read-only fd for a read-only share) */
-	moff = r.u.map_reply.addr & ~4095ull;
-	delta = r.u.map_reply.addr - moff;
-	m->mlen = (delta + m->len + 4095) & ~4095ull;
-	m->ptr = mmap(NULL, m->mlen, PROT_READ | PROT_WRITE, MAP_SHARED,
-		      fds[0], moff);
-	if (m->ptr == MAP_FAILED && errno == EACCES)
-		m->ptr = mmap(NULL, m->mlen, PROT_READ, MAP_SHARED, fds[0],
-			      moff);
-	if (m->ptr == MAP_FAILED) {
-		ret = hmm_err(-errno, "map: tensor %llu: mmap of the memfd: %s",
-			      (unsigned long long)id, strerror(errno));
+	/* [addr, addr + len) of the memfd, the tensor's own memory in
+	   hmmd (a read-only fd for a read-only share), mapped whole once */
+	pthread_mutex_lock(&c->lock);
+	ret = client_base(c, id, fds[0], r.u.map_reply.addr + m->len, &base);
+	pthread_mutex_unlock(&c->lock);
+	if (ret) {
 		/* hmmd holds the pin: give it back (best effort) */
 		q.access = 0;
 		q.off = m->off;
@@ -415,7 +487,7 @@ int hmm_client_map(struct hmm_client *c, uint64_t id, uint64_t off,
 		     HMM_CLIENT_TIMEOUT_MS);
 		goto out;
 	}
-	m->uptr = (uint8_t *)m->ptr + delta;
+	m->uptr = base + r.u.map_reply.addr;
 	*ptr = m->uptr;
 	pthread_mutex_lock(&c->lock);
 	m->next = c->maps;
@@ -445,9 +517,8 @@ int hmm_client_unmap(struct hmm_client *c, void *ptr)
 	pthread_mutex_unlock(&c->lock);
 	if (!m)
 		return hmm_err(-EINVAL, "unmap %p: not mapped", ptr);
-	/* the client's mapping goes first: hmmd may hand the pages to
-	   another tensor as soon as it unpins them */
-	munmap(m->ptr, m->mlen);
+	/* the tensor's mapping stays (client_base): the memfd's pages
+	   are the tensor's own, punched out by hmmd when it drops them */
 	q = (struct hmm_proto_range){ m->id, m->off, m->len, HMM_TIER_HOST,
 				      0 };
 	ret = call(c, HMM_PROTO_UNMAP, &q, HMM_PROTO_OK, &r, NULL, NULL,

@@ -8,14 +8,17 @@
 #include <fcntl.h>
 #include <linux/fs.h>
 #include <linux/magic.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/ioctl.h>
 #include <sys/random.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
+#include <sys/sysmacros.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -96,10 +99,68 @@ static void go_buffered(struct hmm_store *s, const char *why)
 	note(s, "O_DIRECT %s: running buffered", why);
 }
 
+/* The pid holding a flock on the file st names, from /proc/locks; 0 if
+ * none is found (or /proc/locks shows 0: a holder that has exited, or
+ * one outside this pid namespace). */
+static pid_t lock_holder(const struct stat *st)
+{
+	FILE *f = fopen("/proc/locks", "re");
+	char line[256], want[64];
+	pid_t pid = 0;
+
+	if (!f)
+		return 0;
+	snprintf(want, sizeof(want), " %02x:%02x:%llu ", major(st->st_dev),
+		 minor(st->st_dev), (unsigned long long)st->st_ino);
+	while (!pid && fgets(line, sizeof(line), f)) {
+		char *w = strstr(line, want);
+		int p;
+
+		/* "1: FLOCK  ADVISORY  WRITE 1234 08:01:5678 0 EOF" */
+		if (w && strstr(line, " FLOCK ") && w > line &&
+		    sscanf(line, "%*d: FLOCK %*s %*s %d", &p) == 1 && p > 0)
+			pid = p;
+	}
+	fclose(f);
+	return pid;
+}
+
+/*
+ * One context per store: an exclusive flock on the open file (per open
+ * file description, so a second open in this process conflicts too; a
+ * block device's node works the same).  Held until the fd is closed.
+ */
+static int lock_file(struct hmm_store *s, const struct stat *st)
+{
+	struct timespec nap = { 0, 10000000 };
+	pid_t pid;
+
+	/* a holder that is gone (killed) keeps the lock until the kernel
+	 * has torn its io_uring down: wait for that, up to 2 s, while the
+	 * holder's pid is unknown or no longer exists */
+	for (int i = 0;; i++) {
+		if (flock(s->fd, LOCK_EX | LOCK_NB) == 0)
+			return 0;
+		if (errno != EWOULDBLOCK)
+			return hmm_err(-errno, "store %s: flock: %s", s->path,
+				       errstr(errno));
+		pid = lock_holder(st);
+		if (i == 200 || (pid && (kill(pid, 0) == 0 || errno != ESRCH)))
+			break;
+		nanosleep(&nap, NULL);
+	}
+	if (!pid)
+		return hmm_err(-EBUSY, "store %s: in use by another context "
+			       "(holder's pid unknown)", s->path);
+	return hmm_err(-EBUSY, "store %s: in use by another context (pid "
+		       "%d%s)", s->path, (int)pid, pid == getpid() ?
+		       ", this process" : "");
+}
+
 static int open_file(struct hmm_store *s, const struct hmm_store_config *cfg,
 		     int *created, uint64_t *bytes)
 {
-	int fl = O_RDWR | O_CLOEXEC, existed;
+	int fl = O_RDWR | O_CLOEXEC, existed, r;
 	struct stat st;
 	struct statfs fs;
 
@@ -118,12 +179,15 @@ static int open_file(struct hmm_store *s, const struct hmm_store_config *cfg,
 	if (s->fd < 0)
 		return hmm_err(-errno, "store %s: open: %s", s->path,
 			       errstr(errno));
-	*created = !existed;
 	if (fstat(s->fd, &st))
 		return hmm_err(-errno, "store %s: stat: %s", s->path,
 			       errstr(errno));
 	if (S_ISDIR(st.st_mode))
 		return hmm_err(-EISDIR, "store %s: is a directory", s->path);
+	r = lock_file(s, &st);
+	if (r)
+		return r;
+	*created = !existed;	/* ours to remove on failure: locked */
 	if (S_ISBLK(st.st_mode)) {
 		if (ioctl(s->fd, BLKGETSIZE64, bytes))
 			return hmm_err(-errno, "store %s: BLKGETSIZE64: %s",
@@ -389,8 +453,11 @@ static int format_or_load(struct hmm_store *s,
 		return hmm_err(-ENODATA, "store %s: no store here (open with "
 			       "HMM_STORE_CREATE to make one)", s->path);
 	if (!empty)
-		return hmm_err(-EEXIST, "store %s: holds other data (open with "
-			       "HMM_STORE_TRUNCATE to overwrite it)", s->path);
+		return hmm_err(-EEXIST, "store %s: foreign data: first bytes "
+			       "are not an hmm superblock (%llu bytes; only an "
+			       "explicit format overwrites them: "
+			       "HMM_CONFIG_STORE_FORMAT, --format)", s->path,
+			       (unsigned long long)have);
 fmt:
 	err = format(s, cfg, have, blk);
 	if (err)
@@ -509,8 +576,11 @@ void hmm_store_close(struct hmm_store *s)
 	if (s->ring_up)
 		hmm_uring_fini(&s->u);
 	hmm_pool_delete(s->pool);
-	if (s->fd >= 0)
+	if (s->fd >= 0) {
+		/* now: the ring may hold the file a while after its fini */
+		flock(s->fd, LOCK_UN);
 		close(s->fd);
+	}
 	hmm_ext_fini(&s->ext);
 	hmm_xmap_fini(&s->map);
 	pthread_mutex_destroy(&s->stat_lock);

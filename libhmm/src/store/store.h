@@ -96,6 +96,11 @@ struct hmm_store_stats {
 					 * (not in write_bytes/write_ops) */
 };
 
+/*
+ * Open (load or, per flags, format) the store at cfg->path, holding an
+ * exclusive flock on it until hmm_store_close: -EBUSY, naming the path and
+ * the holder's pid, while another open store (any process) holds it.
+ */
 int hmm_store_open(const struct hmm_store_config *cfg, struct hmm_store **out);
 void hmm_store_close(struct hmm_store *s);
 

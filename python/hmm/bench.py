@@ -1,0 +1,259 @@
+# SPDX-License-Identifier: MIT
+"""python3 -m hmm.bench — a GPT the shape of hmm-train's default preset
+(vocab 256, 128 tokens, width 384, 6 heads, 6 layers, batch 4: 10.8 M
+parameters) trained in PyTorch on the CPU three ways, each in its own
+process so that each peak RSS is its own:
+
+  inmem      torch.optim.AdamW, everything in memory;
+  hmm        hmm.torch.AdamW + hmm.torch.offload_activations, the host
+             budget a quarter of the training state (weights, grads, m
+             and v: 16 bytes a parameter), master, m, v and activations in
+             a store file under --dir;
+  deepspeed  where `import deepspeed` works (scripts/peers.sh makes a venv
+             with it; CI does not), DeepSpeed's ZeRO-Offload of the
+             optimizer to NVMe with DeepSpeedCPUAdam; else null.
+
+Prints one JSON object: tok_s_inmem, tok_s_hmm, tok_s_deepspeed (null
+when absent), ratio_hmm_over_inmem, peak_rss_inmem, peak_rss_hmm,
+state_bytes, host_budget, and what the hmm run moved (activation_bytes a
+step, store_bytes_written) and the losses of each way.  A benchmark, not
+a test: the first step is a warm-up, the rest are timed.  Its scratch
+store is removed on every exit.
+"""
+import argparse
+import json
+import math
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+PRESET = dict(vocab=256, ctx=128, d=384, heads=6, layers=6, batch=4)
+
+
+def peak_rss():
+    """This process's peak resident set (VmHWM), bytes."""
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
+def gpt(torch, c):
+    """The preset's GPT: pre-norm blocks, causal attention, GELU MLP,
+    the head tied to the token embedding."""
+    nn = torch.nn
+
+    class Block(nn.Module):
+        def __init__(self):
+            super().__init__()
+            d = c["d"]
+            self.ln1, self.ln2 = nn.LayerNorm(d), nn.LayerNorm(d)
+            self.qkv, self.proj = nn.Linear(d, 3 * d), nn.Linear(d, d)
+            self.fc, self.out = nn.Linear(d, 4 * d), nn.Linear(4 * d, d)
+
+        def forward(self, x):
+            B, T, D = x.shape
+            h = c["heads"]
+            q, k, v = self.qkv(self.ln1(x)).split(D, dim=2)
+            q, k, v = (t.view(B, T, h, D // h).transpose(1, 2)
+                       for t in (q, k, v))
+            att = (q @ k.transpose(-2, -1)) / math.sqrt(D // h)
+            mask = torch.ones(T, T, dtype=torch.bool).triu(1)
+            att = att.masked_fill(mask, float("-inf")).softmax(-1)
+            y = (att @ v).transpose(1, 2).reshape(B, T, D)
+            x = x + self.proj(y)
+            return x + self.out(nn.functional.gelu(self.fc(self.ln2(x))))
+
+    class GPT(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.tok = nn.Embedding(c["vocab"], c["d"])
+            self.pos = nn.Parameter(torch.randn(c["ctx"], c["d"]) * 0.02)
+            self.blocks = nn.ModuleList(Block() for _ in range(c["layers"]))
+            self.ln = nn.LayerNorm(c["d"])
+
+        def forward(self, idx):
+            x = self.tok(idx) + self.pos[:idx.shape[1]]
+            for b in self.blocks:
+                x = b(x)
+            return self.ln(x) @ self.tok.weight.t()
+
+    m = GPT()
+    for name, p in m.named_parameters():    # GPT-2's initialisation
+        if p.dim() == 2:
+            torch.nn.init.normal_(p, 0.0, 0.02)
+    return m
+
+
+def one_way(a):
+    """The child: train --steps steps one way, print its JSON line."""
+    import contextlib
+    import torch
+
+    torch.manual_seed(1)
+    c = PRESET
+    model = gpt(torch, c)
+    n = sum(p.numel() for p in model.parameters())
+    state = 16 * n
+    budget = int(state * a.budget_frac) // (64 << 10) * (64 << 10)
+    g = torch.Generator().manual_seed(2)
+    data = torch.randint(0, c["vocab"], (a.steps, c["batch"], c["ctx"] + 1),
+                         generator=g)
+    res = dict(way=a.way, params=n, state_bytes=state)
+    ctx = None
+    hooks = contextlib.nullcontext
+    if a.way == "inmem":
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    elif a.way == "hmm":
+        import hmm
+        import hmm.torch
+        store = os.path.join(a.dir, "bench.%d.store" % os.getpid())
+        try:
+            ctx = hmm.Context(store=store, store_size=str(4 * state),
+                              host_budget=budget, chunk_bytes="1M")
+        finally:
+            os.unlink(store)    # open: it lives on until the close
+        opt = hmm.torch.AdamW(model.parameters(), lr=1e-3, ctx=ctx)
+        hooks = lambda: hmm.torch.offload_activations(  # noqa: E731
+            ctx, min_bytes=a.min_bytes)
+        res["host_budget"] = budget
+    else:
+        opt, model = deepspeed_engine(a, model, budget)
+        if opt is None:
+            print(json.dumps(dict(res, tok_s=None, error=model)))
+            return
+        res["host_budget"] = budget
+    losses, t0, packed = [], None, 0
+    phase = [0.0, 0.0, 0.0]     # forward, backward, optimizer (timed steps)
+    for s in range(a.steps):
+        if s == 1:
+            t0 = time.perf_counter()
+            phase = [0.0, 0.0, 0.0]
+        x, y = data[s, :, :-1], data[s, :, 1:]
+        t = [time.perf_counter()]
+        with hooks() as off:
+            logits = model(x)
+        loss = torch.nn.functional.cross_entropy(
+            logits.reshape(-1, c["vocab"]), y.reshape(-1))
+        t.append(time.perf_counter())
+        if a.way == "deepspeed":
+            model.backward(loss)
+            t.append(time.perf_counter())
+            model.step()
+        else:
+            opt.zero_grad(set_to_none=False)
+            loss.backward()
+            t.append(time.perf_counter())
+            opt.step()
+        t.append(time.perf_counter())
+        for i in range(3):
+            phase[i] += t[i + 1] - t[i]
+        if off is not None:
+            packed = off.packed_bytes
+        del logits, off
+        losses.append(loss.item())
+    dt = time.perf_counter() - t0
+    res.update(tok_s=(a.steps - 1) * c["batch"] * c["ctx"] / dt,
+               step_s=dt / (a.steps - 1), losses=losses,
+               fwd_s=phase[0] / (a.steps - 1), bwd_s=phase[1] / (a.steps - 1),
+               opt_s=phase[2] / (a.steps - 1),
+               peak_rss=peak_rss())
+    if ctx is not None:
+        st = ctx.stats()
+        res.update(activation_bytes=packed,
+                   store_bytes_written=st["store"]["bytes_in"],
+                   store_bytes_read=st["store"]["bytes_out"],
+                   host_peak=st["host"]["peak"])
+        del opt
+        ctx.close()
+    print(json.dumps(res))
+
+
+def deepspeed_engine(a, model, budget):
+    """DeepSpeed's ZeRO-Offload with the optimizer state swapped to NVMe
+    (DeepSpeedCPUAdam), or (None, why) when it cannot run here."""
+    try:
+        import deepspeed
+    except ImportError as e:
+        return None, "deepspeed not importable: %s" % e
+    conf = {
+        "train_micro_batch_size_per_gpu": PRESET["batch"],
+        "optimizer": {"type": "AdamW", "params": {"lr": 1e-3}},
+        "zero_optimization": {
+            "stage": 3,
+            "offload_optimizer": {"device": "nvme", "nvme_path": a.dir,
+                                  "pin_memory": False},
+            "offload_param": {"device": "cpu"},
+        },
+        "aio": {"block_size": 1 << 20, "queue_depth": 8},
+    }
+    try:
+        engine, opt, _, _ = deepspeed.initialize(
+            model=model, model_parameters=model.parameters(), config=conf)
+    except Exception as e:  # noqa: BLE001 -- any failure: reported as null
+        return None, "deepspeed.initialize: %s" % e
+    return opt, engine
+
+
+def main():
+    ap = argparse.ArgumentParser(prog="python3 -m hmm.bench",
+                                 description=__doc__.split("\n\n")[0])
+    ap.add_argument("--steps", type=int, default=6,
+                    help="steps per way, the first untimed (default 6)")
+    ap.add_argument("--budget-frac", type=float, default=0.25,
+                    help="hmm's host budget over the state (default 0.25)")
+    ap.add_argument("--min-bytes", type=int, default=64 << 10,
+                    help="smallest activation offloaded (default 64K)")
+    ap.add_argument("--dir", default=None,
+                    help="where the store goes (default: a temporary "
+                    "folder under $TMPDIR, removed at exit)")
+    ap.add_argument("--ways", default="inmem,hmm,deepspeed")
+    ap.add_argument("--way", help=argparse.SUPPRESS)
+    a = ap.parse_args()
+    if a.steps < 2:
+        ap.error("--steps: at least 2 (one warm-up, one timed)")
+    if a.way:
+        return one_way(a)
+    top = tempfile.mkdtemp(prefix="hmm-bench.", dir=a.dir)
+    runs = {}
+    try:
+        for w in a.ways.split(","):
+            r = subprocess.run([sys.executable, "-m", "hmm.bench", "--way", w,
+                                "--dir", top, "--steps", str(a.steps),
+                                "--budget-frac", str(a.budget_frac),
+                                "--min-bytes", str(a.min_bytes)],
+                               stdout=subprocess.PIPE, text=True)
+            if r.returncode:
+                sys.exit("hmm.bench: the %s run failed (exit %d)"
+                         % (w, r.returncode))
+            runs[w] = json.loads(r.stdout.strip().splitlines()[-1])
+    finally:
+        shutil.rmtree(top, True)
+    get = lambda w, k: runs.get(w, {}).get(k)  # noqa: E731
+    out = dict(tok_s_inmem=get("inmem", "tok_s"), tok_s_hmm=get("hmm", "tok_s"),
+               tok_s_deepspeed=get("deepspeed", "tok_s"))
+    out["ratio_hmm_over_inmem"] = (out["tok_s_hmm"] / out["tok_s_inmem"]
+                                   if out["tok_s_hmm"] and out["tok_s_inmem"]
+                                   else None)
+    out.update(peak_rss_hmm=get("hmm", "peak_rss"),
+               peak_rss_inmem=get("inmem", "peak_rss"),
+               peak_rss_deepspeed=get("deepspeed", "peak_rss"),
+               state_bytes=get("inmem", "state_bytes") or
+               get("hmm", "state_bytes"),
+               host_budget=get("hmm", "host_budget"),
+               activation_bytes=get("hmm", "activation_bytes"),
+               store_bytes_written=get("hmm", "store_bytes_written"),
+               steps=a.steps, params=get("inmem", "params"),
+               phases_s={w: [r.get(k) for k in ("fwd_s", "bwd_s", "opt_s")]
+                         for w, r in runs.items() if r.get("tok_s")},
+               deepspeed_error=get("deepspeed", "error"),
+               losses={w: r.get("losses") for w, r in runs.items()})
+    print(json.dumps(out))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,124 @@
+#!/usr/bin/python3
+# SPDX-License-Identifier: MIT
+"""test_adamw — hmm.torch.AdamW: the same steps as torch.optim.AdamW on
+the same gradients (a few fp32 ulps apart: FMA and one rounding of the
+per-step constants), bit-identical between a host budget of a few chunks
+and one that holds everything, its state really in the store, and
+state_dict / load_state_dict continuing a run exactly.  Both modes."""
+import errno
+
+import tap
+from tap import ok, raises, diag
+import hmm.torch
+import torch
+
+HP = dict(lr=3e-3, betas=(0.9, 0.99), eps=1e-8, weight_decay=0.05)
+SHAPES = [(300, 257), (257,), (64, 1000), (7,)]   # 2 slices, odd sizes
+
+
+def params():
+    g = torch.Generator().manual_seed(1)
+    return [torch.nn.Parameter(torch.randn(s, generator=g)) for s in SHAPES]
+
+
+def grads(step):
+    g = torch.Generator().manual_seed(100 + step)
+    return [torch.randn(s, generator=g) * (0.1 + step) for s in SHAPES]
+
+
+def run(make, steps, ps=None):
+    ps = ps or params()
+    opt = make(ps)
+    for k in range(steps):
+        for p, g in zip(ps, grads(k)):
+            p.grad = g
+        opt.step()
+    return ps, opt
+
+
+def ulps(a, b, lr=HP["lr"]):
+    """Largest |a - b| in ulps of the larger of |a|, |b| and lr (the
+    update's own scale: a weight that crosses zero keeps lr's rounding)."""
+    m = torch.maximum(a.abs(), b.abs()).clamp(min=lr)
+    ulp = torch.pow(2.0, torch.floor(torch.log2(m)) - 23)
+    return ((a - b).abs() / ulp).max().item()
+
+
+STEPS = 5
+with tap.context(host_budget="512K", chunk_bytes="64K",
+                 store_size="64M") as small:
+    # each step's roundings differ by a few ulps (FMA, the constants
+    # rounded once): bound them per step taken
+    for steps in (1, STEPS):
+        ref, _ = run(lambda ps: torch.optim.AdamW(ps, **HP), steps)
+        got, _ = run(lambda ps: hmm.torch.AdamW(
+            ps, ctx=small, slice_bytes=128 << 10, **HP), steps)
+        worst = max(ulps(a.detach(), b.detach()) for a, b in zip(ref, got))
+        ok(worst <= 4 * steps, "%d steps: within %g ulps of "
+           "torch.optim.AdamW (bound %d)" % (steps, worst, 4 * steps))
+    st = small.stats()
+    state = sum(p.numel() for p in got) * 12
+    ok(st["store"]["bytes_in"] >= state,
+       "the state went through the store (%d bytes written, state %d)"
+       % (st["store"]["bytes_in"], state))
+    if not tap.DAEMON:      # shared: hmmd's peak, of every client
+        ok(st["host"]["peak"] <= 512 << 10, "host peak %d within the "
+           "512 KiB budget" % st["host"]["peak"])
+
+    # checkpoint after 3 steps, continue in a new optimizer: same bits
+    half, hopt3 = run(lambda ps: hmm.torch.AdamW(ps, ctx=small, **HP), 3)
+    sd = hopt3.state_dict()
+    ok(int(sd["state"][0]["step"]) == 3 and
+       sd["state"][2]["exp_avg"].shape == SHAPES[2],
+       "state_dict is torch.optim.AdamW's format")
+    tcheck = torch.optim.AdamW(params(), **HP)
+    tcheck.load_state_dict(sd)
+    ok(True, "torch.optim.AdamW loads it")
+
+with tap.context(host_budget="64M", store_size="128M") as big:
+    rest = hmm.torch.AdamW(half, ctx=big, **HP)
+    rest.load_state_dict(sd)
+    for k in range(3, STEPS):
+        for p, g in zip(half, grads(k)):
+            p.grad = g
+        rest.step()
+    ok(all(torch.equal(a, b) for a, b in zip(got, half)),
+       "3 steps, state_dict, load_state_dict, 2 steps: bit-identical to 5")
+    big_ps, _ = run(lambda ps: hmm.torch.AdamW(ps, ctx=big, **HP), STEPS)
+    ok(all(torch.equal(a, b) for a, b in zip(got, big_ps)),
+       "bit-identical between a 512 KiB and a 64 MiB host budget")
+    # weights the caller changes between steps are what the next steps
+    pt, ot = run(lambda ps: torch.optim.AdamW(ps, **HP), 2)
+    ph, oh = run(lambda ps: hmm.torch.AdamW(ps, ctx=big, **HP), 2)
+    for ps, o in ((pt, ot), (ph, oh)):
+        with torch.no_grad():
+            for p, g in zip(ps, grads(2)):
+                p.mul_(0.5)
+                p.grad = g
+        o.step()
+    worst = max(ulps(a.detach(), b.detach()) for a, b in zip(pt, ph))
+    ok(worst <= 12, "weights changed between steps are stepped as "
+       "torch.optim.AdamW steps them (%g ulps)" % worst)
+
+    # a parameter group added after construction gets its state then
+    extra = [torch.nn.Parameter(torch.linspace(-1, 1, 1000))
+             for _ in range(2)]
+    topt = torch.optim.AdamW([torch.nn.Parameter(torch.zeros(1))], **HP)
+    opt = hmm.torch.AdamW([torch.nn.Parameter(torch.zeros(1))], ctx=big,
+                          **HP)
+    for o, e in ((topt, extra[0]), (opt, extra[1])):
+        o.add_param_group({"params": [e], "lr": 0.1})
+        e.grad = torch.linspace(1, 2, 1000)
+        o.step()
+    ok(ulps(extra[0].detach(), extra[1].detach(), 0.1) <= 4 and
+       not torch.equal(extra[1].detach(), torch.linspace(-1, 1, 1000)),
+       "add_param_group: the new group is stepped with its own lr")
+    raises(lambda: hmm.torch.AdamW([torch.nn.Parameter(
+        torch.zeros(4, dtype=torch.float64))], ctx=big), errno.EINVAL,
+        "float64", "a float64 parameter")
+    try:
+        hmm.torch.AdamW(params(), ctx=big, lr=-1)
+        ok(False, "a negative lr is refused")
+    except ValueError as e:
+        ok("lr" in str(e), "a negative lr is refused: %s" % e)
+tap.done()

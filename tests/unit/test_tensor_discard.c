@@ -1,0 +1,150 @@
+// SPDX-License-Identifier: MIT
+/*
+ * test_tensor_discard — a DISCARD map skips the read-in only for the
+ * chunks its range covers whole (the tensor's end counts as covered):
+ * a 100-byte DISCARD map inside a stored 16 KiB chunk keeps the chunk's
+ * other 16284 bytes, at the host and at the (sim) device tier; a map
+ * that covers a chunk whole (or a short last chunk to the tensor's end)
+ * still reads nothing from the store.
+ */
+#include "t.h"
+#include "hmm_mode.h"
+
+#include "hmm.h"
+
+#define CHUNK	(16 << 10)
+#define TBYTES	(2 * CHUNK)
+
+static struct hmm *h;
+
+/* Evict t to the store and wait: no copy left on the host. */
+static void to_store(struct hmm_tensor *t)
+{
+	hmm_evict(t, 0, HMM_ALL, HMM_TIER_DEVICE);
+	hmm_evict(t, 0, HMM_ALL, HMM_TIER_HOST);
+	hmm_wait(h, NULL);
+}
+
+/* Whole t as the host sees it equals want. */
+static int same(struct hmm_tensor *t, const uint8_t *want)
+{
+	void *p;
+	int ok;
+
+	if (hmm_map(t, 0, HMM_ALL, HMM_TIER_HOST, HMM_READ, &p)) {
+		t_diag("map: %s", hmm_last_error());
+		return 0;
+	}
+	ok = !memcmp(p, want, TBYTES);
+	if (!ok) {
+		size_t i, bad = 0;
+
+		for (i = 0; i < TBYTES; i++)
+			bad += ((uint8_t *)p)[i] != want[i];
+		t_diag("%zu of %d bytes differ", bad, TBYTES);
+	}
+	hmm_unmap(t, p);
+	return ok;
+}
+
+/* Fill t with 0xAB, store it, DISCARD-map [off, +len) at tier, write
+ * 0xCD there, unmap; 1 when every other byte is still 0xAB. */
+static int partial(struct hmm_tensor *t, uint64_t off, uint64_t len,
+		   int tier)
+{
+	uint8_t want[TBYTES];
+	void *p;
+
+	memset(want, 0xab, sizeof(want));
+	if (hmm_map(t, 0, HMM_ALL, HMM_TIER_HOST, HMM_WRITE, &p))
+		t_fail_all("fill map: %s", hmm_last_error());
+	memset(p, 0xab, TBYTES);
+	hmm_unmap(t, p);
+	to_store(t);
+	if (hmm_map(t, off, len, tier, HMM_DISCARD, &p)) {
+		t_diag("discard map: %s", hmm_last_error());
+		return 0;
+	}
+	if (tier == HMM_TIER_HOST)
+		memset(p, 0xcd, len);
+	else	/* the sim device's memory is this process's */
+		memset((void *)(uintptr_t)p, 0xcd, len);
+	hmm_unmap(t, p);
+	memset(want + off, 0xcd, len);
+	to_store(t);
+	return same(t, want);
+}
+
+int main(void)
+{
+	struct hmm_config cfg;
+	struct hmm_stats st, st2;
+	struct hmm_tensor *t;
+	char path[4200];
+	int64_t n = TBYTES;
+	void *p;
+
+	snprintf(path, sizeof(path), "%s/store", t_tmpdir());
+	hmm_config_default(&cfg);
+	cfg.store_path = path;
+	cfg.store_size = 16 << 20;
+	cfg.host_budget = 1 << 20;
+	cfg.chunk_bytes = CHUNK;
+	cfg.device = "sim";
+	cfg.device_budget = 1 << 20;
+	hmm_test_mode(&cfg);
+	if (hmm_open(&cfg, &h))
+		t_fail_all("hmm_open: %s", hmm_last_error());
+	if (hmm_tensor_new(h, "d", HMM_DTYPE_U8, 1, &n, &t))
+		t_fail_all("tensor: %s", hmm_last_error());
+
+	t_ok(partial(t, 100, 100, HMM_TIER_HOST),
+	     "host DISCARD of [100, +100) keeps the chunk's other 16284 "
+	     "bytes");
+	t_ok(partial(t, CHUNK - 50, 100, HMM_TIER_HOST),
+	     "host DISCARD across two chunks keeps both chunks' other bytes");
+	t_ok(partial(t, 100, 100, HMM_TIER_DEVICE),
+	     "device DISCARD of [100, +100) keeps the chunk's other 16284 "
+	     "bytes");
+	t_ok(partial(t, CHUNK + 7, CHUNK - 7,
+		     HMM_TIER_DEVICE),
+	     "device DISCARD of a chunk's tail keeps its head");
+
+	/* a chunk covered whole, and the tensor's end, need no read-in */
+	t_ok(partial(t, CHUNK, CHUNK, HMM_TIER_HOST),
+	     "host DISCARD of the whole last chunk writes it exactly");
+	to_store(t);	/* shared mode: hmmd's engine's counts (STATS2) */
+	hmm_stats(h, &st);
+	if (hmm_map(t, 0, HMM_ALL, HMM_TIER_HOST, HMM_DISCARD, &p))
+		t_fail_all("map: %s", hmm_last_error());
+	hmm_unmap(t, p);
+	hmm_stats(h, &st2);
+	t_eq(st2.tier[HMM_TIER_STORE].bytes_out,
+	     st.tier[HMM_TIER_STORE].bytes_out,
+	     "a DISCARD of whole chunks reads nothing from the store");
+	t_eq(st2.discard_skips - st.discard_skips, 2,
+	     "both read-ins counted as skipped");
+	t_eq(hmm_tensor_free(t), 0, "free");
+
+	/* a short last chunk counts as covered from its start to the end */
+	n = CHUNK + 1000;
+	if (hmm_tensor_new(h, "short", HMM_DTYPE_U8, 1, &n, &t))
+		t_fail_all("tensor: %s", hmm_last_error());
+	if (hmm_map(t, 0, HMM_ALL, HMM_TIER_HOST, HMM_WRITE, &p))
+		t_fail_all("map: %s", hmm_last_error());
+	memset(p, 0xab, n);
+	hmm_unmap(t, p);
+	to_store(t);
+	hmm_stats(h, &st);
+	if (hmm_map(t, CHUNK, HMM_ALL, HMM_TIER_HOST, HMM_DISCARD, &p))
+		t_fail_all("map: %s", hmm_last_error());
+	hmm_unmap(t, p);
+	hmm_stats(h, &st2);
+	t_eq(st2.tier[HMM_TIER_STORE].bytes_out,
+	     st.tier[HMM_TIER_STORE].bytes_out, "a DISCARD from a short last "
+	     "chunk's start to the tensor's end reads nothing");
+	t_eq(st2.discard_skips - st.discard_skips, 1, "one read-in skipped");
+	t_eq(hmm_tensor_free(t), 0, "free the short tensor");
+	hmm_close(h);
+	return t_done();
+}
