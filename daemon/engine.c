@@ -187,15 +187,6 @@ uint64_t eng_pinned(struct hmmd_engine *e)
 	return now;
 }
 
-/* Maps that waited for the budget (counted when they begin to wait). */
-static uint64_t eng_waits(struct hmmd_engine *e)
-{
-	uint64_t now, peak, waits;
-
-	hmm_budget_owners(e->h, HMM_TIER_HOST, &now, &peak, &waits);
-	return waits;
-}
-
 uint64_t eng_client_pinned(struct hmmd_engine *e, struct hmmd_client *cl)
 {
 	return hmm_budget_owner_used(e->h, &cl->own, HMM_TIER_HOST);
@@ -288,12 +279,14 @@ void hmmd_engine_set_bridge(struct hmmd_engine *e, struct hmmd_bridge *b)
 size_t hmmd_engine_metrics(struct hmmd_engine *e, char *buf, size_t cap)
 {
 	static const char *const tn[HMM_TIERS] = { "device", "host", "store" };
+	uint64_t pinned, peak, waits;	/* the engine's host ledger */
 	struct hmm_stats st;
 	struct hmmd_client *cl;
 	size_t n = 0;
 
 #define P(...)	put(buf, cap, &n, __VA_ARGS__)
 	hmm_stats(e->h, &st);
+	hmm_budget_owners(e->h, HMM_TIER_HOST, &pinned, &peak, &waits);
 	put_series(buf, cap, &n, tier_metrics, sizeof(tier_metrics) /
 		   sizeof(*tier_metrics), st.tier, sizeof(st.tier[0]), "tier",
 		   tn, HMM_TIERS);
@@ -314,13 +307,13 @@ size_t hmmd_engine_metrics(struct hmmd_engine *e, char *buf, size_t cap)
 	  (unsigned long long)st.tensors);
 	P("# HELP hmmd_pinned_bytes Host bytes pinned by clients' maps.\n"
 	  "# TYPE hmmd_pinned_bytes gauge\nhmmd_pinned_bytes %llu\n",
-	  (unsigned long long)eng_pinned(e));
+	  (unsigned long long)pinned);
 	P("# HELP hmmd_maps_total Maps served.\n"
 	  "# TYPE hmmd_maps_total counter\nhmmd_maps_total %llu\n",
 	  (unsigned long long)e->maps);
 	P("# HELP hmmd_waits_total Maps that waited for the budget.\n"
 	  "# TYPE hmmd_waits_total counter\nhmmd_waits_total %llu\n",
-	  (unsigned long long)eng_waits(e));
+	  (unsigned long long)waits);
 	P("# HELP hmmd_wait_seconds_total Time maps waited for the budget.\n"
 	  "# TYPE hmmd_wait_seconds_total counter\n"
 	  "hmmd_wait_seconds_total %.6f\n", e->wait_ns / 1e9);

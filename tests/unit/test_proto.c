@@ -18,25 +18,7 @@
 
 static uint8_t buf[HMM_PROTO_MSG_MAX + 64];
 
-/* ---- one valid body of each type ------------------------------------------ */
-
-union body {
-	struct hmm_proto_hello hello;
-	struct hmm_proto_hello_reply hello_reply;
-	struct hmm_proto_error error;
-	struct hmm_proto_tensor tensor;
-	struct hmm_proto_tensor_free tensor_free;
-	struct hmm_proto_range range;
-	struct hmm_proto_map_reply map_reply;
-	struct hmm_proto_stats_reply stats_reply;
-	struct hmm_proto_share share;
-	struct hmm_proto_attach attach;
-	struct hmm_proto_quota_set quota_set;
-	struct hmm_proto_list list;
-	struct hmm_proto_list_reply list_reply;
-	struct hmm_proto_wait wait;
-	struct hmm_proto_stats2_reply stats2_reply;
-};
+/* ---- one valid body of each type (union hmm_proto_body, proto.h) ---------- */
 
 static const unsigned types[] = {
 	HMM_PROTO_HELLO, HMM_PROTO_TENSOR_NEW, HMM_PROTO_TENSOR_FREE,
@@ -49,7 +31,7 @@ static const unsigned types[] = {
 };
 #define NTYPES (sizeof(types) / sizeof(types[0]))
 
-static void sample(unsigned type, union body *b)
+static void sample(unsigned type, union hmm_proto_body *b)
 {
 	int i;
 
@@ -140,7 +122,7 @@ static void sample(unsigned type, union body *b)
 	}
 }
 
-static int enc(unsigned type, const union body *b, uint64_t seq)
+static int enc(unsigned type, const union hmm_proto_body *b, uint64_t seq)
 {
 	return hmm_proto_encode(buf, sizeof(buf), type, 0, seq,
 				hmm_proto_body_size(type) ? b : NULL);
@@ -161,7 +143,7 @@ static void test_round_trip(void)
 {
 	struct hmm_proto_msg msg;
 	uint8_t again[HMM_PROTO_MSG_MAX];
-	union body b;
+	union hmm_proto_body b;
 	size_t i;
 	int n, r;
 
@@ -198,7 +180,7 @@ static void test_round_trip(void)
 		     "%s: body decodes equal to the one encoded", name);
 		memcpy(again, buf, n);
 		memset(buf, 0xee, n);
-		r = enc(type, (union body *)&msg.u, msg.hdr.seq);
+		r = enc(type, (union hmm_proto_body *)&msg.u, msg.hdr.seq);
 		t_ok(r == n && !memcmp(again, buf, n),
 		     "%s: re-encodes to the same bytes", name);
 	}
@@ -211,7 +193,7 @@ static void test_typed(void)
 	struct hmm_proto_range rg, rg2;
 	struct hmm_proto_tensor tn, tn2;
 	struct hmm_proto_share sh;
-	union body b;
+	union hmm_proto_body b;
 	int n;
 
 	sample(HMM_PROTO_MAP, &b);
@@ -276,7 +258,7 @@ static void want(size_t n, int err, const char *what, const char *why)
 
 static void test_framing(void)
 {
-	union body b;
+	union hmm_proto_body b;
 	size_t i, cut, n, bad = 0;
 	int r;
 
@@ -364,13 +346,13 @@ static void test_framing(void)
 /* The encoder refuses a struct with a bad field. */
 #define BADS(type, stmt, err, what)					\
 	do {								\
-		union body b;						\
+		union hmm_proto_body b;						\
 		sample(type, &b);					\
 		stmt;							\
 		bad_struct(type, &b, err, what, #stmt);			\
 	} while (0)
 
-static void bad_struct(unsigned type, union body *b, int err,
+static void bad_struct(unsigned type, union hmm_proto_body *b, int err,
 		       const char *what, const char *how)
 {
 	int r = hmm_proto_encode(buf, sizeof(buf), type, 0, 1, b);
@@ -387,7 +369,7 @@ static void bad_wire(unsigned type, size_t off, int width, uint64_t v,
 		     int err, const char *what)
 {
 	char why[128];
-	union body b;
+	union hmm_proto_body b;
 	size_t n;
 	int i;
 
@@ -545,7 +527,7 @@ static void test_fields(void)
 	bad_wire(HMM_PROTO_EVICT, 24, 4, HMM_TIER_STORE, E,
 		 "message evict: field tier: 2");
 	{
-		union body b;
+		union hmm_proto_body b;
 
 		sample(HMM_PROTO_MAP, &b);
 		b.range.off = UINT64_MAX;
@@ -612,7 +594,7 @@ static void test_garbage(void)
 	struct hmm_proto_msg msg;
 	uint64_t seed = 0x5eed;
 	long i, ok = 0, bad = 0, odd = 0, noncanon = 0;
-	union body b;
+	union hmm_proto_body b;
 
 	for (i = 0; i < 400000; i++) {
 		size_t n;
@@ -667,7 +649,7 @@ static void test_garbage(void)
 static void test_version2(void)
 {
 	struct hmm_proto_stats2_reply s2;
-	union body b;
+	union hmm_proto_body b;
 	struct hmm_proto_wait w = { 0 }, w2 = { 9 };
 	struct hmm_proto_hdr h;
 	int n;
@@ -710,7 +692,7 @@ static void test_version2(void)
 
 static int write_corpus(const char *dir)
 {
-	union body b;
+	union hmm_proto_body b;
 	char path[4096];
 	size_t i;
 

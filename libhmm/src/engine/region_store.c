@@ -68,12 +68,9 @@ static void store_fini(struct hmm_region *r)
 	r->back = NULL;
 }
 
+/* In region_int.h's order; writes go to the I/O thread, never deferred. */
 static const struct region_ops store_ops = {
-	.name = "store",
-	.write = store_write,
-	.read = store_read,
-	.read_end = store_read_end,
-	.fini = store_fini,
+	"store", 0, store_write, NULL, store_read, store_read_end, store_fini,
 };
 
 int hmm_region_store_back(struct hmm *h, struct hmm_region *r)

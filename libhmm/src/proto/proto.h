@@ -307,7 +307,7 @@ struct hmm_proto_stats2_reply {
 /* Any decoded message (hmm_proto_decode). */
 struct hmm_proto_msg {
 	struct hmm_proto_hdr hdr;
-	union {
+	union hmm_proto_body {	/* the body of each type */
 		struct hmm_proto_hello hello;
 		struct hmm_proto_hello_reply hello_reply;
 		struct hmm_proto_error error;

@@ -39,15 +39,22 @@ static int is_write(uint32_t op)
 	       op == OP_ABS_WRITE;
 }
 
-static void push_back(struct hmm_store *s, struct hmm_io *io)
+/* Append io to the list head/tail (the backlog, or the sync results). */
+static void list_append(struct hmm_io **head, struct hmm_io **tail,
+			struct hmm_io *io)
 {
 	io->s_next = NULL;
-	io->s_state = ST_QUEUED;
-	if (s->bl_tail)
-		s->bl_tail->s_next = io;
+	if (*tail)
+		(*tail)->s_next = io;
 	else
-		s->bl_head = io;
-	s->bl_tail = io;
+		*head = io;
+	*tail = io;
+}
+
+static void push_back(struct hmm_store *s, struct hmm_io *io)
+{
+	io->s_state = ST_QUEUED;
+	list_append(&s->bl_head, &s->bl_tail, io);
 }
 
 static void push_front(struct hmm_store *s, struct hmm_io *io)
@@ -75,12 +82,7 @@ static void pump_sync(struct hmm_store *s)
 			s->bl_tail = NULL;
 		io->result = r < 0 ? -errno : (int)r;
 		io->s_state = ST_RING;
-		io->s_next = NULL;
-		if (s->sync_tail)
-			s->sync_tail->s_next = io;
-		else
-			s->sync_head = io;
-		s->sync_tail = io;
+		list_append(&s->sync_head, &s->sync_tail, io);
 		s->in_ring++;
 	}
 }
