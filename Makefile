@@ -167,6 +167,7 @@ $(patsubst %,$(O)/tests/unit/test_%.o,$(T_STORE)): INC := -Itests $(INC_kern) $(
 $(O)/tests/unit/test_proto.o $(O)/tests/unit/test_proto_sock.o \
 $(O)/tests/integration/test_hmmd_proto.o: INC := -Itests $(INC_proto)
 $(O)/tests/unit/test_cuda_abi.o: INC := -Itests -I$(L)/engine
+$(O)/tests/unit/test_budget.o: INC := -Itests $(INC_engine)
 $(O)/tests/integration/test_hmm_remote.o \
 $(O)/tests/integration/test_hmmd_engine.o: INC := -Itests $(INC_proto) -I$(L)/remote
 
