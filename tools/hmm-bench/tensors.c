@@ -69,6 +69,9 @@ static int open_ctx(const struct opts *o, uint32_t policy, struct hmm **h,
 	hmm_config_default(&cfg);
 	cfg.store_path = o->store;
 	cfg.store_size = (uint64_t)o->layers * o->layer_bytes * 2 + (64 << 20);
+	/* the raw measurement left a smaller store in the file: format it
+	   at this size (hmm_open keeps an existing store's size) */
+	cfg.flags = HMM_CONFIG_STORE_FORMAT;
 	cfg.host_budget = (uint64_t)o->layers * o->layer_bytes / 4;
 	cfg.chunk_bytes = o->chunk;
 	cfg.policy = policy;
