@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "hk.h"
 #include "run.h"
 
 static int cmp_d(const void *a, const void *b)
@@ -137,6 +138,8 @@ void progress_end(struct run *r)
 		return;
 	}
 	fprintf(f, "{\"summary\":true,\"preset\":\"%s\",\"params\":%llu,"
+		"\"vocab\":%d,\"ctx\":%d,\"d\":%d,\"heads\":%d,"
+		"\"layers\":%d,\"batch\":%d,\"threads\":%d,"
 		"\"steps\":%d,\"loss_first\":%.6f,\"loss_last\":%.6f,"
 		"\"step_s_median\":%.4f,\"tok_s\":%.1f,\"host_budget\":%llu,"
 		"\"state_bytes\":%llu,\"offloaded\":%s,"
@@ -144,7 +147,9 @@ void progress_end(struct run *r)
 		"\"peak_rss_bytes\":%llu,\"stall_s\":%.4f,\"step_flops\":%.6g,"
 		"\"ckpt_step\":%lld,\"ckpt_flush_bytes\":%llu,"
 		"\"ckpt_file_bytes\":%llu,\"wall_s\":%.3f}\n", r->preset,
-		(unsigned long long)r->params, r->nrec, a ? a->loss : 0,
+		(unsigned long long)r->params, r->cfg.vocab, r->cfg.ctx,
+		r->cfg.d, r->cfg.heads, r->cfg.layers, r->cfg.batch,
+		hk_threads(), r->nrec, a ? a->loss : 0,
 		z ? z->loss : 0, run_step_s_median(r), run_tok_s(r),
 		(unsigned long long)r->host_budget,
 		(unsigned long long)r->state_bytes,
