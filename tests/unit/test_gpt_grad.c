@@ -10,6 +10,8 @@
  * elements of every array in a layer (weights, biases, LayerNorm).
  * GELU (forward and derivative, on the path hk_isa() picks: HK_ISA=scalar
  * forces the plain one) against the fp64 tanh formula, tails included.
+ * Keeping the activations (gpt_keep_activations) instead of recomputing
+ * each block must give the same loss and gradients, bit for bit.
  * Then 30 AdamW steps on one batch must drive the loss down (the
  * optimizer is wired to the gradients), and two runs from the same seed
  * must give bit-identical losses.
@@ -150,6 +152,41 @@ static void check_gelu(void)
 	     "%.2g", worst_d);
 }
 
+/* Every block's gradient, concatenated, into a new buffer. */
+static float *grads(struct gpt *g, size_t *len)
+{
+	size_t n = g->L.total * cfg.layers + g->E.total, o = 0;
+	float *all = malloc(n * sizeof(float));
+
+	for (int b = 0; b <= cfg.layers; b++) {
+		size_t k = b == cfg.layers ? g->E.total : g->L.total;
+		float *gr = state_map(g->st, b, ST_G, SM_READ);
+
+		memcpy(all + o, gr, k * sizeof(float));
+		state_unmap(g->st, b, ST_G, gr);
+		o += k;
+	}
+	*len = n;
+	return all;
+}
+
+/* Kept activations: the recomputing step's loss and gradients exactly. */
+static void check_keep(struct gpt *g)
+{
+	double l0 = loss_of(g), l1;
+	size_t n;
+	float *g0 = grads(g, &n), *g1;
+
+	t_eq(gpt_keep_activations(g), 0, "gpt_keep_activations");
+	l1 = loss_of(g);
+	g1 = grads(g, &n);
+	t_ok(l0 == l1 && !memcmp(g0, g1, n * sizeof(float)),
+	     "kept activations: loss and all %zu gradients bit-identical "
+	     "to the recomputing step", n);
+	free(g0);
+	free(g1);
+}
+
 int main(void)
 {
 	struct state *st = open_mem();
@@ -182,6 +219,7 @@ int main(void)
 	check_one(g, 2, g->E.wte + tok[3] * 16 + 4, "wte");
 	check_one(g, 2, g->E.wpe + 2 * 16 + 1, "wpe");
 	check_one(g, 2, g->E.lnfg + 7, "lnf gain");
+	check_keep(g);
 
 	/* the optimizer is wired: overfitting one batch lowers the loss */
 	{

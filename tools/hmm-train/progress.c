@@ -60,13 +60,14 @@ void progress_begin(struct run *r)
 		(unsigned long long)r->params, r->cfg.layers, r->cfg.d,
 		r->cfg.heads, r->cfg.ctx, r->cfg.batch, r->data_source);
 	fprintf(f, "hmm-train: training state %.1f MiB, host budget %.1f MiB"
-		"%s%s%s; attention %s, adamw %s, blas %s\n",
+		"%s%s%s; activations %s; attention %s, adamw %s, blas %s\n",
 		mib(r->state_bytes), mib(r->host_budget),
 		r->offloaded ? ", store " : r->has_store ?
 		" (all in memory; checkpoint store " : " (all in memory)",
 		r->has_store ? r->store_path : "",
-		!r->offloaded && r->has_store ? ")" : "", r->attn, r->optim,
-		r->blas_core);
+		!r->offloaded && r->has_store ? ")" : "",
+		r->kept_acts ? "kept" : "recomputed per block", r->attn,
+		r->optim, r->blas_core);
 	fflush(f);
 }
 
@@ -142,7 +143,7 @@ void progress_end(struct run *r)
 		"\"layers\":%d,\"batch\":%d,\"threads\":%d,"
 		"\"steps\":%d,\"loss_first\":%.6f,\"loss_last\":%.6f,"
 		"\"step_s_median\":%.4f,\"tok_s\":%.1f,\"host_budget\":%llu,"
-		"\"state_bytes\":%llu,\"offloaded\":%s,"
+		"\"state_bytes\":%llu,\"offloaded\":%s,\"kept_activations\":%s,"
 		"\"store_read_bytes\":%llu,\"store_write_bytes\":%llu,"
 		"\"peak_rss_bytes\":%llu,\"stall_s\":%.4f,\"step_flops\":%.6g,"
 		"\"ckpt_step\":%lld,\"ckpt_flush_bytes\":%llu,"
@@ -154,6 +155,7 @@ void progress_end(struct run *r)
 		(unsigned long long)r->host_budget,
 		(unsigned long long)r->state_bytes,
 		r->offloaded ? "true" : "false",
+		r->kept_acts ? "true" : "false",
 		(unsigned long long)(z ? z->store_read_bytes : 0),
 		(unsigned long long)(z ? z->store_write_bytes : 0),
 		(unsigned long long)r->peak_rss_bytes, z ? z->stall_s : 0,
