@@ -258,10 +258,12 @@ void rows_init(float *y, const float *b, const float *res, int n, int d)
 {
 	for (int r = 0; r < n; r++) {
 		float *yr = y + (size_t)r * d;
-		const float *xr = res ? res + (size_t)r * d : NULL;
 
-		for (int c = 0; c < d; c++)
-			yr[c] = xr ? b[c] + xr[c] : b[c];
+		if (res)
+			for (int c = 0; c < d; c++)
+				yr[c] = b[c] + res[(size_t)r * d + c];
+		else
+			memcpy(yr, b, d * sizeof(float));
 	}
 }
 

@@ -321,13 +321,21 @@ int gpt_init(struct gpt *g, uint64_t seed)
  * Per-block gradient clipping: the block's gradient is divided by
  * norm / clip when its norm is larger (a global norm would need every
  * gradient before any step; this keeps the step inside the backward).
- * The norm is summed in double in index order: deterministic.
+ * The norm is summed in double in a fixed order: deterministic.
  */
 static double clip_scale(const float *gr, size_t n, double clip)
 {
-	double ss = 0, norm;
+	double s[8] = { 0 }, ss = 0, norm;
+	size_t i = 0;
 
-	for (size_t i = 0; i < n; i++)
+	/* eight fixed partial sums (element i into s[i % 8]), then added in
+	 * order: the same bits every run, without one long add chain */
+	for (; i + 8 <= n; i += 8)
+		for (int k = 0; k < 8; k++)
+			s[k] += (double)gr[i + k] * gr[i + k];
+	for (int k = 0; k < 8; k++)
+		ss += s[k];
+	for (; i < n; i++)
 		ss += (double)gr[i] * gr[i];
 	norm = sqrt(ss);
 	return clip > 0 && norm > clip ? norm / clip : 1;
