@@ -8,6 +8,10 @@
  * gradient's directional derivative g.u along a random direction u is
  * compared with (L(p + h u) - L(p - h u)) / 2h, and so are a few single
  * elements of every array in a layer (weights, biases, LayerNorm).
+ * GELU (forward and derivative, on the path hk_isa() picks: HK_ISA=scalar
+ * forces the plain one) against the fp64 tanh formula, tails included.
+ * Keeping the activations (gpt_keep_activations) instead of recomputing
+ * each block must give the same loss and gradients, bit for bit.
  * Then 30 AdamW steps on one batch must drive the loss down (the
  * optimizer is wired to the gradients), and two runs from the same seed
  * must give bit-identical losses.
@@ -18,6 +22,8 @@
 #include <string.h>
 
 #include "blas.h"
+#include "hk.h"
+#include "layers.h"
 #include "model.h"
 #include "state.h"
 #include "t.h"
@@ -114,6 +120,73 @@ static int check_one(struct gpt *g, int blk, size_t i, const char *what)
 		    an, fd);
 }
 
+/* gelu_fwd / gelu_bwd against fp64 over [-12, 12] and far tails. */
+static void check_gelu(void)
+{
+	enum { N = 4096 };
+	static float x[N], y[N], dy[N], dx[N];
+	const double k = 0.7978845608028654, c = 0.044715;
+	double worst = 0, worst_d = 0;
+
+	for (int i = 0; i < N; i++) {
+		x[i] = -12 + 24.0f * i / N;
+		dy[i] = 1;
+	}
+	x[0] = -1e4f, x[1] = 1e4f, x[2] = -90, x[3] = 90, x[4] = 0;
+	gelu_fwd(y, x, N);
+	gelu_bwd(dx, x, dy, N);
+	for (int i = 0; i < N; i++) {
+		double v = x[i], t = tanh(k * (v + c * v * v * v));
+		double ref = 0.5 * v * (1 + t);
+		double dref = 0.5 * (1 + t) +
+			      0.5 * v * (1 - t * t) * k * (1 + 3 * c * v * v);
+		double e = fabs(y[i] - ref) / (1e-6 + fabs(ref));
+		double ed = fabs(dx[i] - dref) / (1 + fabs(dref));
+
+		worst = e > worst ? e : worst;
+		worst_d = ed > worst_d ? ed : worst_d;
+	}
+	t_ok(worst < 1e-5, "gelu (%s path) vs fp64: worst relative error %.2g",
+	     hk_isa_name(hk_isa()), worst);
+	t_ok(worst_d < 2e-6, "gelu derivative vs fp64: worst error / (1 + |d|) "
+	     "%.2g", worst_d);
+}
+
+/* Every block's gradient, concatenated, into a new buffer. */
+static float *grads(struct gpt *g, size_t *len)
+{
+	size_t n = g->L.total * cfg.layers + g->E.total, o = 0;
+	float *all = malloc(n * sizeof(float));
+
+	for (int b = 0; b <= cfg.layers; b++) {
+		size_t k = b == cfg.layers ? g->E.total : g->L.total;
+		float *gr = state_map(g->st, b, ST_G, SM_READ);
+
+		memcpy(all + o, gr, k * sizeof(float));
+		state_unmap(g->st, b, ST_G, gr);
+		o += k;
+	}
+	*len = n;
+	return all;
+}
+
+/* Kept activations: the recomputing step's loss and gradients exactly. */
+static void check_keep(struct gpt *g)
+{
+	double l0 = loss_of(g), l1;
+	size_t n;
+	float *g0 = grads(g, &n), *g1;
+
+	t_eq(gpt_keep_activations(g), 0, "gpt_keep_activations");
+	l1 = loss_of(g);
+	g1 = grads(g, &n);
+	t_ok(l0 == l1 && !memcmp(g0, g1, n * sizeof(float)),
+	     "kept activations: loss and all %zu gradients bit-identical "
+	     "to the recomputing step", n);
+	free(g0);
+	free(g1);
+}
+
 int main(void)
 {
 	struct state *st = open_mem();
@@ -126,6 +199,7 @@ int main(void)
 		tok[i] = 'a' + t_rand(&s) % 8;
 		tgt[i] = 'a' + (tok[i] - 'a' + 1) % 8;
 	}
+	check_gelu();
 	t_eq(gpt_new(&cfg, st, &g), 0, "gpt_new");
 	t_eq(gpt_init(g, 3), 0, "gpt_init");
 	L = &g->L;
@@ -145,6 +219,7 @@ int main(void)
 	check_one(g, 2, g->E.wte + tok[3] * 16 + 4, "wte");
 	check_one(g, 2, g->E.wpe + 2 * 16 + 1, "wpe");
 	check_one(g, 2, g->E.lnfg + 7, "lnf gain");
+	check_keep(g);
 
 	/* the optimizer is wired: overfitting one batch lowers the loss */
 	{

@@ -15,6 +15,17 @@
  * "inmem_tok_s","gflops","peak_gflops","fraction",
  * "peak_rss_bytes","rss_limit_bytes"}.  Target: ratio <= 1.30, peak RSS
  * <= host budget + 128 MiB.
+ *
+ * --vs-torch: instead, hmm-train in memory against the same GPT in
+ * PyTorch (train_torch.c) on the same threads: Debian's torch
+ * (/usr/bin/python3) and, with --torch-venv DIR, the torch in that venv
+ * (a PyPI torch 2.x), interleaved rep by rep.  Last line (--json):
+ * {"bench":"train_vs_torch",...,"tok_s_hmm","tok_s_torch",
+ * "tok_s_torch_recompute" (medians over the reps),"ratio" (the median
+ * of each rep's tok/s hmm / torch: a rep's runs are adjacent in time, so
+ * their ratio sees the same load),"ratio_recompute", and "tok_s_venv","ratio_venv"... with --torch-venv;
+ * "load_before","load_after" (1-minute load averages)}.  Target: ratio
+ * >= 1.2.
  */
 #include <immintrin.h>
 #include <limits.h>
@@ -24,6 +35,7 @@
 
 #include "bench.h"
 #include "hk.h"
+#include "train_torch.h"
 
 #define FMA_ITERS 3000000L
 
@@ -79,6 +91,7 @@ static double fma_peak(void)
 struct summary {
 	double step_s, tok_s, flops, stall_s;
 	int64_t rss, budget, state, rd, wr;
+	struct torch_gpt shape;
 };
 
 static double num(const char *line, const char *key)
@@ -119,6 +132,10 @@ static int run_train(const char *bin, const char *args, struct summary *s)
 	s->rd = num(last, "store_read_bytes");
 	s->wr = num(last, "store_write_bytes");
 	s->stall_s = num(last, "stall_s");
+	s->shape = (struct torch_gpt){ num(last, "vocab"), num(last, "ctx"),
+				       num(last, "d"), num(last, "heads"),
+				       num(last, "layers"), num(last, "batch"),
+				       num(last, "threads") };
 	return 0;
 }
 
@@ -137,14 +154,113 @@ static void usage(FILE *f)
 {
 	fprintf(f, "usage: hmm-bench train [--preset NAME] [--steps N] "
 		"[--reps N] [--batch N] [--store PATH] [--json]\n"
+		"       hmm-bench train --vs-torch [--torch-venv DIR] [--preset "
+		"NAME] [--steps N] [--reps N] [--batch N] [--json]\n"
 		"  default preset at a quarter host budget vs unlimited, "
-		"interleaved (default: 10 steps, 3 reps)\n");
+		"interleaved (default: 10 steps, 3 reps);\n"
+		"  --vs-torch: in memory vs the same GPT in Debian's torch "
+		"(and DIR/bin/python's)\n");
+}
+
+static double loadavg(void)
+{
+	double l = -1;
+	FILE *f = fopen("/proc/loadavg", "r");
+
+	if (f) {
+		if (fscanf(f, "%lf", &l) != 1)
+			l = -1;
+		fclose(f);
+	}
+	return l;
+}
+
+#define TORCH_MAX 2
+
+/* hmm-train in memory vs torch, rep by rep; see the head comment. */
+static int vs_torch(const char *bin, const char *args, int steps, int reps,
+		    const char *venv, int json)
+{
+	const char *py[TORCH_MAX] = { "/usr/bin/python3", NULL };
+	const char *key[TORCH_MAX] = { "torch", "venv" };
+	char vpy[PATH_MAX], ver[TORCH_MAX][32] = { "", "" };
+	double hmm[16], tt[TORCH_MAX][16], tr[TORCH_MAX][16];
+	double q[TORCH_MAX][16], q_r[TORCH_MAX][16];	/* per-rep ratios */
+	double l0 = loadavg(), th, t[TORCH_MAX], t_r[TORCH_MAX];
+	double rq[TORCH_MAX], rq_r[TORCH_MAX];
+	struct summary m = { 0 };
+	int np = 1;
+
+	if (venv) {
+		snprintf(vpy, sizeof(vpy), "%s/bin/python", venv);
+		py[np++] = vpy;
+	}
+	for (int r = 0; r < reps; r++) {
+		if (run_train(bin, args, &m))
+			return 1;
+		hmm[r] = m.shape.batch * m.shape.ctx / m.step_s;
+		for (int k = 0; k < np; k++) {
+			struct torch_gpt_result res;
+
+			if (torch_gpt_run(py[k], &m.shape, steps, &res)) {
+				fprintf(stderr, "hmm-bench train: %s could not "
+					"run the model with torch\n", py[k]);
+				return 1;
+			}
+			snprintf(ver[k], sizeof(ver[k]), "%s", res.version);
+			tt[k][r] = res.tok_s, tr[k][r] = res.tok_s_recompute;
+			q[k][r] = hmm[r] / res.tok_s;
+			q_r[k][r] = hmm[r] / res.tok_s_recompute;
+		}
+		if (!json) {
+			printf("rep %d: hmm-train %.1f tok/s", r + 1, hmm[r]);
+			for (int k = 0; k < np; k++)
+				printf(", torch %s %.1f (recomputing %.1f)",
+				       ver[k], tt[k][r], tr[k][r]);
+			printf(" (%d threads)\n", m.shape.threads);
+		}
+	}
+	th = bench_median(hmm, reps);
+	for (int k = 0; k < np; k++) {
+		t[k] = bench_median(tt[k], reps);
+		t_r[k] = bench_median(tr[k], reps);
+		rq[k] = bench_median(q[k], reps);
+		rq_r[k] = bench_median(q_r[k], reps);
+		if (!json)
+			printf("hmm-train %.1f tok/s vs torch %s %.1f: ratio %.2f "
+			       "(target >= 1.2); vs torch recomputing blocks "
+			       "%.1f: %.2f\n", th, ver[k], t[k], rq[k],
+			       t_r[k], rq_r[k]);
+	}
+	bench_json_begin(stdout, "train_vs_torch");
+	bench_json_int(stdout, "threads", m.shape.threads);
+	bench_json_int(stdout, "steps", steps);
+	bench_json_int(stdout, "reps", reps);
+	bench_json_num(stdout, "tok_s_hmm", th);
+	for (int k = 0; k < np; k++) {
+		char f[64];
+
+		snprintf(f, sizeof(f), "%s_version", key[k]);
+		bench_json_str(stdout, f, ver[k]);
+		snprintf(f, sizeof(f), "tok_s_%s", key[k]);
+		bench_json_num(stdout, f, t[k]);
+		snprintf(f, sizeof(f), "tok_s_%s_recompute", key[k]);
+		bench_json_num(stdout, f, t_r[k]);
+		snprintf(f, sizeof(f), "ratio%s", k ? "_venv" : "");
+		bench_json_num(stdout, f, rq[k]);
+		snprintf(f, sizeof(f), "ratio%s_recompute", k ? "_venv" : "");
+		bench_json_num(stdout, f, rq_r[k]);
+	}
+	bench_json_num(stdout, "load_before", l0);
+	bench_json_num(stdout, "load_after", loadavg());
+	bench_json_end(stdout);
+	return 0;
 }
 
 static int bench_train(int argc, char **argv)
 {
-	const char *preset = "default", *store = NULL;
-	int steps = 10, reps = 3, json = 0, batch = 0;
+	const char *preset = "default", *store = NULL, *venv = NULL;
+	int steps = 10, reps = 3, json = 0, batch = 0, torch = 0;
 	double off[16], mem[16], otok[16], mtok[16], ostall[16], peak = 0;
 	struct summary o = { 0 }, m = { 0 };
 	int64_t rss = 0;
@@ -163,12 +279,16 @@ static int bench_train(int argc, char **argv)
 			store = argv[++i];
 		else if (!strcmp(argv[i], "--batch") && i + 1 < argc)
 			batch = atoi(argv[++i]);
+		else if (!strcmp(argv[i], "--vs-torch"))
+			torch = 1;
+		else if (!strcmp(argv[i], "--torch-venv") && i + 1 < argc)
+			venv = argv[++i];
 		else {
 			usage(strcmp(argv[i], "--help") ? stderr : stdout);
 			return strcmp(argv[i], "--help") ? 2 : 0;
 		}
 	}
-	if (steps < 2 || reps < 1 || reps > 16) {
+	if (steps < 2 || reps < 1 || reps > 16 || (venv && !torch)) {
 		usage(stderr);
 		return 2;
 	}
@@ -184,6 +304,8 @@ static int bench_train(int argc, char **argv)
 	snprintf(a_off, sizeof(a_off), "%s%s%s", a_mem, store ? " --store " : "",
 		 store ? store : "");
 	strcat(a_mem, " --host-budget 1T");
+	if (torch)
+		return vs_torch(bin, a_mem, steps, reps, venv, json);
 	for (int r = 0; r < reps; r++) {
 		double p = fma_peak();
 

@@ -7,6 +7,9 @@
  *	x1 = x + a Wo + bo
  *	h2 = ln2(x1)	u = h2 W1 + b1	g = gelu(u)
  *	out = x1 + g W2 + b2
+ *
+ * Each bias (and residual) is written first (rows_init) and the gemm adds
+ * its product to it (beta = 1): one pass over the output, not three.
  */
 #include <string.h>
 
@@ -21,24 +24,22 @@ int block_fwd(struct gpt *g, const float *p, const float *x, float *out)
 	int n = g->n, d = g->c.d, f = 4 * d, err;
 
 	ln_fwd(g->h1, g->mean1, g->rstd1, x, p + L->ln1g, p + L->ln1b, n, d);
-	gemm(0, 0, n, 3 * d, d, 1, g->h1, d, p + L->wqkv, 3 * d, 0, g->qkv,
+	rows_init(g->qkv, p + L->bqkv, NULL, n, 3 * d);
+	gemm(0, 0, n, 3 * d, d, 1, g->h1, d, p + L->wqkv, 3 * d, 1, g->qkv,
 	     3 * d);
-	bias_add(g->qkv, p + L->bqkv, n, 3 * d);
 	err = attn_fwd(g->a, g->attw, g->qkv, g->c.batch, g->c.ctx, d,
 		       g->c.heads);
 	if (err)
 		return err;
-	gemm(0, 0, n, d, d, 1, g->a, d, p + L->wo, d, 0, g->x1, d);
-	bias_add(g->x1, p + L->bo, n, d);
-	add(g->x1, g->x1, x, (size_t)n * d);
+	rows_init(g->x1, p + L->bo, x, n, d);
+	gemm(0, 0, n, d, d, 1, g->a, d, p + L->wo, d, 1, g->x1, d);
 	ln_fwd(g->h2, g->mean2, g->rstd2, g->x1, p + L->ln2g, p + L->ln2b, n,
 	       d);
-	gemm(0, 0, n, f, d, 1, g->h2, d, p + L->w1, f, 0, g->u, f);
-	bias_add(g->u, p + L->b1, n, f);
+	rows_init(g->u, p + L->b1, NULL, n, f);
+	gemm(0, 0, n, f, d, 1, g->h2, d, p + L->w1, f, 1, g->u, f);
 	gelu_fwd(g->g, g->u, (size_t)n * f);
-	gemm(0, 0, n, d, f, 1, g->g, f, p + L->w2, d, 0, out, d);
-	bias_add(out, p + L->b2, n, d);
-	add(out, out, g->x1, (size_t)n * d);
+	rows_init(out, p + L->b2, g->x1, n, d);
+	gemm(0, 0, n, d, f, 1, g->g, f, p + L->w2, d, 1, out, d);
 	return 0;
 }
 

@@ -26,18 +26,19 @@ void ln_bwd(float *dx, float *dg, float *db, const float *dy,
 	    const float *x, const float *mean, const float *rstd,
 	    const float *g, int n, int d, int accumulate);
 
-/* y = gelu(x) (tanh form), n elements. */
+/* y = gelu(x) (tanh form), n elements (layers.c says how). */
 void gelu_fwd(float *y, const float *x, size_t n);
 /* dx = gelu'(x) * dy, n elements (dx may be dy). */
 void gelu_bwd(float *dx, const float *x, const float *dy, size_t n);
 
-/* y[r][c] += b[c] for n rows of d. */
-void bias_add(float *y, const float *b, int n, int d);
+/*
+ * y[r][c] = b[c] + res[r][c] (res may be NULL: y[r][c] = b[c]), n rows
+ * of d: the start of a bias (and residual) that a gemm with beta = 1
+ * then adds its product to, so that neither needs a pass of its own.
+ */
+void rows_init(float *y, const float *b, const float *res, int n, int d);
 /* db[c] = sum over rows of dy[r][c] (written, not added). */
 void bias_grad(float *db, const float *dy, int n, int d);
-
-/* y[i] = a[i] + b[i] (y may be a or b). */
-void add(float *y, const float *a, const float *b, size_t n);
 
 /*
  * Softmax cross-entropy over n rows of v logits with targets tgt[n].

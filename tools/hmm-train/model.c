@@ -77,7 +77,7 @@ size_t gpt_params(const struct gpt_config *c)
 	return L.total * c->layers + E.total;
 }
 
-double gpt_step_flops(const struct gpt_config *c)
+double gpt_step_flops(const struct gpt_config *c, int recompute)
 {
 	double n = (double)c->batch * c->ctx, d = c->d, T = c->ctx;
 	double mm = 2 * n * 12 * d * d * c->layers;	/* one pass, blocks */
@@ -85,7 +85,7 @@ double gpt_step_flops(const struct gpt_config *c)
 	double head = 2 * n * d * c->vocab;
 
 	/* forward, forward again (recompute), backward = 2x forward */
-	return 4 * (mm + at) + 3 * head;
+	return (recompute ? 4 : 3) * (mm + at) + 3 * head;
 }
 
 static float *get(float **buf, size_t n, int *fail)
@@ -94,6 +94,83 @@ static float *get(float **buf, size_t n, int *fail)
 	if (!*buf)
 		*fail = 1;
 	return *buf;
+}
+
+/* The arrays of one set, in floats, in gpt_acts order. */
+static void acts_floats(const struct gpt_config *c, size_t f[12])
+{
+	size_t n = (size_t)c->batch * c->ctx, d = c->d;
+	size_t v[12] = { n * d, n, n, n * 3 * d,
+			 attn_work_floats(c->batch, c->ctx, d, c->heads),
+			 n * d, n * d, n * d, n, n, n * 4 * d, n * 4 * d };
+
+	memcpy(f, v, sizeof(v));
+}
+
+static float **acts_slot(struct gpt_acts *a, int i)
+{
+	float **s[12] = { &a->h1, &a->mean1, &a->rstd1, &a->qkv, &a->attw,
+			  &a->a, &a->x1, &a->h2, &a->mean2, &a->rstd2, &a->u,
+			  &a->g };
+
+	return s[i];
+}
+
+static void acts_new(const struct gpt_config *c, struct gpt_acts *a,
+		     int *fail)
+{
+	size_t f[12];
+
+	acts_floats(c, f);
+	for (int i = 0; i < 12; i++)
+		get(acts_slot(a, i), f[i], fail);
+}
+
+static void acts_free(struct gpt_acts *a)
+{
+	for (int i = 0; i < 12; i++)
+		free(*acts_slot(a, i));
+}
+
+/* Point the block's working arrays at set a. */
+static void use_acts(struct gpt *g, const struct gpt_acts *a)
+{
+	g->h1 = a->h1, g->mean1 = a->mean1, g->rstd1 = a->rstd1;
+	g->qkv = a->qkv, g->attw = a->attw, g->a = a->a, g->x1 = a->x1;
+	g->h2 = a->h2, g->mean2 = a->mean2, g->rstd2 = a->rstd2;
+	g->u = a->u, g->g = a->g;
+}
+
+size_t gpt_keep_bytes(const struct gpt_config *c)
+{
+	size_t f[12], s = 0;
+
+	acts_floats(c, f);
+	for (int i = 0; i < 12; i++)
+		s += f[i];
+	return s * sizeof(float) * (c->layers - 1);	/* set 0 is g->one */
+}
+
+int gpt_keep_activations(struct gpt *g)
+{
+	int fail = 0, nl = g->c.layers;
+
+	if (g->kept)
+		return 0;
+	g->kept = calloc(nl, sizeof(*g->kept));
+	if (!g->kept)
+		return -ENOMEM;
+	g->kept[0] = g->one;
+	for (int l = 1; l < nl; l++)
+		acts_new(&g->c, &g->kept[l], &fail);
+	if (fail) {
+		for (int l = 1; l < nl; l++)
+			acts_free(&g->kept[l]);
+		free(g->kept);
+		g->kept = NULL;
+		return -ENOMEM;
+	}
+	return 0;
 }
 
 int gpt_new(const struct gpt_config *c, struct state *st, struct gpt **out)
@@ -117,18 +194,8 @@ int gpt_new(const struct gpt_config *c, struct state *st, struct gpt **out)
 	layer_layout(c, &g->L);
 	embed_layout(c, &g->E);
 	get(&g->acts, (c->layers + 1) * n * d, &fail);
-	get(&g->h1, n * d, &fail);
-	get(&g->mean1, n, &fail);
-	get(&g->rstd1, n, &fail);
-	get(&g->qkv, n * 3 * d, &fail);
-	get(&g->attw, attn_work_floats(c->batch, c->ctx, d, c->heads), &fail);
-	get(&g->a, n * d, &fail);
-	get(&g->x1, n * d, &fail);
-	get(&g->h2, n * d, &fail);
-	get(&g->mean2, n, &fail);
-	get(&g->rstd2, n, &fail);
-	get(&g->u, n * f, &fail);
-	get(&g->g, n * f, &fail);
+	acts_new(c, &g->one, &fail);
+	use_acts(g, &g->one);
 	get(&g->out, n * d, &fail);
 	get(&g->dbig, n * f, &fail);
 	get(&g->dh, n * d, &fail);
@@ -152,9 +219,12 @@ void gpt_free(struct gpt *g)
 	if (!g)
 		return;
 	free(g->acts);
-	free(g->h1), free(g->mean1), free(g->rstd1), free(g->qkv);
-	free(g->attw), free(g->a), free(g->x1), free(g->h2);
-	free(g->mean2), free(g->rstd2), free(g->u), free(g->g), free(g->out);
+	if (g->kept)
+		for (int l = 1; l < g->c.layers; l++)
+			acts_free(&g->kept[l]);
+	free(g->kept);
+	acts_free(&g->one);
+	free(g->out);
 	free(g->dbig), free(g->dh), free(g->da), free(g->dqkv), free(g->dx);
 	free(g->y), free(g->meanf), free(g->rstdf), free(g->logits);
 	free(g);
@@ -251,13 +321,21 @@ int gpt_init(struct gpt *g, uint64_t seed)
  * Per-block gradient clipping: the block's gradient is divided by
  * norm / clip when its norm is larger (a global norm would need every
  * gradient before any step; this keeps the step inside the backward).
- * The norm is summed in double in index order: deterministic.
+ * The norm is summed in double in a fixed order: deterministic.
  */
 static double clip_scale(const float *gr, size_t n, double clip)
 {
-	double ss = 0, norm;
+	double s[8] = { 0 }, ss = 0, norm;
+	size_t i = 0;
 
-	for (size_t i = 0; i < n; i++)
+	/* eight fixed partial sums (element i into s[i % 8]), then added in
+	 * order: the same bits every run, without one long add chain */
+	for (; i + 8 <= n; i += 8)
+		for (int k = 0; k < 8; k++)
+			s[k] += (double)gr[i + k] * gr[i + k];
+	for (int k = 0; k < 8; k++)
+		ss += s[k];
+	for (; i < n; i++)
 		ss += (double)gr[i] * gr[i];
 	norm = sqrt(ss);
 	return clip > 0 && norm > clip ? norm / clip : 1;
@@ -337,6 +415,8 @@ static int forward(struct gpt *g, const float *ep, const int *tok,
 			state_prefetch(g->st, l + 1, ST_P);
 		else
 			prefetch_moments(g, l);
+		if (g->kept)
+			use_acts(g, &g->kept[l]);
 		err = block_fwd(g, p, g->acts + l * nd, g->acts + (l + 1) * nd);
 		state_unmap(g->st, l, ST_P, p);
 		if (err)
@@ -369,8 +449,12 @@ static int backward(struct gpt *g, const float *ep, float *eg,
 		/* again: chunks skipped while the last layer's write-back
 		 * held the budget get their turn */
 		prefetch_moments(g, l);
-		if (gr)
+		if (gr && g->kept) {
+			use_acts(g, &g->kept[l]);
+			err = 0;
+		} else if (gr) {
 			err = block_fwd(g, p, g->acts + l * nd, g->out);
+		}
 		prefetch_moments(g, l);
 		if (!err)
 			err = block_bwd(g, p, gr, g->acts + l * nd, g->dx);

@@ -9,7 +9,8 @@
  * state (state.h), one block per layer plus one for the embeddings; the
  * step maps each block around its use.  Activations are checkpointed per
  * block: only each block's input is kept through the forward, and the
- * block is recomputed in the backward.  The AdamW step of a layer runs
+ * block is recomputed in the backward — unless gpt_keep_activations()
+ * was called (hmm-train does when the state fits in its host budget).  The AdamW step of a layer runs
  * right after that layer's backward, while its gradient is mapped, so a
  * step touches each block's p, m, v once in the backward (the state
  * streams them, state_adamw); weight decay applies to every element.  (No global
@@ -59,6 +60,12 @@ struct gpt_times {
 	double fwd, bwd, opt, map;
 };
 
+/* One block's intermediates, kept from its forward for its backward. */
+struct gpt_acts {
+	float *h1, *mean1, *rstd1, *qkv, *attw, *a, *x1;
+	float *h2, *mean2, *rstd2, *u, *g;
+};
+
 struct gpt {
 	struct gpt_config c;
 	struct gpt_layer_layout L;
@@ -66,8 +73,12 @@ struct gpt {
 	struct state *st;		/* not owned */
 	int n;				/* rows per step: batch * ctx */
 	float *acts;			/* [layers + 1][n][d] block inputs */
+	/* the block being computed; block.c reads these */
 	float *h1, *mean1, *rstd1, *qkv, *attw, *a, *x1;
-	float *h2, *mean2, *rstd2, *u, *g, *out;
+	float *h2, *mean2, *rstd2, *u, *g;
+	float *out;
+	struct gpt_acts one;		/* the set when not keeping */
+	struct gpt_acts *kept;		/* [layers] or NULL: recompute */
 	float *dbig, *dh, *da, *dqkv, *dx;
 	float *y, *meanf, *rstdf, *logits;
 	struct gpt_times t;
@@ -79,11 +90,21 @@ struct gpt {
 size_t gpt_params(const struct gpt_config *c);
 /* Layout of a config's blocks: sizes[layers + 1] floats per array. */
 void gpt_block_floats(const struct gpt_config *c, size_t *sizes);
-/* Training FLOPs of one step (forward, recompute, backward). */
-double gpt_step_flops(const struct gpt_config *c);
+/* Training FLOPs of one step (forward, recompute if set, backward). */
+double gpt_step_flops(const struct gpt_config *c, int recompute);
 
 int gpt_new(const struct gpt_config *c, struct state *st, struct gpt **out);
 void gpt_free(struct gpt *g);
+
+/*
+ * Keep every block's intermediates from the forward for the backward
+ * instead of recomputing the block there (gpt_keep_bytes() more memory):
+ * a step then does three passes' work, not four.  The losses and the
+ * state are bit-identical either way (the recompute gives the same bits).
+ * 0 or -ENOMEM (the model then recomputes, as before).
+ */
+int gpt_keep_activations(struct gpt *g);
+size_t gpt_keep_bytes(const struct gpt_config *c);
 
 /* Initialise P (GPT-2 style, from seed) and zero M and V.  0 or -errno. */
 int gpt_init(struct gpt *g, uint64_t seed);
@@ -100,7 +121,7 @@ int gpt_step(struct gpt *g, const int *tok, const int *tgt,
 /*
  * block.c, used by the step: one transformer block on the n rows of x
  * with parameters p.  block_fwd writes out and keeps its intermediates in
- * g's scratch; block_bwd (right after block_fwd on the same x) turns dx,
+ * g's current set (g->h1 ...); block_bwd (right after block_fwd on the same x) turns dx,
  * the gradient of out, into the gradient of x in place and writes every
  * element of the block's gradient gr.  0 or -errno.
  */

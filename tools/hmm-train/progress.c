@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "hk.h"
 #include "run.h"
 
 static int cmp_d(const void *a, const void *b)
@@ -59,13 +60,14 @@ void progress_begin(struct run *r)
 		(unsigned long long)r->params, r->cfg.layers, r->cfg.d,
 		r->cfg.heads, r->cfg.ctx, r->cfg.batch, r->data_source);
 	fprintf(f, "hmm-train: training state %.1f MiB, host budget %.1f MiB"
-		"%s%s%s; attention %s, adamw %s, blas %s\n",
+		"%s%s%s; activations %s; attention %s, adamw %s, blas %s\n",
 		mib(r->state_bytes), mib(r->host_budget),
 		r->offloaded ? ", store " : r->has_store ?
 		" (all in memory; checkpoint store " : " (all in memory)",
 		r->has_store ? r->store_path : "",
-		!r->offloaded && r->has_store ? ")" : "", r->attn, r->optim,
-		r->blas_core);
+		!r->offloaded && r->has_store ? ")" : "",
+		r->kept_acts ? "kept" : "recomputed per block", r->attn,
+		r->optim, r->blas_core);
 	fflush(f);
 }
 
@@ -137,18 +139,23 @@ void progress_end(struct run *r)
 		return;
 	}
 	fprintf(f, "{\"summary\":true,\"preset\":\"%s\",\"params\":%llu,"
+		"\"vocab\":%d,\"ctx\":%d,\"d\":%d,\"heads\":%d,"
+		"\"layers\":%d,\"batch\":%d,\"threads\":%d,"
 		"\"steps\":%d,\"loss_first\":%.6f,\"loss_last\":%.6f,"
 		"\"step_s_median\":%.4f,\"tok_s\":%.1f,\"host_budget\":%llu,"
-		"\"state_bytes\":%llu,\"offloaded\":%s,"
+		"\"state_bytes\":%llu,\"offloaded\":%s,\"kept_activations\":%s,"
 		"\"store_read_bytes\":%llu,\"store_write_bytes\":%llu,"
 		"\"peak_rss_bytes\":%llu,\"stall_s\":%.4f,\"step_flops\":%.6g,"
 		"\"ckpt_step\":%lld,\"ckpt_flush_bytes\":%llu,"
 		"\"ckpt_file_bytes\":%llu,\"wall_s\":%.3f}\n", r->preset,
-		(unsigned long long)r->params, r->nrec, a ? a->loss : 0,
+		(unsigned long long)r->params, r->cfg.vocab, r->cfg.ctx,
+		r->cfg.d, r->cfg.heads, r->cfg.layers, r->cfg.batch,
+		hk_threads(), r->nrec, a ? a->loss : 0,
 		z ? z->loss : 0, run_step_s_median(r), run_tok_s(r),
 		(unsigned long long)r->host_budget,
 		(unsigned long long)r->state_bytes,
 		r->offloaded ? "true" : "false",
+		r->kept_acts ? "true" : "false",
 		(unsigned long long)(z ? z->store_read_bytes : 0),
 		(unsigned long long)(z ? z->store_write_bytes : 0),
 		(unsigned long long)r->peak_rss_bytes, z ? z->stall_s : 0,

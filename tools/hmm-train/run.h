@@ -37,6 +37,7 @@ struct run {
 	double lr;
 	uint64_t host_budget, state_bytes, params;
 	int offloaded, json, tty;
+	int kept_acts;			/* activations kept: no recompute */
 	int has_store;			/* a store, maybe only for --ckpt */
 	const char *store_path, *data_source, *blas_core, *attn, *optim;
 	const char *ckpt, *resume, *report;

@@ -387,7 +387,6 @@ int train_main(const struct train_opts *o)
 	r.steps = o->steps > 0 ? o->steps : p->steps;
 	r.tty = isatty(STDOUT_FILENO);
 	r.params = gpt_params(&r.cfg);
-	r.step_flops = gpt_step_flops(&r.cfg);
 	if (o->data)
 		e = data_load(&d, o->data, r.cfg.ctx, err, sizeof(err));
 	else
@@ -432,6 +431,11 @@ int train_main(const struct train_opts *o)
 		fprintf(stderr, "hmm-train: model: %s\n", strerror(-e));
 		goto out_state;
 	}
+	/* in memory: keep the blocks' activations, skip the recompute
+	 * (same losses); without the memory for them, recompute */
+	if (!r.offloaded)
+		r.kept_acts = !gpt_keep_activations(g);
+	r.step_flops = gpt_step_flops(&r.cfg, !r.kept_acts);
 	e = start(o, &r, g, st, ci);
 	if (e) {
 		rc = e == -EIO ? 1 : 2;

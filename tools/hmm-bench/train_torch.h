@@ -1,0 +1,28 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * train_torch.h — hmm-train's GPT in PyTorch (train_torch.c), timed by
+ * one python process: `hmm-bench train --vs-torch` runs it between
+ * hmm-train runs.
+ */
+#ifndef HMM_BENCH_TRAIN_TORCH_H
+#define HMM_BENCH_TRAIN_TORCH_H
+
+struct torch_gpt {
+	int vocab, ctx, d, heads, layers, batch, threads;
+};
+
+struct torch_gpt_result {
+	char version[32];	/* torch.__version__ */
+	double tok_s;		/* median step, all activations kept */
+	double tok_s_recompute;	/* every block recomputed, as hmm-train */
+};
+
+/*
+ * Run the model for `steps` timed steps in `python` (a path to a python
+ * with torch).  0, or -1 when it could not run (its output went to
+ * standard error).
+ */
+int torch_gpt_run(const char *python, const struct torch_gpt *m, int steps,
+		  struct torch_gpt_result *res);
+
+#endif /* HMM_BENCH_TRAIN_TORCH_H */
