@@ -115,7 +115,7 @@ ifneq ($(HAVE_NVCC),)
 ALL += $(if $(CU_SRC),$(CUDA_A)) $(GPU_BINS)
 endif
 
-.PHONY: all units check demo deps kmod fuzz clean skipped install
+.PHONY: all units check demo deps kmod fuzz clean skipped
 all: $(ALL) $(if $(HAVE_KDIR),kmod) skipped
 skipped:
 	@printf '%s' '$(SKIPPED)' | tr ';' '\n' | sed 's/^ *//;/^$$/d;s/^/make: skipped /' >&2
@@ -151,16 +151,6 @@ $(HK_SO): $(call obj,$(HK_SRC) $(BIND_SRC)) kernels/libhk.map $(LIBHMM_SO)
 		-Wl,-rpath,'$$ORIGIN' -o $@ $(call obj,$(HK_SRC) $(BIND_SRC)) \
 		$(LDFLAGS) -L$(B)/lib -l:libhmm.so.0 -lpthread -lm
 all: $(if $(HAVE_USER),$(if $(SAN),,$(HK_SO)))
-.PHONY: install-hk
-install: install-hk
-install-hk: $(HK_SO)
-	install -d $(DESTDIR)$(PREFIX)/lib
-	install -m 755 $(HK_SO) $(DESTDIR)$(PREFIX)/lib/
-
-$(B)/lib/pkgconfig/libhmm.pc: libhmm/libhmm.pc.in
-	@mkdir -p $(@D)
-	sed 's,@PREFIX@,$(PREFIX),' $< >$@
-PREFIX ?= /usr/local
 
 # Each tools/NAME/ directory is one program; hmmd is daemon/*.c.
 # TOOL_A_NAME: an archive of some of the tool's files, linked by the tool
@@ -253,20 +243,8 @@ demo: deps
 deps:
 	scripts/deps.sh
 
-# ---- install (DESTDIR, PREFIX) ----------------------------------------------
-install: all
-	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib/pkgconfig \
-		$(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/share/man/man1 \
-		$(DESTDIR)$(PREFIX)/share/man/man3 $(DESTDIR)$(PREFIX)/share/man/man8
-	install -m 755 $(TOOL_BINS) $(DESTDIR)$(PREFIX)/bin/
-	install -m 644 $(LIBHMM_A) $(DESTDIR)$(PREFIX)/lib/
-	install -m 755 $(LIBHMM_SO) $(DESTDIR)$(PREFIX)/lib/
-	ln -sf libhmm.so.0 $(DESTDIR)$(PREFIX)/lib/libhmm.so
-	install -m 644 $(B)/lib/pkgconfig/libhmm.pc $(DESTDIR)$(PREFIX)/lib/pkgconfig/
-	install -m 644 libhmm/include/*.h $(DESTDIR)$(PREFIX)/include/
-	install -m 644 $(wildcard man/*.1) $(DESTDIR)$(PREFIX)/share/man/man1/
-	install -m 644 $(wildcard man/*.3) $(DESTDIR)$(PREFIX)/share/man/man3/
-	$(if $(wildcard man/*.8),install -m 644 $(wildcard man/*.8) $(DESTDIR)$(PREFIX)/share/man/man8/)
+# ---- install (DESTDIR, PREFIX, LIBDIR ...): mk/install.mk -----------------
+include mk/install.mk
 
 clean:
 	rm -rf $(B)

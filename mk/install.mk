@@ -1,0 +1,58 @@
+# mk/install.mk — `make install`: where hmm's files go, included by the
+# Makefile after its build rules (it uses their variables: LIBHMM_SO,
+# HK_SO, LIBHMM_A, TOOL_BINS, HK_SRC, BIND_SRC).
+#
+#   make install [DESTDIR=/tmp/img] [PREFIX=/usr/local] [LIBDIR=...]
+#
+# The pkg-config files are written here, at install time, for the
+# PREFIX and LIBDIR given (Debian's rules pass LIBDIR=/usr/lib/<triplet>).
+# Only what the installed files need is built first: never the module
+# (`make kmod-install` installs it), never the tests.
+
+VERSION	   ?= 0.1.0
+PREFIX	   ?= /usr/local
+BINDIR	   ?= $(PREFIX)/bin
+LIBDIR	   ?= $(PREFIX)/lib
+INCLUDEDIR ?= $(PREFIX)/include
+MANDIR	   ?= $(PREFIX)/share/man
+DOCDIR	   ?= $(PREFIX)/share/doc/hmm
+
+# The static kernels' archive a trainer links: the CPU kernels and the
+# offloaded step, the same objects as libhk.so.0.
+HK_DIST_A := $(B)/dist/libhk.a
+$(HK_DIST_A): $(call obj,$(HK_SRC) $(BIND_SRC))
+	@mkdir -p $(@D)
+	rm -f $@ && ar rcs $@ $^
+
+# The headers a trainer includes, as <hmm/NAME.h> or, with the Cflags
+# of hmm.pc, <NAME.h>: the library, the kernels, the module's uapi.
+HMM_HEADERS := libhmm/include/hmm.h libhmm/include/dlpack.h \
+	       kernels/core/hk.h kernels/core/hk_adamw.h kernels/core/hk_attn.h \
+	       kernels/bind/hk_offload.h include/uapi/hmmk.h
+
+# pc_install TEMPLATE: write $(DESTDIR)$(LIBDIR)/pkgconfig/NAME.pc from it
+pc_install = sed -e 's,@PREFIX@,$(PREFIX),' -e 's,@LIBDIR@,$(LIBDIR),' \
+	     -e 's,@INCLUDEDIR@,$(INCLUDEDIR),' -e 's,@VERSION@,$(VERSION),' \
+	     $(1) >$(DESTDIR)$(LIBDIR)/pkgconfig/$(basename $(notdir $(1)))
+
+.PHONY: install install-lib install-bin
+install: install-lib install-bin
+
+install-lib: $(LIBHMM_SO) $(HK_SO) $(LIBHMM_A) $(HK_DIST_A)
+	install -d $(DESTDIR)$(LIBDIR)/pkgconfig $(DESTDIR)$(INCLUDEDIR)/hmm \
+		$(DESTDIR)$(MANDIR)/man3
+	install -m 644 $(LIBHMM_A) $(HK_DIST_A) $(DESTDIR)$(LIBDIR)/
+	install -m 644 $(LIBHMM_SO) $(HK_SO) $(DESTDIR)$(LIBDIR)/
+	ln -sf libhmm.so.0 $(DESTDIR)$(LIBDIR)/libhmm.so
+	ln -sf libhk.so.0 $(DESTDIR)$(LIBDIR)/libhk.so
+	$(call pc_install,mk/hmm.pc.in)
+	$(call pc_install,mk/hk.pc.in)
+	install -m 644 $(HMM_HEADERS) $(DESTDIR)$(INCLUDEDIR)/hmm/
+	install -m 644 $(wildcard man/*.3) $(DESTDIR)$(MANDIR)/man3/
+
+install-bin: $(TOOL_BINS)
+	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(MANDIR)/man1 \
+		$(DESTDIR)$(MANDIR)/man8
+	install -m 755 $(TOOL_BINS) $(DESTDIR)$(BINDIR)/
+	install -m 644 $(wildcard man/*.1) $(DESTDIR)$(MANDIR)/man1/
+	install -m 644 $(wildcard man/*.8) $(DESTDIR)$(MANDIR)/man8/
