@@ -16,6 +16,11 @@ LIBDIR	   ?= $(PREFIX)/lib
 INCLUDEDIR ?= $(PREFIX)/include
 MANDIR	   ?= $(PREFIX)/share/man
 DOCDIR	   ?= $(PREFIX)/share/doc/hmm
+# /etc for PREFIX=/usr, else PREFIX/etc; systemd reads units and
+# sysusers.d from /usr/local/lib as from /usr/lib.
+SYSCONFDIR ?= $(if $(filter /usr,$(PREFIX)),/etc,$(PREFIX)/etc)
+UNITDIR	   ?= $(PREFIX)/lib/systemd/system
+SYSUSERSDIR ?= $(PREFIX)/lib/sysusers.d
 
 # The static kernels' archive a trainer links: the CPU kernels and the
 # offloaded step, the same objects as libhk.so.0.
@@ -30,13 +35,17 @@ HMM_HEADERS := libhmm/include/hmm.h libhmm/include/dlpack.h \
 	       kernels/core/hk.h kernels/core/hk_adamw.h kernels/core/hk_attn.h \
 	       kernels/bind/hk_offload.h include/uapi/hmmk.h
 
-# pc_install TEMPLATE: write $(DESTDIR)$(LIBDIR)/pkgconfig/NAME.pc from it
-pc_install = sed -e 's,@PREFIX@,$(PREFIX),' -e 's,@LIBDIR@,$(LIBDIR),' \
+# subst_install TEMPLATE DEST: TEMPLATE's @NAME@ filled in, as DEST
+subst_install = sed -e 's,@PREFIX@,$(PREFIX),' -e 's,@LIBDIR@,$(LIBDIR),' \
 	     -e 's,@INCLUDEDIR@,$(INCLUDEDIR),' -e 's,@VERSION@,$(VERSION),' \
-	     $(1) >$(DESTDIR)$(LIBDIR)/pkgconfig/$(basename $(notdir $(1)))
+	     -e 's,@BINDIR@,$(BINDIR),' -e 's,@SYSCONFDIR@,$(SYSCONFDIR),' \
+	     $(1) >$(DESTDIR)$(2)
 
-.PHONY: install install-lib install-bin
-install: install-lib install-bin
+# pc_install TEMPLATE: write $(DESTDIR)$(LIBDIR)/pkgconfig/NAME.pc from it
+pc_install = $(call subst_install,$(1),$(LIBDIR)/pkgconfig/$(basename $(notdir $(1))))
+
+.PHONY: install install-lib install-bin install-service
+install: install-lib install-bin install-service
 
 install-lib: $(LIBHMM_SO) $(HK_SO) $(LIBHMM_A) $(HK_DIST_A)
 	install -d $(DESTDIR)$(LIBDIR)/pkgconfig $(DESTDIR)$(INCLUDEDIR)/hmm \
@@ -56,3 +65,15 @@ install-bin: $(TOOL_BINS)
 	install -m 755 $(TOOL_BINS) $(DESTDIR)$(BINDIR)/
 	install -m 644 $(wildcard man/*.1) $(DESTDIR)$(MANDIR)/man1/
 	install -m 644 $(wildcard man/*.8) $(DESTDIR)$(MANDIR)/man8/
+
+# hmmd as a service: the unit for this BINDIR and SYSCONFDIR, the hmm
+# user and group (sysusers.d), the example config as hmmd.conf unless
+# one is there already (a reinstall keeps the admin's), and as a doc.
+install-service:
+	install -d $(DESTDIR)$(UNITDIR) $(DESTDIR)$(SYSUSERSDIR) \
+		$(DESTDIR)$(SYSCONFDIR)/hmm $(DESTDIR)$(DOCDIR)
+	$(call subst_install,daemon/hmmd.service.in,$(UNITDIR)/hmmd.service)
+	install -m 644 daemon/hmm.sysusers $(DESTDIR)$(SYSUSERSDIR)/hmm.conf
+	install -m 644 daemon/hmmd.conf.example $(DESTDIR)$(DOCDIR)/
+	[ -e $(DESTDIR)$(SYSCONFDIR)/hmm/hmmd.conf ] || \
+		install -m 644 daemon/hmmd.conf.example $(DESTDIR)$(SYSCONFDIR)/hmm/hmmd.conf
