@@ -11,8 +11,8 @@
 #
 # Sources are found by wildcard: a new file in libhmm/src, kernels/*,
 # tools/NAME/, daemon/ or tests/*/ needs no edit here.  Files named
-# *_avx2.c / *_avx512.c get their ISA's flags and are only called after a
-# cpuid check.  B=DIR picks another build folder, SAN=address|thread a
+# *_avx2.c / *_avx512.c / *_amx.c get their ISA's flags and are only
+# called after a cpuid check.  B=DIR picks another build folder, SAN=address|thread a
 # sanitizer build (libraries and unit tests only).
 
 B	?= build
@@ -33,6 +33,7 @@ CFLAGS	+= -std=gnu11 -fPIC -pthread -Wall -Wextra -Werror \
 LDLIBS	:= -luring -lnuma -lpthread -lm -ldl
 ISA_avx2   := -mavx2 -mfma -mf16c
 ISA_avx512 := -mavx512f -mavx512bw -mavx512vl -mavx512dq -mfma -mf16c
+ISA_amx    := $(ISA_avx512) -mavx512bf16 -mamx-tile -mamx-bf16
 
 ifeq ($(SAN),address)
 CFLAGS	+= -fsanitize=address,undefined -fno-omit-frame-pointer \
@@ -129,6 +130,7 @@ $(O)/%.o: %.c
 	$(CC) $(CPPFLAGS) $(CFLAGS) $(ISA) -MMD -MP -c -o $@ $<
 $(O)/%_avx2.o: ISA := $(ISA_avx2)
 $(O)/%_avx512.o: ISA := $(ISA_avx512)
+$(O)/%_amx.o: ISA := $(ISA_amx)
 
 $(LIBHMM_A): $(call obj,$(LIBHMM_SRC))
 $(HK_A): $(call obj,$(HK_SRC))

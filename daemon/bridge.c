@@ -404,7 +404,9 @@ int hmmd_bridge_open(const char *dev, const char *store_path,
 		ret = -errno;
 		hmmd_log("module bridge: %s: DAEMON_ATTACH: %s%s", dev,
 			 strerror(errno),
-			 errno == EBUSY ? " (another daemon is attached)" : "");
+			 errno == EBUSY ? " (another daemon is attached)" :
+			 errno == EPERM ? " (needs CAP_SYS_ADMIN, or hmmk's "
+					  "daemon_uid / daemon_gid)" : "");
 		goto out;
 	}
 	b->efd = eventfd(0, EFD_CLOEXEC);

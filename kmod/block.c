@@ -6,24 +6,37 @@
 #include <linux/mm.h>
 #include <linux/gfp.h>
 #include <linux/highmem.h>
+#include <linux/sched/mm.h>
 
 #include "hmmk.h"
 
 /*
- * A fresh page on node, zeroed when zero.  strict: only that node (MIGRATE);
- * otherwise the node is preferred and any node will do.  NULL on failure.
+ * A fresh page on node for a region of space, zeroed when zero, charged to
+ * the space's memcg (__GFP_ACCOUNT under set_active_memcg, as the task
+ * allocating may be another space's or in another cgroup).  strict: only
+ * that node (MIGRATE); otherwise the node is preferred and any node will
+ * do.  Never invokes the OOM killer: NULL when the memcg is at its
+ * headroom (hmmk_memcg_full) or the machine has no page after reclaim
+ * (__GFP_NORETRY, then __GFP_RETRY_MAYFAIL), and the caller evicts or
+ * fails.
  */
-struct page *hmmk_page_alloc(int node, bool strict, bool zero)
+struct page *hmmk_page_alloc(struct hmmk_space *space, int node, bool strict,
+			     bool zero)
 {
-	gfp_t gfp = GFP_HIGHUSER | __GFP_NOWARN | __GFP_THISNODE;
+	gfp_t gfp = GFP_HIGHUSER | __GFP_ACCOUNT | __GFP_NOWARN;
+	struct mem_cgroup *old;
 	struct page *page;
 
+	if (hmmk_memcg_full(space->memcg))
+		return NULL;
+	old = set_active_memcg(space->memcg);
 	if (zero)
 		gfp |= __GFP_ZERO;
-	page = alloc_pages_node(node, gfp | __GFP_NORETRY, 0);
-	if (page || strict)
-		return page;
-	return alloc_pages(gfp & ~(__GFP_THISNODE | __GFP_NOWARN), 0);
+	page = alloc_pages_node(node, gfp | __GFP_THISNODE | __GFP_NORETRY, 0);
+	if (!page && !strict)
+		page = alloc_pages(gfp | __GFP_RETRY_MAYFAIL, 0);
+	set_active_memcg(old);
+	return page;
 }
 
 /* Interruptible only by a fatal signal; 0 or -EINTR. */

@@ -10,6 +10,12 @@
  * FILL the bytes are copied in).  When the daemon's file is released every
  * queued or held request fails with -EIO, and with no daemon attached new
  * requests fail at once: faults get SIGBUS, nothing waits forever.
+ *
+ * The daemon receives every space's evicted pages and answers every
+ * space's faults, so only a privileged process may attach: one with
+ * CAP_SYS_ADMIN, or the uid / a member of the gid named by the daemon_uid /
+ * daemon_gid parameters.  Its commands work only in the attacher's mm, so
+ * a fork or a passed file does not inherit the role.
  */
 #include <linux/slab.h>
 #include <linux/highmem.h>
@@ -17,8 +23,21 @@
 #include <linux/uaccess.h>
 #include <linux/sched/signal.h>
 #include <linux/pid.h>
+#include <linux/capability.h>
+#include <linux/cred.h>
+#include <linux/module.h>
 
 #include "hmmk.h"
+
+static int hmmk_daemon_uid = -1;
+module_param_named(daemon_uid, hmmk_daemon_uid, int, 0644);
+MODULE_PARM_DESC(daemon_uid,
+		 "a uid that may attach as the daemon without CAP_SYS_ADMIN (-1: none)");
+
+static int hmmk_daemon_gid = -1;
+module_param_named(daemon_gid, hmmk_daemon_gid, int, 0644);
+MODULE_PARM_DESC(daemon_gid,
+		 "a gid whose members may attach as the daemon without CAP_SYS_ADMIN (-1: none)");
 
 /* The one attached daemon.  lock (a spinlock) protects every field. */
 static struct {
@@ -156,11 +175,38 @@ bool hmmk_daemon_attached(void)
 	return READ_ONCE(hmmk_daemon.owner);
 }
 
+/*
+ * Whether current may hold the daemon role or set module-wide knobs:
+ * the daemon_uid (effective uid), a member of daemon_gid (effective or
+ * supplementary), or CAP_SYS_ADMIN in the initial user namespace (checked
+ * last, so that an allowed uid leaves no capability denial in the audit
+ * log).
+ */
+bool hmmk_privileged(void)
+{
+	int uid = READ_ONCE(hmmk_daemon_uid), gid = READ_ONCE(hmmk_daemon_gid);
+
+	if (uid >= 0 && uid_eq(current_euid(), make_kuid(&init_user_ns, uid)))
+		return true;
+	if (gid >= 0 && in_egroup_p(make_kgid(&init_user_ns, gid)))
+		return true;
+	return capable(CAP_SYS_ADMIN);
+}
+
+/* Daemon commands: only on the daemon's file, from the attacher's mm. */
+static bool hmmk_is_daemon(struct hmmk_space *space)
+{
+	return space->daemon && current->mm == space->mm;
+}
+
 long hmmk_daemon_attach(struct hmmk_space *space)
 {
-	struct pid *pid = get_task_pid(current, PIDTYPE_TGID);
+	struct pid *pid;
 	long ret = 0;
 
+	if (current->mm != space->mm || !hmmk_privileged())
+		return -EPERM;
+	pid = get_task_pid(current, PIDTYPE_TGID);
 	mutex_lock(&space->lock);
 	if (space->nr_regions) {
 		mutex_unlock(&space->lock);
@@ -292,7 +338,7 @@ long hmmk_daemon_fetch(struct hmmk_space *space, void __user *arg)
 	struct hmmk_req *req;
 	int ret = 0;
 
-	if (!space->daemon)
+	if (!hmmk_is_daemon(space))
 		return -EPERM;
 	if (copy_from_user(&dr, arg, sizeof(dr)))
 		return -EFAULT;
@@ -352,7 +398,7 @@ long hmmk_daemon_complete(struct hmmk_space *space, void __user *arg)
 	int result, ret = 0;
 	void *p;
 
-	if (!space->daemon)
+	if (!hmmk_is_daemon(space))
 		return -EPERM;
 	if (copy_from_user(&dc, arg, sizeof(dc)))
 		return -EFAULT;

@@ -26,7 +26,8 @@ int hmmk_make_cpu_resident(struct hmmk_block *blk, unsigned int i)
 	case HMMK_TIER_CPU:
 		return 0;
 	case HMMK_TIER_NONE:
-		page = hmmk_page_alloc(region->node, false, true);
+		page = hmmk_page_alloc(region->space, region->node, false,
+				       true);
 		if (!page)
 			return -ENOMEM;
 		hmmk_block_set(blk, i, HMMK_TIER_CPU, page);
@@ -39,7 +40,8 @@ int hmmk_make_cpu_resident(struct hmmk_block *blk, unsigned int i)
 			blk->state[i] &= ~HMMK_S_FILLFAIL;
 			return -EIO;	/* reported once, to the retry */
 		}
-		page = hmmk_page_alloc(region->node, false, false);
+		page = hmmk_page_alloc(region->space, region->node, false,
+				       false);
 		if (!page)
 			return -ENOMEM;
 		ret = hmmk_nvme_fill(blk, i, page);
@@ -68,10 +70,43 @@ static bool hmmk_may_wait(struct vm_fault *vmf, struct hmmk_block *blk,
 	       !(vmf->flags & FAULT_FLAG_RETRY_NOWAIT);
 }
 
+/*
+ * Makes page i resident, maps it at the fault address and drops the block
+ * lock.  0, or -errno as hmmk_make_cpu_resident and vm_insert_page give.
+ */
+static int hmmk_map_page(struct vm_fault *vmf, struct hmmk_block *blk,
+			 unsigned int i)
+{
+	int ret = hmmk_make_cpu_resident(blk, i);
+
+	if (!ret) {
+		if (blk->state[i] & HMMK_S_SAMPLED) {
+			blk->state[i] &= ~HMMK_S_SAMPLED;
+			blk->state[i] |= HMMK_S_ACCESSED;
+			atomic64_inc(&blk->region->c.sample_hits);
+		}
+		ret = vm_insert_page(vmf->vma, vmf->address, blk->pages[i]);
+		if (ret == -EBUSY)	/* another thread mapped it first */
+			ret = 0;
+	}
+	mutex_unlock(&blk->lock);
+	return ret;
+}
+
+/*
+ * A page the opener's memcg (or the machine) cannot give: with a daemon
+ * attached, pages of the space go to it (a batch at least, and until the
+ * memcg is out of its headroom) and the fault tries once more; else, or
+ * if that fails too, the fault gets SIGBUS.  Never VM_FAULT_OOM: no OOM
+ * killer was asked (hmmk_page_alloc), so the #PF handler would retry the
+ * fault forever.
+ */
 vm_fault_t hmmk_fault(struct vm_fault *vmf)
 {
 	struct hmmk_region *region = vmf->vma->vm_private_data;
 	struct hmmk_block *blk;
+	bool retried = false;
+	vm_fault_t vf;
 	unsigned int i;
 	u64 idx;
 	int ret;
@@ -84,32 +119,27 @@ vm_fault_t hmmk_fault(struct vm_fault *vmf)
 	i = idx % HMMK_BLOCK_PAGES;
 	atomic64_inc(&region->c.faults);
 
+again:
 	if (hmmk_over_limit(region))
-		hmmk_nvme_make_room(region);	/* no block lock held */
+		hmmk_nvme_make_room(region, false);	/* no block lock held */
 	if (hmmk_block_lock(blk))
 		return VM_FAULT_NOPAGE;	/* dying: the access is not retried */
-	if (hmmk_tier(blk, i) == HMMK_TIER_NVME && hmmk_may_wait(vmf, blk, i))
-		return hmmk_nvme_fill_async(vmf, blk, i);	/* unlocked */
-	ret = hmmk_make_cpu_resident(blk, i);
-	if (!ret) {
-		if (blk->state[i] & HMMK_S_SAMPLED) {
-			blk->state[i] &= ~HMMK_S_SAMPLED;
-			blk->state[i] |= HMMK_S_ACCESSED;
-			atomic64_inc(&region->c.sample_hits);
-		}
-		ret = vm_insert_page(vmf->vma, vmf->address, blk->pages[i]);
-		if (ret == -EBUSY)	/* another thread mapped it first */
-			ret = 0;
+	if (hmmk_tier(blk, i) == HMMK_TIER_NVME && hmmk_may_wait(vmf, blk, i)) {
+		vf = hmmk_nvme_fill_async(vmf, blk, i);	/* unlocked */
+		if (vf != VM_FAULT_OOM)
+			return vf;
+		ret = -ENOMEM;
+	} else {
+		ret = hmmk_map_page(vmf, blk, i);	/* unlocked */
 	}
-	mutex_unlock(&blk->lock);
+	if (ret == -ENOMEM && !retried &&
+	    hmmk_nvme_make_room(region, true)) {
+		retried = true;
+		goto again;
+	}
 
-	switch (ret) {
-	case 0:
-	case -EINTR:
+	if (!ret || ret == -EINTR)
 		return VM_FAULT_NOPAGE;
-	case -ENOMEM:
-		return VM_FAULT_OOM;
-	}
 	atomic64_inc(&region->c.sigbus);
 	return VM_FAULT_SIGBUS;
 }

@@ -31,6 +31,8 @@
 #include <linux/atomic.h>
 #include <linux/completion.h>
 #include <linux/wait.h>
+#include <linux/memcontrol.h>
+#include <linux/sizes.h>
 
 #include "../include/uapi/hmmk.h"
 #include "compat.h"
@@ -101,11 +103,15 @@ struct hmmk_region {
  * struct hmmk_space — one open of /dev/hmmk.  Allocated in open, freed in
  * release (after every VMA is gone: each holds the file).  mapping is the
  * address_space the space's VMAs link into, so unmap_mapping_range reaches
- * exactly this space's mappings.
+ * exactly this space's mappings.  memcg is the opener mm's memory cgroup
+ * at open (referenced until free): every page of the space's regions, a
+ * page waiting for its FILL included, is charged to it, whichever task
+ * allocates the page.
  */
 struct hmmk_space {
 	struct address_space mapping;
 	struct mm_struct *mm;		/* mmgrab'd opener mm */
+	struct mem_cgroup *memcg;	/* NULL without memcg */
 	u64 id;
 	struct mutex lock;		/* regions, next_pgoff, nr_regions */
 	struct list_head regions;
@@ -160,7 +166,41 @@ void hmmk_block_set(struct hmmk_block *blk, unsigned int i, u8 tier,
 		    struct page *page);
 void hmmk_block_unmap(struct hmmk_block *blk, unsigned int first,
 		      unsigned int nr);
-struct page *hmmk_page_alloc(int node, bool strict, bool zero);
+struct page *hmmk_page_alloc(struct hmmk_space *space, int node, bool strict,
+			     bool zero);
+
+/*
+ * Whether memcg, or a cgroup above it, is within its headroom of
+ * memory.max (or of memory.high, when lower): module pages stop there, so
+ * that the cgroup's other charges (the page tables that map a region, a
+ * read()'s buffer) still find room rather than the memcg OOM killer, and
+ * its tasks are not throttled over memory.high by pages that cannot be
+ * reclaimed.  Headroom: 1/32 of the limit, at least 1 MiB.  Unlocked
+ * reads: concurrent faults may pass it together, and the charge itself
+ * then fails at memory.max.
+ */
+#ifdef CONFIG_MEMCG
+static inline bool hmmk_memcg_full(struct mem_cgroup *memcg)
+{
+	unsigned long lim, room;
+
+	for (; memcg; memcg = parent_mem_cgroup(memcg)) {
+		lim = min(READ_ONCE(memcg->memory.max),
+			  READ_ONCE(memcg->memory.high));
+		if (lim == PAGE_COUNTER_MAX)
+			continue;
+		room = max(lim >> 5, (unsigned long)(SZ_1M >> PAGE_SHIFT));
+		if (page_counter_read(&memcg->memory) + room >= lim)
+			return true;
+	}
+	return false;
+}
+#else
+static inline bool hmmk_memcg_full(struct mem_cgroup *memcg)
+{
+	return false;
+}
+#endif
 int hmmk_block_lock(struct hmmk_block *blk);
 void hmmk_block_free_pages(struct hmmk_block *blk);
 
@@ -213,6 +253,7 @@ struct hmmk_req {
 };
 
 /* daemon.c: the EVICT / FILL channel and the request lifecycle. */
+bool hmmk_privileged(void);
 long hmmk_daemon_attach(struct hmmk_space *space);
 void hmmk_daemon_detach(struct hmmk_space *space);
 long hmmk_daemon_info(void __user *arg);
@@ -236,7 +277,7 @@ vm_fault_t hmmk_nvme_fill_async(struct vm_fault *vmf, struct hmmk_block *blk,
 				unsigned int i);
 long hmmk_evict_ioctl(struct hmmk_space *space, void __user *arg);
 bool hmmk_over_limit(struct hmmk_region *region);
-void hmmk_nvme_make_room(struct hmmk_region *region);
+u64 hmmk_nvme_make_room(struct hmmk_region *region, bool memcg);
 
 /* telemetry.c: STATS, SNAPSHOT, SAMPLE, debugfs. */
 long hmmk_stats_ioctl(struct hmmk_space *space, void __user *arg);

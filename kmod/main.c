@@ -140,11 +140,15 @@ static const struct file_operations hmmk_fops = {
 	.llseek		= hmmk_llseek,
 };
 
+/*
+ * 0660: devtmpfs makes the node root:root; kmod/60-hmmk.rules gives it to
+ * group hmm, whose members may open it (each open its own space).
+ */
 static struct miscdevice hmmk_misc = {
 	.minor	= MISC_DYNAMIC_MINOR,
 	.name	= "hmmk",
 	.fops	= &hmmk_fops,
-	.mode	= 0666,
+	.mode	= 0660,
 };
 
 static void hmmk_check_uapi(void)

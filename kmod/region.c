@@ -4,12 +4,15 @@
  *
  * mmap accepts MAP_SHARED, readable and writable mappings of a range inside
  * one region, made by the space's own mm.  The VMA gets VM_MIXEDMAP (pages
- * are inserted with vm_insert_page), VM_DONTEXPAND (no mremap growth) and
- * VM_DONTCOPY (fork does not copy it).
+ * are inserted with vm_insert_page), VM_DONTEXPAND (no mremap growth),
+ * VM_DONTCOPY (fork does not copy it) and VM_DONTDUMP (no core dump holds
+ * it: it may be larger than RAM, and faulting it in for a dump would
+ * FILL every evicted page).
  */
 #include <linux/slab.h>
 #include <linux/mm.h>
 #include <linux/sched.h>
+#include <linux/sched/mm.h>
 #include <linux/uaccess.h>
 
 #include "hmmk.h"
@@ -19,6 +22,7 @@ struct hmmk_region *hmmk_region_alloc(struct hmmk_space *space, u64 size,
 				      int node)
 {
 	struct hmmk_region *region;
+	struct mem_cgroup *old;
 	u32 i;
 
 	region = kzalloc(sizeof(*region), GFP_KERNEL);
@@ -30,8 +34,10 @@ struct hmmk_region *hmmk_region_alloc(struct hmmk_space *space, u64 size,
 	region->nr_pages = size >> PAGE_SHIFT;
 	region->nr_blocks = DIV_ROUND_UP(region->nr_pages, HMMK_BLOCK_PAGES);
 	INIT_LIST_HEAD(&region->node_link);
+	old = set_active_memcg(space->memcg);	/* the opener's, too */
 	region->blocks = kvcalloc(region->nr_blocks, sizeof(*region->blocks),
 				  GFP_KERNEL_ACCOUNT);
+	set_active_memcg(old);
 	if (!region->blocks) {
 		kfree(region);
 		return ERR_PTR(-ENOMEM);
@@ -191,7 +197,8 @@ int hmmk_region_mmap(struct hmmk_space *space, struct vm_area_struct *vma)
 	if (!region)
 		return -EINVAL;
 
-	hmmk_vm_flags_set(vma, VM_MIXEDMAP | VM_DONTEXPAND | VM_DONTCOPY);
+	hmmk_vm_flags_set(vma, VM_MIXEDMAP | VM_DONTEXPAND | VM_DONTCOPY |
+			  VM_DONTDUMP);
 	hmmk_vm_flags_clear(vma, VM_MAYEXEC);
 	vma->vm_private_data = region;	/* the find reference */
 	vma->vm_ops = &hmmk_vm_ops;

@@ -84,7 +84,8 @@ static void hmmk_count_move(struct hmmk_block *blk, unsigned int i)
 int hmmk_simdev_to_cpu(struct hmmk_block *blk, unsigned int i)
 {
 	struct hmmk_region *region = blk->region;
-	struct page *page = hmmk_page_alloc(region->node, false, false);
+	struct page *page = hmmk_page_alloc(region->space, region->node,
+					    false, false);
 
 	if (!page)
 		return -ENOMEM;
@@ -185,8 +186,8 @@ static int hmmk_simdev_to_dev(struct hmmk_block *blk, unsigned int i)
 	ret = hmmk_simdev_reserve(blk);
 	if (ret)
 		return ret;
-	page = alloc_page(GFP_HIGHUSER | __GFP_NOWARN |
-			  (blk->pages[i] ? 0 : __GFP_ZERO));
+	page = hmmk_page_alloc(region->space, numa_mem_id(), false,
+			       !blk->pages[i]);
 	if (!page) {
 		hmmk_simdev_unreserve();
 		return -ENOMEM;
@@ -309,10 +310,13 @@ long hmmk_dev_access_ioctl(struct hmmk_space *space, void __user *arg)
 	return hmmk_range_ioctl(space, arg, &r, hmmk_dev_access_block);
 }
 
+/* Module-wide knobs: only for whoever may be the daemon. */
 long hmmk_simdev_config_ioctl(void __user *arg)
 {
 	struct hmmk_simdev_config c;
 
+	if (!hmmk_privileged())
+		return -EPERM;
 	if (copy_from_user(&c, arg, sizeof(c)))
 		return -EFAULT;
 	if (c.reserved0 || !hmmk_zero(c.reserved, sizeof(c.reserved)))

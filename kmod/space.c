@@ -33,6 +33,7 @@ struct hmmk_space *hmmk_space_new(struct file *filp)
 	mapping_set_gfp_mask(&space->mapping, GFP_HIGHUSER);
 	mmgrab(current->mm);
 	space->mm = current->mm;
+	space->memcg = get_mem_cgroup_from_mm(current->mm);
 	space->id = atomic64_inc_return(&hmmk_next_space);
 	mutex_init(&space->lock);
 	INIT_LIST_HEAD(&space->regions);
@@ -62,6 +63,7 @@ void hmmk_space_free(struct hmmk_space *space)
 		list_del_init(&region->node_link);
 		hmmk_region_put(region);
 	}
+	mem_cgroup_put(space->memcg);
 	mmdrop(space->mm);
 	kfree(space);
 }

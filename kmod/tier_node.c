@@ -55,7 +55,7 @@ static int hmmk_migrate_block(struct hmmk_block *blk, unsigned int lo,
 			r->skipped++;
 			continue;
 		}
-		new = hmmk_page_alloc(node, true, false);
+		new = hmmk_page_alloc(region->space, node, true, false);
 		if (!new)
 			return -ENOMEM;
 		copy_highpage(new, old);

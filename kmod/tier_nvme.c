@@ -32,7 +32,9 @@ int hmmk_nvme_fill(struct hmmk_block *blk, unsigned int i, struct page *page)
  * the fault lock, sleep killably until the deadline, and let the first
  * waiter back install the page (or flag the failure) for everyone.
  * Called with blk->lock held; returns with it and the fault lock dropped
- * (VM_FAULT_RETRY), or with only the block lock dropped on an error.
+ * (VM_FAULT_RETRY), or with only the block lock dropped on an error:
+ * VM_FAULT_OOM when no page was to be had (the caller evicts or fails),
+ * VM_FAULT_SIGBUS when no daemon is attached.
  */
 vm_fault_t hmmk_nvme_fill_async(struct vm_fault *vmf, struct hmmk_block *blk,
 				unsigned int i)
@@ -45,7 +47,8 @@ vm_fault_t hmmk_nvme_fill_async(struct vm_fault *vmf, struct hmmk_block *blk,
 	int ret;
 
 	if (!req) {
-		page = hmmk_page_alloc(region->node, false, false);
+		page = hmmk_page_alloc(region->space, region->node, false,
+				       false);
 		req = page ? hmmk_req_new(blk, i, HMMK_OP_FILL, page) : NULL;
 		if (page)
 			put_page(page);		/* the request holds it */
@@ -165,18 +168,30 @@ bool hmmk_over_limit(struct hmmk_region *region)
 }
 
 /*
+ * Whether room is made for region: it and its space are under their CPU
+ * limits and, for a fault that got no page (memcg), a page at least went and
+ * the space's memcg is out of its headroom.
+ */
+static bool hmmk_room_made(struct hmmk_region *region, bool memcg, u64 done)
+{
+	if (hmmk_over_limit(region))
+		return false;
+	return !memcg || (done && !hmmk_memcg_full(region->space->memcg));
+}
+
+/*
  * Evict pages of victim to the daemon, a batch at a time from its clock
- * hand, while region (or its space) is at its limit, for at most one pass
- * over victim.  0, or -EINTR (a fatal signal).
+ * hand, until room is made for region (counting in rng->done), for at
+ * most one pass over victim.  0, or -EINTR (a fatal signal).
  */
 static int hmmk_evict_from(struct hmmk_region *region,
-			   struct hmmk_region *victim)
+			   struct hmmk_region *victim, bool memcg,
+			   struct hmmk_range *rng)
 {
-	struct hmmk_range rng = { 0 };
 	u64 scanned = 0;
 	int ret = 0;
 
-	while (!ret && hmmk_over_limit(region) &&
+	while (!ret && !hmmk_room_made(region, memcg, rng->done) &&
 	       scanned < victim->nr_pages && hmmk_daemon_attached()) {
 		u64 first = (u64)atomic64_fetch_add(HMMK_ROOM_BATCH,
 						    &victim->hand) %
@@ -185,29 +200,38 @@ static int hmmk_evict_from(struct hmmk_region *region,
 			       victim->nr_pages - first);
 
 		ret = hmmk_region_walk(victim, first, nr, hmmk_evict_block,
-				       &rng);
+				       rng);
 		scanned += nr;
 	}
 	return ret;
 }
 
-/*
- * A region at its CPU limit, or in a space at its limit: evict pages to
- * the daemon, from the region first, then from the space's other regions
- * with pages on the CPU, until under the limits or nothing more goes.
- * Runs in a fault, mmap_lock held for read, no block lock held; takes
+/**
+ * hmmk_nvme_make_room() - evict pages of a space to the daemon
+ * @region: the region that needs room
+ * @memcg: a fault that got no page: also one batch at least, and until
+ *         the space's memcg is out of its headroom; else only until
+ *         @region and its space are under their CPU limits
+ *
+ * Evicts from @region first, then from the space's other regions with
+ * pages on the CPU, until room is made or nothing more goes.  Best
+ * effort: without a daemon nothing goes.
+ *
+ * Context: a fault, mmap_lock held for read, no block lock held; takes
  * space->lock only to pick a victim, and each block's lock in turn.
- * Best effort: without a daemon nothing goes.
+ * Return: the pages evicted.
  */
-void hmmk_nvme_make_room(struct hmmk_region *region)
+u64 hmmk_nvme_make_room(struct hmmk_region *region, bool memcg)
 {
 	struct hmmk_space *space = region->space;
+	struct hmmk_range rng = { 0 };
 	struct hmmk_region *victim, *r;
 	u64 last = 0;
 
-	if (hmmk_evict_from(region, region))
-		return;
-	while (hmmk_over_limit(region) && hmmk_daemon_attached()) {
+	if (hmmk_evict_from(region, region, memcg, &rng))
+		return rng.done;
+	while (!hmmk_room_made(region, memcg, rng.done) &&
+	       hmmk_daemon_attached()) {
 		victim = NULL;
 		mutex_lock(&space->lock);	/* the next one after last */
 		list_for_each_entry(r, &space->regions, node_link) {
@@ -220,15 +244,16 @@ void hmmk_nvme_make_room(struct hmmk_region *region)
 		}
 		mutex_unlock(&space->lock);
 		if (!victim)
-			return;
+			break;
 		last = victim->handle;
 		r = victim;
-		if (hmmk_evict_from(region, victim)) {
+		if (hmmk_evict_from(region, victim, memcg, &rng)) {
 			hmmk_region_put(r);
-			return;
+			break;
 		}
 		hmmk_region_put(r);
 	}
+	return rng.done;
 }
 
 long hmmk_evict_ioctl(struct hmmk_space *space, void __user *arg)

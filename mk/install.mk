@@ -21,6 +21,9 @@ DOCDIR	   ?= $(PREFIX)/share/doc/hmm
 SYSCONFDIR ?= $(if $(filter /usr,$(PREFIX)),/etc,$(PREFIX)/etc)
 UNITDIR	   ?= $(PREFIX)/lib/systemd/system
 SYSUSERSDIR ?= $(PREFIX)/lib/sysusers.d
+# The udev rule giving /dev/hmmk to group hmm: /etc unless PREFIX=/usr
+# (a package's), as udev reads no /usr/local.
+UDEVRULESDIR ?= $(if $(filter /usr,$(PREFIX)),/usr/lib/udev/rules.d,/etc/udev/rules.d)
 
 # The static kernels' archive a trainer links: the CPU kernels and the
 # offloaded step, the same objects as libhk.so.0.
@@ -74,6 +77,8 @@ install-service:
 		$(DESTDIR)$(SYSCONFDIR)/hmm $(DESTDIR)$(DOCDIR)
 	$(call subst_install,daemon/hmmd.service.in,$(UNITDIR)/hmmd.service)
 	install -m 644 daemon/hmm.sysusers $(DESTDIR)$(SYSUSERSDIR)/hmm.conf
+	install -d $(DESTDIR)$(UDEVRULESDIR)
+	install -m 644 kmod/60-hmmk.rules $(DESTDIR)$(UDEVRULESDIR)/
 	install -m 644 daemon/hmmd.conf.example $(DESTDIR)$(DOCDIR)/
 	[ -e $(DESTDIR)$(SYSCONFDIR)/hmm/hmmd.conf ] || \
 		install -m 644 daemon/hmmd.conf.example $(DESTDIR)$(SYSCONFDIR)/hmm/hmmd.conf

@@ -14,6 +14,10 @@
  * live on a tier (a CPU NUMA node, the simulated device, or NVMe through the
  * daemon) and move on faults and on the operations below.
  *
+ * Access: /dev/hmmk is 0660 (group hmm by kmod/60-hmmk.rules); each open
+ * is a space of its own that no other opener can reach.  Region pages are
+ * charged to the opener's memory cgroup.
+ *
  * Threading: every ioctl may be called from any thread of the opener's
  * process; the module serialises per 2 MiB block.  Daemon ioctls are made
  * on a separate open file that called DAEMON_ATTACH.
@@ -200,6 +204,12 @@ struct hmmk_simdev_config {
  * FORGET (nobody waits for it; buf is not used): region is gone and page
  * is its page count; the daemon may drop every page it holds of it, and
  * completes it like the others (its status is not looked at).
+ *
+ * The daemon sees and answers every space's pages, so DAEMON_ATTACH (and
+ * SIMDEV_CONFIG, module-wide) need CAP_SYS_ADMIN, or the uid, or a member
+ * of the gid, named by the daemon_uid / daemon_gid module parameters:
+ * -EPERM otherwise.  A space is bound to the opener's mm: DAEMON_ATTACH,
+ * FETCH and COMPLETE from another mm (a fork, a passed file) are -EPERM.
  */
 #define HMMK_OP_EVICT		1
 #define HMMK_OP_FILL		2

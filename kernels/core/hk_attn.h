@@ -14,7 +14,11 @@
  * Types: `dtype` applies to q, k, v, o, dout, dq, dk, dv (HK_F32 or
  * HK_BF16, bf16 written with round-to-nearest-even); lse and all
  * accumulation are fp32.  d is 1..256, any value (not only powers of two);
- * N is any length, 0 included.
+ * N is any length, 0 included.  bf16 on a CPU with AMX (hk_isa() ==
+ * HK_ISA_AMX) multiplies on AMX tiles: products of bf16 inputs are exact,
+ * and the probabilities P and score gradients dS are rounded to bf16
+ * (nearest even) before the products that take them, as FlashAttention-2
+ * does on GPUs; elsewhere, and for fp32, every product is fp32.
  *
  * Paged K/V: with block_table != NULL, k and v are pools of blocks, each
  * block [Hkv][block_size][d]; token t of batch b lives in block
@@ -32,7 +36,8 @@
  * slot per thread; in the backward D = rowsum(dout * o) (B*H*Nq floats)
  * and, for bf16, odd d or when the key axis is split into chunks (small
  * B*Hkv), an fp32 dq accumulator of up to 4 * B*H*Nq*d floats.  All
- * O(N d), never Nq x Nk.
+ * O(N d), never Nq x Nk.  The amx path (bf16) also keeps 320 KiB of
+ * operand buffers per thread that ran it, freed when the thread exits.
  *
  * Threading: each call runs on hk_parallel() (HK_THREADS threads), over
  * (batch, head, q-tile) items in the forward and (batch, kv-head, kv-chunk)
@@ -95,12 +100,16 @@ const char *hk_attn_strerror(void);
 
 /*
  * Tests and benchmarks: run the CPU path of one ISA (HK_ISA_SCALAR,
- * HK_ISA_AVX2, HK_ISA_AVX512) from now on, or -1 for the default
- * (hk_isa()).  Returns 0, or -ENOTSUP when this CPU cannot.  Not
- * thread-safe against calls in flight.
+ * HK_ISA_AVX2, HK_ISA_AVX512, HK_ISA_AMX) from now on, or -1 for the
+ * default (hk_isa()).  Returns 0, or -ENOTSUP when this CPU cannot.  Not
+ * thread-safe against calls in flight.  HK_ISA_AMX changes only bf16
+ * calls (fp32 runs the AVX-512 path): their products run on AMX tiles
+ * with P and dS rounded to bf16 (see below).
  */
 int hk_attn_force_isa(int isa);
-const char *hk_attn_isa_name(void);	/* the ISA the next call will use */
+/* The path the next call of this dtype will use: "scalar", "avx2",
+ * "avx512" or "amx". */
+const char *hk_attn_isa_name(int dtype);
 
 /*
  * CUDA (kernels/core/cuda/, in libhk_cuda.a; link libhk.a after it): the

@@ -12,6 +12,14 @@
  * pure ratio; a real bug (a wrong mask, a lost tile, a bad rescale) is
  * orders of magnitude larger.  For bf16 outputs each element may also be
  * off by the final rounding, 2^-8 |fp64|.
+ *
+ * A path that rounds the probabilities P and the score gradients dS to
+ * bf16 before multiplying them (the amx path for bf16, as FlashAttention-2
+ * does on GPUs) is held to the same rule against a naive fp32 that rounds
+ * them too (ar_naive_bf16: o = sum bf16(p) v, dv = sum bf16(p) dout,
+ * dq, dk from bf16(ds)): it may not be more than twice as far from fp64
+ * as that naive, which is about 2^-9 of the sum of |terms| (measured in
+ * these tests: 1e-4 to 2e-3 against 1e-7 to 3e-5 for exact products).
  */
 #ifndef HMM_TESTS_ATTN_REF_H
 #define HMM_TESTS_ATTN_REF_H
@@ -124,7 +132,7 @@ static inline float ar_stored(const struct acase *c, float x)
  * under test must (with rowsum(P dP) an N = 1 row cancels exactly, while
  * any implementation of the specified formula cannot).  Inputs are float.
  */
-#define AR_DEFINE(NAME, T, EXP, LOG, FA2D)                                       \
+#define AR_DEFINE(NAME, T, EXP, LOG, FA2D, R)                                    \
 static void NAME(const struct acase *c, const float *q, const float *k,      \
 		 const float *v, const float *dout, T *o, T *lse, T *dq,     \
 		 T *dk, T *dv)                                               \
@@ -163,7 +171,7 @@ static void NAME(const struct acase *c, const float *q, const float *k,      \
 		for (int x = 0; x < d; x++) {                                \
 			T s = 0;                                             \
 			for (int j = 0; j < n; j++)                          \
-				s += p[j] * (T)v[(kb + j) * d + x];          \
+				s += R(p[j]) * (T)v[(kb + j) * d + x];       \
 			o[row * d + x] = s;                                  \
 		}                                                            \
 		if (!dq)                                                     \
@@ -185,20 +193,40 @@ static void NAME(const struct acase *c, const float *q, const float *k,      \
 		for (int x = 0; x < d; x++)                                  \
 			dq[row * d + x] = 0;                                 \
 		for (int j = 0; j < n; j++) {                                \
-			T ds = p[j] * (dp[j] - Dr) * scale;                  \
+			T ds = R(p[j] * (dp[j] - Dr) * scale), pj = R(p[j]); \
 			for (int x = 0; x < d; x++) {                        \
 				dq[row * d + x] += ds * (T)k[(kb + j) * d + x]; \
 				dk[(kb + j) * d + x] += ds * (T)qi[x];       \
 				dv[(kb + j) * d + x] +=                      \
-					p[j] * (T)dout[row * d + x];         \
+					pj * (T)dout[row * d + x];           \
 			}                                                    \
 		}                                                            \
 	}                                                                    \
 	free(p);                                                             \
 	free(dp);                                                            \
 }
-AR_DEFINE(ar_ref64, double, exp, log, 0)
-AR_DEFINE(ar_naive32, float, expf, logf, 1)
+#define AR_EXACT(x) (x)
+#define AR_BF16(x) ar_f32(ar_bf16(x))
+AR_DEFINE(ar_ref64, double, exp, log, 0, AR_EXACT)
+AR_DEFINE(ar_naive32, float, expf, logf, 1, AR_EXACT)
+AR_DEFINE(ar_naive_bf16, float, expf, logf, 1, AR_BF16)
+
+/* 1 when the path a call of c's dtype takes now rounds P and dS to bf16. */
+static int ar_rounds_pds(const struct acase *c)
+{
+	return !strcmp(hk_attn_isa_name(c->dtype), "amx");
+}
+
+/* The naive fp32 that the path under test is held to (see above). */
+static void ar_naive(const struct acase *c, const float *q, const float *k,
+		     const float *v, const float *dout, float *o, float *lse,
+		     float *dq, float *dk, float *dv)
+{
+	if (ar_rounds_pds(c))
+		ar_naive_bf16(c, q, k, v, dout, o, lse, dq, dk, dv);
+	else
+		ar_naive32(c, q, k, v, dout, o, lse, dq, dk, dv);
+}
 
 static double ar_maxabs(const double *r, size_t n)
 {
@@ -240,6 +268,33 @@ static int ar_check(const char *what, const char *name, const float *ours,
 	t_ok(ok, "%s: %s err %.3g <= 2 x naive %.3g + %.3g", name, what, eo,
 	     en, slack);
 	return ok;
+}
+
+/*
+ * The slack floor of lse: a row's lse is (near its max) a scaled dot
+ * product q . k, which another summation order may change by a few ulps
+ * of sum |q_x k_x| <= |q| |k|, not of the result (at N = 1 the naive
+ * error can be a tenth of that by luck, and ours was 3.8x it).  So the
+ * floor is scale sqrt(d) max |q| max |k| (2-norms of rows).
+ */
+static inline double ar_lse_floor(const struct acase *c, const float *q,
+				  const float *k)
+{
+	size_t nq = (size_t)c->B * c->H * c->Nq, nk = (size_t)c->B * c->Hkv * c->Nk;
+	double mq = 0, mk = 0;
+
+	for (size_t r = 0; r < nq + nk; r++) {
+		const float *x = r < nq ? q + r * c->d : k + (r - nq) * c->d;
+		double s = 0;
+
+		for (int i = 0; i < c->d; i++)
+			s += (double)x[i] * x[i];
+		if (r < nq)
+			mq = s > mq ? s : mq;
+		else
+			mk = s > mk ? s : mk;
+	}
+	return sqrt(mq * mk);	/* scale sqrt(d) = 1 */
 }
 
 static void ar_name(char *buf, size_t n, const struct acase *c,
@@ -323,18 +378,27 @@ static int32_t *ar_table(const struct acase *c, int *maxb)
 	return perm;
 }
 
-/* Run each of the CPU's ISA paths: fn(isa name) after forcing it. */
+/*
+ * Run each of the CPU's ISA paths: fn(isa name) after forcing it; then
+ * name the paths that ran (the bf16 calls' path at each level).
+ */
 static void ar_each_isa(void (*fn)(const char *isa))
 {
-	for (int isa = HK_ISA_SCALAR; isa <= HK_ISA_AVX512; isa++) {
+	char ran[128] = "";
+
+	for (int isa = HK_ISA_SCALAR; isa <= HK_ISA_AMX; isa++) {
 		if (hk_attn_force_isa(isa)) {
 			t_ok(1, "%s # SKIP this CPU has no %s",
 			     hk_isa_name(isa), hk_isa_name(isa));
 			continue;
 		}
 		fn(hk_isa_name(isa));
+		snprintf(ran + strlen(ran), sizeof(ran) - strlen(ran),
+			 " %s (f32 %s, bf16 %s)", hk_isa_name(isa),
+			 hk_attn_isa_name(HK_F32), hk_attn_isa_name(HK_BF16));
 	}
 	hk_attn_force_isa(-1);
+	t_diag("ISA levels run against the fp64 reference:%s", ran);
 }
 
 #endif /* HMM_TESTS_ATTN_REF_H */

@@ -732,10 +732,13 @@ static void test_env_isa(void)
 
 int main(int argc, char **argv)
 {
+	char ran[64];
+
 	if (argc == 2 && !strcmp(argv[1], "--print-isa")) {
 		puts(hk_adamw_isa());
 		return 0;
 	}
+	ran[0] = 0;
 	test_bf16_rounding();
 	test_bad_args();
 	test_scale_exact();
@@ -750,8 +753,11 @@ int main(int argc, char **argv)
 		test_special_values(isa);
 		test_found_inf(isa);
 		test_reference(isa);
+		strcat(ran, " ");
+		strcat(ran, hk_adamw_isa());
 	}
 	hk_adamw_force_isa(-1);
+	t_diag("ISA paths run against the fp64 reference:%s", ran);
 	test_isa_identical();
 	test_threads_identical();
 	return t_done();

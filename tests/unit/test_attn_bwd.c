@@ -23,6 +23,11 @@ static const struct acase cases[] = {
 	{ 1, 2, 2, 130, 130, 64, 1, HK_BF16, 0 },
 	{ 2, 4, 2, 70, 150, 64, 1, HK_F32, 16 },	/* paged */
 	{ 1, 2, 1, 50, 130, 33, 0, HK_BF16, 7 },
+	{ 1, 2, 2, 1, 1, 32, 1, HK_BF16, 0 },		/* bf16: every shape */
+	{ 1, 1, 1, 64, 64, 256, 0, HK_BF16, 0 },
+	{ 1, 1, 1, 1000, 1000, 128, 1, HK_BF16, 0 },
+	{ 1, 4, 2, 65, 130, 80, 1, HK_BF16, 0 },
+	{ 1, 2, 1, 100, 37, 96, 1, HK_BF16, 0 },
 };
 
 struct grads {
@@ -70,7 +75,7 @@ static void run_case(const struct acase *c, const char *isa)
 
 	ar_name(name, sizeof(name), c, isa);
 	ar_ref64(c, q, k, v, dout, o64, l64, g64[0], g64[1], g64[2]);
-	ar_naive32(c, q, k, v, dout, o32, l32, g32[0], g32[1], g32[2]);
+	ar_naive(c, q, k, v, dout, o32, l32, g32[0], g32[1], g32[2]);
 	if (hk_attn_fwd(&a, qx, kx, vx, ox, lse))
 		t_fail_all("hk_attn_fwd: %s", hk_attn_strerror());
 	ours_bwd(c, qx, kx, vx, ox, lse, dox, &g, NULL, 0);
@@ -123,25 +128,33 @@ static void run_isa(const char *isa)
 }
 
 /* 1 vs 3 threads, and a split key axis (B*Hkv = 1): the same bytes. */
-static void threads_test(void)
+static void threads_test(int dtype)
 {
-	struct acase c = { 1, 2, 1, 300, 300, 64, 1, HK_F32, 0 };
+	struct acase c = { 1, 2, 1, 300, 300, 64, 1, dtype, 0 };
 	struct hk_attn a = ar_attn(&c);
 	size_t n = (size_t)c.H * c.Nq * c.d, nk = (size_t)c.Nk * c.d;
-	float *q = ar_fill(n, 1, 0), *k = ar_fill(nk, 1, 0);
-	float *v = ar_fill(nk, 1, 0), *dout = ar_fill(n, 1, 0);
-	float *o = malloc(n * 4), *lse = malloc(c.H * c.Nq * 4);
-	float *r1 = malloc((n + 2 * nk) * 4), *r2 = malloc((n + 2 * nk) * 4);
+	int bf = dtype == HK_BF16, es = bf ? 2 : 4;
+	float *qf = ar_fill(n, 1, bf), *kf = ar_fill(nk, 1, bf);
+	float *vf = ar_fill(nk, 1, bf), *df = ar_fill(n, 1, bf);
+	void *q = ar_to(qf, n, dtype), *k = ar_to(kf, nk, dtype);
+	void *v = ar_to(vf, nk, dtype), *dout = ar_to(df, n, dtype);
+	char *o = malloc(n * es), *r1 = malloc((n + 2 * nk) * es);
+	char *r2 = malloc((n + 2 * nk) * es);
+	float *lse = malloc(c.H * c.Nq * 4);
 	int th = hk_threads();
 
 	hk_attn_fwd(&a, q, k, v, o, lse);
 	hk_set_threads(1);
-	hk_attn_bwd(&a, q, k, v, o, lse, dout, r1, r1 + n, r1 + n + nk);
+	hk_attn_bwd(&a, q, k, v, o, lse, dout, r1, r1 + n * es,
+		    r1 + (n + nk) * es);
 	hk_set_threads(3);
-	hk_attn_bwd(&a, q, k, v, o, lse, dout, r2, r2 + n, r2 + n + nk);
+	hk_attn_bwd(&a, q, k, v, o, lse, dout, r2, r2 + n * es,
+		    r2 + (n + nk) * es);
 	hk_set_threads(th);
-	t_ok(!memcmp(r1, r2, (n + 2 * nk) * 4),
-	     "backward: 1 and 3 threads give identical bytes");
+	t_ok(!memcmp(r1, r2, (n + 2 * nk) * es),
+	     "backward %s (%s): 1 and 3 threads give identical bytes",
+	     bf ? "bf16" : "f32", hk_attn_isa_name(dtype));
+	free(qf); free(kf); free(vf); free(df);
 	free(q); free(k); free(v); free(dout); free(o); free(lse);
 	free(r1); free(r2);
 }
@@ -245,7 +258,8 @@ static void bad_args(void)
 int main(void)
 {
 	ar_each_isa(run_isa);
-	threads_test();
+	threads_test(HK_F32);
+	threads_test(HK_BF16);
 	fd_test();
 	bad_args();
 	return t_done();

@@ -6,6 +6,9 @@
  * dead rows), bf16, a permuted block table (bit-identical to dense), thread
  * count independence, and bad arguments.
  */
+#include <sys/syscall.h>
+#include <unistd.h>
+
 #include "unit/attn_ref.h"
 
 static const struct acase cases[] = {
@@ -27,6 +30,12 @@ static const struct acase cases[] = {
 	{ 2, 4, 2, 70, 150, 64, 1, HK_F32, 16 },	/* paged */
 	{ 1, 2, 2, 65, 129, 80, 0, HK_F32, 5 },
 	{ 1, 2, 1, 50, 300, 32, 1, HK_BF16, 64 },
+	{ 1, 2, 2, 1, 1, 32, 0, HK_BF16, 0 },		/* bf16: every shape */
+	{ 1, 2, 2, 64, 64, 256, 0, HK_BF16, 0 },
+	{ 1, 2, 2, 65, 65, 33, 1, HK_BF16, 0 },
+	{ 1, 1, 1, 1000, 1000, 64, 1, HK_BF16, 0 },
+	{ 1, 4, 2, 65, 65, 80, 1, HK_BF16, 0 },
+	{ 1, 2, 1, 100, 37, 96, 1, HK_BF16, 0 },	/* dead rows */
 };
 
 /* o, lse of one run of ours; fails the test on an error return. */
@@ -77,7 +86,7 @@ static void run_case(const struct acase *c, const char *isa)
 
 	ar_name(name, sizeof(name), c, isa);
 	ar_ref64(c, q, k, v, NULL, o64, l64, NULL, NULL, NULL);
-	ar_naive32(c, q, k, v, NULL, o32, l32, NULL, NULL, NULL);
+	ar_naive(c, q, k, v, NULL, o32, l32, NULL, NULL, NULL);
 	ours(c, qx, kx, vx, ox, lse, NULL, 0);
 	of = ar_from(ox, nq * c->d, c->dtype);
 	ar_check("o", name, of, o32, o64, nq * c->d, bf, 0);
@@ -92,7 +101,8 @@ static void run_case(const struct acase *c, const char *isa)
 			ln[i] = live ? l32[i] : 0;
 			lr[i] = live ? l64[i] : 0;
 		}
-		ar_check("lse", name, lo, ln, lr, nq, 0, 0);
+		ar_check("lse", name, lo, ln, lr, nq, 0,
+			 ar_lse_floor(c, q, k));
 		free(lo);
 		free(ln);
 		free(lr);
@@ -128,12 +138,16 @@ static void run_isa(const char *isa)
 }
 
 /* 1 vs 3 threads: same bytes (items own disjoint outputs). */
-static void threads_test(void)
+static void threads_test(int dtype)
 {
-	struct acase c = { 2, 3, 3, 150, 150, 64, 1, HK_F32, 0 };
+	struct acase c = { 2, 3, 3, 150, 150, 64, 1, dtype, 0 };
 	size_t n = (size_t)c.B * c.H * c.Nq * c.d;
-	float *q = ar_fill(n, 1, 0), *k = ar_fill(n, 1, 0), *v = ar_fill(n, 1, 0);
-	float *o1 = malloc(n * 4), *o2 = malloc(n * 4);
+	int bf = dtype == HK_BF16, es = bf ? 2 : 4;
+	float *qf = ar_fill(n, 1, bf), *kf = ar_fill(n, 1, bf);
+	float *vf = ar_fill(n, 1, bf);
+	void *q = ar_to(qf, n, dtype), *k = ar_to(kf, n, dtype);
+	void *v = ar_to(vf, n, dtype);
+	char *o1 = malloc(n * es), *o2 = malloc(n * es);
 	float *l1 = malloc(n * 4), *l2 = malloc(n * 4);
 	int th = hk_threads();
 
@@ -142,9 +156,11 @@ static void threads_test(void)
 	hk_set_threads(3);
 	ours(&c, q, k, v, o2, l2, NULL, 0);
 	hk_set_threads(th);
-	t_ok(!memcmp(o1, o2, n * 4) && !memcmp(l1, l2, c.B * c.H * c.Nq * 4),
-	     "1 and 3 threads give identical bytes");
-	free(q); free(k); free(v); free(o1); free(o2); free(l1); free(l2);
+	t_ok(!memcmp(o1, o2, n * es) && !memcmp(l1, l2, c.B * c.H * c.Nq * 4),
+	     "%s (%s): 1 and 3 threads give identical bytes",
+	     bf ? "bf16" : "f32", hk_attn_isa_name(dtype));
+	free(qf); free(kf); free(vf); free(q); free(k); free(v);
+	free(o1); free(o2); free(l1); free(l2);
 }
 
 static void bad_args(void)
@@ -184,10 +200,45 @@ static void bad_args(void)
 	     "Nk = 0: o = 0, lse = -inf");
 }
 
+/*
+ * First thing in the process: hk_isa() leaves the AMX tile permission
+ * alone (a granted process needs larger signal stacks); the first bf16
+ * call on an AMX CPU asks for it and runs on tiles.
+ */
+static void amx_permission_test(void)
+{
+	struct acase c = { 1, 1, 1, 40, 40, 64, 1, HK_BF16, 0 };
+	size_t n = (size_t)c.Nq * c.d;
+	float *x = ar_fill(n, 1, 1), *lse = malloc(c.Nq * 4);
+	void *q = ar_to(x, n, HK_BF16), *o = malloc(n * 2);
+	unsigned long perm = 0;
+	int isa = hk_isa();
+
+	if (syscall(SYS_arch_prctl, 0x1022, &perm)) {	/* GET_XCOMP_PERM */
+		t_ok(1, "# SKIP this kernel has no ARCH_GET_XCOMP_PERM");
+		goto out;
+	}
+	t_ok(!(perm & (1ul << 18)), "hk_isa() = %s did not ask for the AMX "
+	     "tiles (permitted 0x%lx)", hk_isa_name(isa), perm);
+	if (isa != HK_ISA_AMX) {
+		t_ok(1, "# SKIP this CPU has no AMX");
+		goto out;
+	}
+	ours(&c, q, q, q, o, lse, NULL, 0);
+	syscall(SYS_arch_prctl, 0x1022, &perm);
+	t_ok((perm & (1ul << 18)) && !strcmp(hk_attn_isa_name(HK_BF16), "amx"),
+	     "the first bf16 call got the tiles (permitted 0x%lx) and runs "
+	     "on %s", perm, hk_attn_isa_name(HK_BF16));
+out:
+	free(x); free(lse); free(q); free(o);
+}
+
 int main(void)
 {
+	amx_permission_test();
 	ar_each_isa(run_isa);
-	threads_test();
+	threads_test(HK_F32);
+	threads_test(HK_BF16);
 	bad_args();
 	return t_done();
 }

@@ -161,6 +161,45 @@ TEST_F(hmmk, partial_munmap_keeps_rest)
 	munmap(p + 2 * T_PAGE, 2 * T_PAGE);
 }
 
+/* The VmFlags line of /proc/self/smaps for the mapping at p, or "". */
+static void vm_flags_of(void *p, char *out, size_t n)
+{
+	char line[256], start[32];
+	FILE *f = fopen("/proc/self/smaps", "r");
+	int in = 0;
+
+	out[0] = 0;
+	if (!f)
+		return;
+	snprintf(start, sizeof(start), "%lx-", (unsigned long)p);
+	while (fgets(line, sizeof(line), f)) {
+		if (!strncmp(line, start, strlen(start)))
+			in = 1;
+		else if (in && !strncmp(line, "VmFlags:", 8)) {
+			snprintf(out, n, "%s", line + 8);
+			out[strcspn(out, "\n")] = 0;
+			break;
+		}
+	}
+	fclose(f);
+}
+
+/* Regions stay out of core dumps (VM_DONTDUMP: "dd"), and out of fork. */
+TEST_F(hmmk, mapping_is_dontdump)
+{
+	struct hmmk_region_create rc;
+	char flags[256];
+	char *p;
+
+	p = t_map(self->fd, 4 * T_PAGE, HMMK_NODE_ANY, &rc);
+	ASSERT_NE(NULL, p);
+	vm_flags_of(p, flags, sizeof(flags));
+	TH_LOG("VmFlags:%s", flags);
+	EXPECT_NE(NULL, strstr(flags, " dd"));
+	EXPECT_NE(NULL, strstr(flags, " dc"));
+	munmap(p, 4 * T_PAGE);
+}
+
 TEST_F(hmmk, fork_does_not_copy)
 {
 	struct hmmk_region_create rc;

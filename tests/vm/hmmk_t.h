@@ -32,6 +32,17 @@ static inline int t_open(void)
 	return open(HMMK_DEVICE, O_RDWR | O_CLOEXEC);
 }
 
+/* Writes s to the file at path (a sysfs or cgroup knob); 0 or -errno. */
+static inline int t_write(const char *path, const char *s)
+{
+	FILE *f = fopen(path, "w");
+
+	if (!f)
+		return -errno;
+	fputs(s, f);
+	return fclose(f) ? -errno : 0;
+}
+
 static inline int t_ioctl(int fd, unsigned long cmd, void *arg)
 {
 	return ioctl(fd, cmd, arg) ? -errno : 0;

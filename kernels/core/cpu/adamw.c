@@ -44,7 +44,7 @@ static int forced_isa = -1;
 
 int hk_adamw_force_isa(int isa)
 {
-	if (isa != -1 && (isa < HK_ISA_SCALAR || isa > HK_ISA_AVX512 ||
+	if (isa != -1 && (isa < HK_ISA_SCALAR || isa > HK_ISA_AMX ||
 			  !hk_isa_supported(isa)))
 		return -ENOTSUP;
 	forced_isa = isa;
@@ -54,6 +54,7 @@ int hk_adamw_force_isa(int isa)
 static const struct hk_adamw_ops *ops(void)
 {
 	switch (forced_isa >= 0 ? forced_isa : hk_isa()) {
+	case HK_ISA_AMX:	/* no tile path: AVX-512 */
 	case HK_ISA_AVX512:
 		return &hk_adamw_avx512_ops;
 	case HK_ISA_AVX2:

@@ -7,8 +7,8 @@
  * dtype, bf16 copy, grad scale) are 16 specialisations of one inline body.
  *
  * Stores are plain: non-temporal stores were measured slower here (the
- * lines were just read, so no read-for-ownership is saved; see
- * tools/hmm-bench/adamw.c, --nt).
+ * lines were just read, so no read-for-ownership is saved; hmm-bench
+ * adamw times streaming kernels with both kinds of store).
  */
 #include <immintrin.h>
 #include <string.h>

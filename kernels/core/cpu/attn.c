@@ -43,7 +43,7 @@
 #define LDT HK_ATTN_LDT
 
 static __thread char err_msg[200];
-static const struct hk_attn_ops *forced_ops;
+static int forced_isa = -1;
 
 /* ---- types and rows --------------------------------------------------- */
 
@@ -122,6 +122,10 @@ static void part_fn(void *arg, int part, int nparts)
 	struct hk_attn_ctx *c = arg;
 	float *slot = c->slots + (size_t)part * c->slot_floats;
 
+	if (c->ops->prepare && c->ops->prepare()) {
+		atomic_store(&c->err, -ENOMEM);
+		return;
+	}
 	for (;;) {
 		int i = atomic_fetch_add(&c->next, 1);
 
@@ -147,10 +151,11 @@ int hk_attn_run(struct hk_attn_ctx *c, int nitems, size_t slot_floats,
 	c->item = item;
 	c->nitems = nitems;
 	atomic_store(&c->next, 0);
+	atomic_store(&c->err, 0);
 	hk_parallel(nparts, part_fn, c);
 	free(c->slots);
 	c->slots = NULL;
-	return 0;
+	return atomic_load(&c->err);
 }
 
 /* ---- packing ---------------------------------------------------------- */
@@ -177,14 +182,14 @@ static void pack_t(struct hk_attn_ctx *c, const void *src, float *dst,
 static void pack_vp(struct hk_attn_ctx *c, const void *src, float *dst,
 		    int b, int g, int t, float *row)
 {
-	int d = c->a.d, dp = c->dp, j0 = t * BC;
+	int d = c->a.d, dp = c->dp, j0 = t * BC, vpw = hk_attn_vpw(c);
 	int nc = c->a.Nk - j0 < BC ? c->a.Nk - j0 : BC;
 
 	for (int j = 0; j < nc; j++) {
 		load_row(row, src, kv_off(c, b, g, j0 + j), d, c->a.dtype);
 		memset(row + d, 0, (dp - d) * sizeof(float));
-		for (int p0 = 0; p0 < dp; p0 += HK_ATTN_VPW) {
-			int w = dp - p0 < HK_ATTN_VPW ? dp - p0 : HK_ATTN_VPW;
+		for (int p0 = 0; p0 < dp; p0 += vpw) {
+			int w = dp - p0 < vpw ? dp - p0 : vpw;
 
 			memcpy(dst + (size_t)p0 * BC + j * w, row + p0,
 			       w * sizeof(float));
@@ -209,6 +214,29 @@ static void pack_rows(struct hk_attn_ctx *c, const void *src, float *dst,
 	}
 }
 
+/* Kt / Vt tile (vp = 0) or vp / kp tile (vp = 1) into dst, through
+ * ops->pack_b when there is one (its fp32 input in row + dp). */
+static void pack_tile(struct hk_attn_ctx *c, const void *src, float *dst,
+		      int b, int g, int t, float *row, int vp)
+{
+	const struct hk_attn_ops *ops = c->ops;
+	float *tmp = ops->pack_b ? row + c->dp : dst;
+	int nc = c->a.Nk - t * BC < BC ? c->a.Nk - t * BC : BC;
+
+	if (vp)
+		pack_vp(c, src, tmp, b, g, t, row);
+	else
+		pack_t(c, src, tmp, b, g, t, row);
+	if (!ops->pack_b)
+		return;
+	if (vp)		/* B = V or K rows [nc][dp], k along the keys */
+		ops->pack_b((uint16_t *)dst, c->dp, nc, c->npv, BC, tmp,
+			    c->dp);
+	else		/* B = Kt or Vt [d][BC] */
+		ops->pack_b((uint16_t *)dst, BC, c->a.d, BC,
+			    (c->a.d + 31) / 32 * 32, tmp, LDT);
+}
+
 static void pack_item(struct hk_attn_ctx *c, float *row, int it)
 {
 	const struct hk_attn *a = &c->a;
@@ -217,17 +245,18 @@ static void pack_item(struct hk_attn_ctx *c, float *row, int it)
 	if (it < nkv) {		/* one kv tile */
 		int bg = it / c->ntk, t = it % c->ntk;
 		int b = bg / a->Hkv, g = bg % a->Hkv;
-		size_t tile = ((size_t)bg * c->ntk + t) * a->d * LDT;
+		size_t tile = (size_t)bg * c->ntk + t;
 
-		pack_t(c, c->k, c->kt + tile, b, g, t, row);
+		pack_tile(c, c->k, c->kt + tile * c->kt_sz, b, g, t, row, 0);
 		if (c->vp)
-			pack_vp(c, c->v, c->vp + ((size_t)bg * c->ntk + t) *
-				c->dp * BC, b, g, t, row);
+			pack_tile(c, c->v, c->vp + tile * c->vp_sz, b, g, t,
+				  row, 1);
 		if (c->kp)
-			pack_vp(c, c->k, c->kp + ((size_t)bg * c->ntk + t) *
-				c->dp * BC, b, g, t, row);
+			pack_tile(c, c->k, c->kp + tile * c->vp_sz, b, g, t,
+				  row, 1);
 		if (c->vt)
-			pack_t(c, c->v, c->vt + tile, b, g, t, row);
+			pack_tile(c, c->v, c->vt + tile * c->kt_sz, b, g, t,
+				  row, 0);
 		return;
 	}
 	it -= nkv;		/* q, dout rows of one (batch, head) */
@@ -254,11 +283,13 @@ static float *alloc_f(size_t n)
 int hk_attn_pack(struct hk_attn_ctx *c, int bwd)
 {
 	const struct hk_attn *a = &c->a;
-	size_t nt = (size_t)a->B * a->Hkv * c->ntk * a->d * LDT;
+	size_t nt = (size_t)a->B * a->Hkv * c->ntk * c->kt_sz;
 	size_t nkv = (size_t)a->B * a->Hkv * a->Nk * c->dp;
 	size_t nq = (size_t)a->B * a->H * a->Nq * c->dp;
 	int plain = a->dtype == HK_F32 && a->d % 8 == 0;
-	size_t nvp = (size_t)a->B * a->Hkv * c->ntk * c->dp * BC;
+	size_t nvp = (size_t)a->B * a->Hkv * c->ntk * c->vp_sz;
+	size_t tmp = (size_t)a->d * LDT > (size_t)BC * c->dp ?
+		     (size_t)a->d * LDT : (size_t)BC * c->dp;
 	int want[8] = { 1, bwd, 0, 0, !plain, bwd && !plain, !bwd, bwd };
 	size_t len[8] = { nt, nt, nkv, nkv, nq, nq, nvp, nvp };
 	int r;
@@ -273,7 +304,8 @@ int hk_attn_pack(struct hk_attn_ctx *c, int bwd)
 	c->qf = c->own[4] ? c->own[4] : (const float *)c->q;
 	c->dof = c->own[5] ? c->own[5] : (const float *)c->dout;
 	r = hk_attn_run(c, a->B * a->Hkv * c->ntk +
-			(plain ? 0 : a->B * a->H), a->d, pack_item);
+			(plain ? 0 : a->B * a->H),
+			c->dp + (c->ops->pack_b ? tmp : 0), pack_item);
 	return r;
 }
 
@@ -334,6 +366,15 @@ int hk_attn_resolve(const struct hk_attn *a, struct hk_attn *out)
 	return 0;
 }
 
+/* The primitives of ISA level isa for dtype: tiles only for bf16. */
+static const struct hk_attn_ops *hk_attn_ops_for(int isa, int dtype)
+{
+	if (isa >= HK_ISA_AMX && dtype == HK_BF16 && hk_amx_enable())
+		return &hk_attn_amx_ops;
+	return isa >= HK_ISA_AVX512 ? &hk_attn_avx512_ops :
+	       isa == HK_ISA_AVX2 ? &hk_attn_avx2_ops : &hk_attn_scalar_ops;
+}
+
 int hk_attn_setup(struct hk_attn_ctx *c, const struct hk_attn *a)
 {
 	int r;
@@ -347,11 +388,18 @@ int hk_attn_setup(struct hk_attn_ctx *c, const struct hk_attn *a)
 	c->off = a->Nk - a->Nq;
 	c->ntq = (a->Nq + BR - 1) / BR;
 	c->ntk = (a->Nk + BC - 1) / BC;
-	c->ops = forced_ops;
-	if (!c->ops)
-		c->ops = hk_isa() == HK_ISA_AVX512 ? &hk_attn_avx512_ops :
-			 hk_isa() == HK_ISA_AVX2 ? &hk_attn_avx2_ops :
-			 &hk_attn_scalar_ops;
+	c->ops = hk_attn_ops_for(forced_isa >= 0 ? forced_isa : hk_isa(),
+				 a->dtype);
+	c->npv = (c->dp + 31) / 32 * 32;
+	if (c->ops->pack_b) {	/* pack_b's kp x np bf16 */
+		c->kt_sz = (size_t)(a->d + 31) / 32 * 32 * BC / 2;
+		c->vp_sz = (size_t)BC * c->npv / 2;
+		c->ldkt = -BC;
+	} else {
+		c->kt_sz = (size_t)a->d * LDT;
+		c->vp_sz = (size_t)c->dp * BC;
+		c->ldkt = LDT;
+	}
 	return 0;
 }
 
@@ -363,24 +411,19 @@ const char *hk_attn_strerror(void)
 int hk_attn_force_isa(int isa)
 {
 	if (isa < 0) {
-		forced_ops = NULL;
+		forced_isa = -1;
 		return 0;
 	}
-	if (isa > HK_ISA_AVX512 || !hk_isa_supported(isa))
+	if (isa > HK_ISA_AMX || !hk_isa_supported(isa))
 		return -ENOTSUP;
-	forced_ops = isa == HK_ISA_AVX512 ? &hk_attn_avx512_ops :
-		     isa == HK_ISA_AVX2 ? &hk_attn_avx2_ops :
-		     &hk_attn_scalar_ops;
+	forced_isa = isa;
 	return 0;
 }
 
-const char *hk_attn_isa_name(void)
+const char *hk_attn_isa_name(int dtype)
 {
-	struct hk_attn_ctx c;
-	struct hk_attn a = { .B = 1, .H = 1, .Nq = 1, .Nk = 1, .d = 1 };
-
-	hk_attn_setup(&c, &a);
-	return c.ops->name;
+	return hk_attn_ops_for(forced_isa >= 0 ? forced_isa : hk_isa(),
+			       dtype)->name;
 }
 
 /* ---- forward ---------------------------------------------------------- */
@@ -440,7 +483,7 @@ static void fwd_finish(struct hk_attn_ctx *c, int bh, int i0, int mr,
 static void fwd_item(struct hk_attn_ctx *c, float *slot, int it)
 {
 	const struct hk_attn *a = &c->a;
-	int dp = c->dp, d = a->d;
+	int dp = c->dp, d = a->d, vpw = hk_attn_vpw(c);
 	int bh = it / c->ntq, i0 = it % c->ntq * BR;
 	int bg = bh / a->H * a->Hkv + bh % a->H / c->grp;
 	int mr = a->Nq - i0 < BR ? a->Nq - i0 : BR;
@@ -455,16 +498,18 @@ static void fwd_item(struct hk_attn_ctx *c, float *slot, int it)
 	}
 	for (int j0 = 0; j0 < jend; j0 += BC) {
 		int nc = a->Nk - j0 < BC ? a->Nk - j0 : BC;
-		const float *Kt = c->kt + ((size_t)bg * c->ntk + j0 / BC) * d * LDT;
-		const float *V = c->vp + ((size_t)bg * c->ntk + j0 / BC) * dp * BC;
+		size_t tile = (size_t)bg * c->ntk + j0 / BC;
+		const float *Kt = c->kt + tile * c->kt_sz;
+		const float *V = c->vp + tile * c->vp_sz;
 
-		c->ops->gemm(mr, hk_round8(nc), d, Q, dp, 1, Kt, LDT, S, LDT, 0);
+		c->ops->gemm(mr, hk_round8(nc), d, Q, dp, 1, Kt, c->ldkt, S,
+			     LDT, 0);
 		fwd_softmax(c, S, mr, i0, j0, nc, O, m, l);
-		for (int p0 = 0; p0 < dp; p0 += HK_ATTN_VPW) {
-			int w = dp - p0 < HK_ATTN_VPW ? dp - p0 : HK_ATTN_VPW;
+		for (int p0 = 0; p0 < dp; p0 += vpw) {
+			int w = dp - p0 < vpw ? dp - p0 : vpw;
 
 			c->ops->gemm(mr, w, nc, S, LDT, 1, V + (size_t)p0 * BC,
-				     w, O + p0, dp, 1);
+				     hk_attn_ldv(c, w), O + p0, dp, 1);
 		}
 	}
 	fwd_finish(c, bh, i0, mr, O, m, l);

@@ -2,8 +2,8 @@
 /*
  * attn.h — inside the CPU attention.  attn.c: validation, packing,
  * threading, the forward; attn_bwd.c: the backward; attn_scalar.c /
- * attn_avx2.c / attn_avx512.c: one hk_attn_ops each, the primitives the
- * tiles run on.  All buffers here are fp32, allocated by attn.c / attn_bwd.c
+ * attn_avx2.c / attn_avx512.c / attn_amx.c (bf16 only): one hk_attn_ops
+ * each, the primitives the tiles run on.  All buffers here are fp32, allocated by attn.c / attn_bwd.c
  * for one call and freed before it returns.
  */
 #ifndef HK_CPU_ATTN_H
@@ -11,6 +11,7 @@
 
 #include <stdatomic.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "hk_attn.h"
 
@@ -38,14 +39,27 @@
 
 struct hk_attn_ops {
 	const char *name;
+	/* 1: the P V and dS K products run on whole rows of V and K (V, K
+	 * packed in one panel dp wide), not on 16-column panels */
+	int wide;
 	/*
 	 * C[m][n] = (acc ? C : 0) + A * B, A is m x k with A(i,p) at
 	 * a[i * ars + p * acs] (so a transposed A costs nothing), B is k x n
 	 * row-major with row stride ldb, C row stride ldc.  n is a multiple
-	 * of 8; b and c rows hold n valid floats.  m, k >= 0.
+	 * of 8; b and c rows hold n valid floats.  m, k >= 0.  With
+	 * pack_b, ldb < 0 means b was packed by pack_b with np = -ldb.
 	 */
 	void (*gemm)(int m, int n, int k, const float *a, long ars, long acs,
 		     const float *b, long ldb, float *c, long ldc, int acc);
+	/*
+	 * NULL, or: B(p, j) = b[p * ldb + j] (p < k, j < n; zero beyond,
+	 * up to kp and np, multiples of 32) into dst in the gemm's own
+	 * layout, kp * np bf16.  attn.c packs the K, V tiles so, once a call.
+	 */
+	void (*pack_b)(uint16_t *dst, int n, int k, int np, int kp,
+		       const float *b, long ldb);
+	/* NULL, or run by each thread before its first item: 0 or -ENOMEM */
+	int (*prepare)(void);
 	/* max of x[0..n), -INFINITY for n == 0 */
 	float (*rowmax)(const float *x, int n);
 	/*
@@ -60,6 +74,12 @@ struct hk_attn_ops {
 extern const struct hk_attn_ops hk_attn_scalar_ops;
 extern const struct hk_attn_ops hk_attn_avx2_ops;
 extern const struct hk_attn_ops hk_attn_avx512_ops;
+extern const struct hk_attn_ops hk_attn_amx_ops;
+/* attn_avx512.c's primitives, shared with attn_amx.c */
+float hk_attn_avx512_rowmax(const float *x, int n);
+float hk_attn_avx512_exp_sum(float *x, int n, float mul, float sub);
+void hk_attn_avx512_dsoft(float *ds, const float *p, int n, float sub,
+			  float mul);
 
 /*
  * One call's state, on the caller's stack for the length of one
@@ -79,6 +99,10 @@ struct hk_attn_ctx {
 	float *kt, *vt;			/* [bg][tile][d][BC] transposed */
 	float *vp;			/* forward V: [bg][tile][panel][BC][16] */
 	float *kp;			/* backward K, laid out like vp */
+	/* With ops->pack_b the tiles of kt, vt, vp, kp are packed by it: */
+	size_t kt_sz, vp_sz;		/* floats per tile of kt / vt, vp / kp */
+	long ldkt;			/* gemm's ldb for kt, vt: LDT or -BC */
+	int npv;			/* vp, kp: pack_b's np (dp rounded to 32) */
 	float *own[8];			/* packed copies to free */
 	float *D;			/* [B*H*Nq], backward */
 	float *dqf;			/* [nchunk][B*H*Nq][dp] or dq itself */
@@ -88,6 +112,7 @@ struct hk_attn_ctx {
 	void (*item)(struct hk_attn_ctx *c, float *slot, int i);
 	int nitems;
 	atomic_int next;
+	atomic_int err;			/* ops->prepare failed: -ENOMEM */
 	float *slots;			/* nparts * slot_floats */
 	size_t slot_floats;
 };
@@ -109,6 +134,18 @@ int hk_attn_run(struct hk_attn_ctx *c, int nitems, size_t slot_floats,
 int hk_attn_vis(const struct hk_attn_ctx *c, int i);	/* keys row i sees */
 void hk_attn_store_row(void *base, size_t off, const float *src, int d,
 		       int dtype, float mul);
+
+/* gemm's ldb for a panel of vp or kp w wide. */
+static inline long hk_attn_ldv(const struct hk_attn_ctx *c, int w)
+{
+	return c->ops->pack_b ? -c->npv : w;
+}
+
+/* Column panel width of vp and kp (attn.h, HK_ATTN_VPW). */
+static inline int hk_attn_vpw(const struct hk_attn_ctx *c)
+{
+	return c->ops->wide ? c->dp : HK_ATTN_VPW;
+}
 
 static inline int hk_round8(int n)
 {

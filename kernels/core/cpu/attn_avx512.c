@@ -101,7 +101,7 @@ static void gemm_avx512(int m, int n, int k, const float *a, long ars,
 	}
 }
 
-static float rowmax_avx512(const float *x, int n)
+float hk_attn_avx512_rowmax(const float *x, int n)
 {
 	__m512 m = _mm512_set1_ps(-INFINITY);
 	int i = 0;
@@ -141,7 +141,7 @@ static inline __m512 exp16(__m512 x)
 	return _mm512_maskz_mov_ps(keep, p);
 }
 
-static float exp_sum_avx512(float *x, int n, float mul, float sub)
+float hk_attn_avx512_exp_sum(float *x, int n, float mul, float sub)
 {
 	__m512 vm = _mm512_set1_ps(mul), vs = _mm512_set1_ps(sub);
 	__m512 acc = _mm512_setzero_ps();
@@ -158,8 +158,8 @@ static float exp_sum_avx512(float *x, int n, float mul, float sub)
 	return _mm512_reduce_add_ps(acc);
 }
 
-static void dsoft_avx512(float *ds, const float *p, int n, float sub,
-			 float mul)
+void hk_attn_avx512_dsoft(float *ds, const float *p, int n, float sub,
+			  float mul)
 {
 	__m512 vs = _mm512_set1_ps(sub), vm = _mm512_set1_ps(mul);
 
@@ -177,7 +177,7 @@ static void dsoft_avx512(float *ds, const float *p, int n, float sub,
 const struct hk_attn_ops hk_attn_avx512_ops = {
 	.name = "avx512",
 	.gemm = gemm_avx512,
-	.rowmax = rowmax_avx512,
-	.exp_sum = exp_sum_avx512,
-	.dsoft = dsoft_avx512,
+	.rowmax = hk_attn_avx512_rowmax,
+	.exp_sum = hk_attn_avx512_exp_sum,
+	.dsoft = hk_attn_avx512_dsoft,
 };

@@ -97,26 +97,29 @@ static void pair(struct hk_attn_ctx *c, struct bwd_buf *w, int bh, int bg,
 		 int i0, int mr, int t, float *dq)
 {
 	const struct hk_attn_ops *ops = c->ops;
-	int d = c->a.d, dp = c->dp, j0 = t * BC;
+	int d = c->a.d, dp = c->dp, j0 = t * BC, vpw = hk_attn_vpw(c);
 	int nc = c->a.Nk - j0 < BC ? c->a.Nk - j0 : BC, ncp = hk_round8(nc);
-	size_t tile = ((size_t)bg * c->ntk + t) * d * LDT;
+	size_t tile = (size_t)bg * c->ntk + t;
 	size_t qrow = (size_t)bh * c->a.Nq + i0;
 	const float *Q = c->qf + qrow * dp, *dO = c->dof + qrow * dp;
-	const float *K = c->kp + ((size_t)bg * c->ntk + t) * dp * BC;
+	const float *K = c->kp + tile * c->vp_sz;
 	const float *D = c->D + qrow;
 
-	ops->gemm(mr, ncp, d, Q, dp, 1, c->kt + tile, LDT, w->S, LDT, 0);
+	ops->gemm(mr, ncp, d, Q, dp, 1, c->kt + tile * c->kt_sz, c->ldkt,
+		  w->S, LDT, 0);
 	probs(c, w->S, bh, i0, mr, j0, nc);
 	ops->gemm(nc, dp, mr, w->S, 1, LDT, dO, dp, w->dV, dp, 1);
-	ops->gemm(mr, ncp, d, dO, dp, 1, c->vt + tile, LDT, w->dP, LDT, 0);
+	ops->gemm(mr, ncp, d, dO, dp, 1, c->vt + tile * c->kt_sz, c->ldkt,
+		  w->dP, LDT, 0);
 	for (int r = 0; r < mr; r++)
 		ops->dsoft(w->dP + r * LDT, w->S + r * LDT, ncp, D[r],
 			   c->a.scale);
 	ops->gemm(nc, dp, mr, w->dP, 1, LDT, Q, dp, w->dK, dp, 1);
-	for (int p0 = 0; p0 < dp; p0 += HK_ATTN_VPW) {	/* dq += dS K */
-		int pw = dp - p0 < HK_ATTN_VPW ? dp - p0 : HK_ATTN_VPW;
+	for (int p0 = 0; p0 < dp; p0 += vpw) {	/* dq += dS K */
+		int pw = dp - p0 < vpw ? dp - p0 : vpw;
 
-		ops->gemm(mr, pw, nc, w->dP, LDT, 1, K + (size_t)p0 * BC, pw,
+		ops->gemm(mr, pw, nc, w->dP, LDT, 1, K + (size_t)p0 * BC,
+			  hk_attn_ldv(c, pw),
 			  dq + (size_t)i0 * dp + p0, dp, 1);
 	}
 }
