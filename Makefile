@@ -6,7 +6,9 @@
 #                 runner; ends with "N passed, N failed, N skipped"
 #   make demo     install deps, build, run the main job
 #   make deps     scripts/deps.sh (Debian packages)
-#   make kmod     the kernel module against Debian's installed headers
+#   make kmod     the kernel module for KVER= (default: the running kernel
+#                 when its headers are installed, else the newest installed)
+#   make kmod-install  modules_install + depmod (mk/install.mk)
 #   make fuzz     the fuzz targets (clang, libFuzzer)
 #
 # Sources are found by wildcard: a new file in libhmm/src, kernels/*,
@@ -55,11 +57,16 @@ HAVE_CLANG := $(shell command -v $(CLANG) 2>/dev/null)
 CUDA_H	   := $(firstword $(wildcard $(if $(CUDA_HOME),$(CUDA_HOME)/include/cuda.h) \
 		$(if $(NVCC_PATH),$(dir $(NVCC_PATH))../include/cuda.h) \
 		/usr/local/cuda/include/cuda.h /usr/include/cuda.h))
-# Debian's newest installed amd64 headers, never `uname -r`: the host
-# kernel is not the one the module is for.
-KVER	?= $(shell ls -1d /usr/src/linux-headers-*-amd64 2>/dev/null | \
+# The module's kernel: KVER=, else the running kernel when its headers
+# are installed, else Debian's newest installed amd64 headers (`make kmod`
+# says so: a container's or a VM host's kernel is often not the target).
+KVER_RUN    := $(shell uname -r)
+KVER_NEWEST := $(shell ls -1d /usr/src/linux-headers-*-amd64 2>/dev/null | \
 		sed 's,.*/linux-headers-,,' | sort -V | tail -1)
-KDIR	?= $(if $(KVER),/usr/src/linux-headers-$(KVER))
+kver_hdrs    = $(firstword $(wildcard /lib/modules/$(1)/build/Makefile \
+		/usr/src/linux-headers-$(1)/Makefile))
+KVER	?= $(if $(call kver_hdrs,$(KVER_RUN)),$(KVER_RUN),$(KVER_NEWEST))
+KDIR	?= $(if $(KVER),$(patsubst %/Makefile,%,$(call kver_hdrs,$(KVER))))
 HAVE_KDIR := $(if $(SAN),,$(if $(wildcard $(KDIR)/Makefile),$(if $(wildcard kmod/Kbuild),y)))
 
 comma := ,
@@ -209,11 +216,13 @@ $(B)/tests/gpu/%: tests/gpu/%.cu $(CUDA_A) $(HK_A)
 # ---- kernel module: in-tree Kbuild (./Kbuild), copied to $(B)/kmod ---------
 kmod:
 ifeq ($(HAVE_KDIR),y)
+	$(if $(filter-out $(KVER_RUN),$(KVER)),$(if $(filter command line environment,$(origin KVER)),,\
+		@echo "kmod: no headers for the running kernel $(KVER_RUN): building for the newest installed, $(KVER) (KVER= to choose)" >&2))
 	$(MAKE) -C $(KDIR) M=$(CURDIR) W= KBUILD_EXTRA_WARN= CONFIG_DEBUG_INFO_BTF_MODULES= modules
-	@mkdir -p $(B)/kmod && cp kmod/hmmk.ko $(B)/kmod/hmmk.ko
+	@mkdir -p $(B)/kmod && { cmp -s kmod/hmmk.ko $(B)/kmod/hmmk.ko || cp kmod/hmmk.ko $(B)/kmod/hmmk.ko; }
 	@echo "kmod: built $(B)/kmod/hmmk.ko for $(KVER)"
 else
-	@echo "kmod: skipped: no kernel headers at '$(KDIR)' (make deps, or KDIR=)" >&2
+	@echo "kmod: skipped: no headers for '$(KVER)' (/lib/modules/KVER/build or /usr/src/linux-headers-KVER; make deps, or KDIR=)" >&2
 endif
 
 # ---- fuzz (clang libFuzzer) -------------------------------------------------

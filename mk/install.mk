@@ -82,3 +82,27 @@ install-service:
 	install -m 644 daemon/hmmd.conf.example $(DESTDIR)$(DOCDIR)/
 	[ -e $(DESTDIR)$(SYSCONFDIR)/hmm/hmmd.conf ] || \
 		install -m 644 daemon/hmmd.conf.example $(DESTDIR)$(SYSCONFDIR)/hmm/hmmd.conf
+
+# ---- the module ---------------------------------------------------------
+# make kmod-install [KVER=] [DESTDIR=]: hmmk.ko into
+# /lib/modules/KVER/updates (modules_install), depmod, and the
+# modules-load.d snippet that loads it at boot.  make install-dkms: the
+# module's source as /usr/src/hmmk-VERSION with its dkms.conf, for
+# `dkms install hmmk/VERSION` (the hmm-dkms package does that itself).
+MODLOADDIR ?= $(PREFIX)/lib/modules-load.d
+DKMS_SRC   := /usr/src/hmmk-$(VERSION)
+.PHONY: kmod-install install-dkms
+kmod-install: kmod
+	$(if $(HAVE_KDIR),,@echo "kmod-install: no headers for '$(KVER)' (KVER= or KDIR=)" >&2; exit 1)
+	$(MAKE) -C $(KDIR) M=$(CURDIR) INSTALL_MOD_PATH=$(DESTDIR) \
+		INSTALL_MOD_DIR=updates CONFIG_MODULE_SIG_ALL= modules_install
+	depmod $(if $(DESTDIR),-b $(DESTDIR)) -a $(KVER)
+	install -d $(DESTDIR)$(MODLOADDIR)
+	install -m 644 kmod/hmmk.modules-load.conf $(DESTDIR)$(MODLOADDIR)/hmmk.conf
+
+install-dkms:
+	install -d $(DESTDIR)$(DKMS_SRC)/kmod $(DESTDIR)$(DKMS_SRC)/include/uapi
+	install -m 644 Kbuild $(DESTDIR)$(DKMS_SRC)/
+	install -m 644 kmod/Kbuild $(filter-out %.mod.c,$(wildcard kmod/*.c kmod/*.h)) $(DESTDIR)$(DKMS_SRC)/kmod/
+	install -m 644 include/uapi/hmmk.h $(DESTDIR)$(DKMS_SRC)/include/uapi/
+	$(call subst_install,kmod/dkms.conf,$(DKMS_SRC)/dkms.conf)
