@@ -117,7 +117,7 @@ FAKECUDA := $(if $(wildcard tests/fakecuda/*.c),$(B)/tests/fakecuda/libcuda.so.1
 
 ALL := $(HK_A)
 ifeq ($(HAVE_USER),y)
-ALL += $(LIBHMM_A) $(BIND_A) $(if $(SAN),,$(LIBHMM_SO) $(B)/lib/pkgconfig/libhmm.pc $(TOOL_BINS) $(FAKECUDA))
+ALL += $(LIBHMM_A) $(BIND_A) $(if $(SAN),,$(LIBHMM_SO) $(TOOL_BINS) $(FAKECUDA))
 endif
 ifneq ($(HAVE_NVCC),)
 ALL += $(if $(CU_SRC),$(CUDA_A)) $(GPU_BINS)
