@@ -88,17 +88,19 @@ install-service:
 # /lib/modules/KVER/updates (modules_install), depmod, and the
 # modules-load.d snippet that loads it at boot.  make install-dkms: the
 # module's source as /usr/src/hmmk-VERSION with its dkms.conf, for
-# `dkms install hmmk/VERSION` (the hmm-dkms package does that itself).
+# `dkms install hmmk/VERSION` (the hmm-dkms package does that itself),
+# and the same modules-load.d snippet.
 MODLOADDIR ?= $(PREFIX)/lib/modules-load.d
 DKMS_SRC   := /usr/src/hmmk-$(VERSION)
 .PHONY: kmod-install install-dkms
+modload_install = install -d $(DESTDIR)$(MODLOADDIR) && \
+	install -m 644 kmod/hmmk.modules-load.conf $(DESTDIR)$(MODLOADDIR)/hmmk.conf
 kmod-install: kmod
 	$(if $(HAVE_KDIR),,@echo "kmod-install: no headers for '$(KVER)' (KVER= or KDIR=)" >&2; exit 1)
 	$(MAKE) -C $(KDIR) M=$(CURDIR) INSTALL_MOD_PATH=$(DESTDIR) \
 		INSTALL_MOD_DIR=updates CONFIG_MODULE_SIG_ALL= modules_install
 	depmod $(if $(DESTDIR),-b $(DESTDIR)) -a $(KVER)
-	install -d $(DESTDIR)$(MODLOADDIR)
-	install -m 644 kmod/hmmk.modules-load.conf $(DESTDIR)$(MODLOADDIR)/hmmk.conf
+	$(modload_install)
 
 install-dkms:
 	install -d $(DESTDIR)$(DKMS_SRC)/kmod $(DESTDIR)$(DKMS_SRC)/include/uapi
@@ -106,3 +108,19 @@ install-dkms:
 	install -m 644 kmod/Kbuild $(filter-out %.mod.c,$(wildcard kmod/*.c kmod/*.h)) $(DESTDIR)$(DKMS_SRC)/kmod/
 	install -m 644 include/uapi/hmmk.h $(DESTDIR)$(DKMS_SRC)/include/uapi/
 	$(call subst_install,kmod/dkms.conf,$(DKMS_SRC)/dkms.conf)
+	$(modload_install)
+
+# ---- Debian packages ----------------------------------------------------
+# make deb: dpkg-buildpackage -b on a copy of the tree in $(B)/deb/src
+# (so its ../ outputs land in $(B)/deb, not beside the checkout);
+# the .deb files are $(B)/deb/*.deb.  Needs debhelper, dh-dkms, dh-python
+# (scripts/deps.sh).
+DEB_DIR := $(B)/deb
+.PHONY: deb
+deb:
+	rm -rf $(DEB_DIR) && mkdir -p $(DEB_DIR)/src
+	{ git ls-files -co --exclude-standard 2>/dev/null || \
+	  find . -path ./$(B) -prune -o -type f -print; } | \
+		tar -cf - --ignore-failed-read -T - 2>/dev/null | tar -xf - -C $(DEB_DIR)/src
+	cd $(DEB_DIR)/src && dpkg-buildpackage -b -us -uc
+	@ls -l $(DEB_DIR)/*.deb
