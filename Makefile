@@ -6,7 +6,9 @@
 #                 runner; ends with "N passed, N failed, N skipped"
 #   make demo     install deps, build, run the main job
 #   make deps     scripts/deps.sh (Debian packages)
-#   make kmod     the kernel module against Debian's installed headers
+#   make kmod     the kernel module for KVER= (default: the running kernel
+#                 when its headers are installed, else the newest installed)
+#   make kmod-install  modules_install + depmod (mk/install.mk)
 #   make fuzz     the fuzz targets (clang, libFuzzer)
 #
 # Sources are found by wildcard: a new file in libhmm/src/*/, kernels/*,
@@ -57,11 +59,16 @@ HAVE_CLANG := $(shell command -v $(CLANG) 2>/dev/null)
 CUDA_H	   := $(firstword $(wildcard $(if $(CUDA_HOME),$(CUDA_HOME)/include/cuda.h) \
 		$(if $(NVCC_PATH),$(dir $(NVCC_PATH))../include/cuda.h) \
 		/usr/local/cuda/include/cuda.h /usr/include/cuda.h))
-# Debian's newest installed amd64 headers, never `uname -r`: the host
-# kernel is not the one the module is for.
-KVER	?= $(shell ls -1d /usr/src/linux-headers-*-amd64 2>/dev/null | \
+# The module's kernel: KVER=, else the running kernel when its headers
+# are installed, else Debian's newest installed amd64 headers (`make kmod`
+# says so: a container's or a VM host's kernel is often not the target).
+KVER_RUN    := $(shell uname -r)
+KVER_NEWEST := $(shell ls -1d /usr/src/linux-headers-*-amd64 2>/dev/null | \
 		sed 's,.*/linux-headers-,,' | sort -V | tail -1)
-KDIR	?= $(if $(KVER),/usr/src/linux-headers-$(KVER))
+kver_hdrs    = $(firstword $(wildcard /lib/modules/$(1)/build/Makefile \
+		/usr/src/linux-headers-$(1)/Makefile))
+KVER	?= $(if $(call kver_hdrs,$(KVER_RUN)),$(KVER_RUN),$(KVER_NEWEST))
+KDIR	?= $(if $(KVER),$(patsubst %/Makefile,%,$(call kver_hdrs,$(KVER))))
 HAVE_KDIR := $(if $(SAN),,$(if $(wildcard $(KDIR)/Makefile),$(if $(wildcard kmod/Kbuild),y)))
 
 comma := ,
@@ -115,13 +122,13 @@ FAKECUDA := $(if $(wildcard tests/fakecuda/*.c),$(B)/tests/fakecuda/libcuda.so.1
 
 ALL := $(HK_A)
 ifeq ($(HAVE_USER),y)
-ALL += $(LIBHMM_A) $(BIND_A) $(if $(SAN),,$(LIBHMM_SO) $(B)/lib/pkgconfig/libhmm.pc $(TOOL_BINS) $(FAKECUDA))
+ALL += $(LIBHMM_A) $(BIND_A) $(if $(SAN),,$(LIBHMM_SO) $(TOOL_BINS) $(FAKECUDA))
 endif
 ifneq ($(HAVE_NVCC),)
 ALL += $(if $(CU_SRC),$(CUDA_A)) $(GPU_BINS)
 endif
 
-.PHONY: all units check demo deps kmod fuzz clean skipped install
+.PHONY: all units check demo deps kmod fuzz clean skipped
 all: $(ALL) $(if $(HAVE_KDIR),kmod) skipped
 skipped:
 	@printf '%s' '$(SKIPPED)' | tr ';' '\n' | sed 's/^ *//;/^$$/d;s/^/make: skipped /' >&2
@@ -202,16 +209,6 @@ $(HK_SO): $(call obj,$(HK_SRC) $(BIND_SRC)) kernels/libhk.map $(LIBHMM_SO)
 		-Wl,-rpath,'$$ORIGIN' -o $@ $(call obj,$(HK_SRC) $(BIND_SRC)) \
 		$(LDFLAGS) -L$(B)/lib -l:libhmm.so.0 -lpthread -lm
 all: $(if $(HAVE_USER),$(if $(SAN),,$(HK_SO)))
-.PHONY: install-hk
-install: install-hk
-install-hk: $(HK_SO)
-	install -d $(DESTDIR)$(PREFIX)/lib
-	install -m 755 $(HK_SO) $(DESTDIR)$(PREFIX)/lib/
-
-$(B)/lib/pkgconfig/libhmm.pc: libhmm/libhmm.pc.in
-	@mkdir -p $(@D)
-	sed 's,@PREFIX@,$(PREFIX),' $< >$@
-PREFIX ?= /usr/local
 
 # Each tools/NAME/ directory is one program; hmmd is daemon/*.c.
 # TOOL_A_NAME: an archive of some of the tool's files, linked by the tool
@@ -269,11 +266,13 @@ $(B)/tests/gpu/%: tests/gpu/%.cu $(CUDA_A) $(HK_A)
 # ---- kernel module: in-tree Kbuild (./Kbuild), copied to $(B)/kmod ---------
 kmod:
 ifeq ($(HAVE_KDIR),y)
+	$(if $(filter-out $(KVER_RUN),$(KVER)),$(if $(filter command line environment,$(origin KVER)),,\
+		@echo "kmod: no headers for the running kernel $(KVER_RUN): building for the newest installed, $(KVER) (KVER= to choose)" >&2))
 	$(MAKE) -C $(KDIR) M=$(CURDIR) W= KBUILD_EXTRA_WARN= CONFIG_DEBUG_INFO_BTF_MODULES= modules
-	@mkdir -p $(B)/kmod && cp kmod/hmmk.ko $(B)/kmod/hmmk.ko
+	@mkdir -p $(B)/kmod && { cmp -s kmod/hmmk.ko $(B)/kmod/hmmk.ko || cp kmod/hmmk.ko $(B)/kmod/hmmk.ko; }
 	@echo "kmod: built $(B)/kmod/hmmk.ko for $(KVER)"
 else
-	@echo "kmod: skipped: no kernel headers at '$(KDIR)' (make deps, or KDIR=)" >&2
+	@echo "kmod: skipped: no headers for '$(KVER)' (/lib/modules/KVER/build or /usr/src/linux-headers-KVER; make deps, or KDIR=)" >&2
 endif
 
 # ---- fuzz (clang libFuzzer) -------------------------------------------------
@@ -305,25 +304,8 @@ demo: deps
 deps:
 	scripts/deps.sh
 
-# ---- install (DESTDIR, PREFIX, UDEVRULESDIR) --------------------------------
-# The udev rule gives /dev/hmmk to group hmm; /etc, as udev reads no
-# /usr/local.
-UDEVRULESDIR ?= /etc/udev/rules.d
-install: all
-	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib/pkgconfig \
-		$(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/share/man/man1 \
-		$(DESTDIR)$(PREFIX)/share/man/man3 $(DESTDIR)$(PREFIX)/share/man/man8
-	install -m 755 $(TOOL_BINS) $(DESTDIR)$(PREFIX)/bin/
-	install -m 644 $(LIBHMM_A) $(DESTDIR)$(PREFIX)/lib/
-	install -m 755 $(LIBHMM_SO) $(DESTDIR)$(PREFIX)/lib/
-	ln -sf libhmm.so.0 $(DESTDIR)$(PREFIX)/lib/libhmm.so
-	install -m 644 $(B)/lib/pkgconfig/libhmm.pc $(DESTDIR)$(PREFIX)/lib/pkgconfig/
-	install -m 644 libhmm/include/*.h $(DESTDIR)$(PREFIX)/include/
-	install -m 644 $(wildcard man/*.1) $(DESTDIR)$(PREFIX)/share/man/man1/
-	install -m 644 $(wildcard man/*.3) $(DESTDIR)$(PREFIX)/share/man/man3/
-	$(if $(wildcard man/*.8),install -m 644 $(wildcard man/*.8) $(DESTDIR)$(PREFIX)/share/man/man8/)
-	install -d $(DESTDIR)$(UDEVRULESDIR)
-	install -m 644 kmod/60-hmmk.rules $(DESTDIR)$(UDEVRULESDIR)/
+# ---- install (DESTDIR, PREFIX, LIBDIR ...): mk/install.mk -----------------
+include mk/install.mk
 
 clean:
 	rm -rf $(B)

@@ -201,3 +201,4 @@ module_init(hmmk_init);
 module_exit(hmmk_exit);
 MODULE_LICENSE("GPL");
 MODULE_DESCRIPTION("hmm managed unified-memory regions over NUMA, simdev, NVMe");
+MODULE_VERSION("0.1.0");	/* = VERSION in mk/install.mk (test_kmod_install) */

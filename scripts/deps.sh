@@ -11,6 +11,7 @@ PKGS=(
 	linux-headers-amd64 linux-image-amd64 linux-source-6.1
 	qemu-system-x86 busybox-static cpio kmod xz-utils
 	python3-torch
+	debhelper dh-dkms dkms dh-python python3-all lintian
 	chromium
 )
 
