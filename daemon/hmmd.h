@@ -9,7 +9,8 @@
  * under the global host budget with back-pressure, metrics text), then
  * the requests (request.h lists their files: request.c dispatches to
  * client.c, tensor.c, handle.c, share.c, map.c, move.c, stats.c),
- * metrics.c (Prometheus text on a loopback TCP port), bridge.c (the
+ * metrics.c (Prometheus text on a loopback TCP port), guard.c (SIGBUS
+ * from a client's ftruncate of a host file), bridge.c (the
  * hmmk module's EVICT/FILL served from a store file of its own) and
  * log.c (the one log writer, log.h).
  *
@@ -27,7 +28,9 @@
  * HMM_CONFIG_HOST_SHARED: every tensor's host memory is its own memfd.
  * A host MAP pins the range in the engine, then sends that memfd
  * (SCM_RIGHTS; a read-only reopen for a read-only share) with the
- * offset of the range's first byte; the client maps it MAP_SHARED, so
+ * offset of the range's first byte (a memfd sealed against size
+ * changes; an unsealable --host-dir file guarded, guard.c, so that a
+ * client's ftruncate never faults hmmd); the client maps it MAP_SHARED, so
  * its pointer is the engine's page, with no copy either way, and two
  * clients of one shared tensor see each other's writes at once.  UNMAP
  * unpins.  The fd reaches the whole tensor: a client can see (not pin)

@@ -33,6 +33,7 @@
 
 #include "uapi/hmmk.h"
 #include "bridge.h"
+#include "guard.h"
 #include "hmm.h"
 #include "hmmd.h"
 #include "log.h"
@@ -231,6 +232,7 @@ int main(int argc, char **argv)
 	sigaddset(&sigs, SIGINT);
 	sigprocmask(SIG_BLOCK, &sigs, NULL);
 	signal(SIGPIPE, SIG_IGN);
+	hmmd_guard_init();	/* a client's ftruncate must not kill us */
 
 	ret = hmmd_engine_open(&cfg, &e);
 	if (ret) {

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "err.h"
+#include "guard.h"
 #include "request.h"
 
 /*
@@ -73,19 +74,28 @@ static int map_fail(struct hmmd_req *q, struct hmmd_map *mp, int err,
 }
 
 /*
- * A descriptor of t's memfd for the client (sent and closed by the
- * caller) and the offset of t's byte 0 in it.  A handle without write
+ * A descriptor of dt's memfd for the client (sent and closed by the
+ * caller) and the offset of its byte 0 in it.  A handle without write
  * access gets a read-only reopen, so the client cannot write a tensor
- * shared with it read-only.
+ * shared with it read-only.  A file that cannot be sealed (--host-dir)
+ * is guarded (guard.c) before it leaves.  Called with e->lock held.
  */
-static int map_fd(struct hmm_tensor *t, int wr, int *out, uint64_t *off)
+static int map_fd(struct hmmd_tensor *dt, int wr, int *out, uint64_t *off)
 {
+	struct hmm_tensor *t = dt->t;
 	char path[64];
 	int fd, ret;
 
 	ret = hmm_tensor_host_fd(t, &fd, off);
 	if (ret)
 		return ret;
+	if (!dt->guard) {
+		ret = hmmd_guard_add(fd);
+		if (ret < 0)
+			return hmm_err(ret, "tensor %s: guarding its host file: "
+				       "%s", hmm_tensor_name(t), strerror(-ret));
+		dt->guard = ret;
+	}
 	if (wr) {
 		*out = fcntl(fd, F_DUPFD_CLOEXEC, 0);
 	} else {
@@ -176,11 +186,12 @@ int hmmd_req_map(struct hmmd_req *q)
 	if (ret)
 		goto out_release;
 	/* zero-copy: the tensor's own memfd (see hmmd.h) */
-	ret = map_fd(mp->dt->t, wr, &mfd, &foff);
-	if (ret)
-		goto out_unmap;
-
 	pthread_mutex_lock(&e->lock);
+	ret = map_fd(mp->dt, wr, &mfd, &foff);
+	if (ret) {
+		pthread_mutex_unlock(&e->lock);
+		goto out_unmap;
+	}
 	mp->next = q->cl->maps;
 	q->cl->maps = mp;
 	e->maps++;

@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "guard.h"
 #include "request.h"
 
 static struct hmmd_tensor *find_kept(struct hmmd_engine *e, uid_t uid,
@@ -251,6 +252,7 @@ void hmmd_tensor_put(struct hmmd_engine *e, struct hmmd_tensor *dt)
 		if (cl->id == dt->owner)
 			cl->used[HMM_TIER_STORE] -= hmm_tensor_bytes(dt->t);
 	/* unlinked, no refs: nobody else can reach it */
+	hmmd_guard_remove(dt->guard);
 	pthread_mutex_unlock(&e->lock);
 	ret = hmm_tensor_free(dt->t);
 	if (ret)

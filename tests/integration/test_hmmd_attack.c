@@ -1,0 +1,288 @@
+// SPDX-License-Identifier: MIT
+/*
+ * test_hmmd_attack — a hostile client, on the raw protocol, must never
+ * hurt hmmd or another client (issue 18):
+ *
+ *  - it ftruncates the memfd a MAP sent it (to 0, and larger) and asks
+ *    for an evict: the file's size cannot change (sealed), hmmd lives and
+ *    answers, the tensor's bytes are intact;
+ *  - the same with --host-dir (a tmpfs O_TMPFILE, which cannot be
+ *    sealed): the truncation works, hmmd lives and keeps serving.
+ *
+ * It counts the bad inputs tried and prints them with hmmd's crashes.
+ */
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/vfs.h>
+#include <sys/wait.h>
+
+#include "t.h"
+#include "hmmd_t.h"
+#include "err.h"
+#include "proto.h"
+#include "proto_sock.h"
+
+#define CHUNK	(64u << 10)
+#define TBYTES	(4 * CHUNK)
+#define TMPFS_MAGIC_	0x01021994
+
+static char hmmd[4096], dir[1024], sock[100], store[4096], logf[4096];
+static char hostdir[4096];
+static uint8_t rbuf[HMM_PROTO_RECV_BUF];
+static unsigned bad_inputs, crashes;
+
+static pid_t start(const char *host_dir)
+{
+	char *argv[20];
+	int i = 0;
+	pid_t pid;
+
+	argv[i++] = hmmd;
+	argv[i++] = "--socket";
+	argv[i++] = sock;
+	argv[i++] = "--store";
+	argv[i++] = store;
+	argv[i++] = "--store-size";
+	argv[i++] = "16M";
+	argv[i++] = "--host-budget";
+	argv[i++] = "4M";
+	argv[i++] = "--chunk";
+	argv[i++] = "64K";
+	argv[i++] = "--format";
+	if (host_dir) {
+		argv[i++] = "--host-dir";
+		argv[i++] = (char *)host_dir;
+	}
+	argv[i] = NULL;
+	unlink(sock);
+	pid = t_hmmd_spawn(hmmd, argv, logf, 0, NULL);
+	t_hmmd_wait_listen(pid, sock, 20, logf);
+	return pid;
+}
+
+static int reaped = -1;		/* the status alive() reaped */
+
+static int status_of(int st)
+{
+	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+static int alive(pid_t pid)
+{
+	int st;
+
+	if (waitpid(pid, &st, WNOHANG) != pid)
+		return 1;
+	reaped = status_of(st);
+	return 0;
+}
+
+/* SIGTERM pid; its exit status, 128 + signal when a signal killed it. */
+static int stop(pid_t pid)
+{
+	int st;
+
+	if (!alive(pid))
+		return reaped;
+	kill(pid, SIGTERM);
+	if (waitpid(pid, &st, 0) != pid)
+		return -1;
+	return status_of(st);
+}
+
+/* Run one attack on a fresh hmmd (host_dir NULL: memfds). */
+static void attack(void (*fn)(const char *, int), const char *mode,
+		   const char *host_dir, int sealed)
+{
+	pid_t pid = start(host_dir);
+
+	chmod(sock, 0666);	/* nobody's client connects too */
+	fn(mode, sealed);
+	if (!t_ok(alive(pid), "%s: hmmd alive after the attack", mode))
+		crashes++;
+	if (!t_eq(stop(pid), 0, "%s: SIGTERM: exit 0", mode))
+		crashes++;
+}
+
+/* One request (encoded here) and its reply: the reply's type or -err. */
+static int call(int fd, unsigned type, uint64_t seq, const void *body,
+		struct hmm_proto_msg *rep, int *rfd)
+{
+	uint8_t msg[HMM_PROTO_MSG_MAX];
+	unsigned nfds = 0;
+	int n = hmm_proto_encode(msg, sizeof(msg), type, 0, seq, body);
+
+	if (rfd)
+		*rfd = -1;
+	if (n < 0)
+		return n;
+	return hmm_proto_call(fd, msg, n, rbuf, sizeof(rbuf), rep, rfd,
+			      rfd ? &nfds : NULL, 10000);
+}
+
+static int rawc(void)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	struct hmm_proto_hello h = { 1, HMM_PROTO_VERSION_MAX,
+				     HMM_PROTO_FEAT_MEMFD,
+				     { 0, 2u << 20, 16u << 20 }, "attack" };
+	struct hmm_proto_msg m;
+	int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", sock);
+	if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0)
+		return -1;
+	if (call(fd, HMM_PROTO_HELLO, 1, &h, &m, NULL) != HMM_PROTO_HELLO_REPLY) {
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+/* A new u8 tensor of TBYTES bytes named name (flags); its id or 0. */
+static uint64_t tensor(int fd, const char *name, uint32_t flags)
+{
+	struct hmm_proto_tensor t;
+	struct hmm_proto_msg m;
+
+	memset(&t, 0, sizeof(t));
+	t.dtype = HMM_DTYPE_U8;
+	t.ndim = 1;
+	t.shape[0] = TBYTES;
+	t.flags = flags;
+	snprintf(t.name, sizeof(t.name), "%s", name);
+	if (call(fd, HMM_PROTO_TENSOR_NEW, 2, &t, &m, NULL) !=
+	    HMM_PROTO_TENSOR_REPLY)
+		return 0;
+	return m.u.tensor.id;
+}
+
+/* MAP the whole tensor id: the fd sent (*mfd) and its mapping, or NULL. */
+static uint8_t *map(int fd, uint64_t id, uint32_t access, int *mfd)
+{
+	struct hmm_proto_range r = { id, 0, HMM_ALL, HMM_TIER_HOST, access };
+	struct hmm_proto_msg m;
+	uint8_t *p;
+
+	if (call(fd, HMM_PROTO_MAP, 3, &r, &m, mfd) != HMM_PROTO_MAP_REPLY ||
+	    *mfd < 0)
+		return NULL;
+	p = mmap(NULL, TBYTES, PROT_READ | (access & HMM_WRITE ? PROT_WRITE :
+		 0), MAP_SHARED, *mfd, m.u.map_reply.addr);
+	return p == MAP_FAILED ? NULL : p;
+}
+
+static int unmap(int fd, uint64_t id)
+{
+	struct hmm_proto_range r = { id, 0, HMM_ALL, HMM_TIER_HOST, 0 };
+	struct hmm_proto_msg m;
+
+	return call(fd, HMM_PROTO_UNMAP, 4, &r, &m, NULL);
+}
+
+static int evict(int fd, uint64_t id)
+{
+	struct hmm_proto_range r = { id, 0, HMM_ALL, HMM_TIER_HOST, 0 };
+	struct hmm_proto_msg m;
+
+	return call(fd, HMM_PROTO_EVICT, 5, &r, &m, NULL);
+}
+
+static int stats(int fd)
+{
+	struct hmm_proto_msg m;
+
+	return call(fd, HMM_PROTO_STATS, 6, NULL, &m, NULL);
+}
+
+/*
+ * Item 1: ftruncate what MAP sent, then evict (hmmd reads the pages for
+ * the store's crc).  sealed: the memfd refuses every size change and
+ * the bytes come back intact.
+ */
+static void test_truncate(const char *mode, int sealed)
+{
+	static const off_t sizes[] = { 0, 1, CHUNK, 4 * TBYTES };
+	int c = rawc(), mfd, ok = 1;
+	uint8_t *p, pat[TBYTES];
+	uint64_t id;
+	unsigned i;
+
+	if (!t_ok(c >= 0, "%s: a client connects", mode))
+		return;
+	id = tensor(c, "victim", 0);
+	p = id ? map(c, id, HMM_READ | HMM_WRITE, &mfd) : NULL;
+	if (!t_ok(p != NULL, "%s: tensor mapped read-write", mode))
+		return;
+	t_fill(pat, sizeof(pat), 7);
+	memcpy(p, pat, sizeof(pat));
+	munmap(p, TBYTES);
+	t_eq(unmap(c, id), HMM_PROTO_OK, "%s: unmapped", mode);
+	for (i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
+		int r = ftruncate(mfd, sizes[i]);
+
+		bad_inputs++;
+		if (sealed && !t_ok(r < 0 && errno == EPERM, "%s: ftruncate "
+				    "to %lld refused (EPERM)", mode,
+				    (long long)sizes[i]))
+			ok = 0;
+		bad_inputs++;
+		r = evict(c, id);
+		if (!t_ok(r == HMM_PROTO_OK || (r < 0 && r != -ENOTCONN &&
+			  r != -ECONNRESET && r != -EPIPE && r != -ETIMEDOUT),
+			  "%s: evict after ftruncate %lld answered (%d)", mode,
+			  (long long)sizes[i], r)) {
+			crashes++;
+			close(close(mfd) ? -1 : c);
+			return;
+		}
+	}
+	close(mfd);
+	t_eq(stats(c), HMM_PROTO_STATS_REPLY, "%s: hmmd still serves", mode);
+	p = map(c, id, HMM_READ, &mfd);
+	if (t_ok(p != NULL, "%s: mapped again", mode)) {
+		if (sealed)
+			t_ok(ok && !memcmp(p, pat, sizeof(pat)),
+			     "%s: the bytes survived, exact", mode);
+		munmap(p, TBYTES);
+		close(mfd);
+		unmap(c, id);
+	}
+	close(c);
+}
+
+int main(void)
+{
+	const char *b = getenv("HMM_BUILD");
+	struct statfs sf;
+
+	snprintf(hmmd, sizeof(hmmd), "%s/bin/hmmd", b ? b : "build");
+	if (access(hmmd, X_OK))
+		t_skip_all("%s not built", hmmd);
+	signal(SIGPIPE, SIG_IGN);
+	if (strlen(t_tmpdir()) >= 80)
+		t_skip_all("temporary dir %s: too long", t_tmpdir());
+	strcpy(dir, t_tmpdir());
+	chmod(dir, 0711);
+	snprintf(sock, sizeof(sock), "%s/a.sock", dir);
+	snprintf(store, sizeof(store), "%s/a.store", dir);
+	snprintf(logf, sizeof(logf), "%s/hmmd.log", dir);
+
+	attack(test_truncate, "memfd truncate", NULL, 1);
+
+	snprintf(hostdir, sizeof(hostdir), "/dev/shm/hmm-attack.%d",
+		 (int)getpid());
+	if (statfs("/dev/shm", &sf) == 0 && sf.f_type == TMPFS_MAGIC_ &&
+	    mkdir(hostdir, 0700) == 0) {
+		attack(test_truncate, "host-dir truncate", hostdir, 0);
+		rmdir(hostdir);
+	} else {
+		t_ok(1, "# SKIP host-dir: /dev/shm is not a tmpfs");
+	}
+	t_diag("bad inputs tried %u, hmmd crashes %u", bad_inputs, crashes);
+	return t_done();
+}
