@@ -27,7 +27,8 @@
  * Host maps and shared memory.  hmmd opens its engine with
  * HMM_CONFIG_HOST_SHARED: every tensor's host memory is its own memfd.
  * A host MAP pins the range in the engine, then sends that memfd
- * (SCM_RIGHTS; a read-only reopen for a read-only share) with the
+ * (SCM_RIGHTS; a read-only reopen for a read-only share, the file mode
+ * 0600 so another uid cannot upgrade it via /proc/self/fd) with the
  * offset of the range's first byte (a memfd sealed against size
  * changes; an unsealable --host-dir file guarded, guard.c, so that a
  * client's ftruncate never faults hmmd); the client maps it MAP_SHARED, so

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "err.h"
@@ -77,7 +78,12 @@ static int map_fail(struct hmmd_req *q, struct hmmd_map *mp, int err,
  * A descriptor of dt's memfd for the client (sent and closed by the
  * caller) and the offset of its byte 0 in it.  A handle without write
  * access gets a read-only reopen, so the client cannot write a tensor
- * shared with it read-only.  A file that cannot be sealed (--host-dir)
+ * shared with it read-only; the file is made 0600 (memfds are created
+ * 0777), so that a client of another uid cannot upgrade it by opening
+ * /proc/self/fd/N for writing (no seal can do this: seals are the
+ * inode's, and a write seal would stop hmmd and the writers too).  A
+ * client of hmmd's own uid (or root) could still; it could ptrace hmmd
+ * anyway.  A file that cannot be sealed (--host-dir)
  * is guarded (guard.c) before it leaves.  Called with e->lock held.
  */
 static int map_fd(struct hmmd_tensor *dt, int wr, int *out, uint64_t *off)
@@ -89,6 +95,9 @@ static int map_fd(struct hmmd_tensor *dt, int wr, int *out, uint64_t *off)
 	ret = hmm_tensor_host_fd(t, &fd, off);
 	if (ret)
 		return ret;
+	if (fchmod(fd, 0600) < 0)
+		return hmm_err(-errno, "tensor %s: fchmod of its host file: %s",
+			       hmm_tensor_name(t), strerror(errno));
 	if (!dt->guard) {
 		ret = hmmd_guard_add(fd);
 		if (ret < 0)

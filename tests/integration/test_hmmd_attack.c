@@ -7,11 +7,15 @@
  *    for an evict: the file's size cannot change (sealed), hmmd lives and
  *    answers, the tensor's bytes are intact;
  *  - the same with --host-dir (a tmpfs O_TMPFILE, which cannot be
- *    sealed): the truncation works, hmmd lives and keeps serving.
+ *    sealed): the truncation works, hmmd lives and keeps serving;
+ *  - a read-only share mapped by another uid (nobody) cannot be made
+ *    writable by reopening /proc/self/fd/N for writing, nor mapped
+ *    shared-writable, and its bytes stay the owner's.
  *
  * It counts the bad inputs tried and prints them with hmmd's crashes.
  */
 #include <fcntl.h>
+#include <grp.h>
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
@@ -255,6 +259,100 @@ static void test_truncate(const char *mode, int sealed)
 	close(c);
 }
 
+/*
+ * Item 2: in a child as nobody, attach the read-only share, map it
+ * read-only, then try to write it: reopen /proc/self/fd/N O_RDWR and
+ * O_WRONLY, mmap it shared-writable, mprotect.  Exit code: 0 when every
+ * attempt failed, 10 + k when attempt k wrote, 2 when attach/map failed.
+ */
+static int ro_child(void)
+{
+	struct hmm_proto_attach a;
+	struct hmm_proto_msg m;
+	char path[64];
+	uint8_t *p;
+	int c, mfd, wfd, k = 0;
+
+	if (setgroups(0, NULL) || setgid(65534) || setuid(65534))
+		return 3;
+	c = rawc();
+	if (c < 0)
+		return 4;
+	memset(&a, 0, sizeof(a));
+	a.owner_uid = 0;
+	snprintf(a.name, sizeof(a.name), "ro");
+	if (call(c, HMM_PROTO_ATTACH, 2, &a, &m, NULL) !=
+	    HMM_PROTO_TENSOR_REPLY)
+		return 2;
+	p = map(c, m.u.tensor.id, HMM_READ, &mfd);
+	if (!p)
+		return 2;
+	snprintf(path, sizeof(path), "/proc/self/fd/%d", mfd);
+	for (k = 0; k < 2; k++) {
+		wfd = open(path, k ? O_WRONLY : O_RDWR);
+		if (wfd >= 0) {
+			if (pwrite(wfd, "X", 1, 0) == 1)
+				return 10 + k;
+			close(wfd);
+		}
+	}
+	if (mmap(NULL, TBYTES, PROT_READ | PROT_WRITE, MAP_SHARED, mfd, 0) !=
+	    MAP_FAILED)
+		return 12;
+	if (mprotect(p, TBYTES, PROT_READ | PROT_WRITE) == 0)
+		return 13;
+	if (fchmod(mfd, 0666) == 0)
+		return 14;
+	if (ftruncate(mfd, 0) == 0)
+		return 15;
+	return 0;
+}
+
+static void test_readonly_share(const char *mode, int sealed)
+{
+	struct hmm_proto_share s;
+	struct hmm_proto_msg m;
+	uint8_t pat[TBYTES], *p;
+	int c = rawc(), mfd, st;
+	uint64_t id;
+	pid_t pid;
+
+	if (getuid() != 0) {
+		t_ok(1, "# SKIP read-only share as another uid: needs root");
+		return;
+	}
+	id = tensor(c, "shared-ro", 0);
+	p = id ? map(c, id, HMM_READ | HMM_WRITE, &mfd) : NULL;
+	if (!t_ok(p != NULL, "owner maps its tensor"))
+		return;
+	t_fill(pat, sizeof(pat), 9);
+	memcpy(p, pat, sizeof(pat));
+	memset(&s, 0, sizeof(s));
+	s.id = id;
+	s.uid = 65534;
+	s.access = HMM_READ;
+	snprintf(s.name, sizeof(s.name), "ro");
+	t_eq(call(c, HMM_PROTO_SHARE, 7, &s, &m, NULL), HMM_PROTO_OK,
+	     "shared read-only with nobody");
+	pid = fork();
+	if (pid == 0)
+		_exit(ro_child());
+	bad_inputs += 6;
+	st = -1;
+	waitpid(pid, &st, 0);
+	if (!t_ok(WIFEXITED(st) && WEXITSTATUS(st) == 0, "nobody cannot "
+		  "write a read-only share (reopen rw/wo, mmap shared rw, "
+		  "mprotect, fchmod, ftruncate)"))
+		t_diag("child exit %d (10 reopen O_RDWR wrote, 11 O_WRONLY, "
+		       "12 mmap, 13 mprotect, 14 fchmod, 15 ftruncate)",
+		       WIFEXITED(st) ? WEXITSTATUS(st) : -1);
+	t_ok(!memcmp(p, pat, sizeof(pat)), "the owner's bytes are intact");
+	munmap(p, TBYTES);
+	close(mfd);
+	unmap(c, id);
+	close(c);
+}
+
 int main(void)
 {
 	const char *b = getenv("HMM_BUILD");
@@ -273,6 +371,7 @@ int main(void)
 	snprintf(logf, sizeof(logf), "%s/hmmd.log", dir);
 
 	attack(test_truncate, "memfd truncate", NULL, 1);
+	attack(test_readonly_share, "read-only share", NULL, 1);
 
 	snprintf(hostdir, sizeof(hostdir), "/dev/shm/hmm-attack.%d",
 		 (int)getpid());
