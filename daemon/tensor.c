@@ -74,12 +74,12 @@ static int store_name(char *dst, struct hmmd_client *cl, const char *name,
 		snprintf(pre, sizeof(pre), "c%llu/",
 			 (unsigned long long)cl->id);
 	p = strlen(pre);
+	memcpy(dst, pre, p + 1);	/* named in the error when too long */
 	if (p + n >= HMM_PROTO_NAME_MAX) {
 		if (persist)
 			return -ENAMETOOLONG;
 		n = HMM_PROTO_NAME_MAX - 1 - p;	/* need not be unique */
 	}
-	memcpy(dst, pre, p);
 	memcpy(dst + p, name, n);
 	dst[p + n] = 0;
 	return 0;
@@ -120,7 +120,7 @@ static int tensor_new_locked(struct hmmd_req *q)
 	const struct hmm_proto_tensor *m = &q->m->u.tensor;
 	int persist = m->flags & HMM_PROTO_TENSOR_PERSIST;
 	struct hmmd_engine *e = q->e;
-	char sname[HMM_PROTO_NAME_MAX];
+	char sname[HMM_PROTO_NAME_MAX] = "";
 	struct hmm_tensor *t;
 	uint64_t bytes;
 	struct hmmd_tensor *dt;
@@ -129,7 +129,8 @@ static int tensor_new_locked(struct hmmd_req *q)
 	ret = store_name(sname, q->cl, m->name, persist);
 	if (ret)
 		return hmmd_reply_err(q, ret, "tensor %s: name too long with its "
-				 "uid prefix (%s)", m->name, sname);
+				 "uid prefix %s (at most %d bytes in all)",
+				 m->name, sname, HMM_PROTO_NAME_MAX - 1);
 	pthread_mutex_lock(&e->lock);
 	if (persist) {
 		dt = find_kept(e, q->cl->uid, m->name);

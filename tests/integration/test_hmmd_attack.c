@@ -10,7 +10,9 @@
  *    sealed): the truncation works, hmmd lives and keeps serving;
  *  - a read-only share mapped by another uid (nobody) cannot be made
  *    writable by reopening /proc/self/fd/N for writing, nor mapped
- *    shared-writable, and its bytes stay the owner's.
+ *    shared-writable, and its bytes stay the owner's;
+ *  - an ERROR reply carries exactly its detail and zeros after it (no
+ *    stray bytes of hmmd's memory), for a 63-byte persistent name.
  *
  * It counts the bad inputs tried and prints them with hmmd's crashes.
  */
@@ -353,6 +355,51 @@ static void test_readonly_share(const char *mode, int sealed)
 	close(c);
 }
 
+/* Item 3: the ERROR for a 63-byte persistent name, byte for byte. */
+static void test_error_bytes(const char *mode, int sealed)
+{
+	char name[64], want[HMM_PROTO_DETAIL_MAX];
+	struct hmm_proto_tensor t;
+	struct hmm_proto_msg m;
+	uint8_t msg[HMM_PROTO_MSG_MAX];
+	int c = rawc(), n, r;
+	ssize_t got;
+	size_t i, dl, nz = 0;
+	uint8_t *body;
+
+	memset(name, 'n', 63);
+	name[63] = 0;
+	memset(&t, 0, sizeof(t));
+	t.dtype = HMM_DTYPE_U8;
+	t.ndim = 1;
+	t.shape[0] = 16;
+	t.flags = HMM_PROTO_TENSOR_PERSIST;
+	memcpy(t.name, name, 64);
+	n = hmm_proto_encode(msg, sizeof(msg), HMM_PROTO_TENSOR_NEW, 0, 9, &t);
+	bad_inputs++;
+	got = n > 0 && send(c, msg, n, 0) == n ?
+	      recv(c, rbuf, sizeof(rbuf), 0) : -1;
+	r = got > 0 ? hmm_proto_decode(rbuf, got, &m) : -EIO;
+	if (!t_eq(r, HMM_PROTO_ERROR, "63-byte persistent name: an ERROR"))
+		return;
+	snprintf(want, sizeof(want), "tensor %s: name too long with its uid "
+		 "prefix u%u/ (at most %d bytes in all)", name,
+		 (unsigned)getuid(), HMM_PROTO_NAME_MAX - 1);
+	if (!t_ok(m.u.error.err == -ENAMETOOLONG &&
+		  !strcmp(m.u.error.detail, want), "detail exact"))
+		t_diag("detail: %s", m.u.error.detail);
+	/* the wire body: s32 err, u32 reserved, detail[256] zero-padded */
+	dl = strlen(want);
+	body = rbuf + sizeof(struct hmm_proto_hdr);
+	t_ok(got == (ssize_t)sizeof(struct hmm_proto_hdr) + 264 &&
+	     !memcmp(body + 8, want, dl), "the detail's bytes on the wire");
+	for (i = 4; i < (size_t)got - sizeof(struct hmm_proto_hdr); i++)
+		nz += (i < 8 || i >= 8 + dl) && body[i] != 0;
+	t_eq(nz, 0, "no byte but err and the detail is nonzero (%zd bytes)",
+	     got);
+	close(c);
+}
+
 int main(void)
 {
 	const char *b = getenv("HMM_BUILD");
@@ -372,6 +419,7 @@ int main(void)
 
 	attack(test_truncate, "memfd truncate", NULL, 1);
 	attack(test_readonly_share, "read-only share", NULL, 1);
+	attack(test_error_bytes, "error bytes", NULL, 1);
 
 	snprintf(hostdir, sizeof(hostdir), "/dev/shm/hmm-attack.%d",
 		 (int)getpid());
