@@ -2,7 +2,9 @@
 # test_train_damage — --resume of a checkpoint whose store has lost its
 # superblocks (zeroed, damaged, truncated, emptied) is refused, naming the
 # store's path, and the store is left byte for byte as it was: never
-# reformatted (issue 18 item 10).
+# reformatted (issue 18 item 10).  A damaged data extent fails the step
+# that reads it with the store's path, the offset and "checksum
+# mismatch" (item 11).
 set -u
 . "$(dirname "$0")/../t.sh"
 bin=$B/bin/hmm-train
@@ -43,5 +45,23 @@ truncate -s 0 "$dir/c.store"
 resume_refused "the store truncated to 0"
 timeout 60 "$bin" --preset tiny --steps 4 --resume "$dir/c" >"$dir/out" 2>&1
 ok $? "the intact store still resumes"
+
+# 64 bytes of the middle 64 KiB block that holds data: a tensor's extent
+off=$(python3 - "$dir/c.store" <<'PY'
+import sys
+with open(sys.argv[1], 'r+b') as f:
+    d = f.read()
+    nz = [i for i in range(2, len(d) // 65536) if d[i * 65536:(i + 1) * 65536].strip(b'\0')]
+    off = nz[len(nz) // 2] * 65536 + 1000
+    f.seek(off)
+    f.write(b'\xff' * 64)
+    print(off)
+PY
+)
+tries=$((tries + 1))
+timeout 60 "$bin" --preset tiny --steps 4 --resume "$dir/c" >"$dir/out" 2>&1
+rc=$?
+echo "# rc $rc: $(grep 'hmm-train: step' "$dir/out")"
+ok $([ $rc -ne 0 ] && grep "hmm-train: step" "$dir/out" | grep -- "store $dir/c.store" | grep "offset" | grep -q "checksum mismatch"; echo $?) "bytes damaged at $off: the error names the store, the offset and \"checksum mismatch\""
 echo "# bad inputs tried $tries, data losses $losses"
 t_done

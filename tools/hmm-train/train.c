@@ -447,8 +447,11 @@ int train_main(const struct train_opts *o)
 	}
 	r.rec = calloc(r.steps > r.first_step ? r.steps - r.first_step + 1 : 1,
 		       sizeof(*r.rec));
-	if (!r.rec)
+	if (!r.rec) {
+		fprintf(stderr, "hmm-train: --steps %lld: no memory for a "
+			"record of each step\n", (long long)r.steps);
 		goto out_model;
+	}
 	if (!loop(&r, g, st, &d, p))
 		rc = finish(o, &r, st, &d, dhash, ci);
 	free(r.rec);
