@@ -55,6 +55,8 @@
 
 #define HMMD_SOCKET_DEFAULT	"/run/hmm/hmmd.sock"
 #define HMMD_MAX_CLIENTS	256
+#define HMMD_CLIENT_TENSORS	1024	/* tensors one client may hold
+					   (each is a memfd in hmmd) */
 
 /*
  * The daemon's settings: defaults, then the config file, then flags.

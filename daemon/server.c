@@ -277,8 +277,14 @@ static void accept_one(struct hmmd_server *s)
 
 	fd = accept4(s->lfd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
 	if (fd < 0) {
-		if (errno != EAGAIN && errno != EINTR)
-			hmmd_log("accept: %s", strerror(errno));
+		int e = errno;
+
+		if (e != EAGAIN && e != EINTR)
+			hmmd_log("accept: %s", strerror(e));
+		/* out of fds or memory: the listener stays readable, so
+		 * back off rather than spin; clients wait in the backlog */
+		if (e == EMFILE || e == ENFILE || e == ENOBUFS || e == ENOMEM)
+			usleep(REAP_MS * 1000);
 		return;
 	}
 	slot = free_slot(s);

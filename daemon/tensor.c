@@ -181,7 +181,9 @@ static int tensor_new_locked(struct hmmd_req *q)
 			hmm_tensor_free(t);
 		}
 		pthread_mutex_unlock(&e->lock);
-		return hmmd_reply_err(q, -ENOMEM, "tensor %s: no memory", m->name);
+		return hmmd_reply_err(q, ret, "tensor %s: %s", m->name,
+				 ret == -EMFILE ? hmm_last_error() :
+				 "no memory");
 	}
 	q->cl->used[HMM_TIER_STORE] += bytes;
 	pthread_mutex_unlock(&e->lock);

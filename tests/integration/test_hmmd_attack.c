@@ -20,6 +20,7 @@
 #include <grp.h>
 #include <signal.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -40,6 +41,8 @@ static char hmmd[4096], dir[1024], sock[100], store[4096], logf[4096];
 static char hostdir[4096];
 static uint8_t rbuf[HMM_PROTO_RECV_BUF];
 static unsigned bad_inputs, crashes;
+
+static rlim_t nofile;		/* hmmd's soft RLIMIT_NOFILE (0: ours) */
 
 static pid_t start(const char *host_dir)
 {
@@ -65,8 +68,12 @@ static pid_t start(const char *host_dir)
 	}
 	argv[i] = NULL;
 	unlink(sock);
-	pid = t_hmmd_spawn(hmmd, argv, logf, 0, NULL);
+	pid = t_hmmd_spawn(hmmd, argv, logf, 1, NULL);
 	t_hmmd_wait_listen(pid, sock, 20, logf);
+	/* lowered after hmmd raised its own at start: soft and hard */
+	if (nofile && prlimit(pid, RLIMIT_NOFILE,
+			      &(struct rlimit){ nofile, nofile }, NULL))
+		t_fail_all("prlimit %d: %s", (int)pid, strerror(errno));
 	return pid;
 }
 
@@ -400,6 +407,104 @@ static void test_error_bytes(const char *mode, int sealed)
 	close(c);
 }
 
+/* The bytes in hmmd's log so far. */
+static long log_bytes(void)
+{
+	struct stat st;
+
+	return stat(logf, &st) ? 0 : (long)st.st_size;
+}
+
+/*
+ * Item 4: one client makes one-byte tensors (each a memfd in hmmd) until
+ * refused: the refusal is an ERROR naming hmmd's per-client limit, well
+ * before hmmd's fds run out, and another client is served meanwhile.
+ */
+static void test_tensor_limit(const char *mode, int sealed)
+{
+	int c = rawc(), c2, i, r = 0;
+	struct hmm_proto_tensor t;
+	struct hmm_proto_msg m;
+
+	memset(&t, 0, sizeof(t));
+	t.dtype = HMM_DTYPE_U8;
+	t.ndim = 1;
+	t.shape[0] = 1;
+	for (i = 0; i < 1100; i++) {
+		snprintf(t.name, sizeof(t.name), "t%d", i);
+		bad_inputs++;
+		r = call(c, HMM_PROTO_TENSOR_NEW, 10 + i, &t, &m, NULL);
+		if (r != HMM_PROTO_TENSOR_REPLY)
+			break;
+	}
+	if (!t_ok(i == 1024 && r == -EMFILE, "%s: tensor %d refused (-EMFILE, "
+		  "got %d)", mode, i, r))
+		t_diag("%s", hmm_last_error());
+	t_ok(strstr(hmm_last_error(), "1024 tensors, hmmd's limit per "
+		    "client") != NULL, "%s: the error names the limit", mode);
+	c2 = rawc();
+	t_ok(c2 >= 0 && stats(c2) == HMM_PROTO_STATS_REPLY, "%s: another "
+	     "client is served", mode);
+	close(c2);
+	close(c);
+}
+
+/*
+ * Item 4: hmmd's fds run out (a low RLIMIT_NOFILE, that the limit per
+ * client does not stop: 3 clients): accepting fails; hmmd must neither
+ * spin nor flood its log, and once the fds come back a waiting client is
+ * served.
+ */
+static void test_fd_exhaust(const char *mode, int sealed)
+{
+	struct hmm_proto_tensor t;
+	struct hmm_proto_msg m;
+	int c[3], late, i, k, r, refused = 0;
+	long before = log_bytes();
+
+	memset(&t, 0, sizeof(t));
+	t.dtype = HMM_DTYPE_U8;
+	t.ndim = 1;
+	t.shape[0] = 1;
+	for (k = 0; k < 3; k++) {
+		c[k] = rawc();
+		for (i = 0; i < 200; i++) {
+			snprintf(t.name, sizeof(t.name), "t%d", i);
+			bad_inputs++;
+			r = call(c[k], HMM_PROTO_TENSOR_NEW, 10 + i, &t, &m,
+				 NULL);
+			if (r != HMM_PROTO_TENSOR_REPLY) {
+				refused++;
+				break;
+			}
+		}
+	}
+	t_ok(refused > 0, "%s: hmmd ran out of fds (%d clients refused a "
+	     "tensor: %s)", mode, refused, hmm_last_error());
+	late = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+	{
+		struct sockaddr_un sa = { .sun_family = AF_UNIX };
+
+		snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", sock);
+		connect(late, (struct sockaddr *)&sa, sizeof(sa));
+	}
+	sleep(2);			/* hmmd cannot accept it meanwhile */
+	t_ok(log_bytes() - before < 16384, "%s: hmmd's log grew %ld bytes in "
+	     "2 s without fds (rate-limited)", mode, log_bytes() - before);
+	for (k = 0; k < 3; k++)
+		close(c[k]);
+	{
+		struct hmm_proto_hello h = { 1, HMM_PROTO_VERSION_MAX,
+					     HMM_PROTO_FEAT_MEMFD, { 0 },
+					     "late" };
+
+		r = call(late, HMM_PROTO_HELLO, 1, &h, &m, NULL);
+	}
+	t_eq(r, HMM_PROTO_HELLO_REPLY, "%s: the waiting client is served once "
+	     "the fds are back", mode);
+	close(late);
+}
+
 int main(void)
 {
 	const char *b = getenv("HMM_BUILD");
@@ -420,6 +525,10 @@ int main(void)
 	attack(test_truncate, "memfd truncate", NULL, 1);
 	attack(test_readonly_share, "read-only share", NULL, 1);
 	attack(test_error_bytes, "error bytes", NULL, 1);
+	attack(test_tensor_limit, "tensor limit", NULL, 1);
+	nofile = 256;
+	attack(test_fd_exhaust, "fds exhausted", NULL, 1);
+	nofile = 0;
 
 	snprintf(hostdir, sizeof(hostdir), "/dev/shm/hmm-attack.%d",
 		 (int)getpid());
