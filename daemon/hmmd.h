@@ -57,6 +57,9 @@
 #define HMMD_MAX_CLIENTS	256
 #define HMMD_CLIENT_TENSORS	1024	/* tensors one client may hold
 					   (each is a memfd in hmmd) */
+#define HMMD_HELLO_MS		5000	/* a connection says hello by then */
+#define HMMD_ADMIN_SLOTS	2	/* of max_clients (when above 4),
+					   kept for uid 0 and hmmd's uid */
 
 /*
  * The daemon's settings: defaults, then the config file, then flags.
@@ -175,6 +178,9 @@ int hmmd_conn_new(int fd, uint64_t id, const struct hmmd_config *cfg,
  * protocol (reason logged), then releases what c held in the engine and
  * sets c->done.  0 or -errno. */
 int hmmd_conn_start(struct hmmd_conn *c);
+
+/* The peer's uid (SO_PEERCRED at accept). */
+uid_t hmmd_conn_uid(const struct hmmd_conn *c);
 
 /* 1 once the thread has finished (then hmmd_conn_free joins it). */
 int hmmd_conn_done(struct hmmd_conn *c);

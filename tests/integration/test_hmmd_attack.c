@@ -18,6 +18,7 @@
  */
 #include <fcntl.h>
 #include <grp.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
@@ -505,6 +506,98 @@ static void test_fd_exhaust(const char *mode, int sealed)
 	close(late);
 }
 
+/* A connection that says nothing; -1 when connect fails. */
+static int idle_conn(void)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", sock);
+	if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+		if (fd >= 0)
+			close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+/* The err of an ERROR waiting on fd within ms, 0 when none came. */
+static int error_on(int fd, int ms)
+{
+	struct pollfd p = { fd, POLLIN, 0 };
+	struct hmm_proto_msg m;
+	ssize_t n;
+
+	if (poll(&p, 1, ms) != 1)
+		return 0;
+	n = recv(fd, rbuf, sizeof(rbuf), MSG_DONTWAIT);
+	if (n > 0 && hmm_proto_decode(rbuf, n, &m) == HMM_PROTO_ERROR)
+		return m.u.error.err;
+	return 0;
+}
+
+/*
+ * Item 5: 64 idle connections of one uid (nobody, max_clients is 64)
+ * must not lock everyone out: that uid gets at most half the slots, the
+ * rest are refused with "too many clients" said to them; root still
+ * connects; and a connection that never says hello is closed after the
+ * hello timeout with an ERROR saying so.
+ */
+static void test_idle_flood(const char *mode, int sealed)
+{
+	int pfd[2], c, n, got = 0, refused = 0, st;
+	char line[64];
+	pid_t pid;
+
+	if (getuid() != 0) {
+		t_ok(1, "# SKIP idle connections of another uid: needs root");
+		return;
+	}
+	if (pipe(pfd))
+		t_fail_all("pipe: %s", strerror(errno));
+	pid = fork();
+	if (pid == 0) {
+		int fds[64], i, k = 0, r = 0;
+
+		if (setgroups(0, NULL) || setgid(65534) || setuid(65534))
+			_exit(3);
+		for (i = 0; i < 64; i++)	/* all within the hello timeout */
+			fds[i] = idle_conn();
+		usleep(500000);
+		for (i = 0; i < 64; i++)
+			if (fds[i] >= 0 && error_on(fds[i], 0) == -EUSERS)
+				r++;
+			else if (fds[i] >= 0)
+				k++;
+		n = snprintf(line, sizeof(line), "%d %d\n", k, r);
+		if (write(pfd[1], line, n) != n)
+			_exit(4);
+		pause();
+		_exit(0);
+	}
+	close(pfd[1]);
+	n = read(pfd[0], line, sizeof(line) - 1);
+	line[n > 0 ? n : 0] = 0;
+	sscanf(line, "%d %d", &got, &refused);
+	bad_inputs += 64;
+	t_ok(got < 64 && got >= 16 && refused == 64 - got, "%s: one uid's 64 "
+	     "idle connections: %d kept, %d refused with -EUSERS", mode, got,
+	     refused);
+	c = rawc();
+	t_ok(c >= 0, "%s: root still connects and says hello", mode);
+	if (c >= 0)
+		close(c);
+	kill(pid, SIGKILL);
+	waitpid(pid, &st, 0);
+	close(pfd[0]);
+
+	c = idle_conn();
+	bad_inputs++;
+	t_eq(error_on(c, 8000), -ETIMEDOUT, "%s: no hello: an ERROR "
+	     "-ETIMEDOUT within 8 s", mode);
+	close(c);
+}
+
 int main(void)
 {
 	const char *b = getenv("HMM_BUILD");
@@ -526,6 +619,7 @@ int main(void)
 	attack(test_readonly_share, "read-only share", NULL, 1);
 	attack(test_error_bytes, "error bytes", NULL, 1);
 	attack(test_tensor_limit, "tensor limit", NULL, 1);
+	attack(test_idle_flood, "idle connections", NULL, 1);
 	nofile = 256;
 	attack(test_fd_exhaust, "fds exhausted", NULL, 1);
 	nofile = 0;
