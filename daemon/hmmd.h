@@ -161,9 +161,14 @@ void hmmd_server_close(struct hmmd_server *s);
 /* Listen on "127.0.0.1:PORT" (loopback only); the fd or -errno. */
 int hmmd_metrics_listen(const char *addr);
 
-/* Accept one connection on lfd (blocking) and answer it (GET /metrics);
- * returns at once when lfd is shut down. */
+/* Accept one connection on lfd (blocking) and have it answered (GET
+ * /metrics) on a thread of its own, at most 16 at once (then a 503),
+ * each within 1 s to read and 1 s to answer; returns at once when lfd
+ * is shut down. */
 void hmmd_metrics_serve(int lfd, struct hmmd_engine *e);
+
+/* Wait for every answer in flight (bounded: 2 s each). */
+void hmmd_metrics_drain(void);
 
 /* ---- one connection (conn.c, called by server.c) --------------------------- */
 

@@ -159,13 +159,15 @@ static int ep_add(int ep, int fd, uint64_t data)
 	return epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev) < 0 ? -errno : 0;
 }
 
-/* The metrics thread: one scrape at a time until told to stop. */
+/* The metrics thread: accepts scrapes until told to stop, then waits
+ * for the answers in flight (they use the engine). */
 static void *metrics_main(void *arg)
 {
 	struct hmmd_server *s = arg;
 
 	while (!__atomic_load_n(&s->mstop, __ATOMIC_ACQUIRE))
 		hmmd_metrics_serve(s->mfd, s->e);
+	hmmd_metrics_drain();
 	return NULL;
 }
 

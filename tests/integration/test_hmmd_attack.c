@@ -16,7 +16,9 @@
  *
  * It counts the bad inputs tried and prints them with hmmd's crashes.
  */
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <grp.h>
 #include <poll.h>
 #include <signal.h>
@@ -30,6 +32,7 @@
 
 #include "t.h"
 #include "hmmd_t.h"
+#include "prom.h"
 #include "err.h"
 #include "proto.h"
 #include "proto_sock.h"
@@ -44,6 +47,8 @@ static uint8_t rbuf[HMM_PROTO_RECV_BUF];
 static unsigned bad_inputs, crashes;
 
 static rlim_t nofile;		/* hmmd's soft RLIMIT_NOFILE (0: ours) */
+
+static char mport[32];		/* hmmd's --metrics address */
 
 static pid_t start(const char *host_dir)
 {
@@ -63,6 +68,8 @@ static pid_t start(const char *host_dir)
 	argv[i++] = "--chunk";
 	argv[i++] = "64K";
 	argv[i++] = "--format";
+	argv[i++] = "--metrics";
+	argv[i++] = mport;
 	if (host_dir) {
 		argv[i++] = "--host-dir";
 		argv[i++] = (char *)host_dir;
@@ -598,6 +605,67 @@ static void test_idle_flood(const char *mode, int sealed)
 	close(c);
 }
 
+static double now_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+/* A loopback TCP connection to the metrics port; -1 when none. */
+static int metrics_conn(void)
+{
+	struct sockaddr_in sa = { .sin_family = AF_INET };
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	sa.sin_port = htons(atoi(strchr(mport, ':') + 1));
+	if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+		if (fd >= 0)
+			close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+/*
+ * Item 7: scrapers that send a byte every 300 ms (each read well within
+ * any per-read timeout) and ones that send nothing must not hold up a
+ * good scrape: it is answered within 1.5 s while they drip.
+ */
+static void test_slow_scrape(const char *mode, int sealed)
+{
+	static char text[1 << 16];
+	const char *body;
+	double t0, dt;
+	pid_t pid;
+	int st;
+
+	pid = fork();
+	if (pid == 0) {
+		int fd[6], i, k;
+
+		for (i = 0; i < 6; i++)
+			fd[i] = metrics_conn();
+		for (k = 0; k < 15; k++) {	/* 4.5 s of drips */
+			for (i = 0; i < 3; i++)
+				if (fd[i] >= 0)
+					send(fd[i], "G", 1, MSG_NOSIGNAL);
+			usleep(300000);
+		}
+		_exit(0);
+	}
+	usleep(300000);
+	bad_inputs += 6;
+	t0 = now_s();
+	body = prom_fetch(atoi(strchr(mport, ':') + 1), text, sizeof(text));
+	dt = now_s() - t0;
+	t_ok(body && strstr(body, "hmmd_clients") && dt < 1.5, "%s: a scrape "
+	     "is answered in %.2f s while 6 slow scrapers hold on", mode, dt);
+	waitpid(pid, &st, 0);
+}
+
 int main(void)
 {
 	const char *b = getenv("HMM_BUILD");
@@ -614,12 +682,26 @@ int main(void)
 	snprintf(sock, sizeof(sock), "%s/a.sock", dir);
 	snprintf(store, sizeof(store), "%s/a.store", dir);
 	snprintf(logf, sizeof(logf), "%s/hmmd.log", dir);
+	{			/* a free loopback port for --metrics */
+		struct sockaddr_in sa = { .sin_family = AF_INET };
+		socklen_t len = sizeof(sa);
+		int fd = socket(AF_INET, SOCK_STREAM, 0);
+
+		sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+		if (fd < 0 || bind(fd, (struct sockaddr *)&sa, sizeof(sa)) ||
+		    getsockname(fd, (struct sockaddr *)&sa, &len))
+			t_fail_all("no loopback port: %s", strerror(errno));
+		snprintf(mport, sizeof(mport), "127.0.0.1:%u",
+			 ntohs(sa.sin_port));
+		close(fd);
+	}
 
 	attack(test_truncate, "memfd truncate", NULL, 1);
 	attack(test_readonly_share, "read-only share", NULL, 1);
 	attack(test_error_bytes, "error bytes", NULL, 1);
 	attack(test_tensor_limit, "tensor limit", NULL, 1);
 	attack(test_idle_flood, "idle connections", NULL, 1);
+	attack(test_slow_scrape, "slow scrapers", NULL, 1);
 	nofile = 256;
 	attack(test_fd_exhaust, "fds exhausted", NULL, 1);
 	nofile = 0;
