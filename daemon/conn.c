@@ -27,6 +27,7 @@
 #include <string.h>
 #include <poll.h>
 #include <pthread.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -320,8 +321,16 @@ static int on_msg(struct hmmd_conn *c, const struct hmm_proto_msg *m)
 static int serve_one(struct hmmd_conn *c)
 {
 	struct hmm_proto_msg m;
+	struct pollfd p = { c->fd, POLLIN, 0 };
+	char why[64];
 	int ret;
 
+	/* a connection that holds a slot must say hello soon */
+	if (!c->version && poll(&p, 1, HMMD_HELLO_MS) == 0) {
+		snprintf(why, sizeof(why), "no hello within %d ms",
+			 HMMD_HELLO_MS);
+		return fail(c, 0, -ETIMEDOUT, why);
+	}
 	/* fds NULL: any that come are closed and the message refused */
 	ret = hmm_proto_recv(c->fd, c->in, sizeof(c->in), &m, NULL, NULL, 0);
 	if (ret == -ENOTCONN || ret == -ECONNRESET) {
@@ -359,6 +368,11 @@ static void *conn_main(void *arg)
 	shutdown(c->fd, SHUT_RDWR);
 	__atomic_store_n(&c->done, 1, __ATOMIC_RELEASE);
 	return NULL;
+}
+
+uid_t hmmd_conn_uid(const struct hmmd_conn *c)
+{
+	return c->cred.uid;
 }
 
 int hmmd_conn_start(struct hmmd_conn *c)

@@ -38,6 +38,8 @@ struct hmmd_tensor {
 	char share_name[HMM_PROTO_NAME_MAX];
 	uid_t share_uid;
 	unsigned share_access;		/* HMM_READ [| HMM_WRITE] */
+	int guard;			/* guard.c's slot of its host file;
+					   0 = none (sealed, or not sent) */
 };
 
 /* A client's right to use a tensor (its own, or attached). */

@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <stdlib.h>
 
+#include "err.h"
 #include "request.h"
 
 struct hmmd_handle *hmmd_handle_of(struct hmmd_client *cl, uint64_t id)
@@ -21,7 +22,8 @@ struct hmmd_handle *hmmd_handle_of(struct hmmd_client *cl, uint64_t id)
 	return NULL;
 }
 
-/* Give cl a handle on dt (a ref); lock held.  0 or -ENOMEM. */
+/* Give cl a handle on dt (a ref); lock held.  0, -ENOMEM, or -EMFILE
+ * (HMMD_CLIENT_TENSORS held already; detail in hmm_last_error()). */
 int hmmd_handle_add(struct hmmd_client *cl, struct hmmd_tensor *dt,
 		    unsigned access)
 {
@@ -29,6 +31,9 @@ int hmmd_handle_add(struct hmmd_client *cl, struct hmmd_tensor *dt,
 
 	if (hmmd_handle_of(cl, dt->id))
 		return 0;
+	if (cl->nhandles >= HMMD_CLIENT_TENSORS)
+		return hmm_err(-EMFILE, "the client holds %u tensors, hmmd's "
+			       "limit per client", cl->nhandles);
 	if (cl->nhandles == cl->cap) {
 		unsigned n = cl->cap ? cl->cap * 2 : 8;
 

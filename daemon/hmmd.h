@@ -9,7 +9,8 @@
  * under the global host budget with back-pressure, metrics text), then
  * the requests (request.h lists their files: request.c dispatches to
  * client.c, tensor.c, handle.c, share.c, map.c, move.c, stats.c),
- * metrics.c (Prometheus text on a loopback TCP port), bridge.c (the
+ * metrics.c (Prometheus text on a loopback TCP port), guard.c (SIGBUS
+ * from a client's ftruncate of a host file), bridge.c (the
  * hmmk module's EVICT/FILL served from a store file of its own) and
  * log.c (the one log writer, log.h).
  *
@@ -26,8 +27,11 @@
  * Host maps and shared memory.  hmmd opens its engine with
  * HMM_CONFIG_HOST_SHARED: every tensor's host memory is its own memfd.
  * A host MAP pins the range in the engine, then sends that memfd
- * (SCM_RIGHTS; a read-only reopen for a read-only share) with the
- * offset of the range's first byte; the client maps it MAP_SHARED, so
+ * (SCM_RIGHTS; a read-only reopen for a read-only share, the file mode
+ * 0600 so another uid cannot upgrade it via /proc/self/fd) with the
+ * offset of the range's first byte (a memfd sealed against size
+ * changes; an unsealable --host-dir file guarded, guard.c, so that a
+ * client's ftruncate never faults hmmd); the client maps it MAP_SHARED, so
  * its pointer is the engine's page, with no copy either way, and two
  * clients of one shared tensor see each other's writes at once.  UNMAP
  * unpins.  The fd reaches the whole tensor: a client can see (not pin)
@@ -51,6 +55,11 @@
 
 #define HMMD_SOCKET_DEFAULT	"/run/hmm/hmmd.sock"
 #define HMMD_MAX_CLIENTS	256
+#define HMMD_CLIENT_TENSORS	1024	/* tensors one client may hold
+					   (each is a memfd in hmmd) */
+#define HMMD_HELLO_MS		5000	/* a connection says hello by then */
+#define HMMD_ADMIN_SLOTS	2	/* of max_clients (when above 4),
+					   kept for uid 0 and hmmd's uid */
 
 /*
  * The daemon's settings: defaults, then the config file, then flags.
@@ -152,9 +161,14 @@ void hmmd_server_close(struct hmmd_server *s);
 /* Listen on "127.0.0.1:PORT" (loopback only); the fd or -errno. */
 int hmmd_metrics_listen(const char *addr);
 
-/* Accept one connection on lfd (blocking) and answer it (GET /metrics);
- * returns at once when lfd is shut down. */
+/* Accept one connection on lfd (blocking) and have it answered (GET
+ * /metrics) on a thread of its own, at most 16 at once (then a 503),
+ * each within 1 s to read and 1 s to answer; returns at once when lfd
+ * is shut down. */
 void hmmd_metrics_serve(int lfd, struct hmmd_engine *e);
+
+/* Wait for every answer in flight (bounded: 2 s each). */
+void hmmd_metrics_drain(void);
 
 /* ---- one connection (conn.c, called by server.c) --------------------------- */
 
@@ -169,6 +183,9 @@ int hmmd_conn_new(int fd, uint64_t id, const struct hmmd_config *cfg,
  * protocol (reason logged), then releases what c held in the engine and
  * sets c->done.  0 or -errno. */
 int hmmd_conn_start(struct hmmd_conn *c);
+
+/* The peer's uid (SO_PEERCRED at accept). */
+uid_t hmmd_conn_uid(const struct hmmd_conn *c);
 
 /* 1 once the thread has finished (then hmmd_conn_free joins it). */
 int hmmd_conn_done(struct hmmd_conn *c);

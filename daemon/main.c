@@ -27,12 +27,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
 
 #include "uapi/hmmk.h"
 #include "bridge.h"
+#include "guard.h"
 #include "hmm.h"
 #include "hmmd.h"
 #include "log.h"
@@ -210,6 +212,20 @@ static int bridge_start(const struct hmmd_config *cfg,
 	return ret;
 }
 
+/* Every tensor is a memfd here: take all the fds the hard limit allows
+ * (a soft limit of 1024 ran out at 1,010 tensors). */
+static void raise_nofile(void)
+{
+	struct rlimit rl;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) || rl.rlim_cur >= rl.rlim_max)
+		return;
+	rl.rlim_cur = rl.rlim_max;
+	if (setrlimit(RLIMIT_NOFILE, &rl))
+		hmmd_log("RLIMIT_NOFILE: cannot raise to %llu: %s",
+			 (unsigned long long)rl.rlim_max, strerror(errno));
+}
+
 int main(int argc, char **argv)
 {
 	struct hmmd_bridge *bridge = NULL;
@@ -231,6 +247,8 @@ int main(int argc, char **argv)
 	sigaddset(&sigs, SIGINT);
 	sigprocmask(SIG_BLOCK, &sigs, NULL);
 	signal(SIGPIPE, SIG_IGN);
+	hmmd_guard_init();	/* a client's ftruncate must not kill us */
+	raise_nofile();
 
 	ret = hmmd_engine_open(&cfg, &e);
 	if (ret) {

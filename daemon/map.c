@@ -10,9 +10,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "err.h"
+#include "guard.h"
 #include "request.h"
 
 /*
@@ -73,19 +75,36 @@ static int map_fail(struct hmmd_req *q, struct hmmd_map *mp, int err,
 }
 
 /*
- * A descriptor of t's memfd for the client (sent and closed by the
- * caller) and the offset of t's byte 0 in it.  A handle without write
+ * A descriptor of dt's memfd for the client (sent and closed by the
+ * caller) and the offset of its byte 0 in it.  A handle without write
  * access gets a read-only reopen, so the client cannot write a tensor
- * shared with it read-only.
+ * shared with it read-only; the file is made 0600 (memfds are created
+ * 0777), so that a client of another uid cannot upgrade it by opening
+ * /proc/self/fd/N for writing (no seal can do this: seals are the
+ * inode's, and a write seal would stop hmmd and the writers too).  A
+ * client of hmmd's own uid (or root) could still; it could ptrace hmmd
+ * anyway.  A file that cannot be sealed (--host-dir)
+ * is guarded (guard.c) before it leaves.  Called with e->lock held.
  */
-static int map_fd(struct hmm_tensor *t, int wr, int *out, uint64_t *off)
+static int map_fd(struct hmmd_tensor *dt, int wr, int *out, uint64_t *off)
 {
+	struct hmm_tensor *t = dt->t;
 	char path[64];
 	int fd, ret;
 
 	ret = hmm_tensor_host_fd(t, &fd, off);
 	if (ret)
 		return ret;
+	if (fchmod(fd, 0600) < 0)
+		return hmm_err(-errno, "tensor %s: fchmod of its host file: %s",
+			       hmm_tensor_name(t), strerror(errno));
+	if (!dt->guard) {
+		ret = hmmd_guard_add(fd);
+		if (ret < 0)
+			return hmm_err(ret, "tensor %s: guarding its host file: "
+				       "%s", hmm_tensor_name(t), strerror(-ret));
+		dt->guard = ret;
+	}
 	if (wr) {
 		*out = fcntl(fd, F_DUPFD_CLOEXEC, 0);
 	} else {
@@ -177,11 +196,12 @@ int hmmd_req_map(struct hmmd_req *q)
 	if (ret)
 		goto out_release;
 	/* zero-copy: the tensor's own memfd (see hmmd.h) */
-	ret = map_fd(mp->dt->t, wr, &mfd, &foff);
-	if (ret)
-		goto out_unmap;
-
 	pthread_mutex_lock(&e->lock);
+	ret = map_fd(mp->dt, wr, &mfd, &foff);
+	if (ret) {
+		pthread_mutex_unlock(&e->lock);
+		goto out_unmap;
+	}
 	mp->next = q->cl->maps;
 	q->cl->maps = mp;
 	e->maps++;

@@ -2,18 +2,24 @@
 /*
  * metrics.c — `hmmd --metrics 127.0.0.1:PORT`: Prometheus text
  * exposition (version 0.0.4) on a loopback TCP port.  A tiny HTTP/1.0
- * responder on its own thread (server.c): one request at a time, read
- * with a one-second limit, answered and closed.  Only loopback addresses are
- * accepted for listening: the counters name uids and clients.
+ * responder: its thread (server.c) accepts, and each request is answered
+ * on a thread of its own, at most METRICS_CONC at once (more get a 503
+ * at once), within METRICS_MS for the whole request and as long again
+ * for the answer, so a slow or silent scraper never holds up another.
+ * Only loopback addresses are accepted for listening: the counters name
+ * uids and clients.
  */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
+#include <poll.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/time.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "hmmd.h"
@@ -61,9 +67,23 @@ int hmmd_metrics_listen(const char *addr)
 	return fd;
 }
 
-static void say(int fd, const char *s, size_t n)
+#define METRICS_CONC	16	/* requests answered at once */
+#define METRICS_MS	1000	/* to read a request; as long to answer */
+
+static unsigned active;		/* atomic: answer threads running */
+
+static double now_ms(void)
 {
-	while (n) {
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+/* Send s[0..n) until done, an error or the deadline (ms, now_ms). */
+static void say(int fd, const char *s, size_t n, double deadline)
+{
+	while (n && now_ms() < deadline) {
 		ssize_t k = send(fd, s, n, MSG_NOSIGNAL);
 
 		if (k <= 0)
@@ -73,24 +93,23 @@ static void say(int fd, const char *s, size_t n)
 	}
 }
 
-void hmmd_metrics_serve(int lfd, struct hmmd_engine *e)
+/* Read one request on fd and answer it; closes fd. */
+static void answer(int fd, struct hmmd_engine *e)
 {
-	struct timeval tv = { 1, 0 };
+	struct timeval tv = { 0, 200000 };
+	double deadline = now_ms() + METRICS_MS;
 	char req[2048], hdr[256], *body;
 	size_t got = 0, cap = 1 << 16, n;
+	struct pollfd p = { fd, POLLIN, 0 };
 	ssize_t k;
-	int fd;
+	int left;
 
-	fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
-	if (fd < 0) {
-		if (errno != EINTR && errno != ECONNABORTED)
-			usleep(10000);	/* shut down, or out of fds */
-		return;
-	}
-	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
 	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
 	while (got < sizeof(req) - 1) {
-		k = recv(fd, req + got, sizeof(req) - 1 - got, 0);
+		left = (int)(deadline - now_ms());
+		if (left <= 0 || poll(&p, 1, left) != 1)
+			break;		/* too slow: whatever came is it */
+		k = recv(fd, req + got, sizeof(req) - 1 - got, MSG_DONTWAIT);
 		if (k <= 0)
 			break;
 		got += k;
@@ -104,7 +123,7 @@ void hmmd_metrics_serve(int lfd, struct hmmd_engine *e)
 			"Content-Type: text/plain\r\nContent-Length: 20\r\n\r\n"
 			"try GET /metrics\r\n\r\n";
 
-		say(fd, nf, sizeof(nf) - 1);
+		say(fd, nf, sizeof(nf) - 1, now_ms() + METRICS_MS);
 		close(fd);
 		return;
 	}
@@ -117,8 +136,68 @@ void hmmd_metrics_serve(int lfd, struct hmmd_engine *e)
 	k = snprintf(hdr, sizeof(hdr), "HTTP/1.0 200 OK\r\nContent-Type: "
 		     "text/plain; version=0.0.4\r\nContent-Length: %zu\r\n"
 		     "Connection: close\r\n\r\n", n);
-	say(fd, hdr, k);
-	say(fd, body, n);
+	deadline = now_ms() + METRICS_MS;
+	say(fd, hdr, k, deadline);
+	say(fd, body, n, deadline);
 	free(body);
 	close(fd);
+}
+
+struct answer_job {
+	int fd;
+	struct hmmd_engine *e;
+};
+
+static void *answer_main(void *arg)
+{
+	struct answer_job *j = arg;
+
+	answer(j->fd, j->e);
+	free(j);
+	__atomic_sub_fetch(&active, 1, __ATOMIC_RELEASE);
+	return NULL;
+}
+
+void hmmd_metrics_serve(int lfd, struct hmmd_engine *e)
+{
+	static const char busy[] = "HTTP/1.0 503 Service Unavailable\r\n"
+		"Content-Type: text/plain\r\nContent-Length: 23\r\n\r\n"
+		"busy: try again later\r\n";
+	struct answer_job *j;
+	pthread_attr_t at;
+	pthread_t t;
+	int fd, r = -1;
+
+	fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
+	if (fd < 0) {
+		if (errno != EINTR && errno != ECONNABORTED)
+			usleep(10000);	/* shut down, or out of fds */
+		return;
+	}
+	if (__atomic_add_fetch(&active, 1, __ATOMIC_ACQ_REL) > METRICS_CONC) {
+		say(fd, busy, sizeof(busy) - 1, now_ms() + 100);
+		close(fd);
+		__atomic_sub_fetch(&active, 1, __ATOMIC_RELEASE);
+		return;
+	}
+	j = malloc(sizeof(*j));
+	if (j) {
+		j->fd = fd;
+		j->e = e;
+		pthread_attr_init(&at);
+		pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+		r = pthread_create(&t, &at, answer_main, j);
+		pthread_attr_destroy(&at);
+	}
+	if (r) {		/* no thread: answer here */
+		free(j);
+		answer(fd, e);
+		__atomic_sub_fetch(&active, 1, __ATOMIC_RELEASE);
+	}
+}
+
+void hmmd_metrics_drain(void)
+{
+	while (__atomic_load_n(&active, __ATOMIC_ACQUIRE))
+		usleep(10000);
 }

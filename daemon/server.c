@@ -159,13 +159,15 @@ static int ep_add(int ep, int fd, uint64_t data)
 	return epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev) < 0 ? -errno : 0;
 }
 
-/* The metrics thread: one scrape at a time until told to stop. */
+/* The metrics thread: accepts scrapes until told to stop, then waits
+ * for the answers in flight (they use the engine). */
 static void *metrics_main(void *arg)
 {
 	struct hmmd_server *s = arg;
 
 	while (!__atomic_load_n(&s->mstop, __ATOMIC_ACQUIRE))
 		hmmd_metrics_serve(s->mfd, s->e);
+	hmmd_metrics_drain();
 	return NULL;
 }
 
@@ -269,19 +271,72 @@ static unsigned free_slot(struct hmmd_server *s)
 	}
 }
 
+/*
+ * May a peer of uid take a slot?  uid 0 and hmmd's own uid always may
+ * (hmmctl gets in whatever others hold); others only below the slots
+ * kept for those, and one uid in at most half of what is left, so idle
+ * connections of one user cannot lock everyone out.  0, or -EUSERS with
+ * why[] filled.
+ */
+static int may_connect(struct hmmd_server *s, uid_t uid, char *why,
+		       size_t cap)
+{
+	unsigned max = s->cfg->max_clients, i, mine = 0;
+	unsigned open = max - (max > 4 ? HMMD_ADMIN_SLOTS : 0);
+	unsigned per_uid = open / 2 ? open / 2 : 1;
+
+	if (uid == 0 || uid == geteuid())
+		return 0;
+	for (i = 0; i < max; i++)
+		mine += s->conns[i] && hmmd_conn_uid(s->conns[i]) == uid;
+	if (s->nconns >= open)
+		snprintf(why, cap, "hmmd: too many clients (%u connected; the "
+			 "last %u of max_clients %u are kept for root)",
+			 s->nconns, max - open, max);
+	else if (mine >= per_uid)
+		snprintf(why, cap, "hmmd: too many clients of uid %u (%u "
+			 "connected, at most %u per uid)", (unsigned)uid,
+			 mine, per_uid);
+	else
+		return 0;
+	return -EUSERS;
+}
+
 static void accept_one(struct hmmd_server *s)
 {
+	socklen_t len = sizeof(struct ucred);
 	struct hmmd_conn *c;
+	struct ucred cred;
+	char why[160];
 	unsigned slot;
 	int fd, ret;
 
 	fd = accept4(s->lfd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
 	if (fd < 0) {
-		if (errno != EAGAIN && errno != EINTR)
-			hmmd_log("accept: %s", strerror(errno));
+		int e = errno;
+
+		if (e != EAGAIN && e != EINTR)
+			hmmd_log("accept: %s", strerror(e));
+		/* out of fds or memory: the listener stays readable, so
+		 * back off rather than spin; clients wait in the backlog */
+		if (e == EMFILE || e == ENFILE || e == ENOBUFS || e == ENOMEM)
+			usleep(REAP_MS * 1000);
+		return;
+	}
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0) {
+		hmmd_log("accept: SO_PEERCRED: %s", strerror(errno));
+		close(fd);
 		return;
 	}
 	slot = free_slot(s);
+	if (slot < s->cfg->max_clients &&
+	    may_connect(s, cred.uid, why, sizeof(why))) {
+		hmmd_log("refusing a client of uid %u: %s", (unsigned)cred.uid,
+			 why + 6);
+		hmmd_conn_refuse(fd, -EUSERS, why);
+		close(fd);
+		return;
+	}
 	if (slot == s->cfg->max_clients) {
 		hmmd_log("refusing a client: %u connected (max_clients)",
 			 s->nconns);

@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <string.h>
 
+#include "err.h"
 #include "request.h"
 
 int hmmd_req_share(struct hmmd_req *q)
@@ -70,7 +71,9 @@ static int attach_locked(struct hmmd_req *q)
 	ret = hmmd_handle_add(q->cl, dt, dt->share_access);
 	pthread_mutex_unlock(&e->lock);
 	if (ret)
-		return hmmd_reply_err(q, ret, "attach: %s: no memory", m->name);
+		return hmmd_reply_err(q, ret, "attach: %s: %s", m->name,
+				 ret == -EMFILE ? hmm_last_error() :
+				 "no memory");
 	return hmmd_reply_tensor(q, dt);
 }
 

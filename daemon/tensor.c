@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "guard.h"
 #include "request.h"
 
 static struct hmmd_tensor *find_kept(struct hmmd_engine *e, uid_t uid,
@@ -73,12 +74,12 @@ static int store_name(char *dst, struct hmmd_client *cl, const char *name,
 		snprintf(pre, sizeof(pre), "c%llu/",
 			 (unsigned long long)cl->id);
 	p = strlen(pre);
+	memcpy(dst, pre, p + 1);	/* named in the error when too long */
 	if (p + n >= HMM_PROTO_NAME_MAX) {
 		if (persist)
 			return -ENAMETOOLONG;
 		n = HMM_PROTO_NAME_MAX - 1 - p;	/* need not be unique */
 	}
-	memcpy(dst, pre, p);
 	memcpy(dst + p, name, n);
 	dst[p + n] = 0;
 	return 0;
@@ -119,7 +120,7 @@ static int tensor_new_locked(struct hmmd_req *q)
 	const struct hmm_proto_tensor *m = &q->m->u.tensor;
 	int persist = m->flags & HMM_PROTO_TENSOR_PERSIST;
 	struct hmmd_engine *e = q->e;
-	char sname[HMM_PROTO_NAME_MAX];
+	char sname[HMM_PROTO_NAME_MAX] = "";
 	struct hmm_tensor *t;
 	uint64_t bytes;
 	struct hmmd_tensor *dt;
@@ -128,7 +129,8 @@ static int tensor_new_locked(struct hmmd_req *q)
 	ret = store_name(sname, q->cl, m->name, persist);
 	if (ret)
 		return hmmd_reply_err(q, ret, "tensor %s: name too long with its "
-				 "uid prefix (%s)", m->name, sname);
+				 "uid prefix %s (at most %d bytes in all)",
+				 m->name, sname, HMM_PROTO_NAME_MAX - 1);
 	pthread_mutex_lock(&e->lock);
 	if (persist) {
 		dt = find_kept(e, q->cl->uid, m->name);
@@ -179,7 +181,9 @@ static int tensor_new_locked(struct hmmd_req *q)
 			hmm_tensor_free(t);
 		}
 		pthread_mutex_unlock(&e->lock);
-		return hmmd_reply_err(q, -ENOMEM, "tensor %s: no memory", m->name);
+		return hmmd_reply_err(q, ret, "tensor %s: %s", m->name,
+				 ret == -EMFILE ? hmm_last_error() :
+				 "no memory");
 	}
 	q->cl->used[HMM_TIER_STORE] += bytes;
 	pthread_mutex_unlock(&e->lock);
@@ -251,6 +255,7 @@ void hmmd_tensor_put(struct hmmd_engine *e, struct hmmd_tensor *dt)
 		if (cl->id == dt->owner)
 			cl->used[HMM_TIER_STORE] -= hmm_tensor_bytes(dt->t);
 	/* unlinked, no refs: nobody else can reach it */
+	hmmd_guard_remove(dt->guard);
 	pthread_mutex_unlock(&e->lock);
 	ret = hmm_tensor_free(dt->t);
 	if (ret)

@@ -30,6 +30,8 @@ bad "below the" "a budget too small for one step" --host-budget 100K
 bad "--host-budget 1.5G" "a fractional size" --host-budget 1.5G
 bad "--host-budget 12Q" "an unknown suffix" --host-budget 12Q
 bad "--steps" "--steps 0" --steps 0
+bad "--steps 2147483648: at most 2147483647" "--steps 2^31" --steps 2147483648
+bad "--steps 99999999999999: at most" "--steps 10^14" --steps 99999999999999
 bad "--preset huge" "an unknown preset" --preset huge
 bad "unexpected" "a stray argument" extra
 bad "--lr" "a bad --lr" --lr 7

@@ -12,9 +12,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "ckpt.h"
+#include "file.h"
 
 #define MAGIC		"HMMTRN02"
 #define MAGIC_ANY	"HMMTRN"	/* any version: ours, may be replaced */
@@ -55,16 +57,29 @@ static uint32_t crc32(const void *p, size_t n)
 	return ~c;
 }
 
+/*
+ * Before step 1: path is no other file (a FIFO, a device, a directory,
+ * foreign data), and a checkpoint's worth of bytes can be written and
+ * synced next to it (a full file system fails here, not after training).
+ */
 int ckpt_check_target(const char *path, char *err, size_t cap)
 {
-	char head[8], tmp[4200];
-	FILE *f = fopen(path, "rb");
-	int e;
+	char head[8], tmp[4200], probe[4096] = { 0 };
+	const char *kind = "";
+	struct stat st;
+	ssize_t n;
+	int fd, e = 0;
 
-	if (f) {
-		size_t n = fread(head, 1, sizeof(head), f);
-
-		fclose(f);
+	if (!stat(path, &st)) {
+		fd = file_open_regular(path, O_RDONLY, &kind);
+		if (fd == -EINVAL) {
+			snprintf(err, cap, "--ckpt %s: not a regular file (%s); "
+				 "refusing to replace it", path, kind);
+			return fd;
+		}
+		n = fd >= 0 ? pread(fd, head, sizeof(head), 0) : 0;
+		if (fd >= 0)
+			close(fd);
 		if (n && (n < 6 || memcmp(head, MAGIC_ANY, 6))) {
 			snprintf(err, cap, "--ckpt %s: the file exists and is "
 				 "not an hmm-train checkpoint; refusing to "
@@ -73,16 +88,23 @@ int ckpt_check_target(const char *path, char *err, size_t cap)
 		}
 	}
 	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
-	f = fopen(tmp, "wb");
-	if (!f) {
+	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	if (fd < 0) {
 		e = -errno;
 		snprintf(err, cap, "--ckpt %s: cannot create %s: %s", path, tmp,
 			 strerror(errno));
 		return e;
 	}
-	fclose(f);
+	if (write(fd, probe, sizeof(probe)) != (ssize_t)sizeof(probe))
+		e = errno ? -errno : -ENOSPC;
+	if (!e && fsync(fd))
+		e = -errno;
+	close(fd);
 	unlink(tmp);
-	return 0;
+	if (e)
+		snprintf(err, cap, "--ckpt %s: cannot write a checkpoint there "
+			 "(%s): %s", path, tmp, strerror(-e));
+	return e;
 }
 
 /* fsync the folder holding path, so the rename is durable. */
@@ -169,6 +191,7 @@ static int bad(char *err, size_t cap, const char *path, const char *why)
 int ckpt_read(const char *path, struct ckpt_info *out, char *err,
 	      size_t cap)
 {
+	const char *kind = "";
 	struct ckpt_disk d;
 	char *buf = NULL;
 	uint32_t crc;
@@ -176,12 +199,16 @@ int ckpt_read(const char *path, struct ckpt_info *out, char *err,
 	int fd, e;
 
 	memset(out, 0, sizeof(*out));
-	fd = open(path, O_RDONLY | O_CLOEXEC);
+	fd = file_open_regular(path, O_RDONLY, &kind);
+	if (fd == -EINVAL) {
+		snprintf(err, cap, "--resume %s: not a regular file (%s)", path,
+			 kind);
+		return fd;
+	}
 	if (fd < 0) {
-		e = -errno;
 		snprintf(err, cap, "--resume %s: cannot open: %s", path,
-			 strerror(errno));
-		return e;
+			 strerror(-fd));
+		return fd;
 	}
 	n = pread(fd, &d, sizeof(d), 0);
 	if (n < 8 || memcmp(d.magic, MAGIC_ANY, 6)) {

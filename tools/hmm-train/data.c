@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "data.h"
+#include "file.h"
 
 static uint64_t mix(uint64_t *s)
 {
@@ -153,19 +154,23 @@ static int looks_binary(const unsigned char *p, size_t n, size_t *at)
 int data_load(struct data *d, const char *path, int ctx, char *ebuf,
 	      size_t cap)
 {
+	const char *kind = "";
 	struct stat st;
 	size_t got = 0, at;
 	int fd;
 
 	memset(d, 0, sizeof(*d));
-	fd = open(path, O_RDONLY | O_CLOEXEC);
+	fd = file_open_regular(path, O_RDONLY, &kind);
+	if (fd == -EINVAL)
+		return err(ebuf, cap, -EINVAL, "--data %s: not a regular file "
+			   "(%s)", path, kind);
 	if (fd < 0)
-		return err(ebuf, cap, -errno, "--data %s: cannot open: %s",
-			   path, strerror(errno));
-	if (fstat(fd, &st) || !S_ISREG(st.st_mode)) {
+		return err(ebuf, cap, fd, "--data %s: cannot open: %s",
+			   path, strerror(-fd));
+	if (fstat(fd, &st)) {
 		close(fd);
-		return err(ebuf, cap, -EINVAL, "--data %s: %s", path,
-			   "not a regular file");
+		return err(ebuf, cap, -EIO, "--data %s: %s", path,
+			   "cannot stat");
 	}
 	if (st.st_size == 0) {
 		close(fd);

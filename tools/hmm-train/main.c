@@ -30,7 +30,7 @@ static void usage(FILE *f)
 "  --format            format the store whatever it holds (foreign data,\n"
 "                      or an hmm store with named tensors: without it\n"
 "                      they are refused and left untouched)\n"
-"  --daemon ADDR       use hmmd at this socket (shared mode)\n"
+"  --daemon unix:PATH  use hmmd at this socket (shared mode)\n"
 "  --data FILE         train on a text file, byte by byte (default: a\n"
 "                      synthetic grammar corpus made from --seed)\n"
 "  --seed N            seed for the corpus, the weights, the batches (1)\n"
@@ -106,6 +106,9 @@ int main(int argc, char **argv)
 		case 'n':
 			if (parse_int(optarg, &o.steps) || !o.steps)
 				return bad("--steps", optarg, "want a positive integer");
+			if (o.steps > INT32_MAX)
+				return bad("--steps", optarg, "at most 2147483647 "
+					   "(a record is kept per step)");
 			break;
 		case 'b':
 			o.host_budget = parse_size(optarg);

@@ -47,8 +47,35 @@ static int looks_like_store(int fd, off_t size)
 }
 
 /*
+ * A store to reopen (--resume) must still hold a superblock: libhmm
+ * formats a file whose superblocks are zeros or cut off, which would
+ * lose the checkpoint's state for good.  Either slot's magic will do
+ * (libhmm then checks the rest, and refuses damage).
+ */
+#define SB_BYTES	4096	/* libhmm's superblock slot (table.h) */
+static int reopen_check(int fd, const char *p)
+{
+	char head[2][8];
+	struct stat st;
+
+	if (fstat(fd, &st))
+		return st_fail(-errno, "store %s: %s", p, strerror(errno));
+	if (pread(fd, head[0], 8, 0) == 8 && pread(fd, head[1], 8, SB_BYTES)
+	    == 8 && (!memcmp(head[0], "HMMSTORE", 8) ||
+		     !memcmp(head[1], "HMMSTORE", 8)))
+		return 0;
+	return st_fail(-EIO, "store %s: no hmm superblock at offset 0 or %d "
+		    "(%lld bytes: %s); the checkpoint's state is not there "
+		    "and the store is left as it is, not reformatted", p,
+		    SB_BYTES, (long long)st.st_size,
+		    S_ISREG(st.st_mode) && st.st_size < 2 * SB_BYTES ?
+		    "truncated" : "both superblocks damaged or zeroed");
+}
+
+/*
  * Create the store file (or open the device) and reserve its size, so a
- * full or read-only file system fails here, named, before training.
+ * full or read-only file system fails here, named, before training.  A
+ * store to reopen is only checked (reopen_check), never changed.
  */
 int st_store_preflight(struct state *s)
 {
@@ -58,6 +85,15 @@ int st_store_preflight(struct state *s)
 	char need[32], have[32];
 	int fd, r, created = 1;
 
+	if (s->reopen) {
+		fd = open(p, O_RDONLY | O_CLOEXEC);
+		if (fd < 0)
+			return st_fail(-errno, "store %s: cannot open: %s", p,
+				    strerror(errno));
+		r = reopen_check(fd, p);
+		close(fd);
+		return r;
+	}
 	fd = open(p, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
 	if (fd < 0 && errno == EEXIST) {
 		created = 0;

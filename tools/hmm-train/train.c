@@ -396,6 +396,14 @@ int train_main(const struct train_opts *o)
 			"out of memory for the corpus");
 		return 2;
 	}
+	if (o->ckpt && o->store && (!strcmp(o->ckpt, o->store) ||
+				    same_file(o->ckpt, o->store))) {
+		fprintf(stderr, "hmm-train: --ckpt %s: the same file as --store "
+			"%s; the checkpoint would replace the store (give "
+			"--ckpt another path)\n", o->ckpt, o->store);
+		rc = 2;
+		goto out_data;
+	}
 	if (o->ckpt && ckpt_check_target(o->ckpt, err, sizeof(err))) {
 		fprintf(stderr, "hmm-train: %s\n", err);
 		rc = 2;
@@ -443,8 +451,11 @@ int train_main(const struct train_opts *o)
 	}
 	r.rec = calloc(r.steps > r.first_step ? r.steps - r.first_step + 1 : 1,
 		       sizeof(*r.rec));
-	if (!r.rec)
+	if (!r.rec) {
+		fprintf(stderr, "hmm-train: --steps %lld: no memory for a "
+			"record of each step\n", (long long)r.steps);
 		goto out_model;
+	}
 	if (!loop(&r, g, st, &d, p))
 		rc = finish(o, &r, st, &d, dhash, ci);
 	free(r.rec);

@@ -209,6 +209,9 @@ static void chunk_copy_end(struct hmm *h, struct hmm_chunk *c, int err)
 			evict = -1;
 		} else {
 			c->err = err;	/* for the map waiting on it */
+			h->copy_err_chunk = c;	/* the copier's detail */
+			snprintf(h->copy_detail, sizeof(h->copy_detail), "%s",
+				 hmm_last_error());
 		}
 	} else if (c->copy_gen != c->gen) {
 		/* written while the copy ran: its bytes are stale */
@@ -357,13 +360,16 @@ int hmm_chunk_step(struct hmm *h, struct hmm_chunk *c, int tier,
 	if (mode == HMM_STEP_PREFETCH && c->wpins)
 		return HMM_STARVED;	/* being written: nothing to fetch */
 	if (c->err) {
-		int err = c->err;
+		int err = c->err, mine = h->copy_err_chunk == c &&
+					 h->copy_detail[0];
 
 		c->err = 0;
+		if (mine)
+			h->copy_err_chunk = NULL;
 		return hmm_err(err, "tensor %s chunk %u (offset %llu): copy "
 			       "failed: %s", c->t->name, c->idx,
 			       (unsigned long long)hmm_chunk_off(c),
-			       strerror(-err));
+			       mine ? h->copy_detail : strerror(-err));
 	}
 	if (tier == HMM_TIER_HOST)
 		return chunk_host_step(h, c, access, limit);

@@ -140,6 +140,10 @@ struct hmm {
 	uint64_t live_tensors, live_chunks;
 	int async_err;			/* first async error since wait */
 	char async_detail[256];
+	/* the latest failed copy a map waits for: its detail (the store's
+	 * path, offset and why), given to that map (chunk.c) */
+	struct hmm_chunk *copy_err_chunk;
+	char copy_detail[256];
 
 	/* the store and its thread (iothread.c) */
 	struct hmm_store *store;

@@ -82,7 +82,7 @@ static int tensor_host_fd_new(struct hmm *h, struct hmm_tensor *t)
 		fd = openat(h->host_dirfd, ".", O_TMPFILE | O_RDWR |
 			    O_CLOEXEC, 0600);
 	else
-		fd = memfd_create(mname, MFD_CLOEXEC);
+		fd = memfd_create(mname, MFD_CLOEXEC | MFD_ALLOW_SEALING);
 	if (fd < 0)
 		return hmm_err(-errno, "tensor %s: %s: %s", t->name,
 			       h->host_dirfd >= 0 ? "O_TMPFILE in "
@@ -92,6 +92,16 @@ static int tensor_host_fd_new(struct hmm *h, struct hmm_tensor *t)
 		int r = hmm_err(-errno, "tensor %s: host file of %llu bytes: "
 				"%s", t->name, (unsigned long long)t->span,
 				strerror(errno));
+
+		close(fd);
+		return r;
+	}
+	/* its size is fixed: hmmd sends it to clients, and one that
+	 * shrank it would fault hmmd's reads (holes stay allowed) */
+	if (h->host_dirfd < 0 &&
+	    fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW) < 0) {
+		int r = hmm_err(-errno, "tensor %s: sealing its memfd: %s",
+				t->name, strerror(errno));
 
 		close(fd);
 		return r;

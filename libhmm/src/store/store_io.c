@@ -146,8 +146,9 @@ static int finish_read(struct hmm_store *s, struct hmm_io *io)
 	pthread_mutex_lock(&s->stat_lock);
 	s->st.crc_errors++;
 	pthread_mutex_unlock(&s->stat_lock);
-	return hmm_err(-EIO, "store %s: extent %#llx at offset %llu: crc32c "
-		       "%08x, table says %08x: data damaged", s->path,
+	return hmm_err(-EIO, "store %s: extent %#llx at offset %llu: checksum "
+		       "mismatch (crc32c %08x, table says %08x): data damaged",
+		       s->path,
 		       (unsigned long long)io->key,
 		       (unsigned long long)io->s_off, crc, io->s_crc);
 }

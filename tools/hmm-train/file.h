@@ -1,0 +1,19 @@
+/* SPDX-License-Identifier: MIT */
+/* file.h — the files hmm-train is given (--data, --resume, --ckpt) must
+ * be regular files: a FIFO would block it, a device node be replaced. */
+#ifndef HMM_TRAIN_FILE_H
+#define HMM_TRAIN_FILE_H
+
+#include <sys/types.h>
+
+/* What kind of file mode is, for a message: "a FIFO", "a directory"... */
+const char *file_kind(mode_t mode);
+
+/*
+ * open(path, flags) without blocking on a FIFO (O_NONBLOCK, cleared
+ * again), close-on-exec.  Returns the fd, -errno, or -EINVAL when path
+ * is not a regular file (then *kind says what it is).
+ */
+int file_open_regular(const char *path, int flags, const char **kind);
+
+#endif
