@@ -172,7 +172,8 @@ T_STORE := alloc crc32c offload pool table tensor_fault $(patsubst \
 	   tests/unit/test_%.c,%,$(wildcard tests/unit/test_store*.c))
 $(patsubst %,$(O)/tests/unit/test_%.o,$(T_STORE)): INC := -Itests $(INC_kern) $(INC_store)
 $(O)/tests/unit/test_proto.o $(O)/tests/unit/test_proto_sock.o \
-$(O)/tests/integration/test_hmmd_proto.o: INC := -Itests $(INC_proto)
+$(O)/tests/integration/test_hmmd_proto.o \
+$(O)/tests/integration/test_hmmd_attack.o: INC := -Itests $(INC_proto)
 $(O)/tests/unit/test_cuda_abi.o: INC := -Itests -I$(L)/engine
 $(O)/tests/unit/test_budget.o: INC := -Itests $(INC_engine)
 $(O)/tests/integration/test_hmm_remote.o \
