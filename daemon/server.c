@@ -86,9 +86,8 @@ static int clear_stale(const char *path, const struct sockaddr_un *sa)
 }
 
 /* Mode 0660 and the configured group, before anyone may connect. */
-static int set_owner(const struct hmmd_config *cfg)
+static int set_owner(const struct hmmd_config *cfg, const char *path)
 {
-	const char *path = cfg->socket_path;
 	struct group *g;
 
 	if (cfg->socket_group) {
@@ -111,17 +110,32 @@ static int set_owner(const struct hmmd_config *cfg)
 	return 0;
 }
 
+/*
+ * The listener, bound to "PATH.new" and renamed to PATH only once it
+ * listens (and has its mode and group), so whoever sees PATH can connect
+ * to it: a client that waits for the socket file never meets a bound
+ * socket that still refuses.  A PATH too long for the suffix is bound
+ * directly.
+ */
 static int listen_on(const struct hmmd_config *cfg)
 {
+	const char *path = cfg->socket_path;
 	struct sockaddr_un sa;
+	char tmp[sizeof(sa.sun_path)];
+	const char *at = path;
 	mode_t old;
 	int fd, ret;
 
-	ret = addr_of(cfg->socket_path, &sa);
+	ret = addr_of(path, &sa);
 	if (!ret)
-		ret = clear_stale(cfg->socket_path, &sa);
+		ret = clear_stale(path, &sa);
 	if (ret)
 		return ret;
+	if ((size_t)snprintf(tmp, sizeof(tmp), "%s.new", path) < sizeof(tmp)) {
+		at = tmp;
+		unlink(tmp);		/* an earlier hmmd's, killed here */
+		strcpy(sa.sun_path, tmp);
+	}
 	fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 	if (fd < 0)
 		return -errno;
@@ -130,23 +144,27 @@ static int listen_on(const struct hmmd_config *cfg)
 	umask(old);
 	if (ret < 0) {
 		ret = -errno;
-		hmmd_log("socket %s: bind: %s", cfg->socket_path,
-			 strerror(errno));
+		hmmd_log("socket %s: bind: %s", at, strerror(errno));
 		goto out_close;
 	}
-	ret = set_owner(cfg);
+	ret = set_owner(cfg, at);
 	if (ret)
 		goto out_unlink;
 	if (listen(fd, 64) < 0) {
 		ret = -errno;
-		hmmd_log("socket %s: listen: %s", cfg->socket_path,
+		hmmd_log("socket %s: listen: %s", at, strerror(errno));
+		goto out_unlink;
+	}
+	if (at != path && rename(at, path) < 0) {
+		ret = -errno;
+		hmmd_log("socket %s: rename from %s: %s", path, at,
 			 strerror(errno));
 		goto out_unlink;
 	}
 	return fd;
 
 out_unlink:
-	unlink(cfg->socket_path);
+	unlink(at);
 out_close:
 	close(fd);
 	return ret;
