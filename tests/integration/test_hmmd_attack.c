@@ -52,29 +52,15 @@ static char mport[32];		/* hmmd's --metrics address */
 
 static pid_t start(const char *host_dir)
 {
-	char *argv[20];
-	int i = 0;
+	char *argv[20] = {
+		hmmd, "--socket", sock, "--store", store, "--store-size",
+		"16M", "--host-budget", "4M", "--chunk", "64K", "--format",
+		"--metrics", mport, "--host-dir", (char *)host_dir, NULL,
+	};
 	pid_t pid;
 
-	argv[i++] = hmmd;
-	argv[i++] = "--socket";
-	argv[i++] = sock;
-	argv[i++] = "--store";
-	argv[i++] = store;
-	argv[i++] = "--store-size";
-	argv[i++] = "16M";
-	argv[i++] = "--host-budget";
-	argv[i++] = "4M";
-	argv[i++] = "--chunk";
-	argv[i++] = "64K";
-	argv[i++] = "--format";
-	argv[i++] = "--metrics";
-	argv[i++] = mport;
-	if (host_dir) {
-		argv[i++] = "--host-dir";
-		argv[i++] = (char *)host_dir;
-	}
-	argv[i] = NULL;
+	if (!host_dir)
+		argv[14] = NULL;	/* no --host-dir */
 	unlink(sock);
 	pid = t_hmmd_spawn(hmmd, argv, logf, 1, NULL);
 	t_hmmd_wait_listen(pid, sock, 20, logf);

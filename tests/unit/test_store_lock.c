@@ -70,12 +70,7 @@ int main(void)
 	pid_t pid;
 	int st;
 
-	snprintf(path, sizeof(path), "%s/store", t_tmpdir());
-	hmm_config_default(&cfg);
-	cfg.store_path = path;
-	cfg.store_size = 16 << 20;
-	cfg.host_budget = 1 << 20;
-	cfg.chunk_bytes = CHUNK;
+	hmm_test_config(&cfg, path, sizeof(path), 16 << 20, 1 << 20, CHUNK);
 	if (hmm_open(&cfg, &h))
 		t_fail_all("hmm_open: %s", hmm_last_error());
 	if (hmm_tensor_new(h, "w", HMM_DTYPE_U8, 1, &n, &t))

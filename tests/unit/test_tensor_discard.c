@@ -84,12 +84,7 @@ int main(void)
 	int64_t n = TBYTES;
 	void *p;
 
-	snprintf(path, sizeof(path), "%s/store", t_tmpdir());
-	hmm_config_default(&cfg);
-	cfg.store_path = path;
-	cfg.store_size = 16 << 20;
-	cfg.host_budget = 1 << 20;
-	cfg.chunk_bytes = CHUNK;
+	hmm_test_config(&cfg, path, sizeof(path), 16 << 20, 1 << 20, CHUNK);
 	cfg.device = "sim";
 	cfg.device_budget = 1 << 20;
 	hmm_test_mode(&cfg);

@@ -34,12 +34,7 @@ int main(void)
 	struct hmm *h;
 	char path[4200];
 
-	snprintf(path, sizeof(path), "%s/store", t_tmpdir());
-	hmm_config_default(&cfg);
-	cfg.store_path = path;
-	cfg.store_size = 16 << 20;
-	cfg.host_budget = 4 << 20;
-	cfg.chunk_bytes = CHUNK;
+	hmm_test_config(&cfg, path, sizeof(path), 16 << 20, 4 << 20, CHUNK);
 	hmm_test_mode(&cfg);
 	if (hmm_open(&cfg, &h))
 		t_fail_all("hmm_open: %s", hmm_last_error());
