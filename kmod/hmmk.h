@@ -256,6 +256,7 @@ struct hmmk_req {
 bool hmmk_privileged(void);
 long hmmk_daemon_attach(struct hmmk_space *space);
 void hmmk_daemon_detach(struct hmmk_space *space);
+void hmmk_daemon_init(void);
 long hmmk_daemon_info(void __user *arg);
 long hmmk_daemon_fetch(struct hmmk_space *space, void __user *arg);
 long hmmk_daemon_complete(struct hmmk_space *space, void __user *arg);
