@@ -86,7 +86,7 @@ struct hmmk_counters {
 struct hmmk_region {
 	struct kref ref;
 	struct hmmk_space *space;	/* owner; outlives the region */
-	u64 handle;			/* unique in the module */
+	u64 handle;			/* never reused in this load */
 	u64 pgoff;			/* mmap offset in pages */
 	u64 nr_pages;
 	u32 nr_blocks;
