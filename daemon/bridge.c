@@ -12,6 +12,14 @@
  * thread (its ring binds to one thread) and its extents are keyed by
  * tensor; module pages are keyed by region and page.  Same code, another
  * file, the bridge thread as its one issuer.
+ *
+ * Region handles are unique only within one load of the module, and a
+ * region freed while no daemon is attached sends no FORGET, so the store
+ * holds pages of one load only: its meta blob names that load (the
+ * module's load_id, HMMK_F_LOAD_ID), and at attach every page of another
+ * load is dropped.  A new region with an old handle then gets EIO for a
+ * page the store never had from it, never an old region's bytes; an hmmd
+ * restarted on the same load serves what the earlier one took.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -37,6 +45,13 @@
 #define PAGE		HMMK_PAGE_SIZE
 #define STORE_SIZE_DEF	(1ull << 30)
 #define POOL_BYTES	(BATCH * PAGE)
+#define LOAD_MAGIC	"hmmkload"		/* 8 bytes, no NUL kept */
+
+/* The store's meta blob: the module load its pages belong to. */
+struct load_meta {
+	char magic[8];			/* LOAD_MAGIC */
+	uint64_t load_id;		/* DAEMON_INFO's, host byte order */
+};
 
 /* One request of a batch, on the bridge thread's stack. */
 struct slot {
@@ -59,12 +74,14 @@ struct hmmd_bridge {
 	const char *dev;
 	char *store_path;
 	uint64_t store_size;
+	uint64_t load_id;		/* the module's, read at attach */
 	pthread_mutex_t lock;		/* protects state */
 	pthread_cond_t cond;
 	int state;			/* 0 opening, 1 serving, < 0 -errno */
 	/* thread's */
 	struct hmm_store *st;
 	char *bufs;			/* BATCH pages of the store's pool */
+	uint64_t dropped;		/* pages of another load, at open */
 	int fill_delay_ms;
 	/* written by the thread, read by anyone: atomic */
 	struct hmmd_bridge_stats c;
@@ -79,6 +96,52 @@ static void sleep_ms(int ms)
 
 	while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
 		;
+}
+
+static int drop_extent(void *arg, uint64_t key, uint32_t len)
+{
+	struct hmmd_bridge *b = arg;
+
+	(void)len;
+	if (hmm_store_extent_free(b->st, key))
+		return -EIO;	/* hmm_last_error() says which */
+	b->dropped++;
+	return 0;
+}
+
+/*
+ * Unless the store's meta names this module load, drop every page it
+ * holds (they are of regions of another load, all gone, whose handles
+ * new regions reuse) and name this load, durably, before any EVICT of
+ * it is taken: a later hmmd on this load must not drop those.
+ */
+static int load_check(struct hmmd_bridge *b)
+{
+	struct load_meta m;
+	int len, ret;
+
+	memset(&m, 0, sizeof(m));
+	len = hmm_store_meta_get(b->st, &m, sizeof(m));
+	if (len == (int)sizeof(m) && !memcmp(m.magic, LOAD_MAGIC, 8) &&
+	    m.load_id == b->load_id)
+		return 0;
+	ret = hmm_store_extent_each(b->st, drop_extent, b);
+	memcpy(m.magic, LOAD_MAGIC, 8);
+	m.load_id = b->load_id;
+	if (!ret)
+		ret = hmm_store_meta_set(b->st, &m, sizeof(m));
+	if (!ret)
+		ret = hmm_store_flush(b->st);
+	if (ret) {
+		hmmd_log("module bridge: store %s: naming the module load: %s",
+			 b->store_path, hmm_last_error());
+		return ret;
+	}
+	if (b->dropped)
+		hmmd_log("module bridge: store %s: dropped %llu pages of "
+			 "another load of the module", b->store_path,
+			 (unsigned long long)b->dropped);
+	return 0;
 }
 
 /* Open the store on the bridge thread (the ring binds to it). */
@@ -115,7 +178,13 @@ static int store_setup(struct hmmd_bridge *b)
 	if (*hmm_store_note(b->st))
 		hmmd_log("module bridge: store %s: %s", b->store_path,
 			 hmm_store_note(b->st));
-	return 0;
+	ret = load_check(b);
+	if (ret) {
+		hmm_pool_free(hmm_store_pool(b->st), b->bufs);
+		hmm_store_close(b->st);
+		b->st = NULL;
+	}
+	return ret;
 }
 
 /* Validate r and fill s->io; s->status set when it cannot be served. */
@@ -368,6 +437,7 @@ static void bridge_free(struct hmmd_bridge *b)
 int hmmd_bridge_open(const char *dev, const char *store_path,
 		     uint64_t store_size, struct hmmd_bridge **out)
 {
+	struct hmmk_daemon_info di;
 	struct hmmk_features f;
 	struct hmmd_bridge *b;
 	const char *delay;
@@ -393,7 +463,8 @@ int hmmd_bridge_open(const char *dev, const char *store_path,
 	memset(&f, 0, sizeof(f));
 	if (ioctl(b->mfd, HMMK_IOC_GET_FEATURES, &f) ||
 	    f.api_version != HMMK_API_VERSION ||
-	    !(f.features & HMMK_F_DAEMON) || f.page_size != PAGE) {
+	    !(f.features & HMMK_F_DAEMON) ||
+	    !(f.features & HMMK_F_LOAD_ID) || f.page_size != PAGE) {
 		hmmd_log("module bridge: %s: no daemon channel (api %u, "
 			 "features %#llx, page %u)", dev, f.api_version,
 			 (unsigned long long)f.features, f.page_size);
@@ -409,6 +480,20 @@ int hmmd_bridge_open(const char *dev, const char *store_path,
 					  "daemon_uid / daemon_gid)" : "");
 		goto out;
 	}
+	/* the load cannot change while our file holds the module */
+	memset(&di, 0, sizeof(di));
+	if (ioctl(b->mfd, HMMK_IOC_DAEMON_INFO, &di)) {
+		ret = -errno;
+		hmmd_log("module bridge: %s: DAEMON_INFO: %s", dev,
+			 strerror(errno));
+		goto out;
+	}
+	if (!di.load_id) {
+		ret = -EOPNOTSUPP;
+		hmmd_log("module bridge: %s: DAEMON_INFO: no load_id", dev);
+		goto out;
+	}
+	b->load_id = di.load_id;
 	b->efd = eventfd(0, EFD_CLOEXEC);
 	if (!b->store_path || b->efd < 0) {
 		ret = -ENOMEM;

@@ -16,6 +16,12 @@
  * CAP_SYS_ADMIN, or the uid / a member of the gid named by the daemon_uid /
  * daemon_gid parameters.  Its commands work only in the attacher's mm, so
  * a fork or a passed file does not inherit the role.
+ *
+ * Region handles are unique only within one load of the module, and a
+ * region freed with no daemon attached sends no FORGET, so a daemon that
+ * keeps pages in a file would serve an old load's bytes to a new region
+ * with the same handle.  hmmk_load_id names the load (DAEMON_INFO): such
+ * a daemon drops the pages of any other load when it attaches.
  */
 #include <linux/slab.h>
 #include <linux/highmem.h>
@@ -26,6 +32,7 @@
 #include <linux/capability.h>
 #include <linux/cred.h>
 #include <linux/module.h>
+#include <linux/random.h>
 
 #include "hmmk.h"
 
@@ -53,6 +60,16 @@ static struct {
 	.inflight = LIST_HEAD_INIT(hmmk_daemon.inflight),
 };
 static DECLARE_WAIT_QUEUE_HEAD(hmmk_daemon_wq);	/* poll: pending grew */
+
+/* Random, nonzero; written once by hmmk_daemon_init, before the device. */
+static u64 hmmk_load_id;
+
+void hmmk_daemon_init(void)
+{
+	do {
+		hmmk_load_id = get_random_u64();
+	} while (!hmmk_load_id);
+}
 
 static void hmmk_req_release(struct kref *ref)
 {
@@ -240,6 +257,7 @@ long hmmk_daemon_info(void __user *arg)
 	spin_lock(&hmmk_daemon.lock);
 	pid = get_pid(hmmk_daemon.owner_pid);
 	di.attached = !!hmmk_daemon.owner;
+	di.load_id = hmmk_load_id;
 	list_for_each_entry(req, &hmmk_daemon.pending, link)
 		di.pending++;
 	list_for_each_entry(req, &hmmk_daemon.inflight, link)

@@ -86,7 +86,7 @@ struct hmmk_counters {
 struct hmmk_region {
 	struct kref ref;
 	struct hmmk_space *space;	/* owner; outlives the region */
-	u64 handle;			/* unique in the module */
+	u64 handle;			/* never reused in this load */
 	u64 pgoff;			/* mmap offset in pages */
 	u64 nr_pages;
 	u32 nr_blocks;
@@ -256,6 +256,7 @@ struct hmmk_req {
 bool hmmk_privileged(void);
 long hmmk_daemon_attach(struct hmmk_space *space);
 void hmmk_daemon_detach(struct hmmk_space *space);
+void hmmk_daemon_init(void);
 long hmmk_daemon_info(void __user *arg);
 long hmmk_daemon_fetch(struct hmmk_space *space, void __user *arg);
 long hmmk_daemon_complete(struct hmmk_space *space, void __user *arg);

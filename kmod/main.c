@@ -174,6 +174,7 @@ static int __init hmmk_init(void)
 	int ret;
 
 	hmmk_check_uapi();
+	hmmk_daemon_init();
 	ret = hmmk_simdev_init();
 	if (ret)
 		return ret;

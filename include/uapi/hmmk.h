@@ -55,6 +55,12 @@
  *	evicted pages to it is freed, so that it can drop them.
  * HMMK_F_SPACE_LIMIT: SPACE_LIMIT caps the CPU pages of all the space's
  *	regions together, as HMMK_REGION_F_CPU_LIMIT does for one.
+ * HMMK_F_LOAD_ID: DAEMON_INFO's load_id names this load of the module.
+ *	Region handles are unique within a load, never reused, but start
+ *	again after a reload, and a region freed with no daemon attached
+ *	sends no FORGET: a daemon that keeps pages across loads (a store
+ *	file) drops those of another load_id when it attaches, so that a
+ *	new region with an old handle gets an error, never old bytes.
  */
 #define HMMK_F_REGIONS		(1ULL << 0)
 #define HMMK_F_MIGRATE		(1ULL << 1)
@@ -66,7 +72,8 @@
 #define HMMK_F_CPU_LIMIT	(1ULL << 7)
 #define HMMK_F_FORGET		(1ULL << 8)
 #define HMMK_F_SPACE_LIMIT	(1ULL << 9)
-#define HMMK_F_ALL		((1ULL << 10) - 1)
+#define HMMK_F_LOAD_ID		(1ULL << 10)
+#define HMMK_F_ALL		((1ULL << 11) - 1)
 
 struct hmmk_features {
 	__u64 features;		/* (out) HMMK_F_* the module supports */
@@ -204,6 +211,9 @@ struct hmmk_simdev_config {
  * FORGET (nobody waits for it; buf is not used): region is gone and page
  * is its page count; the daemon may drop every page it holds of it, and
  * completes it like the others (its status is not looked at).
+ * Region handles are unique only within one load of the module: a daemon
+ * that keeps pages across loads keys them by DAEMON_INFO's load_id too
+ * (HMMK_F_LOAD_ID).
  *
  * The daemon sees and answers every space's pages, so DAEMON_ATTACH (and
  * SIMDEV_CONFIG, module-wide) need CAP_SYS_ADMIN, or the uid, or a member
@@ -255,7 +265,9 @@ struct hmmk_daemon_info {
 	__u32 pid;
 	__u64 pending;		/* (out) requests queued for it */
 	__u64 inflight;		/* (out) requests it has fetched */
-	__u64 reserved[3];	/* (out) zero */
+	/* (out) random, nonzero, fixed from insmod to rmmod (HMMK_F_LOAD_ID) */
+	__u64 load_id;
+	__u64 reserved[2];	/* (out) zero */
 };
 
 #define HMMK_IOC_MAGIC		0xB8	/* not in ioctl-number.rst */

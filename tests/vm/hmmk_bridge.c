@@ -4,7 +4,8 @@
  * (daemon/bridge.c): the real hmmd (/bin/hmmd, static) attaches to
  * /dev/hmmk and serves EVICT / FILL from a store file on tmpfs.  Evict
  * then refault is byte-exact; a restarted hmmd serves what a killed one
- * took; kill -9 of hmmd while it holds a FILL -> SIGBUS, no hang.
+ * took; kill -9 of hmmd while it holds a FILL -> SIGBUS, no hang; a
+ * store never serves a page of an earlier module load.
  */
 #include <sys/stat.h>
 
@@ -13,17 +14,50 @@
 #include "kselftest_harness.h"
 
 #define STORE		"/tmp/hmmk_bridge.store"
+#define STORE2		"/tmp/hmmk_bridge2.store"
+#define HMMK_KO		"/lib/hmmk.ko"	/* tests/vm/run loads it */
 
-/* hmmd as the module's daemon on store STORE (see hmmk_hmmd.h). */
-static pid_t hmmd_start(int delay)
+/* hmmd as the module's daemon on store path (see hmmk_hmmd.h). */
+static pid_t hmmd_start_on(const char *path, int delay)
 {
-	static const char *const args[] = {
+	const char *const args[] = {
 		"--host-budget", "8M", "--module", HMMK_DEVICE,
-		"--module-store", STORE, "--module-store-size", "64M",
+		"--module-store", path, "--module-store-size", "64M",
 		"--metrics", HMMD_METRICS, NULL,
 	};
 
 	return hmmd_startv(delay, args);
+}
+
+static pid_t hmmd_start(int delay)
+{
+	return hmmd_start_on(STORE, delay);
+}
+
+/*
+ * rmmod + insmod HMMK_KO (nothing may hold /dev/hmmk), and wait for the
+ * device node: 0, or -errno.
+ */
+static int hmmk_reload(void)
+{
+	int fd, i, ret = -EBUSY;
+
+	for (i = 0; i < 50 && ret; i++) {	/* a release may still run */
+		ret = syscall(SYS_delete_module, "hmmk", O_NONBLOCK);
+		ret = ret ? -errno : 0;
+		if (ret)
+			usleep(100000);
+	}
+	if (ret)
+		return ret;
+	fd = open(HMMK_KO, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	ret = syscall(SYS_finit_module, fd, "", 0) ? -errno : 0;
+	close(fd);
+	for (i = 0; !ret && i < 50 && access(HMMK_DEVICE, F_OK); i++)
+		usleep(100000);
+	return ret ? ret : access(HMMK_DEVICE, F_OK) ? -ENODEV : 0;
 }
 
 FIXTURE(bridge) {
@@ -40,6 +74,7 @@ FIXTURE_SETUP(bridge)
 	if (access(HMMD, X_OK))
 		SKIP(return, "no %s", HMMD);
 	unlink(STORE);
+	unlink(STORE2);
 	t_sigbus_catch();
 }
 
@@ -48,6 +83,8 @@ FIXTURE_TEARDOWN(bridge)
 	t_daemon_stop(self->hmmd);
 	if (self->fd >= 0)
 		close(self->fd);
+	unlink(STORE);
+	unlink(STORE2);
 }
 
 TEST_F_TIMEOUT(bridge, hmmd_serves_evict_and_fill, 180)
@@ -206,6 +243,89 @@ TEST_F_TIMEOUT(bridge, page_missing_from_store_sigbus_not_zeros, 180)
 	EXPECT_EQ(4, r.done);
 	EXPECT_EQ(0, t_check(p, 4, 72));
 	munmap(p, 4 * T_PAGE);
+}
+
+/*
+ * A region of pages on fd, page pg holding t_pat(pg, 0, seed), all of
+ * them evicted to the daemon: its mapping, or NULL.
+ */
+static char *evicted_region(int fd, uint64_t pages, uint32_t seed,
+			    struct hmmk_region_create *rc)
+{
+	struct hmmk_range r;
+	char *p = t_map(fd, pages * T_PAGE, HMMK_NODE_ANY, rc);
+
+	if (!p)
+		return NULL;
+	t_fill(p, pages, seed);
+	if (t_range(fd, HMMK_IOC_EVICT, rc->handle, 0, pages * T_PAGE, 0, 0,
+		    &r) || r.done != pages) {
+		munmap(p, pages * T_PAGE);
+		return NULL;
+	}
+	return p;
+}
+
+/*
+ * Region handles start again after a module reload.  Region A evicts to
+ * hmmd on STORE, hmmd stops, A is freed (its FORGET is lost: no daemon),
+ * the module reloads; region B of a new space gets A's handle, evicts to
+ * an hmmd on STORE2, and then an hmmd on STORE serves B's faults: B must
+ * get SIGBUS (STORE never had its pages), never A's bytes.
+ */
+TEST_F_TIMEOUT(bridge, store_never_serves_an_earlier_module_load, 240)
+{
+	const uint64_t pages = 8;
+	struct hmmk_region_create ra, rb;
+	struct hmmk_daemon_info di;
+	uint64_t load_id;
+	char *p;
+
+	if (access(HMMK_KO, R_OK))
+		SKIP(return, "no %s to reload", HMMK_KO);
+	close(self->fd);
+	self->fd = -1;
+	ASSERT_EQ(0, hmmk_reload());	/* handles from the start */
+	self->fd = t_open();
+	ASSERT_LE(0, self->fd);
+	memset(&di, 0, sizeof(di));
+	ASSERT_EQ(0, t_ioctl(self->fd, HMMK_IOC_DAEMON_INFO, &di));
+	load_id = di.load_id;
+	self->hmmd = hmmd_start(0);
+	ASSERT_LT(0, self->hmmd);
+	p = evicted_region(self->fd, pages, 81, &ra);
+	ASSERT_NE(NULL, p);
+	EXPECT_EQ(0, hmmd_term(self->hmmd));
+	self->hmmd = -1;
+	munmap(p, pages * T_PAGE);
+	close(self->fd);		/* A is freed, nobody hears of it */
+	self->fd = -1;
+	ASSERT_EQ(0, hmmk_reload());
+	self->fd = t_open();
+	ASSERT_LE(0, self->fd);
+	ASSERT_EQ(0, t_ioctl(self->fd, HMMK_IOC_DAEMON_INFO, &di));
+	EXPECT_NE(load_id, di.load_id);		/* what names a load */
+	self->hmmd = hmmd_start_on(STORE2, 0);
+	ASSERT_LT(0, self->hmmd);
+	p = evicted_region(self->fd, pages, 82, &rb);
+	ASSERT_NE(NULL, p);
+	ASSERT_EQ(ra.handle, rb.handle);	/* the same key in a store */
+	EXPECT_EQ(0, hmmd_term(self->hmmd));
+	self->hmmd = hmmd_start(0);		/* STORE: A's pages, not B's */
+	ASSERT_LT(0, self->hmmd);
+	for (uint64_t pg = 0; pg < pages; pg++) {
+		int v = t_touch(p + pg * T_PAGE);
+
+		EXPECT_NE(t_pat(pg, 0, 81), v);	/* A's bytes: the hole */
+		EXPECT_EQ(-1, v);		/* SIGBUS */
+	}
+	EXPECT_EQ(HMMK_TIER_NVME, t_info(self->fd, rb.handle, 0).tier);
+	munmap(p, pages * T_PAGE);
+	/* and that hmmd serves a new region on STORE */
+	p = evicted_region(self->fd, pages, 83, &rb);
+	ASSERT_NE(NULL, p);
+	EXPECT_EQ(0, t_check(p, pages, 83));
+	munmap(p, pages * T_PAGE);
 }
 
 TEST_HARNESS_MAIN

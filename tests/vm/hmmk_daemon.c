@@ -4,9 +4,9 @@
  * daemon (tests/vm/hmmk_testd.c): evict then refault integrity, no daemon
  * -> SIGBUS, daemon killed mid-flight -> SIGBUS without a hang, a silent
  * daemon -> SIGBUS after fill_timeout_ms, N threads faulting one evicted
- * page -> one FILL; DAEMON_INFO names the attached daemon; a region with
- * a CPU limit evicts to the daemon on faults and stays within it, and so
- * do two regions under one space limit.
+ * page -> one FILL; DAEMON_INFO names the attached daemon and the module
+ * load; a region with a CPU limit evicts to the daemon on faults and stays
+ * within it, and so do two regions under one space limit.
  */
 #include <pthread.h>
 #include <stdatomic.h>
@@ -231,17 +231,21 @@ TEST_F(daemon, second_daemon_ebusy)
 TEST_F(daemon, daemon_info_names_the_attached_process)
 {
 	struct hmmk_daemon_info di;
+	uint64_t load_id;
 
 	memset(&di, 0xff, sizeof(di));
 	ASSERT_EQ(0, t_ioctl(self->fd, HMMK_IOC_DAEMON_INFO, &di));
 	EXPECT_EQ(0, di.attached);
 	EXPECT_EQ(0, di.pid);
 	EXPECT_EQ(0, di.pending + di.inflight);
-	EXPECT_EQ(0, di.reserved[0] | di.reserved[1] | di.reserved[2]);
+	EXPECT_EQ(0, di.reserved[0] | di.reserved[1]);
+	EXPECT_NE(0, di.load_id);	/* random, fixed for this load */
+	load_id = di.load_id;
 	self->daemon = t_daemon_start(NULL, NULL);
 	ASSERT_LT(0, self->daemon);
 	ASSERT_EQ(0, t_ioctl(self->fd, HMMK_IOC_DAEMON_INFO, &di));
 	EXPECT_EQ(1, di.attached);
+	EXPECT_EQ(load_id, di.load_id);
 	EXPECT_EQ((uint32_t)self->daemon, di.pid);
 	t_daemon_stop(self->daemon);
 	self->daemon = -1;
