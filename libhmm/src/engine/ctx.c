@@ -314,12 +314,18 @@ int hmm_ctx_step(struct hmm *h, int begin)
 	return r;
 }
 
-/* In backend.h's order, one group a line. */
+/* Designated: prefetch and evict (and others) share a signature, so a
+ * positional table could swap them silently. */
 const struct hmm_backend hmm_engine_backend = {
-	"embedded", hmm_engine_open, engine_close,
-	hmm_engine_tensor_new, hmm_engine_tensor_open, hmm_engine_tensor_free,
-	hmm_engine_residency, hmm_engine_host_fd,
-	hmm_engine_map, hmm_engine_unmap, hmm_engine_prefetch, hmm_engine_evict,
-	hmm_engine_wait, hmm_engine_flush, hmm_engine_stats,
-	NULL, hmm_region_store_back,	/* no region is served whole */
+	.name = "embedded", .open = hmm_engine_open, .close = engine_close,
+	.tensor_new = hmm_engine_tensor_new,
+	.tensor_open = hmm_engine_tensor_open,
+	.tensor_free = hmm_engine_tensor_free,
+	.residency = hmm_engine_residency, .host_fd = hmm_engine_host_fd,
+	.map = hmm_engine_map, .unmap = hmm_engine_unmap,
+	.prefetch = hmm_engine_prefetch, .evict = hmm_engine_evict,
+	.wait = hmm_engine_wait, .flush = hmm_engine_flush,
+	.stats = hmm_engine_stats,
+	.region_whole = NULL,		/* no region is served whole */
+	.region_back = hmm_region_store_back,
 };

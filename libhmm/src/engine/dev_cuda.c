@@ -399,8 +399,10 @@ static void cu_depopulate(void *priv, uint64_t addr, uint64_t bytes)
 	cu_out(c);
 }
 
-/* In dev.h's order. */
+/* Designated: release and depopulate share a signature. */
 const struct hmm_dev_ops hmm_dev_cuda = {
-	"cuda", cu_open, cu_close, cu_reserve, cu_release, cu_populate,
-	cu_depopulate, hmm_dev_queue_copy,
+	.name = "cuda", .open = cu_open, .close = cu_close,
+	.reserve = cu_reserve, .release = cu_release,
+	.populate = cu_populate, .depopulate = cu_depopulate,
+	.copy = hmm_dev_queue_copy,
 };

@@ -114,8 +114,10 @@ static void sim_depopulate(void *priv, uint64_t addr, uint64_t bytes)
 	madvise((void *)(uintptr_t)addr, bytes, MADV_DONTNEED);
 }
 
-/* In dev.h's order. */
+/* Designated: release and depopulate share a signature. */
 const struct hmm_dev_ops hmm_dev_sim = {
-	"sim", sim_open, sim_close, sim_reserve, sim_release, sim_populate,
-	sim_depopulate, hmm_dev_queue_copy,
+	.name = "sim", .open = sim_open, .close = sim_close,
+	.reserve = sim_reserve, .release = sim_release,
+	.populate = sim_populate, .depopulate = sim_depopulate,
+	.copy = hmm_dev_queue_copy,
 };

@@ -68,9 +68,11 @@ static void store_fini(struct hmm_region *r)
 	r->back = NULL;
 }
 
-/* In region_int.h's order; writes go to the I/O thread, never deferred. */
+/* Writes go to the I/O thread, never deferred (no write_now). */
 static const struct region_ops store_ops = {
-	"store", 0, store_write, NULL, store_read, store_read_end, store_fini,
+	.name = "store", .gone_on_error = 0, .write = store_write,
+	.write_now = NULL, .read = store_read, .read_end = store_read_end,
+	.fini = store_fini,
 };
 
 int hmm_region_store_back(struct hmm *h, struct hmm_region *r)

@@ -254,12 +254,15 @@ static int remote_stats(struct hmm *h, struct hmm_stats *st)
 	return 0;
 }
 
-/* In backend.h's order, one group a line. */
+/* Designated, as hmm_engine_backend (ctx.c). */
 const struct hmm_backend hmm_remote_backend = {
-	"shared", remote_open, remote_close,
-	remote_tensor_new, remote_tensor_open, remote_tensor_free,
-	remote_residency, remote_host_fd,
-	remote_map, remote_unmap, remote_prefetch, remote_evict,
-	remote_wait, remote_flush, remote_stats,
-	hmm_remote_region_whole, hmm_remote_region_back,
+	.name = "shared", .open = remote_open, .close = remote_close,
+	.tensor_new = remote_tensor_new, .tensor_open = remote_tensor_open,
+	.tensor_free = remote_tensor_free,
+	.residency = remote_residency, .host_fd = remote_host_fd,
+	.map = remote_map, .unmap = remote_unmap,
+	.prefetch = remote_prefetch, .evict = remote_evict,
+	.wait = remote_wait, .flush = remote_flush, .stats = remote_stats,
+	.region_whole = hmm_remote_region_whole,
+	.region_back = hmm_remote_region_back,
 };

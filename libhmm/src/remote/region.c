@@ -58,10 +58,11 @@ static void remote_fini(struct hmm_region *r)
 	r->back = NULL;
 }
 
-/* In region_int.h's order; a failed write: hmmd is gone. */
+/* A failed write: hmmd is gone. */
 static const struct region_ops remote_ops = {
-	"hmmd", 1, remote_write, remote_write_now, remote_read,
-	remote_read_end, remote_fini,
+	.name = "hmmd", .gone_on_error = 1, .write = remote_write,
+	.write_now = remote_write_now, .read = remote_read,
+	.read_end = remote_read_end, .fini = remote_fini,
 };
 
 int hmm_remote_region_back(struct hmm *h, struct hmm_region *r)
