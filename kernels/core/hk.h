@@ -13,7 +13,8 @@
  * HK_ISA_AMX runs its AVX-512 path; so does fp32 attention).
  *
  * Threads: hk_parallel(n, fn, arg) runs fn(arg, i, n) for i in [0, n) on
- * hk_threads() threads (HK_THREADS, default 2, at most 64), the caller
+ * hk_threads() threads (HK_THREADS, default the online CPUs, at most
+ * 64; hk_set_threads() changes it), the caller
  * being one of them; it returns when all are done.  Calls from several
  * threads at once are serialised.  fn runs on a pool thread or the caller.
  */

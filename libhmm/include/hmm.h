@@ -140,8 +140,28 @@ struct hmm_config {
 	int numa_node;		/* host memory node; -1 = local */
 	int device_index;	/* CUDA device ordinal */
 	uint32_t flags;		/* HMM_CONFIG_* */
-	uint32_t reserved[5];	/* zero */
+	/* I/O and thread knobs (carved from reserved[]); 0 = the default
+	   derived from the machine, as hmm_stats reports it in use: */
+	uint32_t pool_bytes;	/* the store's pinned (registered) bounce
+				   pool, multiple of 4096, 4 KiB..1 GiB;
+				   0 = 4 MiB */
+	uint32_t io_depth;	/* extent I/Os handed to the store at a
+				   time, 1..4096; 0 = 4 (see iothread.c) */
+	uint32_t queue_depth;	/* io_uring SQ entries, 1..4096 (I/Os past
+				   it wait in the store); 0 = max(64,
+				   io_depth) */
+	uint32_t kernel_threads; /* threads for the bundled kernels
+				   (hk_set_threads) of the trainer on this
+				   context, 1..64; 0 = online CPUs.  libhmm
+				   runs no kernels: it checks and reports
+				   it; hmm-train and hk users apply it */
+	uint32_t reserved[1];	/* zero */
 };
+
+/* The knobs' bounds (hmm_open refuses a value past them: -EINVAL) */
+#define HMM_CONFIG_POOL_MAX	(1u << 30)	/* pool_bytes */
+#define HMM_CONFIG_DEPTH_MAX	4096u		/* io_depth, queue_depth */
+#define HMM_CONFIG_THREADS_MAX	64u		/* kernel_threads */
 
 struct hmm;			/* a context: hmm_open / hmm_close */
 struct hmm_tensor;		/* hmm_tensor_new / hmm_tensor_free */
@@ -154,9 +174,10 @@ void hmm_config_default(struct hmm_config *cfg);
  * layout (python/hmm; libhmm/src/config_set.c).  The keys are the field
  * names: store_path, store_size, host_budget, device_budget, device,
  * daemon, trace_path, host_dir, chunk_bytes, policy, prefetch_depth,
- * wait_ms, sim_bandwidth, numa_node, device_index, flags.  Values are
+ * wait_ms, sim_bandwidth, numa_node, device_index, flags, pool_bytes,
+ * io_depth, queue_depth, kernel_threads.  Values are
  * strings: sizes (store_size, host_budget, device_budget, chunk_bytes,
- * sim_bandwidth) as hmm_size_parse() reads them ("2G", "64K"); counts
+ * sim_bandwidth, pool_bytes) as hmm_size_parse() reads them ("2G", "64K"); counts
  * and numa_node / device_index in decimal; policy "lru" or "schedule";
  * flags "store_buffered", "store_keep", "host_shared", "store_format" joined by ',' (or
  * a number, "0" for none).  A string field keeps the value's pointer,
@@ -371,7 +392,18 @@ struct hmm_stats {
 	uint64_t region_evictions;
 	uint64_t store_direct;	/* 1: the store uses O_DIRECT; 0: buffered
 				   fallback (e.g. tmpfs) or no store */
-	uint64_t reserved[7];
+	/* the knobs in use (defaults resolved; the I/O ones are 0 in
+	   shared mode, where they are hmmd's: hmmctl stats), and what
+	   they allowed: */
+	uint64_t pool_bytes;	/* the store's pinned pool; 0 = no store */
+	uint64_t queue_depth;	/* its io_uring SQ entries */
+	uint64_t io_depth;	/* extent I/Os in the store at a time, max */
+	uint64_t io_inflight_peak; /* most extent I/Os seen in the store at
+				   once (<= io_depth) */
+	uint64_t kernel_threads; /* config.kernel_threads resolved */
+	uint64_t store_buffers_registered; /* 1: the pool is registered
+				   with io_uring (fixed buffers) */
+	uint64_t reserved[1];
 };
 
 /* Fill *st.  Returns 0.  Any thread. */

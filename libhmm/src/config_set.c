@@ -48,6 +48,10 @@ static const struct field {
 	F(numa_node, K_INT),
 	F(device_index, K_INT),
 	F(flags, K_FLAGS),
+	F(pool_bytes, K_SIZE32),
+	F(io_depth, K_U32),
+	F(queue_depth, K_U32),
+	F(kernel_threads, K_U32),
 #undef F
 };
 #define NFIELDS (sizeof(fields) / sizeof(fields[0]))
@@ -56,7 +60,7 @@ static const struct field {
  * its row above, and test_config_set's count: fail the build until then. */
 _Static_assert(sizeof(struct hmm_config) == 120 &&
 	       offsetof(struct hmm_config, reserved) ==
-	       offsetof(struct hmm_config, flags) + sizeof(uint32_t),
+	       offsetof(struct hmm_config, kernel_threads) + sizeof(uint32_t),
 	       "struct hmm_config changed: update fields[] in config_set.c");
 
 static const char *const policy_name[] = { "lru", "schedule" };

@@ -68,7 +68,10 @@ int hmm_stats_json(struct hmm *h, char *buf, size_t cap)
 	     "\"prefetches\":%llu,\"prefetch_hits\":%llu,\"steps\":%llu,"
 	     "\"recordings\":%llu,\"divergences\":%llu,\"io_errors\":%llu,"
 	     "\"region_faults\":%llu,\"region_evictions\":%llu,"
-	     "\"store_direct\":%llu}",
+	     "\"store_direct\":%llu,\"pool_bytes\":%llu,"
+	     "\"queue_depth\":%llu,\"io_depth\":%llu,"
+	     "\"io_inflight_peak\":%llu,\"kernel_threads\":%llu,"
+	     "\"store_buffers_registered\":%llu}",
 	     (unsigned long long)st.tensors, (unsigned long long)st.chunks,
 	     (unsigned long long)st.discard_skips,
 	     (unsigned long long)st.prefetches,
@@ -78,7 +81,13 @@ int hmm_stats_json(struct hmm *h, char *buf, size_t cap)
 	     (unsigned long long)st.io_errors,
 	     (unsigned long long)st.region_faults,
 	     (unsigned long long)st.region_evictions,
-	     (unsigned long long)st.store_direct);
+	     (unsigned long long)st.store_direct,
+	     (unsigned long long)st.pool_bytes,
+	     (unsigned long long)st.queue_depth,
+	     (unsigned long long)st.io_depth,
+	     (unsigned long long)st.io_inflight_peak,
+	     (unsigned long long)st.kernel_threads,
+	     (unsigned long long)st.store_buffers_registered);
 	if (b.len > INT32_MAX)
 		return hmm_err(-EOVERFLOW, "hmm_stats_json: too long");
 	return (int)b.len;

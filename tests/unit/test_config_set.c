@@ -60,7 +60,7 @@ int main(void)
 	for (n = 0; hmm_config_key(n); n++)
 		t_ok(hmm_config_get(c, hmm_config_key(n), NULL, 0) >= 0,
 		     "key %u '%s' reads", n, hmm_config_key(n));
-	t_eq(n, 16, "16 keys: every field of struct hmm_config");
+	t_eq(n, 20, "20 keys: every field of struct hmm_config");
 
 	set_ok(c, "host_budget", "2G");
 	t_ok(c->host_budget == 2ull << 30, "host_budget is 2 GiB");
@@ -97,6 +97,16 @@ int main(void)
 	set_ok(c, "flags", "0");
 	t_eq(c->flags, 0, "flags 0 clears them");
 	get_is(c, "flags", "0");
+	set_ok(c, "pool_bytes", "16M");
+	t_eq(c->pool_bytes, 16 << 20, "pool_bytes is 16 MiB");
+	get_is(c, "pool_bytes", "16777216");
+	set_ok(c, "io_depth", "8");
+	t_eq(c->io_depth, 8, "io_depth is 8");
+	set_ok(c, "queue_depth", "128");
+	t_eq(c->queue_depth, 128, "queue_depth is 128");
+	get_is(c, "queue_depth", "128");
+	set_ok(c, "kernel_threads", "6");
+	t_eq(c->kernel_threads, 6, "kernel_threads is 6");
 	set_ok(c, "store_path", store);
 	t_ok(c->store_path == store, "store_path keeps the value's pointer");
 	set_ok(c, "daemon", dmn);
@@ -133,6 +143,10 @@ int main(void)
 	set_bad(c, "policy", "2", "policy");
 	set_bad(c, "flags", "store_keep,turbo", "store_keep,turbo");
 	set_bad(c, "reserved", "0", "reserved");
+	set_bad(c, "pool_bytes", "8G", "too large");
+	set_bad(c, "io_depth", "-1", "io_depth");
+	set_bad(c, "queue_depth", "deep", "deep");
+	set_bad(c, "kernel_threads", "2.5", "kernel_threads");
 	t_eq(hmm_config_set(NULL, "host_budget", "1G"), -EINVAL,
 	     "set on no config is -EINVAL");
 	t_eq(hmm_config_get(NULL, "host_budget", buf, sizeof(buf)), -EINVAL,

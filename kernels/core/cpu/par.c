@@ -7,6 +7,7 @@
  */
 #include <pthread.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #include "hk.h"
 
@@ -26,7 +27,7 @@ int hk_threads(void)
 {
 	if (!nthreads) {
 		const char *e = getenv("HK_THREADS");
-		int n = e ? atoi(e) : 2;
+		int n = e ? atoi(e) : (int)sysconf(_SC_NPROCESSORS_ONLN);
 
 		nthreads = n < 1 ? 1 : n > HK_MAX_THREADS ? HK_MAX_THREADS : n;
 	}

@@ -16,6 +16,7 @@
 #include "chunk.h"
 #include "dev.h"
 #include "err.h"
+#include "knobs.h"
 
 double hmm_now(void)
 {
@@ -53,6 +54,7 @@ void hmm_async_error(struct hmm *h, int err, const char *fmt, ...)
 static int config_check(const struct hmm_config *c)
 {
 	unsigned i;
+	int r;
 
 	if (!c->host_budget)
 		return hmm_err(-EINVAL, "config.host_budget: must be > 0");
@@ -80,6 +82,9 @@ static int config_check(const struct hmm_config *c)
 	if (c->host_dir && !(c->flags & HMM_CONFIG_HOST_SHARED))
 		return hmm_err(-EINVAL, "config.host_dir '%s': needs flag "
 			       "HMM_CONFIG_HOST_SHARED", c->host_dir);
+	r = hmm_knobs_check(c);
+	if (r < 0)
+		return r;
 	for (i = 0; i < sizeof(c->reserved) / sizeof(c->reserved[0]); i++)
 		if (c->reserved[i])
 			return hmm_err(-EINVAL, "config.reserved[%u]: must "
@@ -189,6 +194,7 @@ static void ctx_init(struct hmm *h, const struct hmm_config *cfg)
 		h->cfg.prefetch_depth = 16;
 	if (!h->cfg.wait_ms)
 		h->cfg.wait_ms = 10000;
+	hmm_knobs_resolve(&h->cfg);
 	h->chunk_bytes = h->cfg.chunk_bytes;
 	for (i = 0; i < HMM_TIERS; i++)
 		hmm_list_init(&h->tier[i].lru);

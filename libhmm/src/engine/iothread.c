@@ -19,8 +19,8 @@
  * for room in the store (below), only a completion can help: it sleeps
  * in plain hmm_store_poll.
  *
- * Depth: at most IOT_DEPTH extent reads and writes are handed to the
- * store at a time; the rest wait on h->ioq in order.  The store behind
+ * Depth: at most h->cfg.io_depth (config.io_depth, default 4) extent
+ * reads and writes are handed to the store at a time; the rest wait on h->ioq in order.  The store behind
  * a virtual disk serves what it is given in parallel, so a burst of 16
  * reads completes all together, 16 reads' time after it was submitted,
  * while 2 to 4 in flight already reach its full bandwidth (measured on
@@ -38,7 +38,6 @@
 #include "err.h"
 
 #define IOT_BATCH	64
-#define IOT_DEPTH	4	/* extent I/Os in the store at a time */
 #define IOT_NAP_MS	100	/* a wake-up lost anyway costs this */
 
 struct iot_start {
@@ -115,7 +114,7 @@ static void iot_io_done(struct hmm_io *io)
 {
 	struct hmm_ioreq *r = hmm_container_of(io, struct hmm_ioreq, io);
 	struct hmm *h = r->h;
-	struct hmm_io *next[IOT_DEPTH];
+	struct hmm_io *next[IOT_BATCH];
 	unsigned n = 0;
 
 	pthread_mutex_lock(&h->lock);
@@ -181,13 +180,14 @@ static int iot_ready(struct hmm *h)
 		return 0;
 	r = hmm_container_of(h->ioq.next, struct hmm_ioreq, link);
 	return r->io.op >= HMM_IOREQ_FREE ||
-	       hmm_store_inflight(h->store) < IOT_DEPTH;
+	       hmm_store_inflight(h->store) < h->cfg.io_depth;
 }
 
 /*
  * Take requests from the head of h->ioq, in order: the synchronous ones
- * (unless async_only), extent I/Os while fewer than IOT_DEPTH are in the
- * store; stop at the first that must wait.  h->lock held.
+ * (unless async_only), extent I/Os while fewer than io_depth are in the
+ * store; stop at the first that must wait.  Counts the most extent I/Os
+ * the store held at once (stats.io_inflight_peak).  h->lock held.
  */
 static unsigned iot_take(struct hmm *h, struct hmm_io **ios, int async_only)
 {
@@ -199,10 +199,10 @@ static unsigned iot_take(struct hmm *h, struct hmm_io **ios, int async_only)
 
 		if (r->io.op >= HMM_IOREQ_FREE && async_only)
 			break;
-		if (r->io.op < HMM_IOREQ_FREE && busy >= IOT_DEPTH)
+		if (r->io.op < HMM_IOREQ_FREE && busy >= h->cfg.io_depth)
 			break;
-		if (r->io.op < HMM_IOREQ_FREE)
-			busy++;
+		if (r->io.op < HMM_IOREQ_FREE && ++busy > h->st.io_inflight_peak)
+			h->st.io_inflight_peak = busy;
 		hmm_list_del(&r->link);
 		ios[n++] = &r->io;
 	}
@@ -314,8 +314,8 @@ int hmm_iot_start(struct hmm *h, const struct hmm_config *cfg)
 		st.scfg.flags |= HMM_STORE_TRUNCATE;
 	if (cfg->flags & HMM_CONFIG_STORE_BUFFERED)
 		st.scfg.flags |= HMM_STORE_BUFFERED;
-	st.scfg.queue_depth = 64;
-	st.scfg.pool_bytes = 4u << 20;
+	st.scfg.queue_depth = h->cfg.queue_depth;	/* resolved */
+	st.scfg.pool_bytes = h->cfg.pool_bytes;
 	st.scfg.numa_node = cfg->numa_node;
 	h->io_efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	if (h->io_efd < 0)

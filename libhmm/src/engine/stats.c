@@ -28,6 +28,8 @@ int hmm_engine_stats(struct hmm *h, struct hmm_stats *st)
 		hmm_stats_tier(h, i, &st->tier[i]);
 	st->tensors = h->live_tensors;
 	st->chunks = h->live_chunks;
+	st->io_depth = h->cfg.io_depth;
+	st->kernel_threads = h->cfg.kernel_threads;
 	pthread_mutex_unlock(&h->lock);
 	if (h->store) {	/* store stats may be read from any thread */
 		struct hmm_store_stats ss;
@@ -37,6 +39,9 @@ int hmm_engine_stats(struct hmm *h, struct hmm_stats *st)
 		st->tier[HMM_TIER_STORE].resident = ss.used_bytes;
 		st->tier[HMM_TIER_STORE].peak = ss.used_bytes;
 		st->store_direct = ss.direct;
+		st->pool_bytes = ss.pool_bytes;
+		st->queue_depth = ss.queue_depth;
+		st->store_buffers_registered = ss.registered_buffers;
 	}
 	return 0;
 }

@@ -247,6 +247,7 @@ static int remote_stats(struct hmm *h, struct hmm_stats *st)
 		return r;
 	pthread_mutex_lock(&h->lock);
 	st->steps = h->st.steps;
+	st->kernel_threads = h->cfg.kernel_threads;	/* this process's */
 	if (h->dev)	/* this process's (dev_stage.c) */
 		hmm_stats_tier(h, HMM_TIER_DEVICE, &st->tier[HMM_TIER_DEVICE]);
 	pthread_mutex_unlock(&h->lock);
