@@ -36,6 +36,22 @@ bad "--preset huge" "an unknown preset" --preset huge
 bad "unexpected" "a stray argument" extra
 bad "--lr" "a bad --lr" --lr 7
 bad "--seed" "a bad --seed" --seed x
+bad "--threads x" "a bad --threads" --threads x
+bad "--io-depth 0" "--io-depth 0" --io-depth 0
+bad "--pool 2Q" "a bad --pool" --pool 2Q
+
+# the knobs: in the JSON summary and the header line, as in force
+s=$(sum --threads 1 --pool 8M --io-depth 2 --queue-depth 16 --host-budget 2M)
+ok $(grep -q '"threads":1,"pool_bytes":8388608,"io_depth":2,"queue_depth":16,' <<<"$s"; echo $?) "--threads 1 --pool 8M --io-depth 2 --queue-depth 16 in force"
+s=$(sum)
+ok $(grep -q "\"threads\":$(getconf _NPROCESSORS_ONLN)," <<<"$s" && grep -q '"pool_bytes":4194304,"io_depth":4,"queue_depth":64,' <<<"$s"; echo $?) "defaults: online CPUs, 4 MiB pool, 4 in flight, queue 64"
+h=$("$bin" --preset tiny --steps 1 --threads 1 --io-depth 3 --host-budget 2M 2>&1 | grep 'kernel threads')
+echo "# $h"
+ok $(grep -q '1 kernel threads; store pool 4.0 MiB, 3 I/Os in flight, queue depth 64' <<<"$h"; echo $?) "the header line shows them"
+for kv in "--io-depth 5000:config.io_depth 5000" "--queue-depth 4097:config.queue_depth 4097" "--threads 65:config.kernel_threads 65" "--pool 5000:config.pool_bytes 5000"; do
+	e=$("$bin" --preset tiny --steps 1 ${kv%%:*} 2>&1)
+	ok $([ $? -ne 0 ] && grep -q -- "${kv#*:}" <<<"$e" && ! grep -q '^step' <<<"$e"; echo $?) "${kv%%:*} refused naming ${kv#*:}"
+done
 ok $("$bin" --preset list | grep -q '^default'; echo $?) "--preset list"
-ok $("$bin" --help | grep -q -- '--host-budget'; echo $?) "--help"
+ok $("$bin" --help | grep -q -- '--host-budget' && "$bin" --help | grep -q -- '--io-depth'; echo $?) "--help"
 t_done

@@ -42,6 +42,10 @@ static void usage(FILE *f)
 "                      only --ckpt allowed then is PATH itself)\n"
 "  --report PATH       write an HTML report (inline SVG) at the end\n"
 "  --json              one JSON object per step, then a summary object\n"
+"  --threads N         kernel threads, 1..64 (default: the online CPUs)\n"
+"  --pool SIZE         the store's pinned I/O pool, 4K..1G (default 4M)\n"
+"  --io-depth N        store I/Os in flight, 1..4096 (default 4)\n"
+"  --queue-depth N     io_uring entries, 1..4096 (default max(64, io-depth))\n"
 "  --help\n");
 }
 
@@ -92,6 +96,8 @@ int main(int argc, char **argv)
 		{ "resume", 1, 0, 'r' }, { "report", 1, 0, 'R' },
 		{ "lr", 1, 0, 'l' }, { "batch", 1, 0, 'B' },
 		{ "json", 0, 0, 'j' }, { "format", 0, 0, 'F' },
+		{ "threads", 1, 0, 'T' }, { "pool", 1, 0, 'P' },
+		{ "io-depth", 1, 0, 'I' }, { "queue-depth", 1, 0, 'Q' },
 		{ "help", 0, 0, 'h' }, { 0 }
 	};
 	struct train_opts o = { .host_budget = -1, .seed = 1 };
@@ -139,6 +145,24 @@ int main(int argc, char **argv)
 		case 'R': o.report = optarg; break;
 		case 'j': o.json = 1; break;
 		case 'F': o.format = 1; break;
+		case 'T':
+		case 'I':
+		case 'Q':
+			/* ranges: hmm_open's (config.kernel_threads, ...) */
+			if (parse_int(optarg, &v) || v < 1 || v > UINT32_MAX)
+				return bad(c == 'T' ? "--threads" : c == 'I' ?
+					   "--io-depth" : "--queue-depth",
+					   optarg, "want a positive integer");
+			*(c == 'T' ? &o.threads : c == 'I' ? &o.io_depth :
+			  &o.queue_depth) = (uint32_t)v;
+			break;
+		case 'P':
+			v = parse_size(optarg);
+			if (v <= 0 || v > UINT32_MAX)
+				return bad("--pool", optarg, "want a size like "
+					   "4M, at most 1G");
+			o.pool_bytes = (uint32_t)v;
+			break;
 		case 'h': usage(stdout); return 0;
 		default: usage(stderr); return 2;
 		}

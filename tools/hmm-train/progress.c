@@ -68,6 +68,12 @@ void progress_begin(struct run *r)
 		!r->offloaded && r->has_store ? ")" : "",
 		r->kept_acts ? "kept" : "recomputed per block", r->attn,
 		r->optim, r->blas_core);
+	fprintf(f, "hmm-train: %d kernel threads", r->threads);
+	if (r->pool_bytes)
+		fprintf(f, "; store pool %.1f MiB, %u I/Os in flight, queue "
+			"depth %u", mib(r->pool_bytes), r->io_depth,
+			r->queue_depth);
+	fprintf(f, "\n");
 	fflush(f);
 }
 
@@ -141,6 +147,7 @@ void progress_end(struct run *r)
 	fprintf(f, "{\"summary\":true,\"preset\":\"%s\",\"params\":%llu,"
 		"\"vocab\":%d,\"ctx\":%d,\"d\":%d,\"heads\":%d,"
 		"\"layers\":%d,\"batch\":%d,\"threads\":%d,"
+		"\"pool_bytes\":%llu,\"io_depth\":%u,\"queue_depth\":%u,"
 		"\"steps\":%d,\"loss_first\":%.6f,\"loss_last\":%.6f,"
 		"\"step_s_median\":%.4f,\"tok_s\":%.1f,\"host_budget\":%llu,"
 		"\"state_bytes\":%llu,\"offloaded\":%s,\"kept_activations\":%s,"
@@ -150,7 +157,8 @@ void progress_end(struct run *r)
 		"\"ckpt_file_bytes\":%llu,\"wall_s\":%.3f}\n", r->preset,
 		(unsigned long long)r->params, r->cfg.vocab, r->cfg.ctx,
 		r->cfg.d, r->cfg.heads, r->cfg.layers, r->cfg.batch,
-		hk_threads(), r->nrec, a ? a->loss : 0,
+		hk_threads(), (unsigned long long)r->pool_bytes, r->io_depth,
+		r->queue_depth, r->nrec, a ? a->loss : 0,
 		z ? z->loss : 0, run_step_s_median(r), run_tok_s(r),
 		(unsigned long long)r->host_budget,
 		(unsigned long long)r->state_bytes,

@@ -42,6 +42,11 @@ struct run {
 	const char *store_path, *data_source, *blas_core, *attn, *optim;
 	const char *ckpt, *resume, *report;
 	double step_flops;
+	/* the knobs in force: kernel threads; the store's pool, ring and
+	   I/O depth (0 without a store) */
+	int threads;
+	uint32_t queue_depth, io_depth;
+	uint64_t pool_bytes;
 	/* results */
 	struct step_rec *rec;
 	int nrec;

@@ -68,6 +68,8 @@ struct state_config {
 	 * back to the store.  0: one G per block (tests read them all).
 	 */
 	int shared_grad;
+	/* struct hmm_config's I/O and thread knobs; 0 = libhmm's default */
+	uint32_t pool_bytes, io_depth, queue_depth, kernel_threads;
 };
 
 /* Counters for progress and the report; cumulative since state_open. */
@@ -78,6 +80,10 @@ struct state_sample {
 	uint64_t store_read_bytes, store_write_bytes;
 	double stall_s;			/* maps waiting for the store */
 	double map_s;			/* wall time inside state_map */
+	/* the knobs in force (hmm_stats): kernel threads, and the store's
+	   pool, ring and I/O depth (0 without a store) */
+	uint32_t kernel_threads, queue_depth, io_depth;
+	uint64_t pool_bytes;
 };
 
 struct state;

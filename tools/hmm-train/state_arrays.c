@@ -71,6 +71,10 @@ int st_arrays_open(struct state *s, const struct state_config *cfg)
 		s->depth = room / 3 < 2 ? 2 : room / 3 > 16 ? 16 : room / 3;
 	}
 	hc.daemon = cfg->daemon;
+	hc.pool_bytes = cfg->pool_bytes;
+	hc.io_depth = cfg->io_depth;
+	hc.queue_depth = cfg->queue_depth;
+	hc.kernel_threads = cfg->kernel_threads;
 	hc.policy = getenv("HMM_TRAIN_LRU") ? HMM_POLICY_LRU :
 		    HMM_POLICY_SCHEDULE;
 	if (s->has_store) {
@@ -219,6 +223,10 @@ void state_sample(struct state *s, struct state_sample *o)
 	o->store_read_bytes = st.tier[HMM_TIER_STORE].bytes_out;
 	o->store_write_bytes = st.tier[HMM_TIER_STORE].bytes_in;
 	o->stall_s = st.tier[HMM_TIER_HOST].stall_s;
+	o->kernel_threads = (uint32_t)st.kernel_threads;
+	o->pool_bytes = st.pool_bytes;
+	o->queue_depth = (uint32_t)st.queue_depth;
+	o->io_depth = st.pool_bytes ? (uint32_t)st.io_depth : 0;
 }
 
 void state_step(struct state *s, int begin)

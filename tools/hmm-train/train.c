@@ -16,6 +16,7 @@
 #include "attn.h"
 #include "ckpt.h"
 #include "data.h"
+#include "hk.h"
 #include "run.h"
 #include "train.h"
 
@@ -61,6 +62,22 @@ struct store_plan {
 	int persist, reopen;
 };
 
+/* The state is open: run the kernels on the threads libhmm resolved
+ * (config.kernel_threads), and note the knobs for the header line. */
+static void apply_knobs(struct run *r, struct state *st)
+{
+	struct state_sample ss;
+
+	r->state_bytes = state_bytes(st);
+	state_sample(st, &ss);
+	if (ss.kernel_threads)
+		hk_set_threads((int)ss.kernel_threads);
+	r->threads = hk_threads();
+	r->pool_bytes = ss.pool_bytes;
+	r->queue_depth = ss.queue_depth;
+	r->io_depth = ss.io_depth;
+}
+
 static int open_state(const struct train_opts *o, struct run *r,
 		      const struct store_plan *sp, struct state **st)
 {
@@ -70,7 +87,13 @@ static int open_state(const struct train_opts *o, struct run *r,
 	char (*buf)[16] = calloc(nb, sizeof(*buf));
 	struct state_config sc = { .store_path = o->store, .daemon = o->daemon,
 				   .nblocks = nb, .persist = sp->persist,
-				   .reopen = sp->reopen, .format = o->format };
+				   .reopen = sp->reopen, .format = o->format,
+				   .pool_bytes = o->pool_bytes,
+				   .io_depth = o->io_depth,
+				   .queue_depth = o->queue_depth,
+				   /* HK_THREADS, else the online CPUs */
+				   .kernel_threads = o->threads ? o->threads :
+						     (uint32_t)hk_threads() };
 
 	if (!sizes || !names || !buf) {
 		err = -ENOMEM;
@@ -95,7 +118,7 @@ static int open_state(const struct train_opts *o, struct run *r,
 	else if (err)
 		fprintf(stderr, "hmm-train: %s\n", state_error());
 	else
-		r->state_bytes = state_bytes(*st);
+		apply_knobs(r, *st);
 out:
 	free(sizes);
 	free(names);

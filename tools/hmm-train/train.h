@@ -24,6 +24,9 @@ struct train_opts {
 	int format;			/* --format: format --store whatever
 					   it holds */
 	const char *blas_core;
+	/* --threads, --pool, --io-depth, --queue-depth (struct hmm_config's
+	   knobs, checked by hmm_open); 0 = libhmm's default */
+	uint32_t threads, pool_bytes, io_depth, queue_depth;
 };
 
 int train_main(const struct train_opts *o);
