@@ -79,6 +79,12 @@ static const struct {
 	{ "module_store_size", OFF(module_store_size), 8, NUM_SIZE, 0, 0, 1 },
 	{ "chunk_bytes", OFF(chunk_bytes), 4, NUM_RANGE, 0, UINT32_MAX, 4096 },
 	{ "wait_ms", OFF(wait_ms), 4, NUM_RANGE, 0, UINT32_MAX, 1 },
+	/* the engine store's I/O knobs (struct hmm_config's); 0 = default */
+	{ "pool_bytes", OFF(pool_bytes), 4, NUM_RANGE, 0, HMM_CONFIG_POOL_MAX,
+	  4096 },
+	{ "io_depth", OFF(io_depth), 4, NUM_INT, 0, HMM_CONFIG_DEPTH_MAX, 1 },
+	{ "queue_depth", OFF(queue_depth), 4, NUM_INT, 0, HMM_CONFIG_DEPTH_MAX,
+	  1 },
 	{ "max_clients", OFF(max_clients), 4, NUM_INT, 1, HMMD_MAX_CLIENTS, 1 },
 	{ "verbose", OFF(verbose), 4, NUM_INT, 0, 1, 1 },
 	{ "format", OFF(format), 4, NUM_INT, 0, 1, 1 },

@@ -52,6 +52,9 @@ int hmmd_engine_open(const struct hmmd_config *cfg, struct hmmd_engine **out)
 	hc.device_budget = cfg->device_budget;
 	hc.chunk_bytes = cfg->chunk_bytes;
 	hc.wait_ms = cfg->wait_ms;
+	hc.pool_bytes = cfg->pool_bytes;
+	hc.io_depth = cfg->io_depth;
+	hc.queue_depth = cfg->queue_depth;
 	hc.store_path = cfg->store_path;
 	hc.store_size = cfg->store_size;
 	hc.host_dir = cfg->host_dir;	/* a huge-page tmpfs, or memfds */
@@ -82,6 +85,17 @@ int hmmd_engine_open(const struct hmmd_config *cfg, struct hmmd_engine **out)
 	hmmd_log("engine: store %s, host budget %llu bytes, chunk %u bytes",
 		 cfg->store_path ? cfg->store_path : "none (host only)",
 		 (unsigned long long)e->budget, e->chunk);
+	if (cfg->store_path) {	/* the I/O knobs in force */
+		struct hmm_stats hs;
+
+		hmm_stats(e->h, &hs);
+		hmmd_log("engine: store pool %llu bytes%s, %llu I/Os in "
+			 "flight, queue depth %llu",
+			 (unsigned long long)hs.pool_bytes,
+			 hs.store_buffers_registered ? " (registered)" : "",
+			 (unsigned long long)hs.io_depth,
+			 (unsigned long long)hs.queue_depth);
+	}
 	*out = e;
 	return 0;
 }
@@ -212,6 +226,25 @@ static const struct u64_metric tier_metrics[] = {
 	  offsetof(struct hmm_tier_stats, evictions) },
 };
 
+/* The store's I/O knobs in force and what they allowed (struct hmm_stats). */
+static const struct u64_metric store_metrics[] = {
+	{ "hmm_store_pool_bytes", "gauge",
+	  "The store's pinned I/O pool (config pool_bytes).",
+	  offsetof(struct hmm_stats, pool_bytes) },
+	{ "hmm_store_queue_depth", "gauge",
+	  "The store's io_uring entries (config queue_depth).",
+	  offsetof(struct hmm_stats, queue_depth) },
+	{ "hmm_store_io_depth", "gauge",
+	  "Store I/Os kept in flight at most (config io_depth).",
+	  offsetof(struct hmm_stats, io_depth) },
+	{ "hmm_store_io_inflight_peak", "gauge",
+	  "Most store I/Os seen in flight at once.",
+	  offsetof(struct hmm_stats, io_inflight_peak) },
+	{ "hmm_store_buffers_registered", "gauge",
+	  "1: the pool is registered with io_uring (fixed buffers).",
+	  offsetof(struct hmm_stats, store_buffers_registered) },
+};
+
 /* The module bridge's counters (struct hmmd_bridge_stats), when attached. */
 static const struct u64_metric bridge_metrics[] = {
 	{ "hmmd_bridge_evictions_total", "counter",
@@ -290,6 +323,9 @@ size_t hmmd_engine_metrics(struct hmmd_engine *e, char *buf, size_t cap)
 	put_series(buf, cap, &n, tier_metrics, sizeof(tier_metrics) /
 		   sizeof(*tier_metrics), st.tier, sizeof(st.tier[0]), "tier",
 		   tn, HMM_TIERS);
+	if (e->cfg->store_path)
+		put_series(buf, cap, &n, store_metrics, sizeof(store_metrics) /
+			   sizeof(*store_metrics), &st, 0, NULL, NULL, 1);
 	if (e->bridge) {
 		struct hmmd_bridge_stats bs;
 

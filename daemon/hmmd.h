@@ -77,6 +77,9 @@ struct hmmd_config {
 	unsigned max_clients;	/* 1..HMMD_MAX_CLIENTS */
 	unsigned wait_ms;	/* back-pressure bound; 0 = 10000 */
 	uint32_t chunk_bytes;	/* 0 = libhmm's default (2 MiB) */
+	uint32_t pool_bytes;	/* the store's I/O knobs (hmm.h struct */
+	uint32_t io_depth;	/* hmm_config); 0 = libhmm's defaults */
+	uint32_t queue_depth;
 	char *metrics;		/* "127.0.0.1:PORT"; NULL = none */
 	char *host_dir;		/* tmpfs for the host tier's files (libhmm
 				   config.host_dir); NULL = memfds */
@@ -97,7 +100,8 @@ void hmmd_config_fini(struct hmmd_config *cfg);
 /*
  * Read the INI file path into cfg (section [hmmd]; keys socket,
  * socket_group, store, host_budget, device_budget, store_size,
- * client_quota, chunk_bytes, wait_ms, metrics, host_dir, module,
+ * client_quota, chunk_bytes, wait_ms, pool_bytes, io_depth, queue_depth,
+ * metrics, host_dir, module,
  * module_store, module_store_size, max_clients, verbose, format).
  * Returns 0, or -ENOENT/-EACCES (cannot open),
  * -EINVAL (a bad line, key or value; the message names file and line,

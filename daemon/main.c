@@ -70,6 +70,7 @@ static void usage(FILE *f)
 "            [--host-budget SIZE] [--client-quota SIZE] [--chunk SIZE]\n"
 "            [--wait-ms MS] [--metrics 127.0.0.1:PORT] [--host-dir DIR]\n"
 "            [--module DEV] [--module-store PATH] [--format] [-v]\n"
+"            [--pool SIZE] [--io-depth N] [--queue-depth N]\n"
 "  --config FILE  INI file, section [hmmd] (see daemon/hmmd.conf.example)\n"
 "  --socket PATH  listen here (default %s)\n"
 "  --store PATH   the store file or block device (persistent tensors)\n"
@@ -82,6 +83,9 @@ static void usage(FILE *f)
 "  --client-quota SIZE  host quota per client at most\n"
 "  --chunk SIZE   chunk bytes (default 2M)\n"
 "  --wait-ms MS   back-pressure bound of a map (default 10000)\n"
+"  --pool SIZE    the store's pinned I/O pool, up to 1G (default 4M)\n"
+"  --io-depth N   store I/Os in flight, up to 4096 (default 4)\n"
+"  --queue-depth N  io_uring entries, up to 4096 (default max(64, N))\n"
 "  --metrics ADDR Prometheus text on http://ADDR/metrics (loopback only)\n"
 "  --host-dir DIR the host tier's files in this tmpfs (mount it with\n"
 "                 huge=within_size for huge pages); default memfds\n"
@@ -113,6 +117,9 @@ static int parse_args(int argc, char **argv, struct hmmd_config *cfg)
 		{ "module-store", required_argument, NULL, 'D' },
 		{ "module-store-size", required_argument, NULL, 'z' },
 		{ "host-dir", required_argument, NULL, 'H' },
+		{ "pool", required_argument, NULL, 'P' },
+		{ "io-depth", required_argument, NULL, 'I' },
+		{ "queue-depth", required_argument, NULL, 'q' },
 		{ "format", no_argument, NULL, 'F' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 }
@@ -141,6 +148,9 @@ static int parse_args(int argc, char **argv, struct hmmd_config *cfg)
 			vals[n++] = optarg;
 			break;
 		case 'H': keys[n] = "host_dir"; vals[n++] = optarg; break;
+		case 'P': keys[n] = "pool_bytes"; vals[n++] = optarg; break;
+		case 'I': keys[n] = "io_depth"; vals[n++] = optarg; break;
+		case 'q': keys[n] = "queue_depth"; vals[n++] = optarg; break;
 		case 'F': keys[n] = "format"; vals[n++] = "1"; break;
 		case 'h': usage(stdout); exit(0);
 		default: usage(stderr); return -EINVAL;

@@ -31,6 +31,23 @@ ok $(grep -q 'host budget 33554432 bytes, chunk 65536 bytes' "$dir/log"; echo $?
 ok $(grep -q 'client 1: stats seq' "$dir/log"; echo $?) "verbose = 1: every message logged"
 kill $pid; wait $pid 2>/dev/null
 
+# the store's I/O knobs, from the file and as flags: in force in the log
+# and the metrics (a port picked free by the kernel is not known ahead:
+# the log line is the check; metrics names are checked in the scrape)
+printf '[hmmd]\nmodule = none\npool_bytes = 8M\nio_depth = 2\nqueue_depth = 16\n' >"$dir/io.conf"
+"$B/bin/hmmd" --config "$dir/io.conf" --socket "$dir/s" --store "$dir/st3" 2>"$dir/log" &
+pid=$!
+for i in $(seq 100); do [ -S "$dir/s" ] && break; sleep 0.05; done
+ok $(grep -q 'store pool 8388608 bytes.*, 2 I/Os in flight, queue depth 16' "$dir/log"; echo $?) "pool_bytes = 8M, io_depth = 2, queue_depth = 16 in force"
+kill $pid; wait $pid 2>/dev/null
+"$B/bin/hmmd" --module none --pool 12M --io-depth 3 --socket "$dir/s" --store "$dir/st4" 2>"$dir/log" &
+pid=$!
+for i in $(seq 100); do [ -S "$dir/s" ] && break; sleep 0.05; done
+ok $(grep -q 'store pool 12582912 bytes.*, 3 I/Os in flight, queue depth 64' "$dir/log"; echo $?) "--pool 12M --io-depth 3: in force, queue depth by default"
+kill $pid; wait $pid 2>/dev/null
+"$B/bin/hmmd" --module none --io-depth 4097 --socket "$dir/s" --store "$dir/st5" 2>"$dir/log"
+ok $([ $? = 2 ] && grep -q 'io_depth: "4097" is not 0..4096' "$dir/log"; echo $?) "--io-depth 4097: exit 2, key and value named"
+
 # bad values: exit 2 (config) or 1 (cannot run), the reason named
 printf '[hmmd]\nmodule_store_size = lots\n' >"$dir/bad.conf"
 "$B/bin/hmmd" --config "$dir/bad.conf" --socket "$dir/s" 2>"$dir/log"
@@ -42,6 +59,10 @@ badkey() {	# key value pattern
 	ok $([ $? = 2 ] && grep -qF "bad.conf:2: $1: \"$2\" $3" "$dir/log"; echo $?) "$1 = $2: exit 2, $3"
 }
 badkey chunk_bytes 5000 "is out of range"
+badkey pool_bytes 5000 "is out of range"
+badkey pool_bytes 2G "is out of range"
+badkey queue_depth 5000 "is not 0..4096"
+badkey io_depth -1 "is not 0..4096"
 badkey wait_ms 5G "is out of range"
 badkey max_clients 0 "is not 1..256"
 badkey max_clients 3x "is not 1..256"

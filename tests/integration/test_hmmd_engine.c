@@ -781,7 +781,14 @@ int main(void)
 	a = conn(0, "main");
 	a_id = last_id;
 	t_eq(metric("hmmd_clients"), 1, "metrics: one client");
+	t_eq(metric("hmm_store_pool_bytes"), 4 << 20,
+	     "metrics: the store's pool in force (default 4 MiB)");
+	t_eq(metric("hmm_store_io_depth"), 4, "metrics: io depth 4");
+	t_eq(metric("hmm_store_queue_depth"), 64, "metrics: queue depth 64");
 	id = test_data(a, pat, bytes);
+	t_ok(metric("hmm_store_io_inflight_peak") >= 1 &&
+	     metric("hmm_store_io_inflight_peak") <= 4,
+	     "metrics: store I/Os in flight at once, within io_depth");
 	test_hmmctl(a, a_id, bytes);
 	test_own_quota();
 	test_share(a, id, pat);
