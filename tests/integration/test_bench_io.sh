@@ -1,8 +1,14 @@
 #!/usr/bin/env bash
 # test_bench_io — `hmm-bench io` runs and says what it measured: with
-# --json the last line is one object with bench, rw, bs, qd, ours_MBps
-# (and fio_MBps and ratio with --vs-fio, when fio is installed); bad
-# options exit 2.  Small sizes: this checks the tool, it does not time.
+# --json the last line is one object with bench, rw, bs, qd and, per
+# direction and buffer kind, <rw>_<kind>_MBps (ours_MBps for one cell),
+# and with fio (the default, when installed) <rw>_fio_MBps and
+# <rw>_ratio_<kind> on 4 KiB and huge pages, medians of 5 interleaved
+# rounds; bad options exit 2.  The file: an existing non-empty --file is
+# refused untouched (exit 2) unless --overwrite; a file the run made (its
+# --file, or its own scratch file in $TMPDIR) is gone after it, also
+# after a failure and after SIGTERM.  Small sizes: this checks the tool,
+# it does not time.
 set -u
 . "$(dirname "$0")/../t.sh"
 bin=$B/bin/hmm-bench
@@ -15,25 +21,54 @@ has() {	# json key...
 }
 
 for rw in read write randread; do
-	out=$("$bin" io --file "$dir/f" --size 16M --bs 256K --qd 8 --rw $rw --reps 1 --json 2>"$dir/err")
+	out=$("$bin" io --file "$dir/f" --size 16M --bs 256K --qd 8 --rw $rw --pages 4k --no-fio --reps 1 --json 2>"$dir/err")
 	rc=$?
 	last=$(echo "$out" | tail -1)
 	echo "# $last"
-	ok $([ $rc = 0 ] && has "$last" bench rw bs qd ours_MBps && echo "$last" | grep -q '"bench":"io"' && echo "$last" | grep -q "\"rw\":\"$rw\""; echo $?) "$rw: JSON last line with the fields"
+	ok $([ $rc = 0 ] && has "$last" bench rw bs qd ours_MBps ${rw}_4k_MBps registered_4k && echo "$last" | grep -q '"bench":"io"' && echo "$last" | grep -q "\"rw\":\"$rw\""; echo $?) "$rw: JSON last line with the fields"
+	ok $([ ! -e "$dir/f" ]; echo $?) "$rw: the --file it made is removed"
 done
-out=$("$bin" io --file "$dir/f" --size 16M --bs 64K --qd 4 --rw write --extent --reps 1 --json 2>&1 | tail -1)
+out=$("$bin" io --file "$dir/f" --size 16M --bs 64K --qd 4 --rw write --extent --no-fio --reps 1 --json 2>&1 | tail -1)
 ok $(echo "$out" | grep -q '"path":"extent"'; echo $?) "--extent goes through extents"
+out=$("$bin" io --file "$dir/f" --size 16M --bs 64K --qd 4 --rw read --extent --no-fio --reps 2 --pages 4k,huge --json 2>&1 | tail -1)
+ok $(has "$out" read_4k_MBps read_huge_MBps && echo "$out" | grep -q '"path":"extent"'; echo $?) "--extent reads back what its first pass wrote, reopened per kind"
+
+# the file: refused untouched, or --overwrite; scratch files go
+printf 'precious' >"$dir/keep"
+"$bin" io --file "$dir/keep" --size 16M --no-fio --reps 1 2>"$dir/err"
+ok $([ $? = 2 ] && grep -q "keep holds data: not overwritten" "$dir/err" && [ "$(cat "$dir/keep")" = precious ]; echo $?) "an existing non-empty --file: exit 2, untouched"
+"$bin" io --file "$dir/keep" --overwrite --size 16M --bs 1M --qd 4 --rw read --pages 4k --no-fio --reps 1 >/dev/null 2>"$dir/err"
+ok $([ $? = 0 ] && [ -s "$dir/keep" ] && [ "$(head -c 8 "$dir/keep")" != precious ]; echo $?) "--overwrite formats it (and leaves it: it was not ours)"
+mkdir -p "$dir/tmp"
+TMPDIR=$dir/tmp "$bin" io --size 16M --bs 1M --qd 4 --rw write --pages 4k --no-fio --reps 1 >/dev/null 2>"$dir/err"
+ok $([ $? = 0 ] && [ -z "$(ls -A "$dir/tmp")" ]; echo $?) "no --file: a scratch file in \$TMPDIR, removed at the end"
+TMPDIR=$dir/tmp "$bin" io --size 1T --bs 1M --qd 4 --rw read --pages 4k --no-fio --reps 1 >/dev/null 2>&1
+ok $([ $? = 1 ] && [ -z "$(ls -A "$dir/tmp")" ]; echo $?) "a store that cannot be made (1T): exit 1, scratch removed"
+TMPDIR=$dir/tmp "$bin" io --size 1G --bs 4K --qd 1 --rw write --pages 4k --no-fio --reps 50 >/dev/null 2>&1 &
+pid=$!
+for i in $(seq 100); do [ -n "$(ls -A "$dir/tmp")" ] && break; sleep 0.05; done
+sleep 0.3
+kill -TERM $pid; wait $pid 2>/dev/null
+ok $([ -z "$(ls -A "$dir/tmp")" ]; echo $?) "SIGTERM mid-run: scratch removed"
+
 "$bin" io --file "$dir/f" --bs 1000 >/dev/null 2>&1
 ok $([ $? = 2 ]; echo $?) "a block size that is not a multiple of 4096: exit 2"
-"$bin" io --size 1M >/dev/null 2>&1
-ok $([ $? = 2 ]; echo $?) "no --file: exit 2"
+"$bin" io --pages 2m --size 1M >/dev/null 2>&1
+ok $([ $? = 2 ]; echo $?) "an unknown --pages kind: exit 2"
+"$bin" io --pages 4k,4k --size 1M >/dev/null 2>&1
+ok $([ $? = 2 ]; echo $?) "a --pages kind twice: exit 2"
 if command -v fio >/dev/null; then
-	out=$("$bin" io --file "$dir/f" --size 32M --bs 1M --qd 8 --rw read --vs-fio --json 2>"$dir/err")
+	out=$("$bin" io --file "$dir/f" --size 32M --bs 1M --qd 8 --json 2>"$dir/err")
 	rc=$?
 	last=$(echo "$out" | tail -1)
 	echo "# $last"
-	ok $([ $rc = 0 ] && has "$last" ours_MBps fio_MBps ratio && echo "$last" | grep -q '"reps":5'; echo $?) "--vs-fio: fio_MBps and ratio, medians of 5"
+	ok $([ $rc = 0 ] && has "$last" read_fio_MBps write_fio_MBps read_ratio_4k read_ratio_huge write_ratio_4k write_ratio_huge registered_4k registered_huge && echo "$last" | grep -q '"reps":5'; echo $?) "default: read and write, 4k and huge pages, against fio, medians of 5"
+	ok $(echo "$out" | grep -c '^io: ' | grep -qx 4; echo $?) "four lines, one per cell, each with its ratio"
+	out=$("$bin" io --file "$dir/f" --size 32M --bs 1M --qd 8 --rw read --pages 4k --vs-fio --json 2>"$dir/err" | tail -1)
+	ok $(has "$out" ours_MBps fio_MBps ratio; echo $?) "one cell: ours_MBps, fio_MBps, ratio"
 else
+	skip "fio not installed"
+	skip "fio not installed"
 	skip "fio not installed"
 fi
 t_done

@@ -1,32 +1,61 @@
 // SPDX-License-Identifier: MIT
 /*
  * io.c — `hmm-bench io`: the store's I/O path against fio on the same
- * file, block size, queue depth and range.
+ * file, block size, queue depth and range, with the store's buffers on
+ * 4 KiB pages and on huge pages.
  *
  * Ours: RAW requests (or, with --extent, extent requests with their
- * crc32c) from buffers in the store's registered pool, queue_depth in
- * flight, each completion's buffer resubmitted in the next batch.
+ * crc32c) from buffers in the store's pinned pool (registered with the
+ * ring or not, as the store chose for that pool: stats say which),
+ * queue_depth in flight, each completion's buffer resubmitted in the
+ * next batch.  The store is opened anew for each measurement with its
+ * pool on the page size under test (HMM_POOL_NOHUGE for 4 KiB pages).
  * Theirs: fio --ioengine=io_uring --direct=1 over the store's data area
- * (--offset = the data area's start), JSON output parsed for bw_bytes.
+ * (--offset = the data area's start), its own malloc'd buffers, JSON
+ * output parsed for bw_bytes.
+ *
  * One untimed sequential write pass first makes every block real (a
- * fresh fallocate'd file reads as zeros without touching the disk);
- * then ours and fio alternate --reps times each; medians are reported.
+ * fresh fallocate'd file reads as zeros without touching the disk).
+ * Then --reps rounds, each measuring every cell in turn — for each
+ * direction, ours on 4 KiB pages, ours on huge pages, fio — so that a
+ * disk or a neighbour that slows down for a while slows all alike;
+ * medians of the rounds are reported, and ours/fio per cell.
+ *
+ * The file: --file F is formatted as a store only when it is absent or
+ * empty, or with --overwrite (its contents are lost); without --file a
+ * scratch file in $TMPDIR (or /var/tmp) is made.  A file this run made
+ * is removed on every exit: the end, an error, SIGINT/SIGTERM/SIGHUP.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "bench.h"
 #include "err.h"
 #include "pool.h"
 #include "store.h"
 
+#define NDIRS	2	/* cells: up to two directions ... */
+#define NKINDS	4	/* ... times up to four buffer kinds */
+
+/* Buffer kinds: bit 0 huge pages, bit 1 an unregistered pool of ours */
+static const char *const kind_name[NKINDS] = { "4k", "huge", "4k_unreg",
+					       "huge_unreg" };
+
 struct io_opts {
-	const char *file, *rw;
+	const char *file;
+	const char *dirs[NDIRS];	/* "read", "write", "randread" */
+	int ndirs;
+	int kinds[NKINDS];		/* indices of kind_name */
+	int nkinds;
 	int64_t size, bs;
-	int qd, reps, json, vs_fio, sqpoll, extent, nohuge, unreg;
+	int qd, reps, json, fio, sqpoll, extent, unreg, overwrite;
 };
 
 struct io_run {
@@ -35,12 +64,30 @@ struct io_run {
 	struct hmm_pool *own;	/* --unregistered: buffers from here */
 	uint64_t nops, next;
 	uint64_t *order;	/* block index of each op */
-	int write, op;
 	struct hmm_io *io;
 	struct hmm_io **freeq;
 	unsigned nfree;
 	int err;
+	struct hmm_store_stats st;	/* as opened */
 };
+
+/* The file this run made (removed at exit and on a signal), or "". */
+static char made[4096];
+
+static void remove_made(void)
+{
+	if (made[0])
+		unlink(made);
+	made[0] = 0;
+}
+
+static void on_signal(int sig)
+{
+	if (made[0])
+		unlink(made);	/* async-signal-safe */
+	signal(sig, SIG_DFL);
+	raise(sig);
+}
 
 static void io_done(struct hmm_io *io)
 {
@@ -108,8 +155,8 @@ static double parse_bw(const char *js, const char *dir)
 	return strtod(p + 1, NULL);
 }
 
-/* Run fio once; MB/s or < 0. */
-static double run_fio(struct io_opts *o, uint64_t offset)
+/* Run fio once in direction rw; MB/s or < 0. */
+static double run_fio(struct io_opts *o, const char *rw, uint64_t offset)
 {
 	char cmd[2048], *out = NULL;
 	size_t len = 0, cap = 0;
@@ -120,7 +167,7 @@ static double run_fio(struct io_opts *o, uint64_t offset)
 		 "fio --name=hmmbench --filename='%s' --ioengine=io_uring "
 		 "--direct=1 --rw=%s --bs=%lld --iodepth=%d --size=%lld "
 		 "--offset=%llu --numjobs=1 --randrepeat=0 %s "
-		 "--output-format=json 2>/dev/null", o->file, o->rw,
+		 "--output-format=json 2>/dev/null", o->file, rw,
 		 (long long)o->bs, o->qd, (long long)o->size,
 		 (unsigned long long)offset,
 		 o->sqpoll ? "--sqthread_poll=1" : "");
@@ -146,18 +193,65 @@ static double run_fio(struct io_opts *o, uint64_t offset)
 		return -1;
 	}
 	out[len] = 0;
-	bw = parse_bw(out, strcmp(o->rw, "write") ? "read" : "write");
+	bw = parse_bw(out, strcmp(rw, "write") ? "read" : "write");
 	free(out);
 	return bw <= 0 ? -1 : bw / 1e6;
 }
 
 static void usage(FILE *f)
 {
-	fprintf(f, "usage: hmm-bench io --file F --size BYTES --bs BYTES "
-		"--qd N --rw read|write|randread\n"
-		"                    [--reps N] [--vs-fio] [--sqpoll] "
-		"[--extent] [--no-huge] [--unregistered] [--json]\n"
-		"F is overwritten: it is formatted as a store.\n");
+	fprintf(f, "usage: hmm-bench io [--file F [--overwrite]] [--size BYTES] "
+		"[--bs BYTES] [--qd N]\n"
+		"                    [--rw read|write|randread|both] "
+		"[--pages KIND,...] [--reps N]\n"
+		"                    [--no-fio] [--sqpoll] [--extent] "
+		"[--unregistered] [--json]\n"
+		"F (default: a scratch file in $TMPDIR or /var/tmp, removed at "
+		"exit) is\nformatted as a store; an existing non-empty F only "
+		"with --overwrite.\nKIND: 4k, huge (the store's own pool on those "
+		"pages), 4k_unreg, huge_unreg\n(a pool of ours, never registered); "
+		"default 4k,huge.\n");
+}
+
+/* --rw: one direction, or both = read then write. */
+static int parse_rw(const char *s, struct io_opts *o)
+{
+	if (!strcmp(s, "both")) {
+		o->dirs[0] = "read";
+		o->dirs[1] = "write";
+		o->ndirs = 2;
+		return 0;
+	}
+	if (strcmp(s, "read") && strcmp(s, "write") && strcmp(s, "randread"))
+		return -1;
+	o->dirs[0] = s;
+	o->ndirs = 1;
+	return 0;
+}
+
+/* --pages: kinds joined by ',' ("both" = 4k,huge); each at most once. */
+static int parse_pages(const char *s, struct io_opts *o)
+{
+	if (!strcmp(s, "both"))
+		s = "4k,huge";
+	o->nkinds = 0;
+	while (*s) {
+		size_t n = strcspn(s, ",");
+		int k;
+
+		for (k = 0; k < NKINDS; k++)
+			if (strlen(kind_name[k]) == n &&
+			    !strncmp(s, kind_name[k], n))
+				break;
+		for (int i = 0; k < NKINDS && i < o->nkinds; i++)
+			if (o->kinds[i] == k)
+				k = NKINDS;
+		if (k == NKINDS)
+			return -1;
+		o->kinds[o->nkinds++] = k;
+		s += n + !!s[n];
+	}
+	return o->nkinds ? 0 : -1;
 }
 
 static int parse(int argc, char **argv, struct io_opts *o)
@@ -167,13 +261,17 @@ static int parse(int argc, char **argv, struct io_opts *o)
 		{ "bs", 1, 0, 'b' }, { "qd", 1, 0, 'q' },
 		{ "rw", 1, 0, 'r' }, { "reps", 1, 0, 'n' },
 		{ "json", 0, 0, 'j' }, { "vs-fio", 0, 0, 'v' },
+		{ "no-fio", 0, 0, 'V' }, { "pages", 1, 0, 'P' },
 		{ "sqpoll", 0, 0, 'p' }, { "extent", 0, 0, 'e' },
 		{ "no-huge", 0, 0, 'g' }, { "unregistered", 0, 0, 'u' },
+		{ "overwrite", 0, 0, 'o' },
 		{ "help", 0, 0, 'h' }, { 0, 0, 0, 0 } };
-	int c;
+	int c, bad = 0;
 
-	*o = (struct io_opts){ .rw = "read", .size = 1ll << 30, .bs = 1 << 20,
-			       .qd = 32, .reps = 5 };
+	*o = (struct io_opts){ .size = 1ll << 30, .bs = 1 << 20, .qd = 32,
+			       .reps = 5, .fio = 1 };
+	parse_rw("both", o);
+	parse_pages("both", o);
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "", lo, NULL)) != -1) {
 		switch (c) {
@@ -181,35 +279,109 @@ static int parse(int argc, char **argv, struct io_opts *o)
 		case 's': o->size = bench_parse_size(optarg); break;
 		case 'b': o->bs = bench_parse_size(optarg); break;
 		case 'q': o->qd = atoi(optarg); break;
-		case 'r': o->rw = optarg; break;
+		case 'r': bad |= parse_rw(optarg, o); break;
+		case 'P': bad |= parse_pages(optarg, o); break;
 		case 'n': o->reps = atoi(optarg); break;
 		case 'j': o->json = 1; break;
-		case 'v': o->vs_fio = 1; break;
+		case 'v': o->fio = 1; break;	/* the default now */
+		case 'V': o->fio = 0; break;
 		case 'p': o->sqpoll = 1; break;
 		case 'e': o->extent = 1; break;
-		case 'g': o->nohuge = 1; break;
+		case 'g': parse_pages("4k", o); break;
 		case 'u': o->unreg = 1; break;
+		case 'o': o->overwrite = 1; break;
 		case 'h': usage(stdout); exit(0);
 		default: return -1;
 		}
 	}
-	if (!o->file || o->bs < 4096 || o->bs % 4096 || o->bs > (1 << 30) ||
-	    o->size < o->bs || o->qd < 1 || o->qd > 1024 || o->reps < 1 ||
-	    (strcmp(o->rw, "read") && strcmp(o->rw, "write") &&
-	     strcmp(o->rw, "randread")))
+	if (bad || optind < argc || o->bs < 4096 || o->bs % 4096 ||
+	    o->bs > (1 << 30) || o->size < o->bs || o->qd < 1 ||
+	    o->qd > 1024 || o->reps < 1)
 		return -1;
-	if (o->vs_fio && o->reps < 5)
+	for (int k = 0; o->unreg && k < o->nkinds; k++)
+		o->kinds[k] |= 2;	/* --unregistered: our own pools */
+	if (o->fio && o->reps < 5)
 		o->reps = 5;	/* medians of at least five each */
 	o->size = o->size / o->bs * o->bs;
 	return 0;
 }
 
-static int setup(struct io_run *r, struct io_opts *o)
+/*
+ * The file to format: F when absent or empty (then made by us), or with
+ * --overwrite; else a scratch file of ours.  0, or 2 (refused: a usage
+ * error) / 1 (cannot make one).
+ */
+static int pick_file(struct io_opts *o, char *buf, size_t len)
 {
+	const char *tmp = getenv("TMPDIR");
+	struct stat st;
+	int fd;
+
+	if (o->file) {
+		if (stat(o->file, &st) == 0) {
+			if ((!S_ISREG(st.st_mode) || st.st_size) &&
+			    !o->overwrite) {
+				fprintf(stderr, "hmm-bench io: %s %s: not "
+					"overwritten (--overwrite formats it; "
+					"without --file a scratch file is "
+					"used)\n", o->file, S_ISREG(st.st_mode) ?
+					"holds data" : "is not a regular file");
+				return 2;
+			}
+			return 0;	/* empty, or --overwrite */
+		}
+		if (errno != ENOENT) {
+			fprintf(stderr, "hmm-bench io: %s: %s\n", o->file,
+				strerror(errno));
+			return 1;
+		}
+		fd = open(o->file, O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC,
+			  0600);
+		if (fd < 0) {
+			fprintf(stderr, "hmm-bench io: %s: %s\n", o->file,
+				strerror(errno));
+			return 1;
+		}
+		snprintf(made, sizeof(made), "%s", o->file);
+		close(fd);
+		return 0;
+	}
+	snprintf(buf, len, "%s/hmm-bench-io.XXXXXX", tmp && *tmp ? tmp :
+		 "/var/tmp");
+	fd = mkstemp(buf);
+	if (fd < 0) {
+		fprintf(stderr, "hmm-bench io: scratch file %s: %s\n", buf,
+			strerror(errno));
+		return 1;
+	}
+	close(fd);
+	snprintf(made, sizeof(made), "%s", buf);
+	o->file = made;
+	return 0;
+}
+
+static void run_close(struct io_run *r)
+{
+	hmm_store_close(r->s);
+	hmm_pool_delete(r->own);
+	free(r->order);
+	free(r->io);
+	free(r->freeq);
+	memset(r, 0, sizeof(*r));
+}
+
+/* Open the store with its pool on 4 KiB pages or huge ones (kind & 1),
+ * the buffers in it or (kind & 2) in an unregistered pool of ours;
+ * format it when format.  0 or -errno (said on stderr). */
+static int run_open(struct io_run *r, struct io_opts *o, int kind,
+		    int format)
+{
+	int huge = kind & 1;
 	struct hmm_store_config c = { 0 };
 	uint64_t bsz = 4096, seed = 42;
 	int err;
 
+	memset(r, 0, sizeof(*r));
 	while (bsz * 2 <= (uint64_t)o->bs && o->bs % (bsz * 2) == 0 &&
 	       bsz < (1 << 20))
 		bsz *= 2;
@@ -221,14 +393,15 @@ static int setup(struct io_run *r, struct io_opts *o)
 	c.queue_depth = o->qd;
 	c.pool_bytes = (size_t)o->qd * o->bs;
 	c.numa_node = -1;
-	c.pool_flags = o->nohuge ? HMM_POOL_NOHUGE : 0;
-	c.flags = HMM_STORE_CREATE | HMM_STORE_TRUNCATE |
+	c.pool_flags = huge ? 0 : HMM_POOL_NOHUGE;
+	c.flags = HMM_STORE_CREATE | (format ? HMM_STORE_TRUNCATE : 0) |
 		  (o->sqpoll ? HMM_STORE_SQPOLL : 0);
 	err = hmm_store_open(&c, &r->s);
 	if (err) {
 		fprintf(stderr, "hmm-bench io: %s\n", hmm_last_error());
 		return err;
 	}
+	hmm_store_stats(r->s, &r->st);
 	r->o = o;
 	r->nops = o->size / o->bs;
 	r->order = calloc(r->nops, sizeof(*r->order));
@@ -236,9 +409,9 @@ static int setup(struct io_run *r, struct io_opts *o)
 	r->freeq = calloc(o->qd, sizeof(*r->freeq));
 	if (!r->order || !r->io || !r->freeq)
 		return -ENOMEM;
-	/* --unregistered: a pool of our own, like the store's but not
-	 * registered with its ring */
-	if (o->unreg && hmm_pool_new((size_t)o->qd * o->bs, -1,
+	/* an unregistered kind: a pool of our own, like the store's but
+	 * not registered with its ring */
+	if ((kind & 2) && hmm_pool_new((size_t)o->qd * o->bs, -1,
 				     c.pool_flags, &r->own))
 		return -ENOMEM;
 	for (int i = 0; i < o->qd; i++) {
@@ -274,94 +447,207 @@ static void set_order(struct io_run *r, int random)
 	}
 }
 
+/* What one cell's store was: for the report. */
+struct cell_info {
+	int registered, pool_huge, direct;
+	unsigned ring_flags;
+};
+
+/*
+ * Open with pages huge, run one pass in direction rw (the first pass
+ * ever: format and write every block), close (extents flushed so that
+ * the next open finds them).  MB/s, or < 0.
+ */
+static double measure(struct io_opts *o, const char *rw, int kind,
+		      int first, struct cell_info *ci, uint64_t *data_off)
+{
+	struct io_run r;
+	int write = first || !strcmp(rw, "write");
+	double t = -1;
+
+	if (run_open(&r, o, kind, first))
+		goto out;
+	if (*hmm_store_note(r.s) && first)
+		fprintf(stderr, "hmm-bench io: note: %s\n", hmm_store_note(r.s));
+	*data_off = r.st.data_offset;
+	*ci = (struct cell_info){ r.st.registered_buffers && !(kind & 2),
+				  (int)r.st.pool_huge, (int)r.st.direct,
+				  r.st.ring_flags };
+	set_order(&r, !first && !strcmp(rw, "randread"));
+	t = run_pass(&r, write);
+	if (t >= 0 && o->extent && write && hmm_store_flush(r.s)) {
+		fprintf(stderr, "hmm-bench io: flush: %s\n", hmm_last_error());
+		t = -1;
+	}
+out:
+	run_close(&r);
+	return t < 0 ? -1 : o->size / t / 1e6;
+}
+
+struct results {
+	double *ours[NDIRS][NKINDS], *fio[NDIRS];	/* [rep] */
+	double om[NDIRS][NKINDS], fm[NDIRS];		/* medians */
+	struct cell_info ci[NKINDS];
+};
+
+static void report(struct io_opts *o, struct results *R)
+{
+	for (int d = 0; d < o->ndirs; d++)
+		for (int k = 0; k < o->nkinds; k++) {
+			int kind = o->kinds[k];
+
+			printf("io: %-8s bs %lld qd %d size %lld, %s "
+			       "(pool %s, buffers %sregistered)%s: ours %.0f "
+			       "MB/s", o->dirs[d], (long long)o->bs, o->qd,
+			       (long long)o->size, kind_name[kind],
+			       R->ci[k].pool_huge == HMM_POOL_PAGES_HUGETLB ?
+			       "hugetlb" : R->ci[k].pool_huge ? "THP" : "4 KiB",
+			       R->ci[k].registered ? "" : "not ",
+			       o->extent ? " (extents+crc32c)" : "",
+			       R->om[d][k]);
+			if (o->fio)
+				printf(", fio %.0f MB/s, ratio %.3f", R->fm[d],
+				       R->om[d][k] / R->fm[d]);
+			printf(" (medians of %d)\n", o->reps);
+		}
+	if (!o->json)
+		return;
+	bench_json_begin(stdout, "io");
+	bench_json_str(stdout, "rw", o->ndirs == 2 ? "both" : o->dirs[0]);
+	bench_json_int(stdout, "bs", o->bs);
+	bench_json_int(stdout, "qd", o->qd);
+	bench_json_int(stdout, "size", o->size);
+	bench_json_int(stdout, "reps", o->reps);
+	bench_json_str(stdout, "path", o->extent ? "extent" : "raw");
+	bench_json_int(stdout, "direct", R->ci[0].direct);
+	bench_json_int(stdout, "ring_flags", R->ci[0].ring_flags);
+	for (int k = 0; k < o->nkinds; k++) {
+		char key[64];
+
+		snprintf(key, sizeof(key), "registered_%s",
+			 kind_name[o->kinds[k]]);
+		bench_json_int(stdout, key, R->ci[k].registered);
+		snprintf(key, sizeof(key), "pool_huge_%s",
+			 kind_name[o->kinds[k]]);
+		bench_json_int(stdout, key, R->ci[k].pool_huge);
+	}
+	for (int d = 0; d < o->ndirs; d++) {
+		char key[64];
+
+		for (int k = 0; k < o->nkinds; k++) {
+			snprintf(key, sizeof(key), "%s_%s_MBps", o->dirs[d],
+				 kind_name[o->kinds[k]]);
+			bench_json_num(stdout, key, R->om[d][k]);
+			if (!o->fio)
+				continue;
+			snprintf(key, sizeof(key), "%s_ratio_%s", o->dirs[d],
+				 kind_name[o->kinds[k]]);
+			bench_json_num(stdout, key, R->om[d][k] / R->fm[d]);
+		}
+		if (o->fio) {
+			snprintf(key, sizeof(key), "%s_fio_MBps", o->dirs[d]);
+			bench_json_num(stdout, key, R->fm[d]);
+		}
+	}
+	if (o->ndirs == 1 && o->nkinds == 1) {	/* one cell: plain names */
+		bench_json_num(stdout, "ours_MBps", R->om[0][0]);
+		if (o->fio) {
+			bench_json_num(stdout, "fio_MBps", R->fm[0]);
+			bench_json_num(stdout, "ratio", R->om[0][0] / R->fm[0]);
+		}
+	}
+	bench_json_end(stdout);
+}
+
+/* Every round measures every cell in turn; then the medians. */
+static int run_all(struct io_opts *o, struct results *R)
+{
+	struct cell_info ci;
+	uint64_t off = 0;
+
+	if (measure(o, "write", o->kinds[0], 1, &ci, &off) < 0)
+		return -1;	/* format, make every block real */
+	for (int i = 0; i < o->reps; i++) {
+		for (int d = 0; d < o->ndirs; d++) {
+			for (int k = 0; k < o->nkinds; k++) {
+				double v = measure(o, o->dirs[d], o->kinds[k],
+						   0, &R->ci[k], &off);
+
+				if (v < 0)
+					return -1;
+				R->ours[d][k][i] = v;
+			}
+			if (o->fio) {
+				R->fio[d][i] = run_fio(o, o->dirs[d], off);
+				if (R->fio[d][i] < 0) {
+					fprintf(stderr, "hmm-bench io: fio "
+						"failed\n");
+					return -1;
+				}
+			}
+			if (o->json)
+				continue;
+			printf("rep %d %s:", i + 1, o->dirs[d]);
+			for (int k = 0; k < o->nkinds; k++)
+				printf(" %s %.0f", kind_name[o->kinds[k]],
+				       R->ours[d][k][i]);
+			if (o->fio)
+				printf(" fio %.0f", R->fio[d][i]);
+			printf(" MB/s\n");
+			fflush(stdout);
+		}
+	}
+	for (int d = 0; d < o->ndirs; d++) {
+		for (int k = 0; k < o->nkinds; k++)
+			R->om[d][k] = bench_median(R->ours[d][k], o->reps);
+		if (o->fio)
+			R->fm[d] = bench_median(R->fio[d], o->reps);
+	}
+	return 0;
+}
+
 static int bench_io(int argc, char **argv)
 {
 	struct io_opts o;
-	struct io_run r = { 0 };
-	struct hmm_store_stats st;
-	double *ours, *fio, om, fm = 0;
-	int write, rc = 1;
+	struct results R = { 0 };
+	char scratch[4096];
+	int rc = 1;
 
 	if (parse(argc, argv, &o)) {
 		usage(stderr);
 		return 2;
 	}
-	if (o.vs_fio && system("command -v fio >/dev/null 2>&1") != 0) {
+	if (o.fio && system("command -v fio >/dev/null 2>&1") != 0) {
 		fprintf(stderr, "hmm-bench io: fio not found (make deps, or "
-			"apt-get install fio)\n");
+			"apt-get install fio; --no-fio runs without it)\n");
 		return 1;
 	}
-	ours = calloc(o.reps, sizeof(double));
-	fio = calloc(o.reps, sizeof(double));
-	if (!ours || !fio || setup(&r, &o))
+	signal(SIGINT, on_signal);
+	signal(SIGTERM, on_signal);
+	signal(SIGHUP, on_signal);
+	rc = pick_file(&o, scratch, sizeof(scratch));
+	if (rc)
 		goto out;
-	hmm_store_stats(r.s, &st);
-	if (*hmm_store_note(r.s))
-		fprintf(stderr, "hmm-bench io: note: %s\n", hmm_store_note(r.s));
-	write = !strcmp(o.rw, "write");
-	set_order(&r, 0);
-	if (run_pass(&r, 1) < 0)	/* make every block real */
-		goto out;
-	set_order(&r, !strcmp(o.rw, "randread"));
-	for (int i = 0; i < o.reps; i++) {
-		double t = run_pass(&r, write);
-
-		if (t < 0)
-			goto out;
-		ours[i] = o.size / t / 1e6;
-		if (o.vs_fio) {
-			fio[i] = run_fio(&o, st.data_offset);
-			if (fio[i] < 0) {
-				fprintf(stderr, "hmm-bench io: fio failed\n");
+	rc = 1;
+	for (int d = 0; d < o.ndirs; d++) {
+		for (int k = 0; k < o.nkinds; k++)
+			if (!(R.ours[d][k] = calloc(o.reps, sizeof(double))))
 				goto out;
-			}
-		}
-		if (!o.json)
-			printf("rep %d: ours %.0f MB/s%s%.0f%s\n", i + 1, ours[i],
-			       o.vs_fio ? ", fio " : "", o.vs_fio ? fio[i] : 0,
-			       o.vs_fio ? " MB/s" : "");
+		if (!(R.fio[d] = calloc(o.reps, sizeof(double))))
+			goto out;
 	}
-	om = bench_median(ours, o.reps);
-	if (o.vs_fio)
-		fm = bench_median(fio, o.reps);
-	printf("io: %s bs %lld qd %d size %lld%s: ours %.0f MB/s", o.rw,
-	       (long long)o.bs, o.qd, (long long)o.size,
-	       o.extent ? " (extents+crc32c)" : "", om);
-	if (o.vs_fio)
-		printf(", fio %.0f MB/s, ratio %.3f", fm, om / fm);
-	printf(" (medians of %d)\n", o.reps);
-	if (o.json) {
-		bench_json_begin(stdout, "io");
-		bench_json_str(stdout, "rw", o.rw);
-		bench_json_int(stdout, "bs", o.bs);
-		bench_json_int(stdout, "qd", o.qd);
-		bench_json_int(stdout, "size", o.size);
-		bench_json_int(stdout, "reps", o.reps);
-		bench_json_str(stdout, "path", o.extent ? "extent" : "raw");
-		bench_json_int(stdout, "buffers_registered", !o.unreg &&
-			       st.registered_buffers);
-		bench_json_num(stdout, "ours_MBps", om);
-		if (o.vs_fio) {
-			bench_json_num(stdout, "fio_MBps", fm);
-			bench_json_num(stdout, "ratio", om / fm);
-		}
-		bench_json_int(stdout, "direct", st.direct);
-		bench_json_int(stdout, "registered_buffers",
-			       st.registered_buffers);
-		bench_json_int(stdout, "ring_flags", st.ring_flags);
-		bench_json_int(stdout, "pool_huge", st.pool_huge);
-		bench_json_end(stdout);
-	}
+	if (run_all(&o, &R))
+		goto out;
+	report(&o, &R);
 	rc = 0;
 out:
-	hmm_store_close(r.s);
-	hmm_pool_delete(r.own);
-	free(r.order);
-	free(r.io);
-	free(r.freeq);
-	free(ours);
-	free(fio);
+	remove_made();
+	for (int d = 0; d < NDIRS; d++) {
+		for (int k = 0; k < NKINDS; k++)
+			free(R.ours[d][k]);
+		free(R.fio[d]);
+	}
 	return rc;
 }
 
-HMM_BENCH(io, "store I/O against fio (--vs-fio)", bench_io);
+HMM_BENCH(io, "store I/O against fio, 4 KiB and huge pages", bench_io);
