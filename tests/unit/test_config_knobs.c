@@ -19,6 +19,8 @@
 #define CHUNK	(256u << 10)
 #define NCHUNK	16
 
+static char json[4096];	/* hmm_stats_json of the last run */
+
 /* Open, evict NCHUNK written chunks at once, read them back; stats. */
 static int run(struct hmm_config *cfg, struct hmm_stats *st)
 {
@@ -55,6 +57,7 @@ static int run(struct hmm_config *cfg, struct hmm_stats *st)
 	if (r)
 		t_diag("run: %s", hmm_last_error());
 	hmm_stats(h, st);
+	hmm_stats_json(h, json, sizeof(json));
 	hmm_close(h);
 	return r;
 }
@@ -123,6 +126,10 @@ int main(void)
 	t_eq(st.io_depth, 1, "io_depth 1 in use");
 	t_eq(st.io_inflight_peak, 1, "never more than 1 I/O in the store");
 	t_eq(st.kernel_threads, 3, "kernel_threads 3 reported");
+	t_ok(strstr(json, "\"pool_bytes\":8388608,\"queue_depth\":2,"
+		    "\"io_depth\":1,\"io_inflight_peak\":1,"
+		    "\"kernel_threads\":3,\"store_buffers_registered\":") != NULL,
+	     "hmm_stats_json says the same (%s)", json);
 	unlink(path);
 
 	/* a deep queue: io_depth 16 lets all 16 evictions go at once */

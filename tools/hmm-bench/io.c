@@ -19,7 +19,8 @@
  * Then --reps rounds, each measuring every cell in turn — for each
  * direction, ours on 4 KiB pages, ours on huge pages, fio — so that a
  * disk or a neighbour that slows down for a while slows all alike;
- * medians of the rounds are reported, and ours/fio per cell.
+ * medians of the rounds are reported, and per cell the median of each
+ * round's ours/fio (a paired ratio: a slow spell cancels out).
  *
  * The file: --file F is formatted as a store only when it is absent or
  * empty, or with --overwrite (its contents are lost); without --file a
@@ -487,6 +488,7 @@ out:
 struct results {
 	double *ours[NDIRS][NKINDS], *fio[NDIRS];	/* [rep] */
 	double om[NDIRS][NKINDS], fm[NDIRS];		/* medians */
+	double ratio[NDIRS][NKINDS];	/* median of each round's ours/fio */
 	struct cell_info ci[NKINDS];
 };
 
@@ -507,7 +509,7 @@ static void report(struct io_opts *o, struct results *R)
 			       R->om[d][k]);
 			if (o->fio)
 				printf(", fio %.0f MB/s, ratio %.3f", R->fm[d],
-				       R->om[d][k] / R->fm[d]);
+				       R->ratio[d][k]);
 			printf(" (medians of %d)\n", o->reps);
 		}
 	if (!o->json)
@@ -542,7 +544,7 @@ static void report(struct io_opts *o, struct results *R)
 				continue;
 			snprintf(key, sizeof(key), "%s_ratio_%s", o->dirs[d],
 				 kind_name[o->kinds[k]]);
-			bench_json_num(stdout, key, R->om[d][k] / R->fm[d]);
+			bench_json_num(stdout, key, R->ratio[d][k]);
 		}
 		if (o->fio) {
 			snprintf(key, sizeof(key), "%s_fio_MBps", o->dirs[d]);
@@ -553,7 +555,7 @@ static void report(struct io_opts *o, struct results *R)
 		bench_json_num(stdout, "ours_MBps", R->om[0][0]);
 		if (o->fio) {
 			bench_json_num(stdout, "fio_MBps", R->fm[0]);
-			bench_json_num(stdout, "ratio", R->om[0][0] / R->fm[0]);
+			bench_json_num(stdout, "ratio", R->ratio[0][0]);
 		}
 	}
 	bench_json_end(stdout);
@@ -598,8 +600,15 @@ static int run_all(struct io_opts *o, struct results *R)
 		}
 	}
 	for (int d = 0; d < o->ndirs; d++) {
-		for (int k = 0; k < o->nkinds; k++)
+		for (int k = 0; k < o->nkinds; k++) {
+			double q[o->reps];
+
+			for (int i = 0; o->fio && i < o->reps; i++)
+				q[i] = R->ours[d][k][i] / R->fio[d][i];
+			if (o->fio)
+				R->ratio[d][k] = bench_median(q, o->reps);
 			R->om[d][k] = bench_median(R->ours[d][k], o->reps);
+		}
 		if (o->fio)
 			R->fm[d] = bench_median(R->fio[d], o->reps);
 	}
