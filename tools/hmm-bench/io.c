@@ -25,7 +25,8 @@
  * The file: --file F is formatted as a store only when it is absent or
  * empty, or with --overwrite (its contents are lost); without --file a
  * scratch file in $TMPDIR (or /var/tmp) is made.  A file this run made
- * is removed on every exit: the end, an error, SIGINT/SIGTERM/SIGHUP.
+ * is removed on every exit: the end, an error, SIGINT/SIGTERM/SIGHUP;
+ * an empty file it was given is left empty again.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -72,20 +73,29 @@ struct io_run {
 	struct hmm_store_stats st;	/* as opened */
 };
 
-/* The file this run made (removed at exit and on a signal), or "". */
+/* The file this run made (removed at exit and on a signal), or "";
+ * an empty file it was given is cut back to empty instead (emptied). */
 static char made[4096];
+static int emptied = -1;	/* fd of that file, or -1 */
 
 static void remove_made(void)
 {
 	if (made[0])
 		unlink(made);
 	made[0] = 0;
+	if (emptied >= 0) {
+		(void)!ftruncate(emptied, 0);
+		close(emptied);
+		emptied = -1;
+	}
 }
 
 static void on_signal(int sig)
 {
 	if (made[0])
-		unlink(made);	/* async-signal-safe */
+		unlink(made);	/* both async-signal-safe */
+	if (emptied >= 0)
+		(void)!ftruncate(emptied, 0);
 	signal(sig, SIG_DFL);
 	raise(sig);
 }
@@ -329,6 +339,8 @@ static int pick_file(struct io_opts *o, char *buf, size_t len)
 					"holds data" : "is not a regular file");
 				return 2;
 			}
+			if (S_ISREG(st.st_mode) && !st.st_size)
+				emptied = open(o->file, O_WRONLY | O_CLOEXEC);
 			return 0;	/* empty, or --overwrite */
 		}
 		if (errno != ENOENT) {
