@@ -20,14 +20,15 @@
  * in plain hmm_store_poll.
  *
  * Depth: at most h->cfg.io_depth (config.io_depth, default 4) extent
- * reads and writes are handed to the store at a time; the rest wait on h->ioq in order.  The store behind
- * a virtual disk serves what it is given in parallel, so a burst of 16
- * reads completes all together, 16 reads' time after it was submitted,
- * while 2 to 4 in flight already reach its full bandwidth (measured on
- * the build machine: 2.3-2.8 GB/s at 1-4 reads of 2 MiB, 2.0-2.3 at
- * 16; the first of a burst of 16 completes after 12 ms, one alone
- * after 0.7 ms).  Keeping the ring shallow makes reads complete in the
- * order they were queued: the order in which the policy needs them.
+ * reads and writes are handed to the store at a time; the rest wait on
+ * h->ioq in order.  The store behind a virtual disk serves what it is
+ * given in parallel, so a burst of 16 reads completes all together, 16
+ * reads' time after it was submitted, while 2 to 4 in flight already
+ * reach its full bandwidth (measured on the build machine: 2.3-2.8 GB/s
+ * at 1-4 reads of 2 MiB, 2.0-2.3 at 16; the first of a burst of 16
+ * completes after 12 ms, one alone after 0.7 ms).  Keeping the ring
+ * shallow makes reads complete in the order they were queued: the order
+ * in which the policy needs them.
  */
 #include <errno.h>
 #include <string.h>
