@@ -26,33 +26,11 @@
 # too).  Skipped when the fake or the test is not built.
 set -u
 . "$(dirname "$0")/../t.sh"
-fake=$B/tests/fakecuda
 bin=$B/tests/unit/test_tensor_cuda
 asan=$B/asan/tests/unit/test_tensor_cuda
 tsan=$B/tsan/tests/unit/test_tensor_cuda
-[ -e "$fake/libcuda.so.1" ] || skip_all "$fake/libcuda.so.1 not built"
+. "$(dirname "$0")/fakecuda.sh"
 need "$bin"
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/cuda-fake.XXXXXX")
-trap 'rm -rf "$tmp"' EXIT
-
-# run NAME [ENV=V...] -- PROG ARGS: output in $tmp/NAME.log, the fake's
-# report lines in $tmp/NAME.rep, exit status in $rc
-run() {
-	local name=$1; shift
-	local envs=()
-	while [ "$1" != -- ]; do envs+=("$1"); shift; done
-	shift
-	rm -f "$tmp/$name.rep"
-	env LD_LIBRARY_PATH="$fake" FAKECUDA_REPORT="$tmp/$name.rep" \
-		"${envs[@]}" timeout 300 "$@" >"$tmp/$name.log" 2>&1
-	rc=$?
-	sed 's/^/# /' "$tmp/$name.log" | grep -v '^# ok' | head -30
-}
-# clean NAME: the fake's summary says 0 violations and 0 leaks
-clean() {
-	grep -q 'summary: .*violations 0 leaks 0 ' "$tmp/$1.rep" 2>/dev/null &&
-		! grep -q 'VIOLATION\|LEAK' "$tmp/$1.rep"
-}
 
 # ---- the fake's own contract checks (through ctypes) ----------------------
 if command -v python3 >/dev/null; then
@@ -64,7 +42,7 @@ class Loc(C.Structure): _fields_ = [("type", C.c_int), ("id", C.c_int)]
 class Flags(C.Structure): _fields_ = [("c", C.c_ubyte), ("g", C.c_ubyte), ("u", C.c_ushort), ("r", C.c_ubyte * 4)]
 class Prop(C.Structure): _fields_ = [("type", C.c_int), ("ht", C.c_int), ("loc", Loc), ("w", C.c_void_p), ("f", Flags)]
 class Acc(C.Structure): _fields_ = [("loc", Loc), ("flags", C.c_int)]
-class Stats(C.Structure): _fields_ = [(k, C.c_uint64) for k in "calls violations leaks injected total used peak a s".split()]
+class Stats(C.Structure): _fields_ = [(k, C.c_uint64) for k in "calls violations leaks injected total used peak a s ctx mb md mdp pd ph de adv".split()]
 U, Z, P = C.c_ulonglong, C.c_size_t, C.c_void_p
 cu.cuMemMap.argtypes = [U, Z, Z, U, U]; cu.cuMemUnmap.argtypes = [U, Z]
 cu.cuMemSetAccess.argtypes = [U, Z, C.POINTER(Acc), Z]
