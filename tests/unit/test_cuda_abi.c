@@ -88,6 +88,7 @@ int main(void)
 	HMM_CU_VALUES(VALUE)
 	HMM_CU_CALLS(CALL)
 	HMM_CU_MANAGED_CALLS(CALL)
+	HMM_CU_LAUNCH_CALLS(CALL)
 	return t_done();
 }
 

@@ -171,6 +171,25 @@ struct hmm_cu_access_desc {
 	  "cuMemRangeGetAttributes", (void **, size_t *,		\
 	  CUmem_range_attribute *, size_t, CUdeviceptr, size_t))
 
+/*
+ * Loading and launching a kernel image, and plain device memory: not
+ * libhmm's, but the tools' that run bundled kernels through the driver
+ * with no CUDA runtime linked (hmm-bench uvm), so that they, too, run
+ * where no GPU is and say why.
+ */
+#define HMM_CU_LAUNCH_CALLS(X)						\
+	X(ModuleLoadData, cuModuleLoadData, "cuModuleLoadData",		\
+	  (CUmodule *, const void *))					\
+	X(ModuleUnload, cuModuleUnload, "cuModuleUnload", (CUmodule))	\
+	X(ModuleGetFunction, cuModuleGetFunction, "cuModuleGetFunction", \
+	  (CUfunction *, CUmodule, const char *))			\
+	X(LaunchKernel, cuLaunchKernel, "cuLaunchKernel",		\
+	  (CUfunction, unsigned int, unsigned int, unsigned int,	\
+	   unsigned int, unsigned int, unsigned int, unsigned int,	\
+	   CUstream, void **, void **))					\
+	X(CtxSynchronize, cuCtxSynchronize, "cuCtxSynchronize", (void))	\
+	X(MemAlloc, cuMemAlloc, "cuMemAlloc_v2", (CUdeviceptr *, size_t))
+
 #ifndef HMM_CUDA_ABI_LISTS_ONLY
 
 /* cuda.h's names.  Its enums are ints here: the same size and passing. */
@@ -185,6 +204,8 @@ typedef unsigned long long CUmemGenericAllocationHandle;
 typedef struct CUctx_st *CUcontext;
 typedef struct CUstream_st *CUstream;
 typedef struct CUevent_st *CUevent;
+typedef struct CUmod_st *CUmodule;
+typedef struct CUfunc_st *CUfunction;
 typedef struct hmm_cu_location CUmemLocation;
 typedef struct hmm_cu_alloc_prop CUmemAllocationProp;
 typedef struct hmm_cu_access_desc CUmemAccessDesc;
