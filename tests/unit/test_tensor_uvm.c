@@ -15,7 +15,11 @@
  *    the host; every range is advised preferred on the host and accessed
  *    by the GPU (so the driver's fault path migrates nothing itself);
  *  - the schedule policy (embedded mode): in a replayed step, the next
- *    tensors were prefetched to the GPU before they are mapped.
+ *    tensors were prefetched to the GPU before they are mapped;
+ *  - a region (embedded mode): managed memory with the same advice,
+ *    written in place on the host, moved to the GPU by WILLNEED (evicting
+ *    a tensor to stay within the budget) and back by COLD, one block
+ *    alone, bytes intact, its device bytes given back at the free.
  * On the fake only: the driver's count of device-resident managed bytes
  * never passes the budget and it never had to evict anything itself;
  * libhmm leaves no context current on the application's thread; no
@@ -113,6 +117,7 @@ static int uvm_open(struct hmm **h, const char *name, uint64_t dev_budget,
 	cfg.device_budget = dev_budget;
 	cfg.policy = policy;
 	cfg.prefetch_depth = 2;
+	cfg.wait_ms = 200;
 	hmm_test_mode(&cfg);
 	return hmm_open(&cfg, h);
 }
@@ -349,6 +354,104 @@ static void test_schedule(void)
 	uvm_close(h);
 }
 
+/* ---- a region: managed memory hmm moves on advice ---------------------- */
+
+#define RB	(6 * MiB)
+
+static void test_region(void)
+{
+	struct fakecuda_stats fs0, fs;
+	struct hmm_tensor *t;
+	struct hmm_stats st;
+	uint8_t *want = malloc(RB);
+	void *p, *tp;
+	struct hmm *h;
+	int r;
+
+	if (hmm_test_shared()) {
+		hmm_test_skip("regions on the uvm device", "shared mode: "
+			      "regions are hmmd's (userfaultfd or hmmk.ko)");
+		free(want);
+		return;
+	}
+	h = open_or_skip("store-region", BUDGET, HMM_POLICY_LRU);
+	if (drv.stats)
+		drv.stats(&fs0);
+	t = filled(h, "rt", TB, 11);
+	if (hmm_map(t, 0, HMM_ALL, HMM_TIER_DEVICE, HMM_READ, &tp))
+		t_fail_all("map rt: %s", hmm_last_error());
+	hmm_unmap(t, tp);		/* 4 MiB at the device */
+	r = hmm_region_new(h, RB, &p);
+	t_ok(r == 0, "a 6 MiB region on the uvm device: %d %s", r,
+	     r ? hmm_last_error() : "");
+	if (r) {
+		uvm_close(h);
+		free(want);
+		return;
+	}
+	t_ok(where(p, RB, CU_PREFERRED) == CU_CPU &&
+	     where(p, RB, CU_ACCESSED_BY) == 0, "it is managed memory, "
+	     "preferred on the host, accessed by the GPU");
+	t_fill(want, RB, 12);
+	memcpy(p, want, RB);		/* the host writes it in place */
+	r = hmm_region_advise(h, p, RB, HMM_ADVISE_WILLNEED);
+	hmm_stats(h, &st);
+	t_ok(r == 0 && where(p, RB, CU_LAST_PREFETCH) == 0, "WILLNEED "
+	     "prefetched it to the GPU: %d", r);
+	t_ok(st.tier[HMM_TIER_DEVICE].resident <= BUDGET &&
+	     st.tier[HMM_TIER_DEVICE].resident >= RB, "within the 8 MiB "
+	     "budget (%llu resident: the tensor made room)",
+	     (unsigned long long)st.tier[HMM_TIER_DEVICE].resident);
+	r = hmm_region_advise(h, p, RB, HMM_ADVISE_COLD);
+	hmm_stats(h, &st);
+	t_ok(r == 0 && where(p, RB, CU_LAST_PREFETCH) == CU_CPU &&
+	     st.tier[HMM_TIER_DEVICE].resident <= BUDGET - RB,
+	     "COLD prefetched it back to the host and gave its bytes back "
+	     "(%llu resident)",
+	     (unsigned long long)st.tier[HMM_TIER_DEVICE].resident);
+	t_ok(st.region_evictions == RB / (64 << 10), "%llu blocks counted "
+	     "as evicted", (unsigned long long)st.region_evictions);
+	t_ok(!memcmp(p, want, RB), "its bytes intact through both moves");
+	r = hmm_region_advise(h, (char *)p + MiB, 64 << 10,
+			      HMM_ADVISE_WILLNEED);
+	t_ok(r == 0 && where((char *)p + MiB, 64 << 10, CU_LAST_PREFETCH) ==
+	     0 && where(p, 64 << 10, CU_LAST_PREFETCH) == CU_CPU,
+	     "WILLNEED of one block moves that block only");
+	t_eq(hmm_region_advise(h, p, RB, 99), -EINVAL, "unknown advice: "
+	     "-EINVAL (%s)", hmm_last_error());
+	if (drv.stats) {
+		drv.stats(&fs);
+		t_ok(fs.managed_dev_peak <= BUDGET && !fs.driver_evicted,
+		     "the driver's device bytes peaked at %llu, no eviction "
+		     "of its own", (unsigned long long)fs.managed_dev_peak);
+	}
+	if (hmm_region_new(h, 10 * MiB, &tp) == 0) {
+		r = hmm_region_advise(h, tp, 10 * MiB, HMM_ADVISE_WILLNEED);
+		hmm_stats(h, &st);
+		t_ok(r == -ENOMEM && strstr(hmm_last_error(), "region") &&
+		     st.tier[HMM_TIER_DEVICE].resident <= BUDGET, "WILLNEED "
+		     "of 10 MiB on an 8 MiB budget: -ENOMEM (%s), %llu "
+		     "resident", hmm_last_error(),
+		     (unsigned long long)st.tier[HMM_TIER_DEVICE].resident);
+		t_eq(hmm_region_free(h, tp), 0, "free that region");
+	} else {
+		t_fail_all("a second region: %s", hmm_last_error());
+	}
+	t_eq(hmm_region_free(h, p), 0, "free the region");
+	hmm_stats(h, &st);
+	t_ok(st.tier[HMM_TIER_DEVICE].resident <= TB, "its block at the "
+	     "GPU given back (%llu resident)",
+	     (unsigned long long)st.tier[HMM_TIER_DEVICE].resident);
+	if (drv.stats) {
+		drv.stats(&fs);
+		t_eq(fs.managed_bytes, fs0.managed_bytes + TB, "its managed "
+		     "range freed");
+	}
+	t_ok(exact(t, TB, 11, -1), "the tensor it evicted is exact");
+	uvm_close(h);
+	free(want);
+}
+
 /* ---- failures (the fake) ------------------------------------------------ */
 
 static int mode_fail(void)
@@ -433,6 +536,7 @@ int main(int argc, char **argv)
 		return mode_nomanaged();
 	test_cycle();
 	test_schedule();
+	test_region();
 	rmdir(t_tmpdir());
 	drv_done();
 	if (drv.stats) {

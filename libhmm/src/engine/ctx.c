@@ -328,6 +328,6 @@ const struct hmm_backend hmm_engine_backend = {
 	.prefetch = hmm_engine_prefetch, .evict = hmm_engine_evict,
 	.wait = hmm_engine_wait, .flush = hmm_engine_flush,
 	.stats = hmm_engine_stats,
-	.region_whole = NULL,		/* no region is served whole */
+	.region_whole = hmm_region_uvm_whole,	/* uvm: managed memory */
 	.region_back = hmm_region_store_back,
 };
