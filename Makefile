@@ -166,6 +166,7 @@ $(O)/tools/hmm-bench/%.o: INC := $(INC_kern)
 $(O)/tools/hmm-bench/io.o $(O)/tools/hmm-bench/tensors.o: INC := $(INC_store)
 $(O)/tools/hmm-bench/shared.o: INC := $(INC_proto) -I$(L)/remote
 $(O)/tools/hmm-bench/uvm.o: INC := -Ilibhmm/include -I$(L)/engine
+$(O)/tools/hmm-train/cuda.o: INC := -Ilibhmm/include -I$(L)/engine
 $(O)/tools/hmmctl/%.o: INC := $(INC_proto) -I$(L)/remote
 # tests: tests/ and the kernels' headers, plus a layer per group
 $(O)/tests/%.o: INC := -Itests $(INC_kern)
