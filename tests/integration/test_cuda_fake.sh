@@ -27,8 +27,6 @@
 set -u
 . "$(dirname "$0")/../t.sh"
 bin=$B/tests/unit/test_tensor_cuda
-asan=$B/asan/tests/unit/test_tensor_cuda
-tsan=$B/tsan/tests/unit/test_tensor_cuda
 . "$(dirname "$0")/fakecuda.sh"
 need "$bin"
 
@@ -108,28 +106,8 @@ EOF
 	ok $(grep -q 'summary: .*violations 14 leaks 0 ' "$tmp/contract.rep"; echo $?) "... and reports each, no leak"
 fi
 
-# ---- test_tensor_cuda on the fake -----------------------------------------
-run main -- "$bin"
-ok $([ $rc = 0 ] && grep -q 'driver: the fake' "$tmp/main.log"; echo $?) "test_tensor_cuda passes on the fake driver"
-ok $(clean main; echo $?) "... with no contract violation and no leak ($(grep -o 'calls [0-9]*' "$tmp/main.rep" 2>/dev/null))"
-if [ -x "$asan" ]; then
-	run asan ASAN_OPTIONS=detect_leaks=1 -- "$asan"
-	ok $([ $rc = 0 ]; echo $?) "the ASan build of test_tensor_cuda passes on the fake"
-	ok $(clean asan; echo $?) "... with no contract violation and no leak"
-fi
-
-if [ -x "$tsan" ]; then
-	run tsan TSAN_OPTIONS=halt_on_error=0 -- "$tsan"
-	ok $([ $rc = 0 ] && ! grep -q 'WARNING: ThreadSanitizer' "$tmp/tsan.log"; echo $?) "the TSan build of test_tensor_cuda passes on the fake, no race reported"
-	ok $(clean tsan; echo $?) "... with no contract violation and no leak"
-fi
-
-# shared mode: device maps staged through an hmmd's host tier
-if [ -x "$B/bin/hmmd" ]; then
-	run shared HMM_TEST_MODE=shared HMM_BUILD="$B" -- "$bin"
-	ok $([ $rc = 0 ] && grep -q 'shared mode: hmmd pid' "$tmp/shared.log"; echo $?) "test_tensor_cuda passes in shared mode (through hmmd) on the fake"
-	ok $(clean shared; echo $?) "... with no contract violation and no leak"
-fi
+# ---- test_tensor_cuda on the fake (plain, ASan, TSan, shared) -------------
+run_variants test_tensor_cuda
 
 run nodev1 FAKECUDA_NODEV=1 -- "$bin"
 ok $([ $rc = 77 ] && grep -q 'device cuda: cuInit: no CUDA-capable device' "$tmp/nodev1.log"; echo $?) "FAKECUDA_NODEV=1: -ENODEV, 'cuInit: no CUDA-capable device'"

@@ -21,8 +21,6 @@
 set -u
 . "$(dirname "$0")/../t.sh"
 bin=$B/tests/unit/test_tensor_uvm
-asan=$B/asan/tests/unit/test_tensor_uvm
-tsan=$B/tsan/tests/unit/test_tensor_uvm
 . "$(dirname "$0")/fakecuda.sh"
 need "$bin"
 
@@ -134,25 +132,8 @@ EOF
 	     grep -q 'LEAK .*managed allocation' "$tmp/contract.rep"; echo $?) "... reports each, and the allocation left at the context's destroy"
 fi
 
-# ---- test_tensor_uvm on the fake ------------------------------------------
-run main -- "$bin"
-ok $([ $rc = 0 ] && grep -q 'driver: the fake' "$tmp/main.log"; echo $?) "test_tensor_uvm passes on the fake driver"
-ok $(clean main; echo $?) "... with no contract violation and no leak ($(grep -o 'calls [0-9]*' "$tmp/main.rep" 2>/dev/null))"
-if [ -x "$asan" ]; then
-	run asan ASAN_OPTIONS=detect_leaks=1 -- "$asan"
-	ok $([ $rc = 0 ]; echo $?) "the ASan build of test_tensor_uvm passes on the fake"
-	ok $(clean asan; echo $?) "... with no contract violation and no leak"
-fi
-if [ -x "$tsan" ]; then
-	run tsan TSAN_OPTIONS=halt_on_error=0 -- "$tsan"
-	ok $([ $rc = 0 ] && ! grep -q 'WARNING: ThreadSanitizer' "$tmp/tsan.log"; echo $?) "the TSan build of test_tensor_uvm passes on the fake, no race reported"
-	ok $(clean tsan; echo $?) "... with no contract violation and no leak"
-fi
-if [ -x "$B/bin/hmmd" ]; then
-	run shared HMM_TEST_MODE=shared HMM_BUILD="$B" -- "$bin"
-	ok $([ $rc = 0 ] && grep -q 'shared mode: hmmd pid' "$tmp/shared.log"; echo $?) "test_tensor_uvm passes in shared mode (through hmmd) on the fake"
-	ok $(clean shared; echo $?) "... with no contract violation and no leak"
-fi
+# ---- test_tensor_uvm on the fake (plain, ASan, TSan, shared) --------------
+run_variants test_tensor_uvm
 
 # ---- one driver call failing: the one libhmm call fails, nothing lost -----
 modes=embedded; [ -x "$B/bin/hmmd" ] && modes="embedded shared"

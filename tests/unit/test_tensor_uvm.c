@@ -40,6 +40,7 @@
 #include "fakecuda/fakecuda.h"
 #include "hmm.h"
 #include "hmm_mode.h"
+#include "dev_t.h"
 
 #define MiB	(1ull << 20)
 #define CU_LAST_PREFETCH	4	/* CU_MEM_RANGE_ATTRIBUTE_* */
@@ -145,71 +146,13 @@ static void uvm_close(struct hmm *h)
 	unlink(path);
 }
 
-/* n bytes of pattern seed, written at the host. */
-static struct hmm_tensor *filled(struct hmm *h, const char *name,
-				 int64_t n, uint64_t seed)
+/* The fake's count of device-resident managed bytes, for the sampler. */
+static uint64_t fake_managed_dev(void)
 {
-	struct hmm_tensor *t;
-	void *p;
+	struct fakecuda_stats fs;
 
-	if (hmm_tensor_new(h, name, HMM_DTYPE_U8, 1, &n, &t))
-		t_fail_all("tensor %s: %s", name, hmm_last_error());
-	if (hmm_map(t, 0, HMM_ALL, HMM_TIER_HOST, HMM_DISCARD, &p))
-		t_fail_all("map %s: %s", name, hmm_last_error());
-	t_fill(p, n, seed);
-	hmm_unmap(t, p);
-	return t;
-}
-
-/* t holds pattern seed, its last page `mark` when mark >= 0. */
-static int exact(struct hmm_tensor *t, size_t n, uint64_t seed, int mark)
-{
-	uint8_t *want = malloc(n);
-	void *p;
-	int ok;
-
-	if (!want || hmm_map(t, 0, HMM_ALL, HMM_TIER_HOST, HMM_READ, &p)) {
-		t_diag("read %s: %s", hmm_tensor_name(t), hmm_last_error());
-		free(want);
-		return 0;
-	}
-	t_fill(want, n, seed);
-	if (mark >= 0)
-		memset(want + n - 4096, mark, 4096);
-	ok = !memcmp(p, want, n);
-	hmm_unmap(t, p);
-	free(want);
-	return ok;
-}
-
-/* ---- the device tier against its budget, sampled ---------------------- */
-
-struct sampler {
-	struct hmm *h;
-	uint64_t budget;
-	int stop;			/* atomic */
-	unsigned samples, over, fake_over;
-	pthread_t thr;
-};
-
-static void *sample_main(void *arg)
-{
-	struct sampler *s = arg;
-
-	while (!__atomic_load_n(&s->stop, __ATOMIC_ACQUIRE)) {
-		struct hmm_stats st;
-		struct fakecuda_stats fs;
-
-		hmm_stats(s->h, &st);
-		s->over += st.tier[HMM_TIER_DEVICE].resident > s->budget;
-		if (drv.stats) {
-			drv.stats(&fs);
-			s->fake_over += fs.managed_dev > s->budget;
-		}
-		s->samples++;
-		usleep(200);
-	}
-	return NULL;
+	drv.stats(&fs);
+	return fs.managed_dev;
 }
 
 /* ---- 3x the budget through the device --------------------------------- */
@@ -220,7 +163,7 @@ static void *sample_main(void *arg)
 
 static void test_cycle(void)
 {
-	struct sampler smp = { .budget = BUDGET };
+	struct t_dev_sampler smp = { .budget = BUDGET };
 	struct hmm_tensor *ts[NT];
 	struct fakecuda_stats fs;
 	struct hmm_stats st;
@@ -234,10 +177,11 @@ static void test_cycle(void)
 		char name[16];
 
 		snprintf(name, sizeof(name), "u%d", i);
-		ts[i] = filled(h, name, TB, 70 + i);
+		ts[i] = t_dev_filled(h, name, TB, 70 + i);
 	}
 	smp.h = h;
-	pthread_create(&smp.thr, NULL, sample_main, &smp);
+	smp.fake_bytes = drv.stats ? fake_managed_dev : NULL;
+	t_dev_sampler_start(&smp);
 	for (i = 0; i < NT; i++) {
 		if (hmm_map(ts[i], 0, HMM_ALL, HMM_TIER_DEVICE, HMM_READ |
 			    HMM_WRITE, &dp[i])) {
@@ -267,11 +211,10 @@ static void test_cycle(void)
 		     "host");
 	}
 	for (i = 0; i < NT; i++)
-		ok &= exact(ts[i], TB, 70 + i, 0xb0 + i);
+		ok &= t_dev_exact(ts[i], TB, 70 + i, 0xb0 + i);
 	t_ok(ok, "device-dirty tensors come back exact on the host, with the "
 	     "bytes written at the device");
-	__atomic_store_n(&smp.stop, 1, __ATOMIC_RELEASE);
-	pthread_join(smp.thr, NULL);
+	t_dev_sampler_stop(&smp);
 	hmm_stats(h, &st);
 	t_ok(st.tier[HMM_TIER_DEVICE].peak <= BUDGET && !smp.over,
 	     "device peak %llu within the %llu-byte budget, %u samples, %u "
@@ -321,7 +264,7 @@ static void test_schedule(void)
 		char name[16];
 
 		snprintf(name, sizeof(name), "s%d", i);
-		ts[i] = filled(h, name, SB, 90 + i);
+		ts[i] = t_dev_filled(h, name, SB, 90 + i);
 	}
 	for (step = 0; step < 3; step++) {
 		hmm_step_begin(h);
@@ -349,7 +292,7 @@ static void test_schedule(void)
 		t_ok(ahead >= NS - 2, "replayed: %d of %d tensors were on the "
 		     "GPU (prefetched) before their map", ahead, NS - 1);
 	for (i = 0; i < NS; i++)
-		ok &= exact(ts[i], SB, 90 + i, -1);
+		ok &= t_dev_exact(ts[i], SB, 90 + i, -1);
 	t_ok(ok, "bytes exact after the steps");
 	uvm_close(h);
 }
@@ -377,7 +320,7 @@ static void test_region(void)
 	h = open_or_skip("store-region", BUDGET, HMM_POLICY_LRU);
 	if (drv.stats)
 		drv.stats(&fs0);
-	t = filled(h, "rt", TB, 11);
+	t = t_dev_filled(h, "rt", TB, 11);
 	if (hmm_map(t, 0, HMM_ALL, HMM_TIER_DEVICE, HMM_READ, &tp))
 		t_fail_all("map rt: %s", hmm_last_error());
 	hmm_unmap(t, tp);		/* 4 MiB at the device */
@@ -447,7 +390,7 @@ static void test_region(void)
 		t_eq(fs.managed_bytes, fs0.managed_bytes + TB, "its managed "
 		     "range freed");
 	}
-	t_ok(exact(t, TB, 11, -1), "the tensor it evicted is exact");
+	t_ok(t_dev_exact(t, TB, 11, -1), "the tensor it evicted is exact");
 	uvm_close(h);
 	free(want);
 }
@@ -502,7 +445,7 @@ static int mode_fail(void)
 	t_eq(named, 1, "... naming its tensor");
 	t_ok(ok, "the same call worked after");
 	for (i = 0; i < 4; i++)
-		ok &= exact(ts[i], TB, 30 + i, -1);
+		ok &= t_dev_exact(ts[i], TB, 30 + i, -1);
 	t_ok(ok, "every tensor's bytes intact");
 	uvm_close(h);
 	drv_done();
