@@ -7,9 +7,10 @@
  * LD_LIBRARY_PATH by tests/integration/test_uvm_fake.sh):
  *  - tensors 3x the device budget are written on the host, mapped
  *    READ|WRITE at the device, written there through the pointer (managed
- *    memory: the host may touch it too), pushed out by the next ones and
- *    read back exact on the host, while a thread samples the device
- *    tier's resident bytes against the budget;
+ *    memory: the host may touch it too), pushed out by the next ones (on
+ *    to the store past the host budget) and read back exact on the host,
+ *    while a thread samples the device tier's resident bytes against the
+ *    budget;
  *  - where the driver says each range is (cuMemRangeGetAttribute): a
  *    mapped tensor was last prefetched to the GPU, an evicted one back to
  *    the host; every range is advised preferred on the host and accessed
@@ -102,6 +103,8 @@ static void drv_done(void)
 	drv.ctx = NULL;
 }
 
+#define HOST_BUDGET	(16 * MiB)	/* under 3x the device's 8 MiB */
+
 static char path[4200];
 
 static int uvm_open(struct hmm **h, const char *name, uint64_t dev_budget,
@@ -113,7 +116,7 @@ static int uvm_open(struct hmm **h, const char *name, uint64_t dev_budget,
 	hmm_config_default(&cfg);
 	cfg.store_path = path;
 	cfg.store_size = 128 * MiB;
-	cfg.host_budget = 32 * MiB;
+	cfg.host_budget = HOST_BUDGET;
 	cfg.device = "uvm";
 	cfg.device_budget = dev_budget;
 	cfg.policy = policy;
@@ -220,6 +223,11 @@ static void test_cycle(void)
 	     "device peak %llu within the %llu-byte budget, %u samples, %u "
 	     "over", (unsigned long long)st.tier[HMM_TIER_DEVICE].peak,
 	     BUDGET, smp.samples, smp.over);
+	t_ok(st.tier[HMM_TIER_HOST].peak <= HOST_BUDGET &&
+	     st.tier[HMM_TIER_STORE].bytes_in > 0, "evicted host chunks went "
+	     "on to the store (%llu bytes) within the %llu-byte host budget",
+	     (unsigned long long)st.tier[HMM_TIER_STORE].bytes_in,
+	     HOST_BUDGET);
 	t_ok(st.tier[HMM_TIER_DEVICE].bytes_in >= NT * TB &&
 	     st.tier[HMM_TIER_DEVICE].bytes_out > 0, "copies both ways (%llu "
 	     "in, %llu out)",
