@@ -165,6 +165,8 @@ $(O)/tools/hmm-train/%.o: INC := $(INC_kern)
 $(O)/tools/hmm-bench/%.o: INC := $(INC_kern)
 $(O)/tools/hmm-bench/io.o $(O)/tools/hmm-bench/tensors.o: INC := $(INC_store)
 $(O)/tools/hmm-bench/shared.o: INC := $(INC_proto) -I$(L)/remote
+$(O)/tools/hmm-bench/uvm.o: INC := -Ilibhmm/include -I$(L)/engine
+$(O)/tools/hmm-train/cuda.o: INC := -Ilibhmm/include -I$(L)/engine
 $(O)/tools/hmmctl/%.o: INC := $(INC_proto) -I$(L)/remote
 # tests: tests/ and the kernels' headers, plus a layer per group
 $(O)/tests/%.o: INC := -Itests $(INC_kern)
@@ -260,6 +262,18 @@ $(O)/%.o: %.cu
 	@mkdir -p $(@D)
 	$(NVCC) $(NVFLAGS) -Xcompiler -fPIC -MMD -MP -c -o $@ $<
 $(CUDA_A): $(CU_OBJ)
+# hmm-bench uvm's sweep kernel: a fatbin embedded in the binary
+# (uvm_fatbin.S) and loaded through the driver at run time, so hmm-bench
+# links no CUDA runtime; without nvcc, hmm-bench uvm says so.
+HB_FATBIN := $(O)/tools/hmm-bench/uvm_sweep.fatbin
+$(HB_FATBIN): tools/hmm-bench/uvm_sweep.cu
+	@mkdir -p $(@D)
+	$(NVCC) $(NVFLAGS) --fatbin -o $@ $<
+$(O)/tools/hmm-bench/uvm_fatbin.o: tools/hmm-bench/uvm_fatbin.S $(HB_FATBIN)
+	$(CC) -c -DHB_UVM_FATBIN='"$(HB_FATBIN)"' -o $@ $<
+ifneq ($(HAVE_NVCC),)
+$(B)/bin/hmm-bench: $(O)/tools/hmm-bench/uvm_fatbin.o
+endif
 $(B)/tests/gpu/%: tests/gpu/%.cu $(CUDA_A) $(HK_A)
 	@mkdir -p $(@D)
 	$(NVCC) $(NVFLAGS) -Itests -o $@ $< $(CUDA_A) $(HK_A) -lpthread -lm

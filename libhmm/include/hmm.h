@@ -114,7 +114,8 @@ struct hmm_config {
 	uint64_t store_size;	/* bytes; 0 = the file's current size */
 	uint64_t host_budget;	/* bytes of host memory for chunks (> 0) */
 	uint64_t device_budget;	/* bytes of device memory; 0 = the device's */
-	const char *device;	/* "none" (or NULL), "sim" or "cuda" */
+	const char *device;	/* "none" (or NULL), "sim", "cuda" or "uvm"
+				   (CUDA managed memory moved by hmm) */
 	const char *daemon;	/* "unix:PATH": shared mode, every call goes
 				   to that hmmd (its host tier; a device is
 				   this process's own, staged through host

@@ -77,10 +77,11 @@ int hmm_dlpack_export(struct hmm_tensor *t, int tier, unsigned access,
 	memcpy(d->shape, t->shape, t->ndim * sizeof(int64_t));
 	d->m.dl_tensor.data = d->ptr;
 	d->m.dl_tensor.device.device_type =
-		tier == HMM_TIER_DEVICE && t->h->dev &&
-		!strcmp(t->h->dev->name, "cuda") ? kDLCUDA : kDLCPU;
+		tier != HMM_TIER_DEVICE || !t->h->dev ||
+		!strcmp(t->h->dev->name, "sim") ? kDLCPU :
+		!strcmp(t->h->dev->name, "uvm") ? kDLCUDAManaged : kDLCUDA;
 	d->m.dl_tensor.device.device_id =
-		d->m.dl_tensor.device.device_type == kDLCUDA ?
+		d->m.dl_tensor.device.device_type != kDLCPU ?
 		t->h->cfg.device_index : 0;
 	d->m.dl_tensor.ndim = t->ndim;
 	d->m.dl_tensor.dtype = dt;

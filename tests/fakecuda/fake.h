@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * fake.h — the fake CUDA driver's insides, shared by its three files:
+ * fake.h — the fake CUDA driver's insides, shared by its four files:
  * libcuda.c (init, devices, the primary context, knobs, error strings,
  * reports), vmm.c (address reservations, physical allocations, maps,
- * access) and stream.c (streams, events, host registration, copies).
+ * access), stream.c (streams, events, host registration, copies) and
+ * managed.c (managed memory: allocation, prefetch, advice, attributes).
  *
  * The device is host memory: a reservation is an mmap PROT_NONE range, a
  * physical allocation a memfd, a map an mmap MAP_FIXED|MAP_SHARED of it
@@ -64,6 +65,26 @@ struct fk_host {
 	size_t size;
 };
 
+/* A cuMemAllocManaged allocation (anonymous host memory: the pointer
+ * is valid on the host and the "device" alike), freed by cuMemFree_v2.
+ * Per 4 KiB page: where it is resident, the last prefetch location and
+ * the advice, as the attribute queries report them. */
+struct fk_managed {
+	struct fk_managed *next;
+	uintptr_t base;
+	size_t size;		/* rounded up to pages */
+	unsigned flags;		/* CU_MEM_ATTACH_* */
+	size_t npages;
+	signed char *last;	/* FK_LOC_*: the last prefetch target */
+	signed char *pref;	/* FK_LOC_*: the preferred location */
+	unsigned char *at_dev;	/* 1: resident at the device */
+	unsigned char *rmostly;	/* CU_MEM_ADVISE_SET_READ_MOSTLY */
+	unsigned char *accby;	/* bit 0 the device, bit 1 the host */
+};
+#define FK_LOC_NONE	(-2)	/* CU_DEVICE_INVALID */
+#define FK_LOC_CPU	(-1)	/* CU_DEVICE_CPU */
+#define FK_LOC_DEV	0	/* device 0 */
+
 struct fk_event;
 
 /* One queued operation of a stream; freed by its worker once run. */
@@ -103,6 +124,7 @@ struct fk {
 	uint64_t mem;		/* FAKECUDA_MEM, device bytes */
 	uint64_t gran;		/* FAKECUDA_GRAN */
 	int nodev;		/* FAKECUDA_NODEV: 1 cuInit fails, 2 no GPUs */
+	int nomanaged;		/* FAKECUDA_NOMANAGED: no managed memory */
 	int strict;		/* FAKECUDA_STRICT: abort on a violation */
 	unsigned delay_us;	/* FAKECUDA_DELAY_US before each async op */
 	/* state */
@@ -116,6 +138,7 @@ struct fk {
 	struct fk_host *hosts;
 	struct fk_stream *streams;
 	struct fk_event *events;
+	struct fk_managed *managed;
 	struct fakecuda_stats st;
 };
 
@@ -143,6 +166,11 @@ int fk_dev_ok(uintptr_t p, size_t n, int need);
  * drops it to join workers. */
 void fk_vmm_leaks(int free_them);
 void fk_stream_leaks(int free_them);
+void fk_managed_leaks(int free_them);
+/* managed.c: is [p, p+n) inside one managed allocation? (lock held) */
+int fk_managed_ok(uintptr_t p, size_t n);
+/* stream.c: is ps NULL or a live stream? (lock held) */
+int fk_stream_ok(void *ps);
 
 #pragma GCC visibility pop
 

@@ -5,8 +5,9 @@
  *
  * A test that finds the fake loaded (dlopen("libcuda.so.1",
  * RTLD_NOLOAD) then dlsym "fakecuda_stats") can check what the driver
- * saw: contract violations, leaks, and the device bytes allocated
- * (cuMemCreate) at most at once.  With the real driver the symbol is
+ * saw: contract violations, leaks, the device bytes allocated
+ * (cuMemCreate) at most at once, and where managed memory was moved.
+ * Append only: the integration scripts read it through ctypes.  With the real driver the symbol is
  * absent and those checks are skipped.
  *
  * Threading: fakecuda_stats may be called from any thread at any time.
@@ -28,6 +29,17 @@ struct fakecuda_stats {
 	uint64_t sync_copies;	/* copies from pageable memory, done inline */
 	uint64_t ctx_current;	/* contexts current (stacked) on the calling
 				   thread: what a library left behind */
+	/* managed memory (cuMemAllocManaged) */
+	uint64_t managed_bytes;	/* live managed allocations */
+	uint64_t managed_dev;	/* of them resident at the device (moved
+				   there by cuMemPrefetchAsync) */
+	uint64_t managed_dev_peak; /* the most managed_dev ever was */
+	uint64_t prefetch_dev;	/* bytes prefetched to the device */
+	uint64_t prefetch_host;	/* bytes prefetched to the host */
+	uint64_t driver_evicted; /* bytes the "driver" moved back to the
+				   host itself to make room for a prefetch:
+				   the caller oversubscribed the device */
+	uint64_t advises;	/* cuMemAdvise calls that applied */
 };
 
 typedef void (*fakecuda_stats_fn)(struct fakecuda_stats *st);

@@ -12,13 +12,18 @@
  * first with LD_LIBRARY_PATH.
  *
  * This file: knobs, entry bookkeeping, init, devices, the primary
- * context, error strings, reports.  vmm.c and stream.c hold the rest.
+ * context, error strings, reports.  vmm.c, stream.c and managed.c hold
+ * the rest.
  *
  * Knobs (environment, read at the first call):
  *   FAKECUDA_MEM=bytes       device memory (default 1 GiB; K/M/G suffix)
  *   FAKECUDA_GRAN=bytes      allocation granularity (default 2 MiB)
  *   FAKECUDA_NODEV=1         cuInit fails: CUDA_ERROR_NO_DEVICE
  *   FAKECUDA_NODEV=2         cuInit works, cuDeviceGetCount says 0
+ *   FAKECUDA_NOMANAGED=1     the device supports no managed memory
+ *                            (CU_DEVICE_ATTRIBUTE_MANAGED_MEMORY and
+ *                            _CONCURRENT_MANAGED_ACCESS say 0,
+ *                            cuMemAllocManaged CUDA_ERROR_NOT_SUPPORTED)
  *   FAKECUDA_FAIL=fn:nth[:code][,...]  the nth call of entry point fn
  *                            fails (default CUDA_ERROR_OUT_OF_MEMORY),
  *                            changing nothing
@@ -86,6 +91,8 @@ static void knobs_read(void)
 	fk.gran = knob_size("FAKECUDA_GRAN", 2u << 20);
 	fk.nodev = atoi(getenv("FAKECUDA_NODEV") ? getenv("FAKECUDA_NODEV")
 		       : "0");
+	fk.nomanaged = getenv("FAKECUDA_NOMANAGED") &&
+		       atoi(getenv("FAKECUDA_NOMANAGED"));
 	fk.strict = getenv("FAKECUDA_STRICT") &&
 		    atoi(getenv("FAKECUDA_STRICT"));
 	fk.delay_us = knob_size("FAKECUDA_DELAY_US", 200);
@@ -262,11 +269,18 @@ CUresult cuDeviceGetAttribute(int *v, int attr, int dev)
 	if (dev < 0 || dev >= ndev())
 		return fk_end(fk_bad(CUDA_ERROR_INVALID_DEVICE, "device %d",
 				     dev));
-	if (attr != CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED) {
+	switch (attr) {
+	case CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED:
+		*v = 1;
+		break;
+	case CU_DEVICE_ATTRIBUTE_MANAGED_MEMORY:
+	case CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS:
+		*v = !fk.nomanaged;
+		break;
+	default:
 		fk_note("attribute %d is not modelled by the fake", attr);
 		return fk_end(CUDA_ERROR_INVALID_VALUE);
 	}
-	*v = 1;
 	return fk_end(CUDA_SUCCESS);
 }
 
@@ -301,6 +315,7 @@ CUresult cuDevicePrimaryCtxRelease_v2(int dev)
 	if (--fk.ctx_refs == 0) {
 		/* the context is destroyed: whatever is left leaked */
 		fk_stream_leaks(1);
+		fk_managed_leaks(1);
 		fk_vmm_leaks(1);
 		fk.sticky = 0;
 	}
@@ -369,7 +384,7 @@ CUresult cuMemGetInfo_v2(size_t *free_b, size_t *total)
 		return fk_end(r);
 	if (!free_b || !total)
 		return fk_end(fk_bad(CUDA_ERROR_INVALID_VALUE, "NULL out"));
-	*free_b = fk.mem - fk.st.dev_used;
+	*free_b = fk.mem - fk.st.dev_used - fk.st.managed_dev;
 	*total = fk.mem;
 	return fk_end(CUDA_SUCCESS);
 }
@@ -432,16 +447,20 @@ static void fk_exit(void)
 	if (fk.ctx_refs)
 		fk_leak("primary context still retained (%d)", fk.ctx_refs);
 	fk_stream_leaks(0);
+	fk_managed_leaks(0);
 	fk_vmm_leaks(0);
 	entry = NULL;
 	fk_note("summary: calls %llu violations %llu leaks %llu injected "
-		"%llu dev_peak %llu async_copies %llu sync_copies %llu",
+		"%llu dev_peak %llu async_copies %llu sync_copies %llu "
+		"managed_dev_peak %llu driver_evicted %llu",
 		(unsigned long long)fk.st.calls,
 		(unsigned long long)fk.st.violations,
 		(unsigned long long)fk.st.leaks,
 		(unsigned long long)fk.st.injected,
 		(unsigned long long)fk.st.dev_peak,
 		(unsigned long long)fk.st.async_copies,
-		(unsigned long long)fk.st.sync_copies);
+		(unsigned long long)fk.st.sync_copies,
+		(unsigned long long)fk.st.managed_dev_peak,
+		(unsigned long long)fk.st.driver_evicted);
 	pthread_mutex_unlock(&fk.lock);
 }

@@ -45,6 +45,11 @@ static struct fk_event *event_find(void *p)
 	return NULL;
 }
 
+int fk_stream_ok(void *ps)
+{
+	return !ps || stream_find(ps);
+}
+
 /* The registration holding all of [p, p+n), or NULL. */
 static struct fk_host *host_find(uintptr_t p, size_t n)
 {

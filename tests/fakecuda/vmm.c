@@ -294,6 +294,8 @@ int fk_dev_ok(uintptr_t p, size_t n, int need)
 {
 	uintptr_t cur = p;
 
+	if (fk_managed_ok(p, n))
+		return 1;	/* managed memory: every access allowed */
 	while (cur < p + n) {
 		struct fk_map *m = map_at(cur);
 

@@ -3,107 +3,190 @@
 #
 # tests/gpu/run.sh — on a machine with an NVIDIA GPU: build the CUDA
 # kernels and every tests/gpu/*.cu program, run each (tests and the
-# bench_* benchmarks), and print one summary line per check:
+# bench_* benchmarks), libhmm's device tiers on the real driver, the main
+# job on the GPU and the unified-memory benchmark, and print one line per
+# check:
 #
 #	PASS test_attn_gpu (3.1 s)
 #	FAIL test_adamw_gpu (0.4 s, rc 1): see build/test-logs/gpu/test_adamw_gpu.log
-#	BENCH bench_attn_gpu (9.8 s): {"bench":"attn_gpu",...}   (one per line)
-#	gpu: 2 passed, 0 failed, 0 skipped
+#	BENCH bench_attn_gpu: {"bench":"attn_gpu",...}   (one per JSON line)
+#	SKIP test_tensor_uvm (shared): does not build here (...)
+#	gpu: 9 passed, 0 failed, 1 skipped
 #
-# Exit 0 when nothing failed, 1 when something did, 77 when there is no
-# GPU (or no nvcc).  Each program gets PER_TEST seconds (default 120); the
-# whole run is meant to stay under 5 minutes.  B=DIR picks the build
+# The checks: make; each tests/gpu program; test_tensor_cuda and
+# test_tensor_uvm, embedded and in shared mode through an hmmd;
+# hmm-train --device cuda for 20 steps at two device budgets (the loss
+# falls; the two runs' losses are bit-identical); hmm-bench uvm --json.
+# Without a GPU (or nvcc) every check is listed as skipped, and the exit
+# is 77.  Exit 0 when nothing failed, 1 when something did.  Each program
+# gets PER_TEST seconds (default 120; the bench 300); the whole run is
+# meant to stay under 8 minutes on one H200.  B=DIR picks the build
 # folder, as for make.
 set -u
 cd "$(dirname "$0")/../.." || exit 1
 B=${B:-build}
 PER_TEST=${PER_TEST:-120}
 LOGS=$B/test-logs/gpu
+pass=0 fail=0 skip=0
+
+gpu_progs() {
+	for src in tests/gpu/*.cu; do
+		[ -e "$src" ] && basename "$src" .cu
+	done
+}
+all_checks() {
+	echo make
+	gpu_progs
+	for t in test_tensor_cuda test_tensor_uvm; do
+		echo "$t (embedded)"
+		echo "$t (shared)"
+	done
+	echo "hmm-train --device cuda"
+	echo "hmm-bench uvm"
+}
+skip_all() {	# WHY: every check skipped
+	all_checks | while read -r c; do echo "SKIP $c: $1"; done
+	echo "gpu: 0 passed, 0 failed, $(all_checks | wc -l) skipped"
+	exit 77
+}
 
 if ! command -v nvidia-smi >/dev/null 2>&1 || ! nvidia-smi -L >/dev/null 2>&1; then
-	echo "gpu: SKIP no NVIDIA GPU (nvidia-smi -L fails)"
-	exit 77
+	skip_all "no NVIDIA GPU (nvidia-smi -L fails)"
 fi
 if ! command -v "${NVCC:-nvcc}" >/dev/null 2>&1; then
-	echo "gpu: SKIP nvcc not found"
-	exit 77
+	skip_all "nvcc not found"
 fi
 mkdir -p "$LOGS"
 nvidia-smi -L | sed 's/^/# /'
 
-# Build only what the GPU checks need (the rest of `make` is not theirs
-# to fail on): the CPU kernels, the CUDA kernels, each GPU program.
+secs_since() { awk -v a="$1" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }'; }
+# builds SLUG LABEL TARGETS: make TARGETS (log $LOGS/SLUG.make.log);
+# 1, with a SKIP line for LABEL, when they do not build
+builds() {
+	b_log=$LOGS/$1.make.log b_label=$2; shift 2
+	# shellcheck disable=SC2086,SC2048
+	if ! make -j"$(nproc)" B="$B" $* >"$b_log" 2>&1; then
+		skip=$((skip + 1))
+		echo "SKIP $b_label: does not build here (liburing-dev, libnuma-dev, libinih-dev?): see $b_log"
+		return 1
+	fi
+}
+# verdict NAME RC SECS LOG: one line for a test program's exit status
+verdict() {
+	case $2 in
+	0) pass=$((pass + 1)); echo "PASS $1 ($3 s, $(grep -c '^ok' "$4") ok$(grep -m1 -o ', driver: .*' "$4"))" ;;
+	77) skip=$((skip + 1)); echo "SKIP $1: $(grep -m1 SKIP "$4")" ;;
+	124|137) fail=$((fail + 1)); echo "FAIL $1 (timed out after $PER_TEST s): see $4" ;;
+	*) fail=$((fail + 1)); echo "FAIL $1 ($3 s, rc $2): see $4"
+	   grep -A1 '^not ok' "$4" | head -10 | sed 's/^/# /' ;;
+	esac
+}
+
+# ---- build only what the GPU programs need ---------------------------------
 targets="$B/lib/libhk.a $B/lib/libhk_cuda.a"
-for src in tests/gpu/*.cu; do
-	[ -e "$src" ] || continue
-	targets="$targets $B/tests/gpu/$(basename "$src" .cu)"
-done
+for p in $(gpu_progs); do targets="$targets $B/tests/gpu/$p"; done
 start=$(date +%s)
+# shellcheck disable=SC2086
 if ! make -j"$(nproc)" B="$B" $targets >"$LOGS/make.log" 2>&1; then
 	echo "FAIL make ($(($(date +%s) - start)) s): see $LOGS/make.log"
 	tail -20 "$LOGS/make.log" | sed 's/^/# /'
 	echo "gpu: 0 passed, 1 failed, 0 skipped"
 	exit 1
 fi
+pass=1
 echo "PASS make ($(($(date +%s) - start)) s)"
 
-pass=1 fail=0 skip=0
-for bin in "$B"/tests/gpu/*; do
-	[ -f "$bin" ] && [ -x "$bin" ] || continue
-	name=$(basename "$bin")
-	log=$LOGS/$name.log
+# ---- the kernels' tests and benchmarks --------------------------------------
+for name in $(gpu_progs); do
+	bin=$B/tests/gpu/$name log=$LOGS/$name.log
 	t0=$(date +%s.%N)
 	timeout -k 5 "$PER_TEST" "$bin" >"$log" 2>&1
-	rc=$?
-	secs=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
+	rc=$? secs=$(secs_since "$t0")
 	case "$name:$rc" in
 	bench_*:0)
 		pass=$((pass + 1))
 		grep '^{' "$log" | sed "s/^/BENCH $name: /"
 		echo "PASS $name ($secs s)" ;;
-	*:0)
-		pass=$((pass + 1))
-		echo "PASS $name ($secs s, $(grep -c '^ok' "$log") ok)" ;;
-	*:77)
-		skip=$((skip + 1))
-		echo "SKIP $name: $(grep -m1 SKIP "$log")" ;;
-	*:124|*:137)
-		fail=$((fail + 1))
-		echo "FAIL $name (timed out after $PER_TEST s): see $log" ;;
-	*)
-		fail=$((fail + 1))
-		echo "FAIL $name ($secs s, rc $rc): see $log"
-		grep -A1 '^not ok' "$log" | head -10 | sed 's/^/# /' ;;
+	*) verdict "$name" $rc "$secs" "$log" ;;
 	esac
 done
-# libhmm's "cuda" device tier on the real driver (test_tensor_cuda; on
-# machines without a GPU it runs on tests/fakecuda instead), embedded
-# and in shared mode through an hmmd (device maps staged through its
-# host tier).  It needs liburing and libnuma (hmmd: libinih) to build:
-# skipped, with the reason, without them.
-name=test_tensor_cuda
-for mode in embedded shared; do
-	log=$LOGS/$name.$mode.log
-	what="$B/tests/unit/$name"
-	[ $mode = shared ] && what="$what $B/bin/hmmd"
-	# shellcheck disable=SC2086
-	if ! make -j"$(nproc)" B="$B" $what >"$LOGS/$name.$mode.make.log" 2>&1; then
+
+# ---- libhmm's device tiers on the real driver -------------------------------
+# "cuda" (test_tensor_cuda) and "uvm" (test_tensor_uvm); on machines
+# without a GPU they run on tests/fakecuda instead (test_cuda_fake.sh,
+# test_uvm_fake.sh).  Shared mode stages device maps through an hmmd.
+for name in test_tensor_cuda test_tensor_uvm; do
+	for mode in embedded shared; do
+		what="$B/tests/unit/$name"
+		[ $mode = shared ] && what="$what $B/bin/hmmd"
+		builds "$name.$mode" "$name ($mode)" "$what" || continue
+		log=$LOGS/$name.$mode.log t0=$(date +%s.%N)
+		env -u LD_LIBRARY_PATH HMM_TEST_DIR="${HMM_TEST_DIR:-$PWD/$B/tmp}" \
+			HMM_TEST_MODE=$mode HMM_BUILD="$PWD/$B" \
+			timeout -k 5 "$PER_TEST" "$B/tests/unit/$name" >"$log" 2>&1
+		verdict "$name ($mode)" $? "$(secs_since "$t0")" "$log"
+	done
+done
+
+# ---- the main job on the GPU ------------------------------------------------
+# 20 steps of the tiny preset at a device budget holding everything (4G)
+# and at one below half its parameters and gradients (2M of 3.2 MB): the
+# loss falls, and the two runs' per-step losses (loss_hex) are the same
+# bits.  (While the GPU step is not built, hmm-train says so: FAIL.)
+name="hmm-train --device cuda"
+train=$B/bin/hmm-train
+if builds hmm-train "$name" "$train"; then
+	if ! "$train" --help 2>&1 | grep -q -- '--device'; then
 		skip=$((skip + 1))
-		echo "SKIP $name ($mode): does not build here (liburing-dev, libnuma-dev, libinih-dev?): see $LOGS/$name.$mode.make.log"
-		continue
+		echo "SKIP $name: this hmm-train has no --device option"
+	else
+		t0=$(date +%s.%N) rc=0
+		for budget in 4G 2M; do
+			timeout -k 5 "$PER_TEST" "$train" --preset tiny --steps 20 \
+				--device cuda --device-budget $budget --json \
+				>"$LOGS/train.$budget.json" 2>"$LOGS/train.$budget.log" || rc=$?
+		done
+		secs=$(secs_since "$t0")
+		losses() { grep -o '"loss":[0-9.e+-]*' "$1" | cut -d: -f2; }
+		exact() { grep -o '"loss_hex":"[0-9a-fx.p+-]*"' "$1"; }
+		first=$(losses "$LOGS/train.4G.json" | head -1)
+		last=$(losses "$LOGS/train.4G.json" | tail -1)
+		if [ $rc = 77 ]; then
+			skip=$((skip + 1))
+			echo "SKIP $name: $(tail -1 "$LOGS/train.4G.log")"
+		elif [ $rc != 0 ]; then
+			fail=$((fail + 1))
+			echo "FAIL $name ($secs s, rc $rc): see $LOGS/train.*.log"
+			tail -3 "$LOGS"/train.*.log | sed 's/^/# /'
+		elif [ "$(losses "$LOGS/train.4G.json" | wc -l)" -lt 20 ] ||
+		     ! awk -v f="$first" -v l="$last" 'BEGIN { exit !(l < f) }'; then
+			fail=$((fail + 1))
+			echo "FAIL $name ($secs s): the loss did not fall over 20 steps ($first -> $last)"
+		elif ! [ "$(exact "$LOGS/train.4G.json")" = "$(exact "$LOGS/train.2M.json")" ]; then
+			fail=$((fail + 1))
+			echo "FAIL $name ($secs s): losses differ between device budgets 4G and 2M"
+		else
+			pass=$((pass + 1))
+			echo "PASS $name ($secs s, loss $first -> $last, bit-identical at two device budgets)"
+		fi
 	fi
-	t0=$(date +%s.%N)
-	env -u LD_LIBRARY_PATH HMM_TEST_DIR="${HMM_TEST_DIR:-$PWD/$B/tmp}" \
-		HMM_TEST_MODE=$mode HMM_BUILD="$PWD/$B" \
-		timeout -k 5 "$PER_TEST" "$B/tests/unit/$name" >"$log" 2>&1
-	rc=$?
-	secs=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
+fi
+
+# ---- unified memory 1.5x oversubscribed: faults, advice, hmm ----------------
+name="hmm-bench uvm"
+if builds hmm-bench "$name" "$B/bin/hmm-bench"; then
+	log=$LOGS/bench_uvm.log t0=$(date +%s.%N)
+	timeout -k 5 300 "$B/bin/hmm-bench" uvm --json >"$log" 2>&1
+	rc=$? secs=$(secs_since "$t0")
 	case $rc in
-	0) pass=$((pass + 1)); echo "PASS $name ($mode, $secs s, $(grep -c '^ok' "$log") ok, $(grep -m1 -o 'driver: .*' "$log"))" ;;
-	77) skip=$((skip + 1)); echo "SKIP $name ($mode): $(grep -m1 SKIP "$log")" ;;
-	*) fail=$((fail + 1)); echo "FAIL $name ($mode, $secs s, rc $rc): see $log"
-	   grep -A1 '^not ok' "$log" | head -10 | sed 's/^/# /' ;;
+	0) pass=$((pass + 1))
+	   grep '^{' "$log" | sed "s/^/BENCH $name: /"
+	   echo "PASS $name ($secs s, target ratio_fault_over_hmm >= 2)" ;;
+	77) skip=$((skip + 1)); echo "SKIP $name: $(grep -m1 SKIP "$log")" ;;
+	*) fail=$((fail + 1)); echo "FAIL $name ($secs s, rc $rc): see $log"
+	   tail -5 "$log" | sed 's/^/# /' ;;
 	esac
-done
+fi
+
 echo "gpu: $pass passed, $fail failed, $skip skipped"
 [ "$fail" -eq 0 ]

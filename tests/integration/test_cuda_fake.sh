@@ -26,33 +26,9 @@
 # too).  Skipped when the fake or the test is not built.
 set -u
 . "$(dirname "$0")/../t.sh"
-fake=$B/tests/fakecuda
 bin=$B/tests/unit/test_tensor_cuda
-asan=$B/asan/tests/unit/test_tensor_cuda
-tsan=$B/tsan/tests/unit/test_tensor_cuda
-[ -e "$fake/libcuda.so.1" ] || skip_all "$fake/libcuda.so.1 not built"
+. "$(dirname "$0")/fakecuda.sh"
 need "$bin"
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/cuda-fake.XXXXXX")
-trap 'rm -rf "$tmp"' EXIT
-
-# run NAME [ENV=V...] -- PROG ARGS: output in $tmp/NAME.log, the fake's
-# report lines in $tmp/NAME.rep, exit status in $rc
-run() {
-	local name=$1; shift
-	local envs=()
-	while [ "$1" != -- ]; do envs+=("$1"); shift; done
-	shift
-	rm -f "$tmp/$name.rep"
-	env LD_LIBRARY_PATH="$fake" FAKECUDA_REPORT="$tmp/$name.rep" \
-		"${envs[@]}" timeout 300 "$@" >"$tmp/$name.log" 2>&1
-	rc=$?
-	sed 's/^/# /' "$tmp/$name.log" | grep -v '^# ok' | head -30
-}
-# clean NAME: the fake's summary says 0 violations and 0 leaks
-clean() {
-	grep -q 'summary: .*violations 0 leaks 0 ' "$tmp/$1.rep" 2>/dev/null &&
-		! grep -q 'VIOLATION\|LEAK' "$tmp/$1.rep"
-}
 
 # ---- the fake's own contract checks (through ctypes) ----------------------
 if command -v python3 >/dev/null; then
@@ -64,7 +40,7 @@ class Loc(C.Structure): _fields_ = [("type", C.c_int), ("id", C.c_int)]
 class Flags(C.Structure): _fields_ = [("c", C.c_ubyte), ("g", C.c_ubyte), ("u", C.c_ushort), ("r", C.c_ubyte * 4)]
 class Prop(C.Structure): _fields_ = [("type", C.c_int), ("ht", C.c_int), ("loc", Loc), ("w", C.c_void_p), ("f", Flags)]
 class Acc(C.Structure): _fields_ = [("loc", Loc), ("flags", C.c_int)]
-class Stats(C.Structure): _fields_ = [(k, C.c_uint64) for k in "calls violations leaks injected total used peak a s".split()]
+class Stats(C.Structure): _fields_ = [(k, C.c_uint64) for k in "calls violations leaks injected total used peak a s ctx mb md mdp pd ph de adv".split()]
 U, Z, P = C.c_ulonglong, C.c_size_t, C.c_void_p
 cu.cuMemMap.argtypes = [U, Z, Z, U, U]; cu.cuMemUnmap.argtypes = [U, Z]
 cu.cuMemSetAccess.argtypes = [U, Z, C.POINTER(Acc), Z]
@@ -130,28 +106,8 @@ EOF
 	ok $(grep -q 'summary: .*violations 14 leaks 0 ' "$tmp/contract.rep"; echo $?) "... and reports each, no leak"
 fi
 
-# ---- test_tensor_cuda on the fake -----------------------------------------
-run main -- "$bin"
-ok $([ $rc = 0 ] && grep -q 'driver: the fake' "$tmp/main.log"; echo $?) "test_tensor_cuda passes on the fake driver"
-ok $(clean main; echo $?) "... with no contract violation and no leak ($(grep -o 'calls [0-9]*' "$tmp/main.rep" 2>/dev/null))"
-if [ -x "$asan" ]; then
-	run asan ASAN_OPTIONS=detect_leaks=1 -- "$asan"
-	ok $([ $rc = 0 ]; echo $?) "the ASan build of test_tensor_cuda passes on the fake"
-	ok $(clean asan; echo $?) "... with no contract violation and no leak"
-fi
-
-if [ -x "$tsan" ]; then
-	run tsan TSAN_OPTIONS=halt_on_error=0 -- "$tsan"
-	ok $([ $rc = 0 ] && ! grep -q 'WARNING: ThreadSanitizer' "$tmp/tsan.log"; echo $?) "the TSan build of test_tensor_cuda passes on the fake, no race reported"
-	ok $(clean tsan; echo $?) "... with no contract violation and no leak"
-fi
-
-# shared mode: device maps staged through an hmmd's host tier
-if [ -x "$B/bin/hmmd" ]; then
-	run shared HMM_TEST_MODE=shared HMM_BUILD="$B" -- "$bin"
-	ok $([ $rc = 0 ] && grep -q 'shared mode: hmmd pid' "$tmp/shared.log"; echo $?) "test_tensor_cuda passes in shared mode (through hmmd) on the fake"
-	ok $(clean shared; echo $?) "... with no contract violation and no leak"
-fi
+# ---- test_tensor_cuda on the fake (plain, ASan, TSan, shared) -------------
+run_variants test_tensor_cuda
 
 run nodev1 FAKECUDA_NODEV=1 -- "$bin"
 ok $([ $rc = 77 ] && grep -q 'device cuda: cuInit: no CUDA-capable device' "$tmp/nodev1.log"; echo $?) "FAKECUDA_NODEV=1: -ENODEV, 'cuInit: no CUDA-capable device'"

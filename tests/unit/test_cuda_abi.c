@@ -41,6 +41,8 @@ static void layouts(void)
 	SAME_SIZE(int, CUdevice);
 	SAME_SIZE(int, CUdevice_attribute);
 	SAME_SIZE(int, CUmemAllocationGranularity_flags);
+	SAME_SIZE(int, CUmem_advise);
+	SAME_SIZE(int, CUmem_range_attribute);
 	SAME_SIZE(unsigned long long, CUdeviceptr);
 	SAME_SIZE(unsigned long long, CUmemGenericAllocationHandle);
 	SAME_SIZE(struct hmm_cu_location, CUmemLocation);
@@ -85,6 +87,8 @@ int main(void)
 	layouts();
 	HMM_CU_VALUES(VALUE)
 	HMM_CU_CALLS(CALL)
+	HMM_CU_MANAGED_CALLS(CALL)
+	HMM_CU_LAUNCH_CALLS(CALL)
 	return t_done();
 }
 

@@ -47,6 +47,7 @@
 #include "fakecuda/fakecuda.h"
 #include "hmm.h"
 #include "hmm_mode.h"
+#include "dev_t.h"
 
 #define MiB	(1ull << 20)
 
@@ -104,73 +105,13 @@ static void cuda_close(struct hmm *h)
 	unlink(path);
 }
 
-static void new_filled(struct hmm *h, const char *name, int64_t n,
-		       uint64_t seed, struct hmm_tensor **t)
+/* The fake's count of device bytes (cuMemCreate'd), for the sampler. */
+static uint64_t fake_dev_used(void)
 {
-	void *p;
+	struct fakecuda_stats fs;
 
-	if (hmm_tensor_new(h, name, HMM_DTYPE_U8, 1, &n, t))
-		t_fail_all("tensor %s: %s", name, hmm_last_error());
-	if (hmm_map(*t, 0, HMM_ALL, HMM_TIER_HOST, HMM_DISCARD, &p))
-		t_fail_all("map %s: %s", name, hmm_last_error());
-	t_fill(p, n, seed);
-	hmm_unmap(*t, p);
-}
-
-/* Is t's content the pattern of seed?  Read at the host. */
-static int check(struct hmm_tensor *t, size_t n, uint64_t seed)
-{
-	uint8_t *want = malloc(n);
-	void *p;
-	int ok;
-
-	if (!want || hmm_map(t, 0, HMM_ALL, HMM_TIER_HOST, HMM_READ, &p)) {
-		t_diag("check %s: map: %s", hmm_tensor_name(t),
-		       hmm_last_error());
-		free(want);
-		return 0;
-	}
-	t_fill(want, n, seed);
-	ok = !memcmp(p, want, n);
-	for (size_t i = 0; !ok && i < n; i++)
-		if (((uint8_t *)p)[i] != want[i]) {
-			t_diag("check %s: first wrong byte at offset %zu",
-			       hmm_tensor_name(t), i);
-			break;
-		}
-	hmm_unmap(t, p);
-	free(want);
-	return ok;
-}
-
-/* ---- a thread sampling the device tier against its budget ------------ */
-
-struct sampler {
-	struct hmm *h;
-	uint64_t budget;
-	int stop;			/* atomic */
-	unsigned samples, over, fake_over;
-	pthread_t thr;
-};
-
-static void *sample_main(void *arg)
-{
-	struct sampler *s = arg;
-
-	while (!__atomic_load_n(&s->stop, __ATOMIC_ACQUIRE)) {
-		struct hmm_stats st;
-		struct fakecuda_stats fs;
-
-		hmm_stats(s->h, &st);
-		s->over += st.tier[HMM_TIER_DEVICE].resident > s->budget;
-		if (fake) {
-			fake(&fs);
-			s->fake_over += fs.dev_used > s->budget;
-		}
-		s->samples++;
-		usleep(200);
-	}
-	return NULL;
+	fake(&fs);
+	return fs.dev_used;
 }
 
 /* ---- 4x the budget through the device -------------------------------- */
@@ -181,7 +122,7 @@ static void *sample_main(void *arg)
 /* budget 0: the device's own (90% of what cuMemGetInfo says is free) */
 static void test_cycle(uint64_t budget)
 {
-	struct sampler smp = { 0 };
+	struct t_dev_sampler smp = { 0 };
 	struct hmm_tensor *ts[NT];
 	struct fakecuda_stats fs;
 	struct hmm_stats st;
@@ -201,10 +142,11 @@ static void test_cycle(uint64_t budget)
 		char name[16];
 
 		snprintf(name, sizeof(name), "g%d", i);
-		new_filled(h, name, TB, 50 + i, &ts[i]);
+		ts[i] = t_dev_filled(h, name, TB, 50 + i);
 	}
 	smp.h = h;
-	pthread_create(&smp.thr, NULL, sample_main, &smp);
+	smp.fake_bytes = fake ? fake_dev_used : NULL;
+	t_dev_sampler_start(&smp);
 	ok = 1;
 	for (i = 0; i < NT; i++) {
 		r = hmm_map(ts[i], 0, HMM_ALL, HMM_TIER_DEVICE, HMM_READ |
@@ -237,8 +179,7 @@ static void test_cycle(uint64_t budget)
 	t_ok(ok, "device-dirty tensors come back exact through D2H and the "
 	     "store%s", fake ? " (with the bytes written at the device)" :
 	     "");
-	__atomic_store_n(&smp.stop, 1, __ATOMIC_RELEASE);
-	pthread_join(smp.thr, NULL);
+	t_dev_sampler_stop(&smp);
 	hmm_stats(h, &st);
 	t_ok(st.tier[HMM_TIER_DEVICE].peak <= smp.budget && !smp.over,
 	     "device peak %llu within the %llu-byte budget%s, %u samples, "
@@ -281,7 +222,7 @@ static void test_big_chunks(void)
 		char name[16];
 
 		snprintf(name, sizeof(name), "b%d", i);
-		new_filled(h, name, BB, 70 + i, &ts[i]);
+		ts[i] = t_dev_filled(h, name, BB, 70 + i);
 	}
 	for (i = 0; i < NB; i++) {
 		if (hmm_map(ts[i], 0, HMM_ALL, HMM_TIER_DEVICE, HMM_READ |
@@ -358,8 +299,8 @@ static void test_threads(void)
 			char name[16];
 
 			snprintf(name, sizeof(name), "w%d.%d", i, j);
-			new_filled(h, name, TT, 100 + i * PER + j,
-				   &w[i].ts[j]);
+			w[i].ts[j] = t_dev_filled(h, name, TT,
+						  100 + i * PER + j);
 		}
 	}
 	pthread_t thr[NTH];
@@ -372,7 +313,7 @@ static void test_threads(void)
 	}
 	for (i = 0; i < NTH; i++)
 		for (j = 0; j < PER; j++)
-			ok &= check(w[i].ts[j], TT, 100 + i * PER + j);
+			ok &= t_dev_exact(w[i].ts[j], TT, 100 + i * PER + j, -1);
 	t_ok(!bad && ok, "2 threads x 4 tensors x 3 rounds through a 12 MiB "
 	     "device: %d failed maps, bytes %s", bad, ok ? "exact" :
 	     "WRONG");
@@ -460,7 +401,7 @@ static struct hmm *fail_open(const char *mode, uint64_t dev_budget,
 		t_skip_all("mode %s needs the fake driver", mode);
 	for (i = 0; i < NF; i++) {
 		snprintf(name, sizeof(name), "f%d", i);
-		new_filled(h, name, TB, 200 + i, &ts[i]);
+		ts[i] = t_dev_filled(h, name, TB, 200 + i);
 	}
 	return h;
 }
@@ -471,7 +412,7 @@ static int fail_close(struct hmm *h, struct hmm_tensor **ts)
 	int i, ok = 1;
 
 	for (i = 0; i < NF; i++)
-		ok &= check(ts[i], TB, 200 + i);
+		ok &= t_dev_exact(ts[i], TB, 200 + i, -1);
 	t_ok(ok, "every tensor's bytes intact");
 	cuda_close(h);
 	rmdir(t_tmpdir());

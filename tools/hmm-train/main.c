@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "blas.h"
+#include "cuda.h"
 #include "hmm.h"
 #include "train.h"
 
@@ -46,6 +47,10 @@ static void usage(FILE *f)
 "  --pool SIZE         the store's pinned I/O pool, 4K..1G (default 4M)\n"
 "  --io-depth N        store I/Os in flight, 1..4096 (default 4)\n"
 "  --queue-depth N     io_uring entries, 1..4096 (default max(64, io-depth))\n"
+"  --device cpu|cuda   where the step runs (default cpu); cuda needs the\n"
+"                      driver, a GPU and cuBLAS, found at run time (the\n"
+"                      GPU step itself is not built yet)\n"
+"  --device-budget SIZE  device memory for the state (with --device cuda)\n"
 "  --help\n");
 }
 
@@ -86,6 +91,20 @@ static void list_presets(void)
 		       p->about);
 }
 
+/* --device cuda: what is missing, or that the GPU step is not built. */
+static int train_cuda_refuse(void)
+{
+	char why[512], found[128];
+
+	if (cuda_probe(why, sizeof(why), found, sizeof(found))) {
+		fprintf(stderr, "hmm-train: --device cuda: %s\n", why);
+		return 1;
+	}
+	fprintf(stderr, "hmm-train: --device cuda: found %s, but the GPU "
+		"step is not built yet (run with --device cpu)\n", found);
+	return 1;
+}
+
 int main(int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -98,11 +117,12 @@ int main(int argc, char **argv)
 		{ "json", 0, 0, 'j' }, { "format", 0, 0, 'F' },
 		{ "threads", 1, 0, 'T' }, { "pool", 1, 0, 'P' },
 		{ "io-depth", 1, 0, 'I' }, { "queue-depth", 1, 0, 'Q' },
+		{ "device", 1, 0, 'G' }, { "device-budget", 1, 0, 'g' },
 		{ "help", 0, 0, 'h' }, { 0 }
 	};
 	struct train_opts o = { .host_budget = -1, .seed = 1 };
-	const char *preset = "default";
-	int64_t v;
+	const char *preset = "default", *device = "cpu";
+	int64_t v, dev_budget = 0;
 	char *end;
 	int c;
 
@@ -163,6 +183,13 @@ int main(int argc, char **argv)
 					   "4M, at most 1G");
 			o.pool_bytes = (uint32_t)v;
 			break;
+		case 'G': device = optarg; break;
+		case 'g':
+			dev_budget = parse_size(optarg);
+			if (dev_budget <= 0)
+				return bad("--device-budget", optarg,
+					   "want a size like 512M or 4G");
+			break;
 		case 'h': usage(stdout); return 0;
 		default: usage(stderr); return 2;
 		}
@@ -178,6 +205,12 @@ int main(int argc, char **argv)
 	o.preset = preset_find(preset);
 	if (!o.preset)
 		return bad("--preset", preset, "unknown (see --preset list)");
+	if (strcmp(device, "cpu") && strcmp(device, "cuda"))
+		return bad("--device", device, "want cpu or cuda");
+	if (dev_budget && strcmp(device, "cuda"))
+		return bad("--device-budget", "", "only with --device cuda");
+	if (!strcmp(device, "cuda"))
+		return train_cuda_refuse();
 	blas_setup(argv, stderr);
 	o.blas_core = blas_core();
 	return train_main(&o);

@@ -66,9 +66,10 @@ static int config_check(const struct hmm_config *c)
 		return hmm_err(-EINVAL, "config.policy %u: unknown",
 			       c->policy);
 	if (c->device && strcmp(c->device, "none") &&
-	    strcmp(c->device, "sim") && strcmp(c->device, "cuda"))
-		return hmm_err(-EINVAL, "config.device '%s': not none, sim "
-			       "or cuda", c->device);
+	    strcmp(c->device, "sim") && strcmp(c->device, "cuda") &&
+	    strcmp(c->device, "uvm"))
+		return hmm_err(-EINVAL, "config.device '%s': not none, sim, "
+			       "cuda or uvm", c->device);
 	if (c->flags & ~(HMM_CONFIG_STORE_BUFFERED | HMM_CONFIG_STORE_KEEP |
 			 HMM_CONFIG_HOST_SHARED | HMM_CONFIG_STORE_FORMAT))
 		return hmm_err(-EINVAL, "config.flags %#x: unknown bits",
@@ -137,7 +138,8 @@ static int ctx_dev_open(struct hmm *h, const struct hmm_config *cfg)
 
 	if (!cfg->device || !strcmp(cfg->device, "none"))
 		return 0;
-	h->dev = !strcmp(cfg->device, "sim") ? &hmm_dev_sim : &hmm_dev_cuda;
+	h->dev = !strcmp(cfg->device, "sim") ? &hmm_dev_sim :
+		 !strcmp(cfg->device, "uvm") ? &hmm_dev_uvm : &hmm_dev_cuda;
 	r = h->dev->open(cfg, &h->dev_priv, &cap, &gran);
 	if (r < 0) {
 		h->dev = NULL;
@@ -332,6 +334,6 @@ const struct hmm_backend hmm_engine_backend = {
 	.prefetch = hmm_engine_prefetch, .evict = hmm_engine_evict,
 	.wait = hmm_engine_wait, .flush = hmm_engine_flush,
 	.stats = hmm_engine_stats,
-	.region_whole = NULL,		/* no region is served whole */
+	.region_whole = hmm_region_uvm_whole,	/* uvm: managed memory */
 	.region_back = hmm_region_store_back,
 };

@@ -267,6 +267,9 @@ void hmm_region_fini(struct hmm *h);
 extern const struct hmm_reclaimer hmm_region_reclaimer;
 /* The embedded engine's region_back: evicted blocks go to the store. */
 int hmm_region_store_back(struct hmm *h, struct hmm_region *r);
+/* The embedded engine's region_whole: on the uvm device a region is
+ * managed memory hmm prefetches (region_uvm.c); -ENODEV elsewhere. */
+int hmm_region_uvm_whole(struct hmm *h, struct hmm_region *r);
 /* Set st's region counters to this context's (takes h->lock). */
 void hmm_region_stats(struct hmm *h, struct hmm_stats *st);
 

@@ -57,6 +57,30 @@ struct hmm_cu_access_desc {
 	X(CUDA_ERROR_NOT_SUPPORTED, 801)				\
 	X(CUDA_ERROR_UNKNOWN, 999)					\
 	X(CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED, 102)	\
+	X(CU_DEVICE_ATTRIBUTE_MANAGED_MEMORY, 83)			\
+	X(CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS, 89)		\
+	X(CU_DEVICE_CPU, -1)						\
+	X(CU_DEVICE_INVALID, -2)					\
+	X(CU_MEM_ATTACH_GLOBAL, 1)					\
+	X(CU_MEM_ATTACH_HOST, 2)					\
+	X(CU_MEM_LOCATION_TYPE_INVALID, 0)				\
+	X(CU_MEM_LOCATION_TYPE_HOST, 2)					\
+	X(CU_MEM_LOCATION_TYPE_HOST_NUMA, 3)				\
+	X(CU_MEM_LOCATION_TYPE_HOST_NUMA_CURRENT, 4)			\
+	X(CU_MEM_ADVISE_SET_READ_MOSTLY, 1)				\
+	X(CU_MEM_ADVISE_UNSET_READ_MOSTLY, 2)				\
+	X(CU_MEM_ADVISE_SET_PREFERRED_LOCATION, 3)			\
+	X(CU_MEM_ADVISE_UNSET_PREFERRED_LOCATION, 4)			\
+	X(CU_MEM_ADVISE_SET_ACCESSED_BY, 5)				\
+	X(CU_MEM_ADVISE_UNSET_ACCESSED_BY, 6)				\
+	X(CU_MEM_RANGE_ATTRIBUTE_READ_MOSTLY, 1)			\
+	X(CU_MEM_RANGE_ATTRIBUTE_PREFERRED_LOCATION, 2)			\
+	X(CU_MEM_RANGE_ATTRIBUTE_ACCESSED_BY, 3)			\
+	X(CU_MEM_RANGE_ATTRIBUTE_LAST_PREFETCH_LOCATION, 4)		\
+	X(CU_MEM_RANGE_ATTRIBUTE_PREFERRED_LOCATION_TYPE, 5)		\
+	X(CU_MEM_RANGE_ATTRIBUTE_PREFERRED_LOCATION_ID, 6)		\
+	X(CU_MEM_RANGE_ATTRIBUTE_LAST_PREFETCH_LOCATION_TYPE, 7)	\
+	X(CU_MEM_RANGE_ATTRIBUTE_LAST_PREFETCH_LOCATION_ID, 8)		\
 	X(CU_MEM_ALLOCATION_TYPE_PINNED, 1)				\
 	X(CU_MEM_LOCATION_TYPE_DEVICE, 1)				\
 	X(CU_MEM_ACCESS_FLAGS_PROT_READ, 1)				\
@@ -126,6 +150,46 @@ struct hmm_cu_access_desc {
 	X(GetErrorString, cuGetErrorString, "cuGetErrorString",		\
 	  (CUresult, const char **))
 
+/*
+ * The managed-memory entry points: resolved only by the "uvm" device
+ * (dev_uvm.c), so that "cuda" still runs on a driver older than CUDA
+ * 12.2 (where cuMemPrefetchAsync/cuMemAdvise took a CUdevice; the _v2
+ * symbols take a CUmemLocation, CUDA 13's only form).
+ */
+#define HMM_CU_MANAGED_CALLS(X)						\
+	X(MemAllocManaged, cuMemAllocManaged, "cuMemAllocManaged",	\
+	  (CUdeviceptr *, size_t, unsigned int))			\
+	X(MemFree, cuMemFree, "cuMemFree_v2", (CUdeviceptr))		\
+	X(MemPrefetchAsync, cuMemPrefetchAsync, "cuMemPrefetchAsync_v2", \
+	  (CUdeviceptr, size_t, CUmemLocation, unsigned int, CUstream))	\
+	X(MemAdvise, cuMemAdvise, "cuMemAdvise_v2",			\
+	  (CUdeviceptr, size_t, CUmem_advise, CUmemLocation))		\
+	X(MemRangeGetAttribute, cuMemRangeGetAttribute,			\
+	  "cuMemRangeGetAttribute", (void *, size_t,			\
+	  CUmem_range_attribute, CUdeviceptr, size_t))			\
+	X(MemRangeGetAttributes, cuMemRangeGetAttributes,		\
+	  "cuMemRangeGetAttributes", (void **, size_t *,		\
+	  CUmem_range_attribute *, size_t, CUdeviceptr, size_t))
+
+/*
+ * Loading and launching a kernel image, and plain device memory: not
+ * libhmm's, but the tools' that run bundled kernels through the driver
+ * with no CUDA runtime linked (hmm-bench uvm), so that they, too, run
+ * where no GPU is and say why.
+ */
+#define HMM_CU_LAUNCH_CALLS(X)						\
+	X(ModuleLoadData, cuModuleLoadData, "cuModuleLoadData",		\
+	  (CUmodule *, const void *))					\
+	X(ModuleUnload, cuModuleUnload, "cuModuleUnload", (CUmodule))	\
+	X(ModuleGetFunction, cuModuleGetFunction, "cuModuleGetFunction", \
+	  (CUfunction *, CUmodule, const char *))			\
+	X(LaunchKernel, cuLaunchKernel, "cuLaunchKernel",		\
+	  (CUfunction, unsigned int, unsigned int, unsigned int,	\
+	   unsigned int, unsigned int, unsigned int, unsigned int,	\
+	   CUstream, void **, void **))					\
+	X(CtxSynchronize, cuCtxSynchronize, "cuCtxSynchronize", (void))	\
+	X(MemAlloc, cuMemAlloc, "cuMemAlloc_v2", (CUdeviceptr *, size_t))
+
 #ifndef HMM_CUDA_ABI_LISTS_ONLY
 
 /* cuda.h's names.  Its enums are ints here: the same size and passing. */
@@ -133,11 +197,15 @@ typedef int CUresult;
 typedef int CUdevice;
 typedef int CUdevice_attribute;
 typedef int CUmemAllocationGranularity_flags;
+typedef int CUmem_advise;
+typedef int CUmem_range_attribute;
 typedef unsigned long long CUdeviceptr;
 typedef unsigned long long CUmemGenericAllocationHandle;
 typedef struct CUctx_st *CUcontext;
 typedef struct CUstream_st *CUstream;
 typedef struct CUevent_st *CUevent;
+typedef struct CUmod_st *CUmodule;
+typedef struct CUfunc_st *CUfunction;
 typedef struct hmm_cu_location CUmemLocation;
 typedef struct hmm_cu_alloc_prop CUmemAllocationProp;
 typedef struct hmm_cu_access_desc CUmemAccessDesc;

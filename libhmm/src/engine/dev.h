@@ -7,7 +7,8 @@
  * resident (populate/depopulate), and copies between a host address and
  * a device address asynchronously.  "sim" is host memory posing as a
  * device (dev_sim.c); "cuda" is the CUDA driver API loaded at run time
- * (dev_cuda.c).
+ * (dev_cuda.c); "uvm" the same driver with managed memory that hmm
+ * moves with cuMemPrefetchAsync (dev_uvm.c).
  *
  * Threading: reserve/release/populate/depopulate are called with h->lock
  * held and must not block on a copy.  copy() queues and returns; done()
@@ -92,5 +93,7 @@ int hmm_dev_queue_copy(void *priv, int dir, uint64_t dev, void *host,
 
 extern const struct hmm_dev_ops hmm_dev_sim;
 extern const struct hmm_dev_ops hmm_dev_cuda;
+extern const struct hmm_dev_ops hmm_dev_uvm;
+extern const struct hmm_dev_ops hmm_dev_uvm;
 
 #endif /* HMM_DEV_H */

@@ -23,9 +23,13 @@
  * against the toolkit's cuda.h (CUDA 13 here) at every make check.
  * Threading: the application's threads call reserve/release/populate/
  * depopulate; each pushes the device's primary context for its driver
- * calls and pops it after (cu_in/cu_out), so the caller's own current
+ * calls and pops it after (hmm_cu_in/out), so the caller's own current
  * context is left as it was.  The copy thread makes it current once.
  * The queue is dev_common.c's.
+ *
+ * Loading, the device, its context, the stream and the staged copies
+ * are shared with the "uvm" device (dev_uvm.c, dev_cu.h): it opens with
+ * managed = 1 and replaces only the four memory ops.
  *
  * Errors: CUDA_ERROR_OUT_OF_MEMORY is -ENOMEM, anything else -EIO, but
  * -ENODEV for whatever stops us finding a device (no driver, cuInit,
@@ -41,36 +45,10 @@
 #include <string.h>
 
 #include "ctx.h"
-#include "cuda_abi.h"
-#include "dev.h"
+#include "dev_cu.h"
 #include "err.h"
 
-#define CU_STAGE_BYTES		(4u << 20)
-
-/* The driver's entry points, resolved by dlsym (cuda_abi.h). */
-struct cu_api {
-#define CU_FIELD(field, name, sym, params)	CUresult (*field) params;
-	HMM_CU_CALLS(CU_FIELD)
-#undef CU_FIELD
-};
-
-/* Allocated by cu_open, freed by cu_close. */
-struct cu {
-	struct hmm_dev_queue q;		/* first (hmm_dev_queue_copy): the
-					   copy thread and its queue */
-	struct cu_api api;
-	void *lib;
-	CUdevice dev;
-	CUcontext ctx;
-	size_t gran;
-	CUmemAllocationProp prop;
-	CUstream stream;		/* copy thread only */
-	CUevent ev[2];
-	void *stage[2];			/* CU_STAGE_BYTES each */
-	int registered[2];		/* stage[i] is cuMemHostRegister'ed */
-};
-
-static const char *cu_str(struct cu *c, CUresult r)
+const char *hmm_cu_str(struct cu *c, CUresult r)
 {
 	const char *s = NULL;
 
@@ -79,62 +57,69 @@ static const char *cu_str(struct cu *c, CUresult r)
 	return s ? s : "unknown CUDA error";
 }
 
-static int cu_load(struct cu *c)
-{
-	static const struct { const char *name; size_t off; } syms[] = {
+struct cu_sym {
+	const char *name;
+	size_t off;
+};
 #define CU_SYM(field, name, sym, params) { sym, offsetof(struct cu_api, field) },
-		HMM_CU_CALLS(CU_SYM)
+static const struct cu_sym cu_syms[] = { HMM_CU_CALLS(CU_SYM) };
+static const struct cu_sym cu_managed_syms[] = { HMM_CU_MANAGED_CALLS(CU_SYM) };
 #undef CU_SYM
-	};
+
+/* Resolves n entry points of the table into c->api.  0 or -ENODEV. */
+static int cu_resolve(struct cu *c, const struct cu_sym *t, size_t n,
+		      const char *since)
+{
 	size_t i;
 
-	c->lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
-	if (!c->lib)
-		return hmm_err(-ENODEV, "device cuda: no driver: dlopen "
-			       "libcuda.so.1: %s", dlerror());
-	for (i = 0; i < sizeof(syms) / sizeof(syms[0]); i++) {
-		void *f = dlsym(c->lib, syms[i].name);
+	for (i = 0; i < n; i++) {
+		void *f = dlsym(c->lib, t[i].name);
 
 		if (!f)
-			return hmm_err(-ENODEV, "device cuda: the driver has "
-				       "no %s (older than CUDA 11.2?)",
-				       syms[i].name);
-		memcpy((char *)&c->api + syms[i].off, &f, sizeof(f));
+			return hmm_err(-ENODEV, "device %s: the driver has "
+				       "no %s (older than CUDA %s?)", c->name,
+				       t[i].name, since);
+		memcpy((char *)&c->api + t[i].off, &f, sizeof(f));
 	}
 	return 0;
 }
 
+#define CU_N(t)	(sizeof(t) / sizeof((t)[0]))
+
+static int cu_load(struct cu *c)
+{
+	int r;
+
+	c->lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+	if (!c->lib)
+		return hmm_err(-ENODEV, "device %s: no driver: dlopen "
+			       "libcuda.so.1: %s", c->name, dlerror());
+	r = cu_resolve(c, cu_syms, CU_N(cu_syms), "11.2");
+	if (!r && c->managed)
+		r = cu_resolve(c, cu_managed_syms, CU_N(cu_managed_syms),
+			       "12.2");
+	return r;
+}
+
 /* A driver error as -errno: out of memory is -ENOMEM, the rest -EIO. */
-static int cu_errno(CUresult r)
+int hmm_cu_errno(CUresult r)
 {
 	return r == CUDA_ERROR_OUT_OF_MEMORY ? -ENOMEM : -EIO;
 }
 
-/* Returns from the caller with -errno and the driver's words. */
-#define CU_TRY_AS(c, e, call, what)                                        \
-	do {                                                               \
-		CUresult r_ = (call);                                      \
-		if (r_)                                                    \
-			return hmm_err((e) ? (e) : cu_errno(r_),           \
-				       "device cuda: %s: %s (%d)", what,   \
-				       cu_str(c, r_), r_);                 \
-	} while (0)
-#define CU_TRY(c, call, what)	CU_TRY_AS(c, 0, call, what)
-#define CU_NODEV(c, call, what)	CU_TRY_AS(c, -ENODEV, call, what)
-
 /* c's context current on the calling thread for a few driver calls;
- * cu_out puts back what the thread had.  0 or -EIO. */
-static int cu_in(struct cu *c)
+ * hmm_cu_out puts back what the thread had.  0 or -EIO. */
+int hmm_cu_in(struct cu *c)
 {
 	CUresult r = c->api.CtxPushCurrent(c->ctx);
 
 	if (r)
-		return hmm_err(-EIO, "device cuda: cuCtxPushCurrent: %s (%d)",
-			       cu_str(c, r), r);
+		return hmm_err(-EIO, "device %s: cuCtxPushCurrent: %s (%d)",
+			       c->name, hmm_cu_str(c, r), r);
 	return 0;
 }
 
-static void cu_out(struct cu *c)
+void hmm_cu_out(struct cu *c)
 {
 	CUcontext old;
 
@@ -145,21 +130,38 @@ static void cu_out(struct cu *c)
 static int cu_device(struct cu *c, const struct hmm_config *cfg)
 {
 	CUcontext ctx = NULL;
-	int n = 0, vmm = 0;
+	int n = 0, vmm = 0, conc = 0;
 
 	CU_NODEV(c, c->api.Init(0), "cuInit");
 	CU_NODEV(c, c->api.DeviceGetCount(&n), "cuDeviceGetCount");
 	if (cfg->device_index < 0 || cfg->device_index >= n)
-		return hmm_err(-ENODEV, "device cuda: device_index %d, but "
-			       "%d GPU(s) visible", cfg->device_index, n);
+		return hmm_err(-ENODEV, "device %s: device_index %d, but "
+			       "%d GPU(s) visible", c->name,
+			       cfg->device_index, n);
 	CU_NODEV(c, c->api.DeviceGet(&c->dev, cfg->device_index),
 		 "cuDeviceGet");
-	CU_NODEV(c, c->api.DeviceGetAttribute(&vmm,
+	if (c->managed) {
+		/* hmm moves managed memory to the GPU and back while the
+		 * host may touch other parts of it: concurrent access */
+		CU_NODEV(c, c->api.DeviceGetAttribute(&vmm,
+				CU_DEVICE_ATTRIBUTE_MANAGED_MEMORY, c->dev),
+			 "cuDeviceGetAttribute");
+		CU_NODEV(c, c->api.DeviceGetAttribute(&conc,
+				CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS,
+				c->dev), "cuDeviceGetAttribute");
+		if (!vmm || !conc)
+			return hmm_err(-ENODEV, "device uvm: GPU %d lacks "
+				       "managed memory with concurrent access",
+				       cfg->device_index);
+	} else {
+		CU_NODEV(c, c->api.DeviceGetAttribute(&vmm,
 			CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED,
 			c->dev), "cuDeviceGetAttribute");
-	if (!vmm)
-		return hmm_err(-ENODEV, "device cuda: GPU %d lacks virtual "
-			       "memory management", cfg->device_index);
+		if (!vmm)
+			return hmm_err(-ENODEV, "device cuda: GPU %d lacks "
+				       "virtual memory management",
+				       cfg->device_index);
+	}
 	/* into a local: c->ctx set means retained (cu_teardown) */
 	CU_NODEV(c, c->api.DevicePrimaryCtxRetain(&ctx, c->dev),
 		 "cuDevicePrimaryCtxRetain");
@@ -178,9 +180,12 @@ static int cu_memory(struct cu *c, const struct hmm_config *cfg,
 	c->prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
 	c->prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
 	c->prop.location.id = c->dev;
-	CU_TRY(c, c->api.MemGetAllocationGranularity(&c->gran, &c->prop,
-		  CU_MEM_ALLOC_GRANULARITY_MINIMUM),
-	       "cuMemGetAllocationGranularity");
+	if (c->managed)		/* managed memory migrates by CPU pages */
+		c->gran = HMM_PAGE;
+	else
+		CU_TRY(c, c->api.MemGetAllocationGranularity(&c->gran,
+			  &c->prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM),
+		       "cuMemGetAllocationGranularity");
 	if (!c->gran || chunk % c->gran)
 		return hmm_err(-EINVAL, "device cuda: config.chunk_bytes %u "
 			       "is not a multiple of the GPU's allocation "
@@ -201,7 +206,8 @@ static int cu_streams(struct cu *c)
 					     CU_EVENT_DISABLE_TIMING),
 		       "cuEventCreate");
 		if (posix_memalign(&c->stage[i], 4096, CU_STAGE_BYTES))
-			return hmm_err(-ENOMEM, "device cuda: staging buffer");
+			return hmm_err(-ENOMEM, "device %s: staging buffer",
+				       c->name);
 		CU_TRY(c, c->api.MemHostRegister(c->stage[i], CU_STAGE_BYTES,
 						 0), "cuMemHostRegister");
 		c->registered[i] = 1;
@@ -262,7 +268,7 @@ static void cu_teardown(struct cu *c)
 {
 	int i;
 
-	if (c->ctx && !cu_in(c)) {
+	if (c->ctx && !hmm_cu_in(c)) {
 		for (i = 0; i < 2; i++) {
 			if (c->registered[i])
 				c->api.MemHostUnregister(c->stage[i]);
@@ -271,7 +277,7 @@ static void cu_teardown(struct cu *c)
 		}
 		if (c->stream)
 			c->api.StreamDestroy(c->stream);
-		cu_out(c);
+		hmm_cu_out(c);
 	}
 	if (c->ctx)
 		c->api.DevicePrimaryCtxRelease(c->dev);
@@ -282,28 +288,30 @@ static void cu_teardown(struct cu *c)
 	free(c);
 }
 
-static int cu_open(const struct hmm_config *cfg, void **priv,
-		   uint64_t *capacity, uint64_t *granularity)
+int hmm_cu_open(const struct hmm_config *cfg, int managed, void **priv,
+		uint64_t *capacity, uint64_t *granularity)
 {
 	struct cu *c = calloc(1, sizeof(*c));
 	int r;
 
 	if (!c)
-		return hmm_err(-ENOMEM, "device cuda: no memory");
+		return hmm_err(-ENOMEM, "device %s: no memory", cfg->device);
+	c->name = managed ? "uvm" : "cuda";
+	c->managed = managed;
 	r = cu_load(c);
 	if (!r)
 		r = cu_device(c, cfg);
 	if (!r)
-		r = cu_in(c);
+		r = hmm_cu_in(c);
 	if (!r) {
 		r = cu_memory(c, cfg, capacity);
 		if (!r)
 			r = cu_streams(c);
-		cu_out(c);
+		hmm_cu_out(c);
 	}
 	if (!r && hmm_dev_queue_start(&c->q, c, cu_enter, cu_do_copy))
-		r = hmm_err(-EAGAIN, "device cuda: cannot start the copy "
-			    "thread");
+		r = hmm_err(-EAGAIN, "device %s: cannot start the copy "
+			    "thread", c->name);
 	if (r) {
 		cu_teardown(c);
 		return r;
@@ -313,12 +321,18 @@ static int cu_open(const struct hmm_config *cfg, void **priv,
 	return 0;
 }
 
-static void cu_close(void *priv)
+void hmm_cu_close(void *priv)
 {
 	struct cu *c = priv;
 
 	hmm_dev_queue_stop(&c->q);
 	cu_teardown(c);
+}
+
+static int cu_open(const struct hmm_config *cfg, void **priv,
+		   uint64_t *capacity, uint64_t *granularity)
+{
+	return hmm_cu_open(cfg, 0, priv, capacity, granularity);
 }
 
 static uint64_t cu_round(struct cu *c, uint64_t bytes)
@@ -332,14 +346,14 @@ static int cu_reserve(void *priv, uint64_t bytes, uint64_t *addr)
 	CUdeviceptr p;
 	CUresult r;
 
-	if (cu_in(c))
+	if (hmm_cu_in(c))
 		return -EIO;
 	r = c->api.MemAddressReserve(&p, cu_round(c, bytes), c->gran, 0, 0);
-	cu_out(c);
+	hmm_cu_out(c);
 	if (r)
-		return hmm_err(cu_errno(r), "device cuda: cuMemAddressReserve "
+		return hmm_err(hmm_cu_errno(r), "device cuda: cuMemAddressReserve "
 			       "%llu bytes: %s (%d)", (unsigned long long)
-			       cu_round(c, bytes), cu_str(c, r), r);
+			       cu_round(c, bytes), hmm_cu_str(c, r), r);
 	*addr = p;
 	return 0;
 }
@@ -348,10 +362,10 @@ static void cu_release(void *priv, uint64_t addr, uint64_t bytes)
 {
 	struct cu *c = priv;
 
-	if (cu_in(c))
+	if (hmm_cu_in(c))
 		return;
 	c->api.MemAddressFree(addr, cu_round(c, bytes));
-	cu_out(c);
+	hmm_cu_out(c);
 }
 
 /* Backs [addr, addr + bytes) with one physical allocation, read-write
@@ -367,7 +381,7 @@ static int cu_populate(void *priv, uint64_t addr, uint64_t bytes)
 	const char *what = "cuMemCreate";
 	CUresult r;
 
-	if (cu_in(c))
+	if (hmm_cu_in(c))
 		return -EIO;
 	r = c->api.MemCreate(&hd, n, &c->prop, 0);
 	if (!r) {
@@ -381,11 +395,11 @@ static int cu_populate(void *priv, uint64_t addr, uint64_t bytes)
 		if (r)
 			c->api.MemUnmap(addr, n);
 	}
-	cu_out(c);
+	hmm_cu_out(c);
 	if (r)
-		return hmm_err(cu_errno(r), "device cuda: %s %#llx + %zu: %s "
+		return hmm_err(hmm_cu_errno(r), "device cuda: %s %#llx + %zu: %s "
 			       "(%d)", what, (unsigned long long)addr, n,
-			       cu_str(c, r), r);
+			       hmm_cu_str(c, r), r);
 	return 0;
 }
 
@@ -393,15 +407,15 @@ static void cu_depopulate(void *priv, uint64_t addr, uint64_t bytes)
 {
 	struct cu *c = priv;
 
-	if (cu_in(c))
+	if (hmm_cu_in(c))
 		return;
 	c->api.MemUnmap(addr, cu_round(c, bytes));
-	cu_out(c);
+	hmm_cu_out(c);
 }
 
 /* Designated: release and depopulate share a signature. */
 const struct hmm_dev_ops hmm_dev_cuda = {
-	.name = "cuda", .open = cu_open, .close = cu_close,
+	.name = "cuda", .open = cu_open, .close = hmm_cu_close,
 	.reserve = cu_reserve, .release = cu_release,
 	.populate = cu_populate, .depopulate = cu_depopulate,
 	.copy = hmm_dev_queue_copy,

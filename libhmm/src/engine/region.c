@@ -4,7 +4,8 @@
  * host memory under the host budget and, beyond it, in a backing store.
  *
  * The context's backend may serve a region whole (backend.h
- * region_whole: shared mode's hmmk.ko regions); otherwise it is a
+ * region_whole: shared mode's hmmk.ko regions, the uvm device's managed
+ * regions, region_uvm.c); otherwise it is a
  * userfaultfd region here (region_fault.c, region_evict.c) whose evicted
  * blocks go where the backend's region_back says (the store:
  * region_store.c; in shared mode an hmmd tensor).  Resident bytes of

@@ -1,0 +1,134 @@
+// SPDX-License-Identifier: MIT
+/*
+ * dev_uvm.c — the "uvm" device: a tensor's device range is CUDA managed
+ * memory (cuMemAllocManaged), and hmm's policy, not the driver's fault
+ * heuristics, decides where it lives.
+ *
+ * Memory: reserve allocates the whole range managed and advises it
+ * preferred on the host and accessed by the GPU: the driver then
+ * migrates nothing on a fault (a kernel touching a page hmm did not
+ * bring reads it over the link), so pages move only when hmm says.
+ * populate is cuMemPrefetchAsync to the GPU (the chunk becomes resident
+ * there; budgeted per chunk as on "cuda"), depopulate cuMemPrefetchAsync
+ * back to the host (the eviction; its device pages are free again).
+ * Both are queued on the copy stream and never waited for under
+ * h->lock; stream order puts a chunk's copy after its prefetch.  The
+ * schedule policy's prefetch (prefetch_depth ahead) is what calls
+ * populate ahead of use, as on every device.
+ *
+ * Copies: "cuda"'s staged cuMemcpyHtoDAsync/DtoHAsync (dev_cuda.c,
+ * dev_cu.h), which on managed memory resident at the GPU are device-side
+ * writes and reads.  The host side of an evicted chunk is the tensor's
+ * own host chunk, which goes on to the store as any other.
+ *
+ * Cost, stated: an evicted chunk's managed pages migrate back to host
+ * memory that config.host_budget does not count (up to the tensor's
+ * size, as pageable memory the kernel may reclaim), and a reloaded chunk
+ * moves twice (the prefetch of the stale pages, then the copy).
+ * cuMemDiscardBatchAsync (CUDA 13) would avoid both; not used yet.
+ *
+ * Device pointers are host-valid addresses: a map at the device gives a
+ * pointer a kernel may touch, and the host too (coherent, but slow).
+ * Tested without a GPU on tests/fakecuda (test_uvm_fake.sh), whose
+ * range attributes say where each chunk was last moved.
+ */
+#include <errno.h>
+
+#include "ctx.h"
+#include "dev_cu.h"
+#include "err.h"
+
+static int uvm_open(const struct hmm_config *cfg, void **priv,
+		    uint64_t *capacity, uint64_t *granularity)
+{
+	return hmm_cu_open(cfg, 1, priv, capacity, granularity);
+}
+
+static CUmemLocation uvm_loc(struct cu *c, int host)
+{
+	CUmemLocation l = { host ? CU_MEM_LOCATION_TYPE_HOST :
+			    CU_MEM_LOCATION_TYPE_DEVICE, host ? 0 : c->dev };
+
+	return l;
+}
+
+static int uvm_reserve(void *priv, uint64_t bytes, uint64_t *addr)
+{
+	struct cu *c = priv;
+	const char *what = "cuMemAllocManaged";
+	CUdeviceptr p = 0;
+	CUresult r;
+
+	if (hmm_cu_in(c))
+		return -EIO;
+	r = c->api.MemAllocManaged(&p, bytes, CU_MEM_ATTACH_GLOBAL);
+	if (!r) {
+		what = "cuMemAdvise preferred location host";
+		r = c->api.MemAdvise(p, bytes,
+				     CU_MEM_ADVISE_SET_PREFERRED_LOCATION,
+				     uvm_loc(c, 1));
+	}
+	if (!r) {
+		what = "cuMemAdvise accessed by the GPU";
+		r = c->api.MemAdvise(p, bytes, CU_MEM_ADVISE_SET_ACCESSED_BY,
+				     uvm_loc(c, 0));
+	}
+	if (r && p)
+		c->api.MemFree(p);
+	hmm_cu_out(c);
+	if (r)
+		return hmm_err(hmm_cu_errno(r), "device uvm: %s, %llu bytes: "
+			       "%s (%d)", what, (unsigned long long)bytes,
+			       hmm_cu_str(c, r), r);
+	*addr = p;
+	return 0;
+}
+
+static void uvm_release(void *priv, uint64_t addr, uint64_t bytes)
+{
+	struct cu *c = priv;
+
+	if (hmm_cu_in(c))
+		return;
+	c->api.MemFree(addr);
+	hmm_cu_out(c);
+}
+
+/* Queues the move of [addr, addr + bytes) to the GPU or the host. */
+static int uvm_move(struct cu *c, uint64_t addr, uint64_t bytes, int host)
+{
+	CUresult r;
+
+	if (hmm_cu_in(c))
+		return -EIO;
+	r = c->api.MemPrefetchAsync(addr, bytes, uvm_loc(c, host), 0,
+				    c->stream);
+	hmm_cu_out(c);
+	if (r)
+		return hmm_err(hmm_cu_errno(r), "device uvm: "
+			       "cuMemPrefetchAsync %#llx + %llu to the %s: "
+			       "%s (%d)", (unsigned long long)addr,
+			       (unsigned long long)bytes, host ? "host" :
+			       "GPU", hmm_cu_str(c, r), r);
+	return 0;
+}
+
+static int uvm_populate(void *priv, uint64_t addr, uint64_t bytes)
+{
+	return uvm_move(priv, addr, bytes, 0);
+}
+
+/* A failed move back leaves the pages where they are: the driver may
+ * still migrate them itself under pressure; nothing is lost. */
+static void uvm_depopulate(void *priv, uint64_t addr, uint64_t bytes)
+{
+	uvm_move(priv, addr, bytes, 1);
+}
+
+/* Designated: release and depopulate share a signature. */
+const struct hmm_dev_ops hmm_dev_uvm = {
+	.name = "uvm", .open = uvm_open, .close = hmm_cu_close,
+	.reserve = uvm_reserve, .release = uvm_release,
+	.populate = uvm_populate, .depopulate = uvm_depopulate,
+	.copy = hmm_dev_queue_copy,
+};

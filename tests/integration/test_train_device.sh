@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# test_train_device — hmm-train --device cuda, where no GPU is, exits
+# non-zero at once (before any training or store) naming what is
+# missing: the driver (no libcuda.so.1), a GPU (the fake driver with
+# FAKECUDA_NODEV=1: cuInit fails; =2: no devices), or cuBLAS (the fake
+# driver, which cuBLAS cannot initialise on; or no libcublas.so.13).
+# Bad --device / --device-budget values exit 2.  The GPU step itself is
+# not built yet; where the probe succeeds, hmm-train says so (exit 1).
+set -u
+. "$(dirname "$0")/../t.sh"
+bin=$B/bin/hmm-train
+need "$bin"
+scratch train-device
+abs() { echo "$(cd "$(dirname "$1")" && pwd)/$(basename "$1")"; }
+bin=$(abs "$bin")	# B may be relative (make) or absolute (make check)
+fake=$(abs "$B/tests/fakecuda")
+
+# run ENV... : hmm-train --device cuda in $dir, TMPDIR=$dir (where a
+# default store would appear)
+run() {
+	(cd "$dir" && env TMPDIR="$dir" "$@" timeout 60 "$bin" --device cuda --preset tiny --steps 2 >out 2>err)
+	rc=$?
+	sed 's/^/# /' "$dir/err" | grep -v summary
+}
+run LD_LIBRARY_PATH=/nonexistent
+if grep -q 'found .*GPU' "$dir/err"; then
+	skip "a real driver and GPU are here (tests/gpu/run.sh runs --device cuda)"
+else
+	ok $([ $rc = 1 ] && grep -q 'no driver: dlopen libcuda.so.1' "$dir/err"; echo $?) "no driver: exit 1 naming libcuda.so.1"
+fi
+ok $([ $rc = 1 ] && [ ! -s "$dir/out" ] && [ -z "$(ls "$dir" | grep -v '^out$\|^err$')" ]; echo $?) "... at once: no step, no store"
+if [ -e "$fake/libcuda.so.1" ]; then
+	run LD_LIBRARY_PATH="$fake" FAKECUDA_NODEV=1
+	ok $([ $rc = 1 ] && grep -q 'no GPU: cuInit: no CUDA-capable device' "$dir/err"; echo $?) "a driver but no GPU (cuInit fails): exit 1 saying so"
+	run LD_LIBRARY_PATH="$fake" FAKECUDA_NODEV=2
+	ok $([ $rc = 1 ] && grep -q 'no GPU: the driver sees 0 devices' "$dir/err"; echo $?) "a driver that sees no device: exit 1 saying so"
+	run LD_LIBRARY_PATH="$fake"
+	ok $([ $rc = 1 ] && grep -q 'no cuBLAS: ' "$dir/err"; echo $?) "a driver and a GPU (the fake), cuBLAS unusable or absent: exit 1 naming cuBLAS"
+fi
+"$bin" --device tpu >/dev/null 2>&1
+ok $([ $? = 2 ]; echo $?) "--device tpu: exit 2"
+"$bin" --device cuda --device-budget 0 >/dev/null 2>&1
+ok $([ $? = 2 ]; echo $?) "--device-budget 0: exit 2"
+"$bin" --device-budget 1G >/dev/null 2>&1
+ok $([ $? = 2 ]; echo $?) "--device-budget without --device cuda: exit 2"
+t_done

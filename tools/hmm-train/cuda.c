@@ -1,0 +1,110 @@
+// SPDX-License-Identifier: MIT
+/*
+ * cuda.c — hmm-train --device cuda: the driver, a GPU and cuBLAS, each
+ * loaded and checked at run time (cuda.h).  The driver's types are
+ * libhmm's one copy of its ABI (cuda_abi.h, held against cuda.h by
+ * test_cuda_abi); cuBLAS's three entry points are declared here with its
+ * documented signatures (cublas_api.h: cublasStatus_t is an int enum,
+ * cublasHandle_t a pointer).
+ */
+#include <dlfcn.h>
+#include <errno.h>
+#include <stdio.h>
+
+#include "cuda.h"
+#include "cuda_abi.h"
+
+#define CUBLAS_SO	"libcublas.so.13"
+
+static int cu_fail(void *lib, char *why, size_t n, const char *what,
+		   CUresult r)
+{
+	CUresult (*str)(CUresult, const char **) = dlsym(lib,
+							 "cuGetErrorString");
+	const char *s = NULL;
+
+	if (str)
+		str(r, &s);
+	snprintf(why, n, "no GPU: %s: %s (%d)", what, s ? s : "unknown", r);
+	return -ENODEV;
+}
+
+/* The driver and a GPU: 0, or -ENODEV with why. */
+static int probe_gpu(void *lib, char *why, size_t n, int *count)
+{
+	CUresult (*init)(unsigned int) = dlsym(lib, "cuInit");
+	CUresult (*get_count)(int *) = dlsym(lib, "cuDeviceGetCount");
+	CUresult r;
+
+	if (!init || !get_count) {
+		snprintf(why, n, "libcuda.so.1 has no cuInit/cuDeviceGetCount");
+		return -ENODEV;
+	}
+	r = init(0);
+	if (r)
+		return cu_fail(lib, why, n, "cuInit", r);
+	r = get_count(count);
+	if (r)
+		return cu_fail(lib, why, n, "cuDeviceGetCount", r);
+	if (*count < 1) {
+		snprintf(why, n, "no GPU: the driver sees 0 devices");
+		return -ENODEV;
+	}
+	return 0;
+}
+
+/* cuBLAS and a handle on the GPU: 0, or -ENODEV with why. */
+static int probe_cublas(char *why, size_t n, int *version)
+{
+	void *lib = dlopen(CUBLAS_SO, RTLD_NOW | RTLD_LOCAL);
+	int (*create)(void **), (*destroy)(void *), (*ver)(void *, int *);
+	void *h = NULL;
+	int st;
+
+	if (!lib) {
+		snprintf(why, n, "no cuBLAS: dlopen %s: %s", CUBLAS_SO,
+			 dlerror());
+		return -ENODEV;
+	}
+	*(void **)&create = dlsym(lib, "cublasCreate_v2");
+	*(void **)&destroy = dlsym(lib, "cublasDestroy_v2");
+	*(void **)&ver = dlsym(lib, "cublasGetVersion_v2");
+	if (!create || !destroy || !ver) {
+		snprintf(why, n, "no cuBLAS: %s lacks cublasCreate_v2, "
+			 "cublasDestroy_v2 or cublasGetVersion_v2", CUBLAS_SO);
+		dlclose(lib);
+		return -ENODEV;
+	}
+	st = create(&h);
+	if (st) {
+		snprintf(why, n, "no cuBLAS: cublasCreate_v2: status %d%s", st,
+			 st == 1 ? " (CUBLAS_STATUS_NOT_INITIALIZED: the "
+			 "driver or the GPU is not usable)" : "");
+		dlclose(lib);
+		return -ENODEV;
+	}
+	ver(h, version);
+	destroy(h);
+	dlclose(lib);
+	return 0;
+}
+
+int cuda_probe(char *why, size_t why_n, char *found, size_t found_n)
+{
+	void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+	int count = 0, version = 0, r;
+
+	if (!lib) {
+		snprintf(why, why_n, "no driver: dlopen libcuda.so.1: %s",
+			 dlerror());
+		return -ENODEV;
+	}
+	r = probe_gpu(lib, why, why_n, &count);
+	if (!r)
+		r = probe_cublas(why, why_n, &version);
+	dlclose(lib);
+	if (!r)
+		snprintf(found, found_n, "%d GPU(s), cuBLAS %d", count,
+			 version);
+	return r;
+}

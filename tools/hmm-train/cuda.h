@@ -1,0 +1,25 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * cuda.h — hmm-train's GPU side, loaded at run time: the CUDA driver
+ * (libcuda.so.1) and cuBLAS (libcublas.so.13, the toolkit's), so that the
+ * binary links neither and runs where there is no GPU.
+ *
+ * cuda_probe() finds, in order, the driver, a GPU, and cuBLAS with a
+ * handle made on it; on the first that is missing it writes what (and
+ * the library's own words) to why and returns -ENODEV.  On success it
+ * writes what it found to found and returns 0.  It keeps nothing: every
+ * handle is released and both libraries are closed before it returns.
+ *
+ * The GPU step itself (the GPT's products through cuBLAS, attention and
+ * AdamW through kernels/core's CUDA kernels, parameters and gradients on
+ * libhmm's device tier) is not built yet: hmm-train --device cuda says
+ * so after a successful probe.  Threading: any one thread.
+ */
+#ifndef HMM_TRAIN_CUDA_H
+#define HMM_TRAIN_CUDA_H
+
+#include <stddef.h>
+
+int cuda_probe(char *why, size_t why_n, char *found, size_t found_n);
+
+#endif /* HMM_TRAIN_CUDA_H */
