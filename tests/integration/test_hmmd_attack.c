@@ -12,7 +12,9 @@
  *    writable by reopening /proc/self/fd/N for writing, nor mapped
  *    shared-writable, and its bytes stay the owner's;
  *  - an ERROR reply carries exactly its detail and zeros after it (no
- *    stray bytes of hmmd's memory), for a 63-byte persistent name.
+ *    stray bytes of hmmd's memory), for a 63-byte persistent name;
+ *  - a client refused for too many connections is told so by
+ *    hmm_open, never "Broken pipe".
  *
  * It counts the bad inputs tried and prints them with hmmd's crashes.
  */
@@ -591,6 +593,81 @@ static void test_idle_flood(const char *mode, int sealed)
 	close(c);
 }
 
+/*
+ * Tries hmm_open through hmmd n times while fds[] hold every slot this
+ * uid may take; each must fail with -EUSERS and say "too many clients"
+ * (not "Broken pipe": hmmd refuses and closes at once, and the refusal
+ * waits in the socket of a client whose hello then meets the closed
+ * end).  The number that did.
+ */
+static int refused_opens(int n)
+{
+	char addr[128];
+	struct hmm_config cfg;
+	struct hmm *h;
+	int i, ok = 0, ret;
+
+	snprintf(addr, sizeof(addr), "unix:%s", sock);
+	hmm_config_default(&cfg);
+	cfg.daemon = addr;
+	for (i = 0; i < n; i++) {
+		if (i & 1)		/* the refusal is there before hello */
+			usleep(50000);
+		ret = hmm_open(&cfg, &h);
+		if (!ret) {
+			hmm_close(h);
+			continue;
+		}
+		if (ret == -EUSERS &&
+		    strstr(hmm_last_error(), "too many clients"))
+			ok++;
+		else
+			t_diag("hmm_open %d: %d %s", i, ret, hmm_last_error());
+	}
+	return ok;
+}
+
+/*
+ * Item 5: a client refused for too many connections is told so: as
+ * root with every slot held, and as nobody with its uid's share held.
+ */
+static void test_refused_open(const char *mode, int sealed)
+{
+	int fds[64], i, n, st;
+	pid_t pid;
+
+	for (i = 0; i < 64; i++)	/* root: every slot of max_clients */
+		fds[i] = idle_conn();
+	usleep(300000);
+	bad_inputs += 6;
+	n = refused_opens(6);
+	t_eq(n, 6, "%s: root, every slot held: 6 of 6 opens refused with "
+	     "-EUSERS \"too many clients\"", mode);
+	for (i = 0; i < 64; i++)
+		if (fds[i] >= 0)
+			close(fds[i]);
+	if (getuid() != 0) {
+		t_ok(1, "# SKIP refused as another uid: needs root");
+		return;
+	}
+	usleep(300000);		/* hmmd reaps the closed ones */
+	pid = fork();
+	if (pid == 0) {
+		if (setgroups(0, NULL) || setgid(65534) || setuid(65534))
+			_exit(3);
+		for (i = 0; i < 32; i++)	/* more than its 31 */
+			fds[i] = idle_conn();
+		usleep(300000);
+		_exit(refused_opens(6));
+	}
+	bad_inputs += 6;
+	st = -1;
+	waitpid(pid, &st, 0);
+	t_ok(WIFEXITED(st) && WEXITSTATUS(st) == 6, "%s: nobody, its "
+	     "share held: 6 of 6 opens refused with -EUSERS \"too many "
+	     "clients\" (%d)", mode, WIFEXITED(st) ? WEXITSTATUS(st) : -1);
+}
+
 static double now_s(void)
 {
 	struct timespec ts;
@@ -687,6 +764,7 @@ int main(void)
 	attack(test_error_bytes, "error bytes", NULL, 1);
 	attack(test_tensor_limit, "tensor limit", NULL, 1);
 	attack(test_idle_flood, "idle connections", NULL, 1);
+	attack(test_refused_open, "refused open", NULL, 1);
 	attack(test_slow_scrape, "slow scrapers", NULL, 1);
 	nofile = 256;
 	attack(test_fd_exhaust, "fds exhausted", NULL, 1);
