@@ -72,8 +72,8 @@ struct hmmd_config {
 	uint64_t host_budget;	/* bytes; 0 = 256 MiB (engine.c) */
 	uint64_t device_budget;
 	uint64_t store_size;
-	uint64_t client_quota;	/* host bytes per client at most; 0 = the
-				   host budget */
+	uint64_t client_quota;	/* host bytes per uid at most; 0 = a
+				   quarter of the host budget (client.c) */
 	unsigned max_clients;	/* 1..HMMD_MAX_CLIENTS */
 	unsigned wait_ms;	/* back-pressure bound; 0 = 10000 */
 	uint32_t chunk_bytes;	/* 0 = libhmm's default (2 MiB) */

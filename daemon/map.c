@@ -165,20 +165,20 @@ int hmmd_req_map(struct hmmd_req *q)
 	if (ret) {
 		char why[160];
 
-		if (ret == -EDQUOT && mp->charge > q->cl->quota[HMM_TIER_HOST])
+		if (ret == -EDQUOT && mp->charge > q->cl->u->quota)
 			snprintf(why, sizeof(why), "%llu bytes of chunks, more "
-				 "than the client's whole host quota %llu",
+				 "than uid %u's whole host quota %llu",
 				 (unsigned long long)mp->charge,
-				 (unsigned long long)
-				 q->cl->quota[HMM_TIER_HOST]);
+				 (unsigned)q->cl->uid,
+				 (unsigned long long)q->cl->u->quota);
 		else if (ret == -EDQUOT)
-			snprintf(why, sizeof(why), "over the client's host "
-				 "quota for %u ms (%llu of %llu pinned by its "
-				 "own maps)", e->wait_ms,
-				 (unsigned long long)
-				 eng_client_pinned(e, q->cl),
-				 (unsigned long long)
-				 q->cl->quota[HMM_TIER_HOST]);
+			snprintf(why, sizeof(why), "over uid %u's host quota "
+				 "for %u ms (%llu of %llu pinned by the maps of "
+				 "its %u connections)", (unsigned)q->cl->uid,
+				 e->wait_ms,
+				 (unsigned long long)q->cl->u->pinned,
+				 (unsigned long long)q->cl->u->quota,
+				 q->cl->u->conns);
 		else
 			snprintf(why, sizeof(why), "the host budget stayed "
 				 "full for %u ms (%llu of %llu pinned)",

@@ -52,6 +52,8 @@ static rlim_t nofile;		/* hmmd's soft RLIMIT_NOFILE (0: ours) */
 
 static char mport[32];		/* hmmd's --metrics address */
 
+static const char *wait_ms;	/* --wait-ms for the next start (NULL: none) */
+
 static pid_t start(const char *host_dir)
 {
 	char *argv[20] = {
@@ -63,6 +65,13 @@ static pid_t start(const char *host_dir)
 
 	if (!host_dir)
 		argv[14] = NULL;	/* no --host-dir */
+	if (wait_ms) {
+		int i = host_dir ? 16 : 14;
+
+		argv[i] = "--wait-ms";
+		argv[i + 1] = (char *)wait_ms;
+		argv[i + 2] = NULL;
+	}
 	unlink(sock);
 	pid = t_hmmd_spawn(hmmd, argv, logf, 1, NULL);
 	t_hmmd_wait_listen(pid, sock, 20, logf);
@@ -197,6 +206,55 @@ static uint8_t *map(int fd, uint64_t id, uint32_t access, int *mfd)
 	p = mmap(NULL, TBYTES, PROT_READ | (access & HMM_WRITE ? PROT_WRITE :
 		 0), MAP_SHARED, *mfd, m.u.map_reply.addr);
 	return p == MAP_FAILED ? NULL : p;
+}
+
+/* A raw connection whose hello asks host quota q (0: hmmd's default);
+ * the quota granted in *got.  -1 when connect or hello fails. */
+static int rawc_quota(uint64_t q, uint64_t *got)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	struct hmm_proto_hello h = { 1, HMM_PROTO_VERSION_MAX,
+				     HMM_PROTO_FEAT_MEMFD, { 0, q, 0 },
+				     "attack" };
+	struct hmm_proto_msg m;
+	int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", sock);
+	if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 ||
+	    call(fd, HMM_PROTO_HELLO, 1, &h, &m, NULL) !=
+	    HMM_PROTO_HELLO_REPLY) {
+		if (fd >= 0)
+			close(fd);
+		return -1;
+	}
+	*got = m.u.hello_reply.quota[HMM_TIER_HOST];
+	return fd;
+}
+
+/* A u8 tensor of bytes; MAP all of it: the reply's type or -err. */
+static int tensor_map(int fd, const char *name, uint64_t bytes,
+		      uint64_t *id)
+{
+	struct hmm_proto_tensor t;
+	struct hmm_proto_range r;
+	struct hmm_proto_msg m;
+	int mfd, ret;
+
+	memset(&t, 0, sizeof(t));
+	t.dtype = HMM_DTYPE_U8;
+	t.ndim = 1;
+	t.shape[0] = bytes;
+	snprintf(t.name, sizeof(t.name), "%s", name);
+	ret = call(fd, HMM_PROTO_TENSOR_NEW, 2, &t, &m, NULL);
+	if (ret != HMM_PROTO_TENSOR_REPLY)
+		return ret;
+	*id = m.u.tensor.id;
+	r = (struct hmm_proto_range){ *id, 0, HMM_ALL, HMM_TIER_HOST,
+				      HMM_READ | HMM_WRITE };
+	ret = call(fd, HMM_PROTO_MAP, 3, &r, &m, &mfd);
+	if (mfd >= 0)
+		close(mfd);
+	return ret;
 }
 
 static int unmap(int fd, uint64_t id)
@@ -682,6 +740,72 @@ static void test_refused_open(const char *mode, int sealed)
 	     "clients\" (%d)", mode, WIFEXITED(st) ? WEXITSTATUS(st) : -1);
 }
 
+/*
+ * Item 6, per uid: two connections of one unprivileged uid (nobody)
+ * share its host quota (1 MiB asked, hmmd's budget 4 MiB): 0.75 MiB
+ * pinned by one leaves the other's 0.75 MiB map waiting (wait_ms 300)
+ * and refused -EDQUOT; once the first unmaps, it goes.  A hello that
+ * asks no quota gets a quarter of the budget, not all of it.  Returns
+ * a bit per failure.
+ */
+static int uid_quota_checks(void)
+{
+	uint64_t q1 = 0, q2 = 0, q0 = 0, a = 0, b = 0;
+	int c1 = rawc_quota(1u << 20, &q1), c2 = rawc_quota(1u << 20, &q2);
+	int c0 = rawc_quota(0, &q0), bad = 0;
+
+	if (c1 < 0 || c2 < 0 || c0 < 0)
+		return 1;
+	if (q1 != 1u << 20 || q2 != 1u << 20)
+		bad |= 2;
+	if (tensor_map(c1, "qa", 3u << 18, &a) != HMM_PROTO_MAP_REPLY)
+		bad |= 4;
+	if (tensor_map(c2, "qb", 3u << 18, &b) != -EDQUOT)
+		bad |= 8;		/* the uid's 1 MiB: 0.75 + 0.75 */
+	if (unmap(c1, a) != HMM_PROTO_OK)
+		bad |= 16;
+	{
+		struct hmm_proto_range r = { b, 0, HMM_ALL, HMM_TIER_HOST,
+					     HMM_READ | HMM_WRITE };
+		struct hmm_proto_msg m;
+		int mfd, ret = call(c2, HMM_PROTO_MAP, 3, &r, &m, &mfd);
+
+		if (mfd >= 0)
+			close(mfd);
+		if (ret != HMM_PROTO_MAP_REPLY)
+			bad |= 32;	/* room again once c1 unmapped */
+	}
+	if (q0 != 1u << 20)
+		bad |= 64;		/* default: budget / 4 */
+	close(c0);
+	close(c1);
+	close(c2);
+	return bad;
+}
+
+static void test_uid_quota(const char *mode, int sealed)
+{
+	int st;
+	pid_t pid;
+
+	if (getuid() != 0) {
+		t_ok(1, "# SKIP per-uid quota of another uid: needs root");
+		return;
+	}
+	pid = fork();
+	if (pid == 0)
+		_exit(as_nobody() ? 1 : uid_quota_checks());
+	st = -1;
+	waitpid(pid, &st, 0);
+	bad_inputs += 2;
+	t_eq(WIFEXITED(st) ? WEXITSTATUS(st) : -1, 0, "%s: nobody's two "
+	     "connections share its 1 MiB host quota (the second's map "
+	     "refused -EDQUOT, served after the first unmaps); no quota "
+	     "asked: a quarter of the budget (bits: 1 connect, 2 granted, "
+	     "4 first map, 8 second not refused, 16 unmap, 32 not served "
+	     "after, 64 default)", mode);
+}
+
 static double now_s(void)
 {
 	struct timespec ts;
@@ -779,6 +903,9 @@ int main(void)
 	attack(test_tensor_limit, "tensor limit", NULL, 1);
 	attack(test_idle_flood, "idle connections", NULL, 1);
 	attack(test_refused_open, "refused open", NULL, 1);
+	wait_ms = "300";
+	attack(test_uid_quota, "uid quota", NULL, 1);
+	wait_ms = NULL;
 	attack(test_slow_scrape, "slow scrapers", NULL, 1);
 	nofile = 256;
 	attack(test_fd_exhaust, "fds exhausted", NULL, 1);
