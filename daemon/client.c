@@ -64,12 +64,13 @@ static struct hmmd_uid *uid_get(struct hmmd_engine *e, uid_t uid, int admin,
 	return u;
 }
 
-/* cl's uid lost a client; its entry goes with its last.  e->lock held. */
-static void uid_put(struct hmmd_engine *e, struct hmmd_uid *u)
+/* The entry goes with the uid's last client and last reach (a client
+ * gone may have left a mapping of a memfd behind).  e->lock held. */
+void hmmd_uid_put(struct hmmd_engine *e, struct hmmd_uid *u)
 {
 	struct hmmd_uid **pp;
 
-	if (--u->conns)
+	if (u->conns || u->reach)
 		return;
 	for (pp = &e->uids; *pp != u; pp = &(*pp)->next)
 		;
@@ -147,7 +148,8 @@ void hmmd_client_free(struct hmmd_engine *e, struct hmmd_client *cl)
 		;
 	*pp = cl->next;
 	e->nclients--;
-	uid_put(e, cl->u);
+	cl->u->conns--;
+	hmmd_uid_put(e, cl->u);
 	pthread_mutex_unlock(&e->lock);
 	free(cl->handles);
 	free(cl);

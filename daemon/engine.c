@@ -133,6 +133,12 @@ int hmmd_engine_close(struct hmmd_engine *e)
 		next = dt->next;
 		free(dt);
 	}
+	while (e->uids) {		/* kept for their reach */
+		struct hmmd_uid *u = e->uids;
+
+		e->uids = u->next;
+		free(u);
+	}
 	pthread_cond_destroy(&e->uid_cond);
 	pthread_mutex_destroy(&e->lock);
 	pthread_mutex_destroy(&e->open_lock);

@@ -23,6 +23,8 @@
  * 0 and it is not kept: a persistent tensor stays until its owner frees
  * it or the daemon stops.
  */
+#define HMMD_REACHED_MAX	8	/* uids sent one tensor's memfd; the
+					   rest get copies (map.c) */
 struct hmmd_tensor {
 	struct hmmd_tensor *next;
 	uint64_t id;			/* nonzero, never reused in a run */
@@ -40,6 +42,9 @@ struct hmmd_tensor {
 	unsigned share_access;		/* HMM_READ [| HMM_WRITE] */
 	int guard;			/* guard.c's slot of its host file;
 					   0 = none (sealed, or not sent) */
+	/* the uids its memfd was sent to, charged its bytes (map.c) */
+	struct hmmd_uid *reached[HMMD_REACHED_MAX];
+	unsigned nreached;
 };
 
 /* A client's right to use a tensor (its own, or attached). */
@@ -61,6 +66,9 @@ struct hmmd_map {
 	uint64_t charge;		/* host bytes admitted (chunk-rounded) */
 	void *eptr;			/* the engine's pointer to byte off
 					   (the client maps the same pages) */
+	int wfd;			/* a copy's window memfd (copied back
+					   at unmap); -1: the tensor's own */
+	uint64_t woff;			/* byte off's offset in the window */
 };
 
 /*
@@ -76,6 +84,9 @@ struct hmmd_uid {
 	unsigned conns;			/* its clients */
 	uint64_t quota;			/* host bytes its maps may pin */
 	uint64_t pinned;		/* host bytes they pin (admitted) */
+	uint64_t reach;			/* bytes of the tensors whose whole
+					   memfd it was sent (alive), at most
+					   quota; kept while > 0 (map.c) */
 };
 
 /* Allocated by hmmd_client_new, freed by hmmd_client_free. */
@@ -164,6 +175,12 @@ int hmmd_request_nowait(struct hmmd_engine *e, struct hmmd_client *cl,
  * waiters.  e->lock held. */
 void eng_release(struct hmmd_engine *e, struct hmmd_client *cl,
 		 uint64_t charge);
+
+/* dt goes: the uids it reached get its bytes back; e->lock held. */
+void hmmd_map_reach_drop(struct hmmd_engine *e, struct hmmd_tensor *dt);
+
+/* u lost a connection, or its reach: freed when it has neither. */
+void hmmd_uid_put(struct hmmd_engine *e, struct hmmd_uid *u);
 
 /* Drop one ref of dt; frees it (engine tensor too) at 0 when it is not
  * kept.  Lock held; may drop and retake it around the engine call.

@@ -36,7 +36,9 @@
  * clients of one shared tensor see each other's writes at once.  UNMAP
  * unpins.  The fd reaches the whole tensor: a client can see (not pin)
  * bytes outside its range, which may change or read as zeros while
- * unpinned; only tensors the client holds a handle to are sent.
+ * unpinned; only tensors the client holds a handle to are sent, and
+ * only to a uid whose reach stays within its host quota: any other map
+ * gets a copy of its range (map.c).
  *
  * Threading: the main thread runs the event loop (listener, signalfd),
  * metrics have a thread; each client has its own thread (conn.c) that

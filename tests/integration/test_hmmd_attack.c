@@ -783,6 +783,165 @@ static int uid_quota_checks(void)
 	return bad;
 }
 
+/* MAP [off, +len) of id: the reply's type or -err; *m, *mfd. */
+static int map_range(int fd, uint64_t id, uint64_t off, uint64_t len,
+		     uint32_t access, struct hmm_proto_msg *m, int *mfd)
+{
+	struct hmm_proto_range r = { id, off, len, HMM_TIER_HOST, access };
+
+	return call(fd, HMM_PROTO_MAP, 3, &r, m, mfd);
+}
+
+/* The bytes a descriptor lets its holder touch: its file's size. */
+static uint64_t fd_bytes(int fd)
+{
+	struct stat st;
+
+	return fd >= 0 && !fstat(fd, &st) ? (uint64_t)st.st_size : 0;
+}
+
+/*
+ * Item 6, what a client can touch: nobody (host quota 1 MiB) maps 256
+ * KiB of a 2 MiB tensor: it gets a copy of the range (MAP_F_COPY), a
+ * sealed memfd of 256 KiB, not the tensor's 2 MiB memfd; what it wrote
+ * there is the tensor's after the unmap.  A 256 KiB tensor (within its
+ * reach) comes zero-copy, its own memfd.  Returns a bit per failure.
+ */
+static int reach_checks(void)
+{
+	uint64_t q = 0, big = 0, small = 0;
+	struct hmm_proto_msg m;
+	uint8_t pat[256 << 10], *p;
+	int c = rawc_quota(1u << 20, &q), mfd = -1, bad = 0;
+
+	if (c < 0)
+		return 1;
+	if (tensor_map(c, "big", 2u << 20, &big) != -EDQUOT)
+		bad |= 2;			/* 2 MiB > 1 MiB quota */
+	if (map_range(c, big, 0, sizeof(pat), HMM_READ | HMM_WRITE, &m, &mfd)
+	    != HMM_PROTO_MAP_REPLY)
+		return bad | 4;
+	if (!(m.u.map_reply.flags & HMM_PROTO_MAP_F_COPY) ||
+	    fd_bytes(mfd) != sizeof(pat))
+		bad |= 8;			/* a copy of the range alone */
+	if (ftruncate(mfd, 2u << 20) == 0)
+		bad |= 16;			/* sealed: cannot grow */
+	p = mmap(NULL, fd_bytes(mfd), PROT_READ | PROT_WRITE, MAP_SHARED,
+		 mfd, 0);
+	if (p == MAP_FAILED)
+		return bad | 32;
+	t_fill(pat, sizeof(pat), 61);
+	memcpy(p + m.u.map_reply.addr, pat, sizeof(pat));
+	munmap(p, fd_bytes(mfd));
+	close(mfd);
+	if (unmap(c, big) != HMM_PROTO_OK)
+		bad |= 64;
+	if (map_range(c, big, 0, sizeof(pat), HMM_READ, &m, &mfd) !=
+	    HMM_PROTO_MAP_REPLY)
+		return bad | 128;
+	p = mmap(NULL, fd_bytes(mfd), PROT_READ, MAP_SHARED, mfd, 0);
+	if (p == MAP_FAILED || memcmp(p + m.u.map_reply.addr, pat,
+				      sizeof(pat)))
+		bad |= 256;			/* the copy came back */
+	if (p != MAP_FAILED)
+		munmap(p, fd_bytes(mfd));
+	close(mfd);
+	unmap(c, big);
+	if (tensor_map(c, "small", sizeof(pat), &small) !=
+	    HMM_PROTO_MAP_REPLY)
+		bad |= 512;
+	if (map_range(c, small, 0, HMM_ALL, HMM_READ, &m, &mfd) !=
+	    HMM_PROTO_MAP_REPLY || m.u.map_reply.flags ||
+	    fd_bytes(mfd) < sizeof(pat))
+		bad |= 1024;			/* zero-copy within reach */
+	if (mfd >= 0)
+		close(mfd);
+	close(c);
+	return bad;
+}
+
+/*
+ * The same through libhmm (hmm_open on hmmd, as nobody): 256 KiB maps of
+ * a 2 MiB tensor, which come as copies, write and read back its bytes,
+ * a map of every 256 KiB in turn.  0, or the step that failed.
+ */
+static int lib_copy_checks(void)
+{
+	static uint8_t pat[2 << 20];
+	const uint64_t piece = 256 << 10;
+	char addr[128];
+	struct hmm_config cfg;
+	struct hmm_tensor *t;
+	struct hmm *h;
+	uint64_t off;
+	void *p;
+	int bad = 0;
+
+	snprintf(addr, sizeof(addr), "unix:%s", sock);
+	hmm_config_default(&cfg);
+	cfg.daemon = addr;
+	if (hmm_open(&cfg, &h))
+		return 1;
+	if (hmm_tensor_new(h, "lib", HMM_DTYPE_U8, 1,
+			   (int64_t[]){ sizeof(pat) }, &t)) {
+		hmm_close(h);
+		return 2;
+	}
+	t_fill(pat, sizeof(pat), 62);
+	for (off = 0; !bad && off < sizeof(pat); off += piece) {
+		if (hmm_map(t, off, piece, HMM_TIER_HOST, HMM_WRITE, &p))
+			bad = 3;
+		else {
+			memcpy(p, pat + off, piece);
+			bad = hmm_unmap(t, p) ? 4 : 0;
+		}
+	}
+	for (off = 0; !bad && off < sizeof(pat); off += piece) {
+		if (hmm_map(t, off, piece, HMM_TIER_HOST, HMM_READ, &p))
+			bad = 5;
+		else {
+			bad = memcmp(p, pat + off, piece) ? 6 : 0;
+			hmm_unmap(t, p);
+		}
+	}
+	hmm_tensor_free(t);
+	hmm_close(h);
+	return bad;
+}
+
+static void test_reach(const char *mode, int sealed)
+{
+	int st, st2;
+	pid_t pid;
+
+	if (getuid() != 0) {
+		t_ok(1, "# SKIP reach of another uid: needs root");
+		return;
+	}
+	pid = fork();
+	if (pid == 0)
+		_exit(as_nobody() ? 1 : reach_checks());
+	st = -1;
+	waitpid(pid, &st, 0);
+	bad_inputs += 2;
+	pid = fork();
+	if (pid == 0)
+		_exit(as_nobody() ? 9 : lib_copy_checks());
+	st2 = -1;
+	waitpid(pid, &st2, 0);
+	t_eq(WIFEXITED(st2) ? WEXITSTATUS(st2) : -1, 0, "%s: through libhmm, "
+	     "as nobody: 256 KiB maps (copies) of a 2 MiB tensor write and "
+	     "read back its bytes (exit: 1 open, 2 new, 3 map, 4 unmap, 5 "
+	     "map again, 6 bytes differ)", mode);
+	t_eq(WIFEXITED(st) ? WEXITSTATUS(st) : -1, 0, "%s: nobody (quota 1 "
+	     "MiB) mapping 256 KiB of a 2 MiB tensor gets a sealed 256 KiB "
+	     "copy, not the tensor's memfd, written back at unmap; a tensor "
+	     "within its reach comes zero-copy (exit bits: 2 whole map not "
+	     "refused, 4 map, 8 not a 256 KiB copy, 16 grows, 32 mmap, 64 "
+	     "unmap, 128 map again, 256 bytes lost, 512 small, 1024 small "
+	     "not zero-copy)", mode);
+}
+
 static void test_uid_quota(const char *mode, int sealed)
 {
 	int st;
@@ -905,6 +1064,7 @@ int main(void)
 	attack(test_refused_open, "refused open", NULL, 1);
 	wait_ms = "300";
 	attack(test_uid_quota, "uid quota", NULL, 1);
+	attack(test_reach, "reach", NULL, 1);
 	wait_ms = NULL;
 	attack(test_slow_scrape, "slow scrapers", NULL, 1);
 	nofile = 256;

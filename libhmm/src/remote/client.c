@@ -27,6 +27,9 @@ struct cmap {
 	struct cmap *next;
 	uint64_t id, off, len;
 	void *uptr;		/* what map returned: base + byte offset */
+	void *wbase;		/* a copy's window (HMM_PROTO_MAP_F_COPY),
+				   mapped for this map alone; or NULL */
+	size_t wlen;
 };
 
 /*
@@ -381,6 +384,8 @@ void hmm_client_close(struct hmm_client *c)
 		return;
 	while ((m = c->maps)) {
 		c->maps = m->next;
+		if (m->wbase)
+			munmap(m->wbase, m->wlen);
 		free(m);
 	}
 	while (c->bases) {
@@ -484,6 +489,35 @@ static int client_base(struct hmm_client *c, uint64_t id, int fd,
 	return 0;
 }
 
+/* A copy's window (HMM_PROTO_MAP_F_COPY) fd, mapped for map m alone;
+ * end: where the map ends in it.  0 or -errno (detail set). */
+static int client_window(struct cmap *m, int fd, uint64_t end)
+{
+	struct stat st;
+
+	if (fstat(fd, &st))
+		return hmm_err(-errno, "map: tensor %llu: fstat of the copy: "
+			       "%s", (unsigned long long)m->id,
+			       strerror(errno));
+	if ((uint64_t)st.st_size < end || st.st_size == 0)
+		return hmm_err(-EPROTO, "map: tensor %llu: a copy of %llu "
+			       "bytes, the map ends at %llu",
+			       (unsigned long long)m->id,
+			       (unsigned long long)st.st_size,
+			       (unsigned long long)end);
+	m->wlen = st.st_size;
+	m->wbase = mmap(NULL, m->wlen, PROT_READ | PROT_WRITE, MAP_SHARED,
+			fd, 0);
+	if (m->wbase == MAP_FAILED) {
+		int err = -errno;
+
+		m->wbase = NULL;
+		return hmm_err(err, "map: tensor %llu: mmap of the copy: %s",
+			       (unsigned long long)m->id, strerror(-err));
+	}
+	return 0;
+}
+
 int hmm_client_map(struct hmm_client *c, uint64_t id, uint64_t off,
 		   uint64_t len, unsigned access, void **ptr)
 {
@@ -511,10 +545,17 @@ int hmm_client_map(struct hmm_client *c, uint64_t id, uint64_t off,
 	m->off = r.u.map_reply.off;
 	m->len = r.u.map_reply.len;
 	/* [addr, addr + len) of the memfd, the tensor's own memory in
-	   hmmd (a read-only fd for a read-only share), mapped whole once */
-	pthread_mutex_lock(&c->lock);
-	ret = client_base(c, id, fds[0], r.u.map_reply.addr + m->len, &base);
-	pthread_mutex_unlock(&c->lock);
+	   hmmd (a read-only fd for a read-only share), mapped whole once;
+	   or of a copy of the range, mapped for this map */
+	if (r.u.map_reply.flags & HMM_PROTO_MAP_F_COPY) {
+		ret = client_window(m, fds[0], r.u.map_reply.addr + m->len);
+		base = m->wbase;
+	} else {
+		pthread_mutex_lock(&c->lock);
+		ret = client_base(c, id, fds[0], r.u.map_reply.addr + m->len,
+				  &base);
+		pthread_mutex_unlock(&c->lock);
+	}
 	if (ret) {
 		/* hmmd holds the pin: give it back (best effort) */
 		q.access = 0;
@@ -560,6 +601,8 @@ int hmm_client_unmap(struct hmm_client *c, void *ptr)
 				      0 };
 	ret = call(c, HMM_PROTO_UNMAP, &q, HMM_PROTO_OK, &r, NULL, NULL,
 		   HMM_CLIENT_TIMEOUT_MS);
+	if (m->wbase)		/* a copy: hmmd took its bytes back */
+		munmap(m->wbase, m->wlen);
 	free(m);
 	return ret;
 }
