@@ -150,31 +150,55 @@ int hmmd_engine_close(struct hmmd_engine *e)
 
 /* Reserve charge in cl's uid's quota, waiting for its pins to drop
  * (see eng_admit).  e->lock held, dropped while waiting. */
-static int uid_admit(struct hmmd_engine *e, struct hmmd_client *cl,
-		     uint64_t charge, int nowait)
+static int64_t mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1000000000ll + ts.tv_nsec;
+}
+
+/* Wait (e->lock held) until cl's uid may pin charge more bytes or the
+ * deadline passes: 0 when it may, else the reason (see eng_admit). */
+static int uid_wait(struct hmmd_engine *e, struct hmmd_client *cl,
+		    uint64_t charge, int64_t deadline)
 {
 	struct hmmd_uid *u = cl->u;
-	struct timespec dl;
-	int waited = 0;
-	int64_t ns;
+	struct timespec dl = { deadline / 1000000000, deadline % 1000000000 };
 
-	clock_gettime(CLOCK_MONOTONIC, &dl);
-	ns = dl.tv_nsec + (int64_t)e->wait_ms * 1000000;
-	dl.tv_sec += ns / 1000000000;
-	dl.tv_nsec = ns % 1000000000;
 	while (u->pinned + charge > u->quota) {
-		if (charge > u->quota)
-			return -EDQUOT;
-		if (nowait)
-			return -EAGAIN;
 		if (e->stopping)
 			return -ESHUTDOWN;
 		if (cl->gone)
 			return -ECONNRESET;
-		cl->waits += !waited++;
 		if (pthread_cond_timedwait(&e->uid_cond, &e->lock, &dl) ==
 		    ETIMEDOUT && u->pinned + charge > u->quota)
 			return -EDQUOT;
+	}
+	return 0;
+}
+
+/* Reserve charge in cl's uid's quota, waiting for its pins to drop
+ * (see eng_admit); the wait counts as hmmd's stall time.  e->lock
+ * held, dropped while waiting. */
+static int uid_admit(struct hmmd_engine *e, struct hmmd_client *cl,
+		     uint64_t charge, int nowait)
+{
+	struct hmmd_uid *u = cl->u;
+	int64_t t0;
+	int ret;
+
+	if (u->pinned + charge > u->quota) {
+		if (charge > u->quota)
+			return -EDQUOT;
+		if (nowait)
+			return -EAGAIN;
+		cl->waits++;
+		t0 = mono_ns();
+		ret = uid_wait(e, cl, charge, t0 + e->wait_ms * 1000000ll);
+		e->wait_ns += mono_ns() - t0;
+		if (ret)
+			return ret;
 	}
 	u->pinned += charge;
 	return 0;
