@@ -2,7 +2,13 @@
 /*
  * client.c — a client of hmmd: registered at hello with its quotas
  * (hmmd_client_new), released when its connection ends
- * (hmmd_client_free), and its quotas changed by QUOTA_SET.
+ * (hmmd_client_free), and its quotas changed by QUOTA_SET.  The host
+ * quota is its uid's (struct hmmd_uid): every connection of one uid
+ * pins against the one quota, set by the uid's first hello (capped by
+ * client_quota, by default a quarter of the host budget, so one user
+ * cannot pin it all) and changed by QUOTA_SET for all of them.  An
+ * administrator's connections (uid 0, hmmd's own) each have their own,
+ * capped by client_quota or else the budget.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -17,6 +23,61 @@ static uint64_t cap_quota(uint64_t asked, uint64_t max)
 	return asked && asked < max ? asked : max;
 }
 
+#define QUOTA_DEF_DIV	4	/* client_quota unset: budget / this */
+
+/* The host quota a uid may have at most: client_quota, or else a
+ * quarter of the budget (the whole budget for an administrator), never
+ * more than the budget. */
+static uint64_t host_max(struct hmmd_engine *e, int admin)
+{
+	uint64_t q = e->cfg->client_quota;
+
+	if (!q)
+		q = admin ? e->budget : e->budget / QUOTA_DEF_DIV;
+	q = q < e->budget ? q : e->budget;
+	return q ? q : e->chunk;
+}
+
+/* uid's entry, made (with quota) for its first client; e->lock held.
+ * An administrator (uid 0, hmmd's own: trusted, and able to set any
+ * quota anyway) gets one per connection.  NULL when out of memory. */
+static struct hmmd_uid *uid_get(struct hmmd_engine *e, uid_t uid, int admin,
+				uint64_t quota)
+{
+	struct hmmd_uid *u = NULL;
+
+	if (!admin)
+		for (u = e->uids; u && (u->uid != uid || u->solo);
+		     u = u->next)
+			;
+	if (!u) {
+		u = calloc(1, sizeof(*u));
+		if (!u)
+			return NULL;
+		u->uid = uid;
+		u->solo = admin;
+		u->quota = quota;
+		u->next = e->uids;
+		e->uids = u;
+	}
+	u->conns++;
+	return u;
+}
+
+/* The entry goes with the uid's last client and last reach (a client
+ * gone may have left a mapping of a memfd behind).  e->lock held. */
+void hmmd_uid_put(struct hmmd_engine *e, struct hmmd_uid *u)
+{
+	struct hmmd_uid **pp;
+
+	if (u->conns || u->reach)
+		return;
+	for (pp = &e->uids; *pp != u; pp = &(*pp)->next)
+		;
+	*pp = u->next;
+	free(u);
+}
+
 int hmmd_client_new(struct hmmd_engine *e, uint64_t id, pid_t pid,
 		    uid_t uid, const struct hmm_proto_hello *h,
 		    struct hmmd_client **out,
@@ -29,12 +90,11 @@ int hmmd_client_new(struct hmmd_engine *e, uint64_t id, pid_t pid,
 	if (!cl)
 		return hmm_err(-ENOMEM, "hello: no memory for a client");
 	hmm_stats(e->h, &st);
-	hmax = e->cfg->client_quota && e->cfg->client_quota < e->budget ?
-	       e->cfg->client_quota : e->budget;
+	cl->admin = uid == 0 || uid == getuid();
+	hmax = host_max(e, cl->admin);
 	cl->id = id;
 	cl->pid = pid;
 	cl->uid = uid;
-	cl->admin = uid == 0 || uid == getuid();
 	memcpy(cl->name, h->name, sizeof(cl->name));
 	cl->quota[HMM_TIER_HOST] = cap_quota(h->quota[HMM_TIER_HOST], hmax);
 	cl->quota[HMM_TIER_DEVICE] = cap_quota(h->quota[HMM_TIER_DEVICE],
@@ -42,11 +102,17 @@ int hmmd_client_new(struct hmmd_engine *e, uint64_t id, pid_t pid,
 	cl->quota[HMM_TIER_STORE] = cap_quota(h->quota[HMM_TIER_STORE],
 		st.tier[HMM_TIER_STORE].capacity ?
 		st.tier[HMM_TIER_STORE].capacity : UINT64_MAX);
-	eng_quota_sync(e, cl);
 	pthread_mutex_lock(&e->lock);
+	cl->u = uid_get(e, uid, cl->admin, cl->quota[HMM_TIER_HOST]);
+	if (!cl->u) {
+		pthread_mutex_unlock(&e->lock);
+		free(cl);
+		return hmm_err(-ENOMEM, "hello: no memory for a client");
+	}
 	cl->next = e->clients;
 	e->clients = cl;
 	e->nclients++;
+	eng_quota_sync(e, cl->u);	/* the uid's, if it had one */
 	pthread_mutex_unlock(&e->lock);
 	memset(rep, 0, sizeof(*rep));
 	rep->version = 1;
@@ -82,6 +148,8 @@ void hmmd_client_free(struct hmmd_engine *e, struct hmmd_client *cl)
 		;
 	*pp = cl->next;
 	e->nclients--;
+	cl->u->conns--;
+	hmmd_uid_put(e, cl->u);
 	pthread_mutex_unlock(&e->lock);
 	free(cl->handles);
 	free(cl);
@@ -113,10 +181,13 @@ int hmmd_req_quota_set(struct hmmd_req *q)
 		if (m->quota[i])
 			cl->quota[i] = m->quota[i] < max ? m->quota[i] : max;
 	}
-	eng_quota_sync(e, cl);
+	cl->u->quota = cl->quota[HMM_TIER_HOST];	/* the uid's */
+	eng_quota_sync(e, cl->u);
 	pthread_mutex_unlock(&e->lock);
-	hmmd_log("client %llu: quota set by client %llu: host %llu bytes",
-		 (unsigned long long)cl->id, (unsigned long long)q->cl->id,
-		 (unsigned long long)cl->quota[HMM_TIER_HOST]);
+	hmmd_log("client %llu: quota set by client %llu: host %llu bytes "
+		 "for uid %u", (unsigned long long)cl->id,
+		 (unsigned long long)q->cl->id,
+		 (unsigned long long)cl->quota[HMM_TIER_HOST],
+		 (unsigned)cl->uid);
 	return hmmd_reply_ok(q);
 }

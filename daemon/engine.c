@@ -6,9 +6,9 @@
  * budget, with back-pressure: each client is an owner in the engine's
  * host ledger, admitted by its one admission function (budget.h).
  *
- * Quotas and fairness.  A client's host quota (granted at hello, capped
- * by client_quota) bounds the host bytes its maps pin, counted in whole
- * chunks; the sum of all clients' pins never passes the host budget, so
+ * Quotas and fairness.  A uid's host quota (granted at its first
+ * hello, capped by client_quota: client.c) bounds the host bytes the
+ * maps of all its connections pin, counted in whole chunks; the sum of all clients' pins never passes the host budget, so
  * the engine can always evict an unpinned chunk for a new map.  A map
  * that would take a client past its own quota waits (up to wait_ms) for
  * that client's own unmaps, as a map in the embedded engine waits for
@@ -82,6 +82,14 @@ int hmmd_engine_open(const struct hmmd_config *cfg, struct hmmd_engine **out)
 	e->next_tid = 1;
 	pthread_mutex_init(&e->open_lock, NULL);
 	pthread_mutex_init(&e->lock, NULL);
+	{
+		pthread_condattr_t ca;
+
+		pthread_condattr_init(&ca);
+		pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+		pthread_cond_init(&e->uid_cond, &ca);
+		pthread_condattr_destroy(&ca);
+	}
 	hmmd_log("engine: store %s, host budget %llu bytes, chunk %u bytes",
 		 cfg->store_path ? cfg->store_path : "none (host only)",
 		 (unsigned long long)e->budget, e->chunk);
@@ -108,6 +116,7 @@ void hmmd_engine_stop(struct hmmd_engine *e)
 	e->stopping = 1;
 	for (cl = e->clients; cl; cl = cl->next)	/* waits end */
 		hmm_budget_owner_gone(e->h, &cl->own, -ESHUTDOWN);
+	pthread_cond_broadcast(&e->uid_cond);
 	pthread_mutex_unlock(&e->lock);
 }
 
@@ -138,6 +147,13 @@ int hmmd_engine_close(struct hmmd_engine *e)
 		next = dt->next;
 		free(dt);
 	}
+	while (e->uids) {		/* kept for their reach */
+		struct hmmd_uid *u = e->uids;
+
+		e->uids = u->next;
+		free(u);
+	}
+	pthread_cond_destroy(&e->uid_cond);
 	pthread_mutex_destroy(&e->lock);
 	pthread_mutex_destroy(&e->open_lock);
 	free(e);
@@ -145,6 +161,62 @@ int hmmd_engine_close(struct hmmd_engine *e)
 }
 
 /* ---- quotas and back-pressure ------------------------------------------- */
+
+/* Reserve charge in cl's uid's quota, waiting for its pins to drop
+ * (see eng_admit).  e->lock held, dropped while waiting. */
+static int64_t mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1000000000ll + ts.tv_nsec;
+}
+
+/* Wait (e->lock held) until cl's uid may pin charge more bytes or the
+ * deadline passes: 0 when it may, else the reason (see eng_admit). */
+static int uid_wait(struct hmmd_engine *e, struct hmmd_client *cl,
+		    uint64_t charge, int64_t deadline)
+{
+	struct hmmd_uid *u = cl->u;
+	struct timespec dl = { deadline / 1000000000, deadline % 1000000000 };
+
+	while (u->pinned + charge > u->quota) {
+		if (e->stopping)
+			return -ESHUTDOWN;
+		if (cl->gone)
+			return -ECONNRESET;
+		if (pthread_cond_timedwait(&e->uid_cond, &e->lock, &dl) ==
+		    ETIMEDOUT && u->pinned + charge > u->quota)
+			return -EDQUOT;
+	}
+	return 0;
+}
+
+/* Reserve charge in cl's uid's quota, waiting for its pins to drop
+ * (see eng_admit); the wait counts as hmmd's stall time.  e->lock
+ * held, dropped while waiting. */
+static int uid_admit(struct hmmd_engine *e, struct hmmd_client *cl,
+		     uint64_t charge, int nowait)
+{
+	struct hmmd_uid *u = cl->u;
+	int64_t t0;
+	int ret;
+
+	if (u->pinned + charge > u->quota) {
+		if (charge > u->quota)
+			return -EDQUOT;
+		if (nowait)
+			return -EAGAIN;
+		cl->waits++;
+		t0 = mono_ns();
+		ret = uid_wait(e, cl, charge, t0 + e->wait_ms * 1000000ll);
+		e->wait_ns += mono_ns() - t0;
+		if (ret)
+			return ret;
+	}
+	u->pinned += charge;
+	return 0;
+}
 
 int eng_admit(struct hmmd_engine *e, struct hmmd_client *cl, uint64_t charge,
 	      int nowait)
@@ -159,6 +231,9 @@ int eng_admit(struct hmmd_engine *e, struct hmmd_client *cl, uint64_t charge,
 		return -ESHUTDOWN;
 	if (cl->gone)
 		return -ECONNRESET;
+	ret = uid_admit(e, cl, charge, nowait);
+	if (ret)
+		return ret;
 	pthread_mutex_unlock(&e->lock);	/* unmaps make the room */
 	ret = hmm_budget_admit_locked(e->h, &a);
 	pthread_mutex_lock(&e->lock);
@@ -168,7 +243,11 @@ int eng_admit(struct hmmd_engine *e, struct hmmd_client *cl, uint64_t charge,
 	}
 	if (ret == 0 && (e->stopping || cl->gone)) {
 		eng_release(e, cl, charge);
-		ret = e->stopping ? -ESHUTDOWN : -ECONNRESET;
+		return e->stopping ? -ESHUTDOWN : -ECONNRESET;
+	}
+	if (ret) {			/* give the uid's share back */
+		cl->u->pinned -= charge;
+		pthread_cond_broadcast(&e->uid_cond);
 	}
 	return ret;
 }
@@ -177,6 +256,7 @@ void eng_client_gone(struct hmmd_engine *e, struct hmmd_client *cl)
 {
 	pthread_mutex_lock(&e->lock);
 	cl->gone = 1;
+	pthread_cond_broadcast(&e->uid_cond);
 	pthread_mutex_unlock(&e->lock);
 	hmm_budget_owner_gone(e->h, &cl->own, -ECONNRESET);
 }
@@ -185,12 +265,21 @@ void eng_release(struct hmmd_engine *e, struct hmmd_client *cl,
 		 uint64_t charge)
 {
 	hmm_budget_owner_release(e->h, &cl->own, HMM_TIER_HOST, charge);
+	cl->u->pinned -= charge;
+	pthread_cond_broadcast(&e->uid_cond);
 }
 
-void eng_quota_sync(struct hmmd_engine *e, struct hmmd_client *cl)
+void eng_quota_sync(struct hmmd_engine *e, struct hmmd_uid *u)
 {
-	hmm_budget_owner_quota(e->h, &cl->own, HMM_TIER_HOST,
-			       cl->quota[HMM_TIER_HOST]);
+	struct hmmd_client *cl;
+
+	for (cl = e->clients; cl; cl = cl->next)
+		if (cl->u == u) {
+			cl->quota[HMM_TIER_HOST] = u->quota;
+			hmm_budget_owner_quota(e->h, &cl->own, HMM_TIER_HOST,
+					       u->quota);
+		}
+	pthread_cond_broadcast(&e->uid_cond);
 }
 
 uint64_t eng_pinned(struct hmmd_engine *e)

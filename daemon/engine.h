@@ -23,6 +23,8 @@
  * 0 and it is not kept: a persistent tensor stays until its owner frees
  * it or the daemon stops.
  */
+#define HMMD_REACHED_MAX	8	/* uids sent one tensor's memfd; the
+					   rest get copies (map.c) */
 struct hmmd_tensor {
 	struct hmmd_tensor *next;
 	uint64_t id;			/* nonzero, never reused in a run */
@@ -40,6 +42,9 @@ struct hmmd_tensor {
 	unsigned share_access;		/* HMM_READ [| HMM_WRITE] */
 	int guard;			/* guard.c's slot of its host file;
 					   0 = none (sealed, or not sent) */
+	/* the uids its memfd was sent to, charged its bytes (map.c) */
+	struct hmmd_uid *reached[HMMD_REACHED_MAX];
+	unsigned nreached;
 };
 
 /* A client's right to use a tensor (its own, or attached). */
@@ -61,6 +66,27 @@ struct hmmd_map {
 	uint64_t charge;		/* host bytes admitted (chunk-rounded) */
 	void *eptr;			/* the engine's pointer to byte off
 					   (the client maps the same pages) */
+	int wfd;			/* a copy's window memfd (copied back
+					   at unmap); -1: the tensor's own */
+	uint64_t woff;			/* byte off's offset in the window */
+};
+
+/*
+ * One uid's share of the host budget: every connection of the uid pins
+ * against one quota.  Allocated by the uid's first hello (client.c),
+ * freed when its last connection goes.  An administrator's connection
+ * (uid 0, hmmd's own) has one of its own (solo).
+ */
+struct hmmd_uid {
+	struct hmmd_uid *next;
+	uid_t uid;
+	int solo;			/* one connection's, not shared */
+	unsigned conns;			/* its clients */
+	uint64_t quota;			/* host bytes its maps may pin */
+	uint64_t pinned;		/* host bytes they pin (admitted) */
+	uint64_t reach;			/* bytes of the tensors whose whole
+					   memfd it was sent (alive), at most
+					   quota; kept while > 0 (map.c) */
 };
 
 /* Allocated by hmmd_client_new, freed by hmmd_client_free. */
@@ -71,7 +97,9 @@ struct hmmd_client {
 	uid_t uid;
 	int admin;			/* uid 0 or hmmd's own uid */
 	char name[HMM_PROTO_NAME_MAX];
-	uint64_t quota[HMM_TIERS];	/* granted; host is the weight */
+	struct hmmd_uid *u;		/* its uid's host quota */
+	uint64_t quota[HMM_TIERS];	/* granted; host: u->quota's copy,
+					   the weight */
 	uint64_t used[HMM_TIERS];	/* store: bytes of tensors made */
 	struct hmm_owner own;		/* its host pins in the engine's
 					   ledger (budget.h): admitted by
@@ -98,6 +126,9 @@ struct hmmd_engine {
 	int stopping;
 	struct hmmd_tensor *tensors;
 	struct hmmd_client *clients;
+	struct hmmd_uid *uids;
+	pthread_cond_t uid_cond;	/* a uid's pins dropped, a client
+					   went, or hmmd stops */
 	uint64_t next_tid;
 	uint64_t nclients;
 	/* counters, for stats and metrics */
@@ -105,13 +136,16 @@ struct hmmd_engine {
 };
 
 /*
- * Admit charge host bytes for cl through the engine's admission
- * (hmm_budget_admit, cl->own as the owner): waits while the global
- * budget is full (serving the waiter furthest below its share first) or
- * while cl's own pins leave no room for it in cl's quota (its own unmaps
- * make room), up to wait_ms.  nowait: return -EAGAIN instead of waiting.
- * Called and returns with e->lock held; drops it while waiting.  0;
- * -EDQUOT: more than cl's quota (never fits), or cl's own pins stayed too many for wait_ms;
+ * Admit charge host bytes for cl: first against its uid's quota (all
+ * the uid's connections together: waits, on uid_cond, while their pins
+ * leave no room, up to wait_ms; their unmaps make room), then through
+ * the engine's admission (hmm_budget_admit, cl->own as the owner):
+ * waits while the global budget is full (serving the waiter furthest
+ * below its share first), up to wait_ms.  nowait: return -EAGAIN
+ * instead of waiting.  Called and returns with e->lock held; drops it
+ * while waiting.  0;
+ * -EDQUOT: more than the uid's quota (never fits), or the uid's pins
+ * stayed too many for wait_ms;
  * -ENOMEM: more than the budget, or the budget stayed full for wait_ms;
  * -EAGAIN (nowait); -ESHUTDOWN (hmmd stops); -ECONNRESET (cl is gone).
  */
@@ -120,9 +154,9 @@ int eng_admit(struct hmmd_engine *e, struct hmmd_client *cl, uint64_t charge,
 
 /* cl's connection ended: its waiting maps give up.  Lock not held. */
 void eng_client_gone(struct hmmd_engine *e, struct hmmd_client *cl);
-/* cl->quota[HMM_TIER_HOST] changed (hello, quota_set): the engine's
- * ledger takes it.  Any lock. */
-void eng_quota_sync(struct hmmd_engine *e, struct hmmd_client *cl);
+/* u's quota changed (hello, quota_set): its clients' copies and the
+ * engine's ledger take it.  e->lock held. */
+void eng_quota_sync(struct hmmd_engine *e, struct hmmd_uid *u);
 /* Host bytes admitted: all clients', and cl's. */
 uint64_t eng_pinned(struct hmmd_engine *e);
 uint64_t eng_client_pinned(struct hmmd_engine *e, struct hmmd_client *cl);
@@ -137,9 +171,16 @@ int hmmd_request_nowait(struct hmmd_engine *e, struct hmmd_client *cl,
 			const struct hmm_proto_msg *m, void *out, size_t cap,
 			int *fd, int nowait);
 
-/* Give back charge host bytes of cl and wake the waiters.  Any lock. */
+/* Give back charge host bytes of cl (and its uid) and wake the
+ * waiters.  e->lock held. */
 void eng_release(struct hmmd_engine *e, struct hmmd_client *cl,
 		 uint64_t charge);
+
+/* dt goes: the uids it reached get its bytes back; e->lock held. */
+void hmmd_map_reach_drop(struct hmmd_engine *e, struct hmmd_tensor *dt);
+
+/* u lost a connection, or its reach: freed when it has neither. */
+void hmmd_uid_put(struct hmmd_engine *e, struct hmmd_uid *u);
 
 /* Drop one ref of dt; frees it (engine tensor too) at 0 when it is not
  * kept.  Lock held; may drop and retake it around the engine call.

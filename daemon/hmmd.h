@@ -36,7 +36,9 @@
  * clients of one shared tensor see each other's writes at once.  UNMAP
  * unpins.  The fd reaches the whole tensor: a client can see (not pin)
  * bytes outside its range, which may change or read as zeros while
- * unpinned; only tensors the client holds a handle to are sent.
+ * unpinned; only tensors the client holds a handle to are sent, and
+ * only to a uid whose reach stays within its host quota: any other map
+ * gets a copy of its range (map.c).
  *
  * Threading: the main thread runs the event loop (listener, signalfd),
  * metrics have a thread; each client has its own thread (conn.c) that
@@ -72,8 +74,8 @@ struct hmmd_config {
 	uint64_t host_budget;	/* bytes; 0 = 256 MiB (engine.c) */
 	uint64_t device_budget;
 	uint64_t store_size;
-	uint64_t client_quota;	/* host bytes per client at most; 0 = the
-				   host budget */
+	uint64_t client_quota;	/* host bytes per uid at most; 0 = a
+				   quarter of the host budget (client.c) */
 	unsigned max_clients;	/* 1..HMMD_MAX_CLIENTS */
 	unsigned wait_ms;	/* back-pressure bound; 0 = 10000 */
 	uint32_t chunk_bytes;	/* 0 = libhmm's default (2 MiB) */

@@ -80,7 +80,7 @@ static void usage(FILE *f)
 "                 included (without it: an hmm store is kept, a new or\n"
 "                 empty file formatted, foreign data refused)\n"
 "  --host-budget SIZE   global host budget (default 256M)\n"
-"  --client-quota SIZE  host quota per client at most\n"
+"  --client-quota SIZE  host quota per uid at most (default budget/4)\n"
 "  --chunk SIZE   chunk bytes (default 2M)\n"
 "  --wait-ms MS   back-pressure bound of a map (default 10000)\n"
 "  --pool SIZE    the store's pinned I/O pool, up to 1G (default 4M)\n"

@@ -1,15 +1,18 @@
 // SPDX-License-Identifier: MIT
 /*
  * map.c — MAP and UNMAP of a range of a tensor in the host tier: the
- * engine pins the range (charged to the client's quota, engine.c), and
- * the client gets the tensor's own memfd (see hmmd.h): no copy either
- * way; two clients of one shared tensor share its pages.
+ * engine pins the range (charged to the uid's quota, engine.c), and the
+ * client gets the tensor's own memfd (see hmmd.h): no copy either way;
+ * two clients of one shared tensor share its pages.  A uid that may not
+ * reach the whole tensor gets a copy of the range instead (reach_ok,
+ * map_window).
  */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -29,6 +32,18 @@ void hmmd_map_undo(struct hmmd_engine *e, struct hmmd_client *cl,
 	int ret;
 
 	pthread_mutex_unlock(&e->lock);
+	if (mp->wfd >= 0) {		/* a copy: its bytes come back */
+		if (mp->access & (HMM_WRITE | HMM_DISCARD) &&
+		    pread(mp->wfd, mp->eptr, mp->len, mp->woff) !=
+		    (ssize_t)mp->len)
+			hmmd_log("client %llu: tensor %llu: copy back of "
+				 "[%llu, +%llu): %s", (unsigned long long)cl->id,
+				 (unsigned long long)mp->dt->id,
+				 (unsigned long long)mp->off,
+				 (unsigned long long)mp->len, strerror(errno));
+		close(mp->wfd);
+		mp->wfd = -1;
+	}
 	ret = hmm_unmap(mp->dt->t, mp->eptr);
 	pthread_mutex_lock(&e->lock);
 	if (ret)
@@ -117,6 +132,85 @@ static int map_fd(struct hmmd_tensor *dt, int wr, int *out, uint64_t *off)
 	return 0;
 }
 
+/*
+ * What a client can touch.  The tensor's memfd reaches all of it, not
+ * only the range pinned, and a descriptor cannot be taken back: so the
+ * memfd goes only to a uid whose reach (the bytes of every tensor whose
+ * memfd it holds, until that tensor is freed) stays within its host
+ * quota; an administrator (solo) always gets it.  Any other map gets a
+ * copy (map_window).  Called with e->lock held; 1: send the memfd.
+ */
+static int reach_ok(struct hmmd_engine *e, struct hmmd_client *cl,
+		    struct hmmd_tensor *dt)
+{
+	struct hmmd_uid *u = cl->u;
+	uint64_t b = hmm_tensor_bytes(dt->t);
+	unsigned i;
+
+	b = (b + e->chunk - 1) / e->chunk * e->chunk;
+	if (u->solo)
+		return 1;
+	for (i = 0; i < dt->nreached; i++)
+		if (dt->reached[i] == u)
+			return 1;
+	if (dt->nreached == HMMD_REACHED_MAX || u->reach + b > u->quota)
+		return 0;
+	dt->reached[dt->nreached++] = u;
+	u->reach += b;
+	return 1;
+}
+
+void hmmd_map_reach_drop(struct hmmd_engine *e, struct hmmd_tensor *dt)
+{
+	uint64_t b = hmm_tensor_bytes(dt->t);
+
+	b = (b + e->chunk - 1) / e->chunk * e->chunk;
+	while (dt->nreached) {
+		struct hmmd_uid *u = dt->reached[--dt->nreached];
+
+		u->reach -= b;
+		hmmd_uid_put(e, u);
+	}
+}
+
+/*
+ * A copy of mp's range for a client that may not reach the tensor's
+ * memfd: a memfd window of the pinned pages (page-rounded), sealed
+ * against size changes, so that all the client can touch is the range;
+ * hmmd keeps it (mp->wfd) to copy a write map back at unmap.  *out: a
+ * descriptor for the client; *addr: byte off's offset in it.  The
+ * window's pages are as many again as the range's, for the map's life.
+ */
+static int map_window(struct hmmd_map *mp, int *out, uint64_t *addr)
+{
+	uint64_t bytes = hmm_tensor_bytes(mp->dt->t);
+	uint64_t start = mp->off & ~4095ull;
+	uint64_t end = (mp->off + mp->len + 4095) & ~4095ull;
+	uint64_t copy = (end < bytes ? end : bytes) - start;
+	const uint8_t *base = (const uint8_t *)mp->eptr - mp->off;
+	int fd = memfd_create("hmmd-copy", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+
+	if (fd < 0)
+		return hmm_err(-errno, "tensor %s: a copy's memfd: %s",
+			       mp->dt->name, strerror(errno));
+	if (ftruncate(fd, end - start) ||
+	    pwrite(fd, base + start, copy, 0) != (ssize_t)copy ||
+	    fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW |
+		  F_SEAL_SEAL) ||
+	    (*out = fcntl(fd, F_DUPFD_CLOEXEC, 0)) < 0) {
+		int err = -errno;
+
+		close(fd);
+		return hmm_err(err, "tensor %s: a copy of [%llu, +%llu): %s",
+			       mp->dt->name, (unsigned long long)mp->off,
+			       (unsigned long long)mp->len, strerror(-err));
+	}
+	mp->wfd = fd;
+	mp->woff = mp->off - start;
+	*addr = mp->woff;
+	return 0;
+}
+
 int hmmd_req_map(struct hmmd_req *q)
 {
 	const struct hmm_proto_range *m = &q->m->u.range;
@@ -134,6 +228,7 @@ int hmmd_req_map(struct hmmd_req *q)
 	mp = calloc(1, sizeof(*mp));
 	if (!mp)
 		return hmmd_reply_err(q, -ENOMEM, "map: no memory");
+	mp->wfd = -1;
 	pthread_mutex_lock(&e->lock);
 	h = hmmd_handle_of(q->cl, m->id);
 	if (!h) {
@@ -165,20 +260,20 @@ int hmmd_req_map(struct hmmd_req *q)
 	if (ret) {
 		char why[160];
 
-		if (ret == -EDQUOT && mp->charge > q->cl->quota[HMM_TIER_HOST])
+		if (ret == -EDQUOT && mp->charge > q->cl->u->quota)
 			snprintf(why, sizeof(why), "%llu bytes of chunks, more "
-				 "than the client's whole host quota %llu",
+				 "than uid %u's whole host quota %llu",
 				 (unsigned long long)mp->charge,
-				 (unsigned long long)
-				 q->cl->quota[HMM_TIER_HOST]);
+				 (unsigned)q->cl->uid,
+				 (unsigned long long)q->cl->u->quota);
 		else if (ret == -EDQUOT)
-			snprintf(why, sizeof(why), "over the client's host "
-				 "quota for %u ms (%llu of %llu pinned by its "
-				 "own maps)", e->wait_ms,
-				 (unsigned long long)
-				 eng_client_pinned(e, q->cl),
-				 (unsigned long long)
-				 q->cl->quota[HMM_TIER_HOST]);
+			snprintf(why, sizeof(why), "over uid %u's host quota "
+				 "for %u ms (%llu of %llu pinned by the maps of "
+				 "its %u connections)", (unsigned)q->cl->uid,
+				 e->wait_ms,
+				 (unsigned long long)q->cl->u->pinned,
+				 (unsigned long long)q->cl->u->quota,
+				 q->cl->u->conns);
 		else
 			snprintf(why, sizeof(why), "the host budget stayed "
 				 "full for %u ms (%llu of %llu pinned)",
@@ -195,9 +290,15 @@ int hmmd_req_map(struct hmmd_req *q)
 		      &mp->eptr);
 	if (ret)
 		goto out_release;
-	/* zero-copy: the tensor's own memfd (see hmmd.h) */
+	/* zero-copy: the tensor's own memfd (see hmmd.h), where the uid
+	   may reach all of it; else a copy of the range */
 	pthread_mutex_lock(&e->lock);
-	ret = map_fd(mp->dt, wr, &mfd, &foff);
+	if (reach_ok(e, q->cl, mp->dt)) {
+		ret = map_fd(mp->dt, wr, &mfd, &foff);
+		foff += mp->off;
+	} else {
+		ret = map_window(mp, &mfd, &foff);
+	}
 	if (ret) {
 		pthread_mutex_unlock(&e->lock);
 		goto out_unmap;
@@ -211,8 +312,9 @@ int hmmd_req_map(struct hmmd_req *q)
 	r.id = m->id;
 	r.off = mp->off;
 	r.len = mp->len;
-	r.addr = foff + mp->off;	/* byte off's offset in the memfd */
+	r.addr = foff;			/* byte off's offset in the memfd */
 	r.tier = HMM_TIER_HOST;
+	r.flags = mp->wfd >= 0 ? HMM_PROTO_MAP_F_COPY : 0;
 	*q->fd = mfd;
 	return hmm_proto_encode(q->out, q->cap, HMM_PROTO_MAP_REPLY,
 				HMM_PROTO_F_FDS, q->m->hdr.seq, &r);

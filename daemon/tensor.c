@@ -255,6 +255,7 @@ void hmmd_tensor_put(struct hmmd_engine *e, struct hmmd_tensor *dt)
 		if (cl->id == dt->owner)
 			cl->used[HMM_TIER_STORE] -= hmm_tensor_bytes(dt->t);
 	/* unlinked, no refs: nobody else can reach it */
+	hmmd_map_reach_drop(e, dt);
 	hmmd_guard_remove(dt->guard);
 	pthread_mutex_unlock(&e->lock);
 	ret = hmm_tensor_free(dt->t);

@@ -12,7 +12,9 @@
  *    writable by reopening /proc/self/fd/N for writing, nor mapped
  *    shared-writable, and its bytes stay the owner's;
  *  - an ERROR reply carries exactly its detail and zeros after it (no
- *    stray bytes of hmmd's memory), for a 63-byte persistent name.
+ *    stray bytes of hmmd's memory), for a 63-byte persistent name;
+ *  - a client refused for too many connections is told so by
+ *    hmm_open, never "Broken pipe".
  *
  * It counts the bad inputs tried and prints them with hmmd's crashes.
  */
@@ -50,6 +52,8 @@ static rlim_t nofile;		/* hmmd's soft RLIMIT_NOFILE (0: ours) */
 
 static char mport[32];		/* hmmd's --metrics address */
 
+static const char *wait_ms;	/* --wait-ms for the next start (NULL: none) */
+
 static pid_t start(const char *host_dir)
 {
 	char *argv[20] = {
@@ -61,6 +65,13 @@ static pid_t start(const char *host_dir)
 
 	if (!host_dir)
 		argv[14] = NULL;	/* no --host-dir */
+	if (wait_ms) {
+		int i = host_dir ? 16 : 14;
+
+		argv[i] = "--wait-ms";
+		argv[i + 1] = (char *)wait_ms;
+		argv[i + 2] = NULL;
+	}
 	unlink(sock);
 	pid = t_hmmd_spawn(hmmd, argv, logf, 1, NULL);
 	t_hmmd_wait_listen(pid, sock, 20, logf);
@@ -113,6 +124,20 @@ static void attack(void (*fn)(const char *, int), const char *mode,
 		crashes++;
 	if (!t_eq(stop(pid), 0, "%s: SIGTERM: exit 0", mode))
 		crashes++;
+}
+
+/*
+ * In a forked child: become nobody, in dir first and naming the socket
+ * by its relative name, so that the folders above dir need not let
+ * nobody through (HMM_TEST_DIR may lie under a 0700 home or mktemp
+ * folder: connect by the full path then fails with EACCES).  0 or -1.
+ */
+static int as_nobody(void)
+{
+	if (chdir(dir))
+		return -1;
+	snprintf(sock, sizeof(sock), "a.sock");
+	return setgroups(0, NULL) || setgid(65534) || setuid(65534) ? -1 : 0;
 }
 
 /* One request (encoded here) and its reply: the reply's type or -err. */
@@ -181,6 +206,55 @@ static uint8_t *map(int fd, uint64_t id, uint32_t access, int *mfd)
 	p = mmap(NULL, TBYTES, PROT_READ | (access & HMM_WRITE ? PROT_WRITE :
 		 0), MAP_SHARED, *mfd, m.u.map_reply.addr);
 	return p == MAP_FAILED ? NULL : p;
+}
+
+/* A raw connection whose hello asks host quota q (0: hmmd's default);
+ * the quota granted in *got.  -1 when connect or hello fails. */
+static int rawc_quota(uint64_t q, uint64_t *got)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	struct hmm_proto_hello h = { 1, HMM_PROTO_VERSION_MAX,
+				     HMM_PROTO_FEAT_MEMFD, { 0, q, 0 },
+				     "attack" };
+	struct hmm_proto_msg m;
+	int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", sock);
+	if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 ||
+	    call(fd, HMM_PROTO_HELLO, 1, &h, &m, NULL) !=
+	    HMM_PROTO_HELLO_REPLY) {
+		if (fd >= 0)
+			close(fd);
+		return -1;
+	}
+	*got = m.u.hello_reply.quota[HMM_TIER_HOST];
+	return fd;
+}
+
+/* A u8 tensor of bytes; MAP all of it: the reply's type or -err. */
+static int tensor_map(int fd, const char *name, uint64_t bytes,
+		      uint64_t *id)
+{
+	struct hmm_proto_tensor t;
+	struct hmm_proto_range r;
+	struct hmm_proto_msg m;
+	int mfd, ret;
+
+	memset(&t, 0, sizeof(t));
+	t.dtype = HMM_DTYPE_U8;
+	t.ndim = 1;
+	t.shape[0] = bytes;
+	snprintf(t.name, sizeof(t.name), "%s", name);
+	ret = call(fd, HMM_PROTO_TENSOR_NEW, 2, &t, &m, NULL);
+	if (ret != HMM_PROTO_TENSOR_REPLY)
+		return ret;
+	*id = m.u.tensor.id;
+	r = (struct hmm_proto_range){ *id, 0, HMM_ALL, HMM_TIER_HOST,
+				      HMM_READ | HMM_WRITE };
+	ret = call(fd, HMM_PROTO_MAP, 3, &r, &m, &mfd);
+	if (mfd >= 0)
+		close(mfd);
+	return ret;
 }
 
 static int unmap(int fd, uint64_t id)
@@ -276,7 +350,7 @@ static int ro_child(void)
 	uint8_t *p;
 	int c, mfd, wfd, k = 0;
 
-	if (setgroups(0, NULL) || setgid(65534) || setuid(65534))
+	if (as_nobody())
 		return 3;
 	c = rawc();
 	if (c < 0)
@@ -552,7 +626,7 @@ static void test_idle_flood(const char *mode, int sealed)
 	if (pid == 0) {
 		int fds[64], i, k = 0, r = 0;
 
-		if (setgroups(0, NULL) || setgid(65534) || setuid(65534))
+		if (as_nobody())
 			_exit(3);
 		for (i = 0; i < 64; i++)	/* all within the hello timeout */
 			fds[i] = idle_conn();
@@ -589,6 +663,306 @@ static void test_idle_flood(const char *mode, int sealed)
 	t_eq(error_on(c, 8000), -ETIMEDOUT, "%s: no hello: an ERROR "
 	     "-ETIMEDOUT within 8 s", mode);
 	close(c);
+}
+
+/*
+ * Tries hmm_open through hmmd n times while fds[] hold every slot this
+ * uid may take; each must fail with -EUSERS and say "too many clients"
+ * (not "Broken pipe": hmmd refuses and closes at once, and the refusal
+ * waits in the socket of a client whose hello then meets the closed
+ * end).  The number that did.
+ */
+static int refused_opens(int n)
+{
+	char addr[128];
+	struct hmm_config cfg;
+	struct hmm *h;
+	int i, ok = 0, ret;
+
+	snprintf(addr, sizeof(addr), "unix:%s", sock);
+	hmm_config_default(&cfg);
+	cfg.daemon = addr;
+	for (i = 0; i < n; i++) {
+		if (i & 1)		/* the refusal is there before hello */
+			usleep(50000);
+		ret = hmm_open(&cfg, &h);
+		if (!ret) {
+			hmm_close(h);
+			continue;
+		}
+		if (ret == -EUSERS &&
+		    strstr(hmm_last_error(), "too many clients"))
+			ok++;
+		else
+			t_diag("hmm_open %d: %d %s", i, ret, hmm_last_error());
+	}
+	return ok;
+}
+
+/*
+ * Item 5: a client refused for too many connections is told so: as
+ * root with every slot held, and as nobody with its uid's share held.
+ */
+static void test_refused_open(const char *mode, int sealed)
+{
+	int fds[64], i, n, st;
+	pid_t pid;
+
+	for (i = 0; i < 64; i++)	/* root: every slot of max_clients */
+		fds[i] = idle_conn();
+	usleep(300000);
+	bad_inputs += 6;
+	n = refused_opens(6);
+	t_eq(n, 6, "%s: root, every slot held: 6 of 6 opens refused with "
+	     "-EUSERS \"too many clients\"", mode);
+	for (i = 0; i < 64; i++)
+		if (fds[i] >= 0)
+			close(fds[i]);
+	if (getuid() != 0) {
+		t_ok(1, "# SKIP refused as another uid: needs root");
+		return;
+	}
+	usleep(300000);		/* hmmd reaps the closed ones */
+	pid = fork();
+	if (pid == 0) {
+		if (as_nobody())
+			_exit(3);
+		for (i = 0; i < 32; i++)	/* more than its 31 */
+			fds[i] = idle_conn();
+		usleep(300000);
+		_exit(refused_opens(6));
+	}
+	bad_inputs += 6;
+	st = -1;
+	waitpid(pid, &st, 0);
+	t_ok(WIFEXITED(st) && WEXITSTATUS(st) == 6, "%s: nobody, its "
+	     "share held: 6 of 6 opens refused with -EUSERS \"too many "
+	     "clients\" (%d)", mode, WIFEXITED(st) ? WEXITSTATUS(st) : -1);
+}
+
+/*
+ * Item 6, per uid: two connections of one unprivileged uid (nobody)
+ * share its host quota (1 MiB asked, hmmd's budget 4 MiB): 0.75 MiB
+ * pinned by one leaves the other's 0.75 MiB map waiting (wait_ms 300)
+ * and refused -EDQUOT; once the first unmaps, it goes.  A hello that
+ * asks no quota gets a quarter of the budget, not all of it.  Returns
+ * a bit per failure.
+ */
+static int uid_quota_checks(void)
+{
+	uint64_t q1 = 0, q2 = 0, q0 = 0, a = 0, b = 0;
+	int c1 = rawc_quota(1u << 20, &q1), c2 = rawc_quota(1u << 20, &q2);
+	int c0 = rawc_quota(0, &q0), bad = 0;
+
+	if (c1 < 0 || c2 < 0 || c0 < 0)
+		return 1;
+	if (q1 != 1u << 20 || q2 != 1u << 20)
+		bad |= 2;
+	if (tensor_map(c1, "qa", 3u << 18, &a) != HMM_PROTO_MAP_REPLY)
+		bad |= 4;
+	if (tensor_map(c2, "qb", 3u << 18, &b) != -EDQUOT)
+		bad |= 8;		/* the uid's 1 MiB: 0.75 + 0.75 */
+	if (unmap(c1, a) != HMM_PROTO_OK)
+		bad |= 16;
+	{
+		struct hmm_proto_range r = { b, 0, HMM_ALL, HMM_TIER_HOST,
+					     HMM_READ | HMM_WRITE };
+		struct hmm_proto_msg m;
+		int mfd, ret = call(c2, HMM_PROTO_MAP, 3, &r, &m, &mfd);
+
+		if (mfd >= 0)
+			close(mfd);
+		if (ret != HMM_PROTO_MAP_REPLY)
+			bad |= 32;	/* room again once c1 unmapped */
+	}
+	if (q0 != 1u << 20)
+		bad |= 64;		/* default: budget / 4 */
+	close(c0);
+	close(c1);
+	close(c2);
+	return bad;
+}
+
+/* MAP [off, +len) of id: the reply's type or -err; *m, *mfd. */
+static int map_range(int fd, uint64_t id, uint64_t off, uint64_t len,
+		     uint32_t access, struct hmm_proto_msg *m, int *mfd)
+{
+	struct hmm_proto_range r = { id, off, len, HMM_TIER_HOST, access };
+
+	return call(fd, HMM_PROTO_MAP, 3, &r, m, mfd);
+}
+
+/* The bytes a descriptor lets its holder touch: its file's size. */
+static uint64_t fd_bytes(int fd)
+{
+	struct stat st;
+
+	return fd >= 0 && !fstat(fd, &st) ? (uint64_t)st.st_size : 0;
+}
+
+/*
+ * Item 6, what a client can touch: nobody (host quota 1 MiB) maps 256
+ * KiB of a 2 MiB tensor: it gets a copy of the range (MAP_F_COPY), a
+ * sealed memfd of 256 KiB, not the tensor's 2 MiB memfd; what it wrote
+ * there is the tensor's after the unmap.  A 256 KiB tensor (within its
+ * reach) comes zero-copy, its own memfd.  Returns a bit per failure.
+ */
+static int reach_checks(void)
+{
+	uint64_t q = 0, big = 0, small = 0;
+	struct hmm_proto_msg m;
+	uint8_t pat[256 << 10], *p;
+	int c = rawc_quota(1u << 20, &q), mfd = -1, bad = 0;
+
+	if (c < 0)
+		return 1;
+	if (tensor_map(c, "big", 2u << 20, &big) != -EDQUOT)
+		bad |= 2;			/* 2 MiB > 1 MiB quota */
+	if (map_range(c, big, 0, sizeof(pat), HMM_READ | HMM_WRITE, &m, &mfd)
+	    != HMM_PROTO_MAP_REPLY)
+		return bad | 4;
+	if (!(m.u.map_reply.flags & HMM_PROTO_MAP_F_COPY) ||
+	    fd_bytes(mfd) != sizeof(pat))
+		bad |= 8;			/* a copy of the range alone */
+	if (ftruncate(mfd, 2u << 20) == 0)
+		bad |= 16;			/* sealed: cannot grow */
+	p = mmap(NULL, fd_bytes(mfd), PROT_READ | PROT_WRITE, MAP_SHARED,
+		 mfd, 0);
+	if (p == MAP_FAILED)
+		return bad | 32;
+	t_fill(pat, sizeof(pat), 61);
+	memcpy(p + m.u.map_reply.addr, pat, sizeof(pat));
+	munmap(p, fd_bytes(mfd));
+	close(mfd);
+	if (unmap(c, big) != HMM_PROTO_OK)
+		bad |= 64;
+	if (map_range(c, big, 0, sizeof(pat), HMM_READ, &m, &mfd) !=
+	    HMM_PROTO_MAP_REPLY)
+		return bad | 128;
+	p = mmap(NULL, fd_bytes(mfd), PROT_READ, MAP_SHARED, mfd, 0);
+	if (p == MAP_FAILED || memcmp(p + m.u.map_reply.addr, pat,
+				      sizeof(pat)))
+		bad |= 256;			/* the copy came back */
+	if (p != MAP_FAILED)
+		munmap(p, fd_bytes(mfd));
+	close(mfd);
+	unmap(c, big);
+	if (tensor_map(c, "small", sizeof(pat), &small) !=
+	    HMM_PROTO_MAP_REPLY)
+		bad |= 512;
+	if (map_range(c, small, 0, HMM_ALL, HMM_READ, &m, &mfd) !=
+	    HMM_PROTO_MAP_REPLY || m.u.map_reply.flags ||
+	    fd_bytes(mfd) < sizeof(pat))
+		bad |= 1024;			/* zero-copy within reach */
+	if (mfd >= 0)
+		close(mfd);
+	close(c);
+	return bad;
+}
+
+/*
+ * The same through libhmm (hmm_open on hmmd, as nobody): 256 KiB maps of
+ * a 2 MiB tensor, which come as copies, write and read back its bytes,
+ * a map of every 256 KiB in turn.  0, or the step that failed.
+ */
+static int lib_copy_checks(void)
+{
+	static uint8_t pat[2 << 20];
+	const uint64_t piece = 256 << 10;
+	char addr[128];
+	struct hmm_config cfg;
+	struct hmm_tensor *t;
+	struct hmm *h;
+	uint64_t off;
+	void *p;
+	int bad = 0;
+
+	snprintf(addr, sizeof(addr), "unix:%s", sock);
+	hmm_config_default(&cfg);
+	cfg.daemon = addr;
+	if (hmm_open(&cfg, &h))
+		return 1;
+	if (hmm_tensor_new(h, "lib", HMM_DTYPE_U8, 1,
+			   (int64_t[]){ sizeof(pat) }, &t)) {
+		hmm_close(h);
+		return 2;
+	}
+	t_fill(pat, sizeof(pat), 62);
+	for (off = 0; !bad && off < sizeof(pat); off += piece) {
+		if (hmm_map(t, off, piece, HMM_TIER_HOST, HMM_WRITE, &p))
+			bad = 3;
+		else {
+			memcpy(p, pat + off, piece);
+			bad = hmm_unmap(t, p) ? 4 : 0;
+		}
+	}
+	for (off = 0; !bad && off < sizeof(pat); off += piece) {
+		if (hmm_map(t, off, piece, HMM_TIER_HOST, HMM_READ, &p))
+			bad = 5;
+		else {
+			bad = memcmp(p, pat + off, piece) ? 6 : 0;
+			hmm_unmap(t, p);
+		}
+	}
+	hmm_tensor_free(t);
+	hmm_close(h);
+	return bad;
+}
+
+static void test_reach(const char *mode, int sealed)
+{
+	int st, st2;
+	pid_t pid;
+
+	if (getuid() != 0) {
+		t_ok(1, "# SKIP reach of another uid: needs root");
+		return;
+	}
+	pid = fork();
+	if (pid == 0)
+		_exit(as_nobody() ? 1 : reach_checks());
+	st = -1;
+	waitpid(pid, &st, 0);
+	bad_inputs += 2;
+	pid = fork();
+	if (pid == 0)
+		_exit(as_nobody() ? 9 : lib_copy_checks());
+	st2 = -1;
+	waitpid(pid, &st2, 0);
+	t_eq(WIFEXITED(st2) ? WEXITSTATUS(st2) : -1, 0, "%s: through libhmm, "
+	     "as nobody: 256 KiB maps (copies) of a 2 MiB tensor write and "
+	     "read back its bytes (exit: 1 open, 2 new, 3 map, 4 unmap, 5 "
+	     "map again, 6 bytes differ)", mode);
+	t_eq(WIFEXITED(st) ? WEXITSTATUS(st) : -1, 0, "%s: nobody (quota 1 "
+	     "MiB) mapping 256 KiB of a 2 MiB tensor gets a sealed 256 KiB "
+	     "copy, not the tensor's memfd, written back at unmap; a tensor "
+	     "within its reach comes zero-copy (exit bits: 2 whole map not "
+	     "refused, 4 map, 8 not a 256 KiB copy, 16 grows, 32 mmap, 64 "
+	     "unmap, 128 map again, 256 bytes lost, 512 small, 1024 small "
+	     "not zero-copy)", mode);
+}
+
+static void test_uid_quota(const char *mode, int sealed)
+{
+	int st;
+	pid_t pid;
+
+	if (getuid() != 0) {
+		t_ok(1, "# SKIP per-uid quota of another uid: needs root");
+		return;
+	}
+	pid = fork();
+	if (pid == 0)
+		_exit(as_nobody() ? 1 : uid_quota_checks());
+	st = -1;
+	waitpid(pid, &st, 0);
+	bad_inputs += 2;
+	t_eq(WIFEXITED(st) ? WEXITSTATUS(st) : -1, 0, "%s: nobody's two "
+	     "connections share its 1 MiB host quota (the second's map "
+	     "refused -EDQUOT, served after the first unmaps); no quota "
+	     "asked: a quarter of the budget (bits: 1 connect, 2 granted, "
+	     "4 first map, 8 second not refused, 16 unmap, 32 not served "
+	     "after, 64 default)", mode);
 }
 
 static double now_s(void)
@@ -687,6 +1061,11 @@ int main(void)
 	attack(test_error_bytes, "error bytes", NULL, 1);
 	attack(test_tensor_limit, "tensor limit", NULL, 1);
 	attack(test_idle_flood, "idle connections", NULL, 1);
+	attack(test_refused_open, "refused open", NULL, 1);
+	wait_ms = "300";
+	attack(test_uid_quota, "uid quota", NULL, 1);
+	attack(test_reach, "reach", NULL, 1);
+	wait_ms = NULL;
 	attack(test_slow_scrape, "slow scrapers", NULL, 1);
 	nofile = 256;
 	attack(test_fd_exhaust, "fds exhausted", NULL, 1);

@@ -542,7 +542,7 @@ static void test_fields(void)
 	bad_wire(HMM_PROTO_MAP_REPLY, 24, 8, UINT64_MAX - 4000, E,
 		 "field addr");
 	bad_wire(HMM_PROTO_MAP_REPLY, 32, 4, 2, E, "field tier: 2");
-	bad_wire(HMM_PROTO_MAP_REPLY, 36, 4, 2, P, "field reserved");
+	bad_wire(HMM_PROTO_MAP_REPLY, 36, 4, 2, P, "field flags");	/* unknown bit */
 
 	/* stats_reply: the counters are free, the reserved tail is not */
 	bad_wire(HMM_PROTO_STATS_REPLY, 0, 8, UINT64_MAX, HMM_PROTO_STATS_REPLY,

@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <libgen.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -87,7 +88,8 @@ int ckpt_check_target(const char *path, char *err, size_t cap)
 			return -EEXIST;
 		}
 	}
-	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+	/* not PATH.tmp: that may hold an interrupted checkpoint's file */
+	snprintf(tmp, sizeof(tmp), "%s.probe", path);
 	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
 	if (fd < 0) {
 		e = -errno;
@@ -123,7 +125,7 @@ static int sync_dir(const char *path)
 	return e;
 }
 
-int ckpt_write(const char *path, const struct ckpt_info *in, char *err,
+int ckpt_stage(const char *path, const struct ckpt_info *in, char *err,
 	       size_t cap)
 {
 	size_t slen = strnlen(in->store, sizeof(in->store) - 1);
@@ -169,17 +171,47 @@ int ckpt_write(const char *path, const struct ckpt_info *in, char *err,
 		e = -errno;
 	if (close(fd) && !e)
 		e = -errno;
-	if (!e && rename(tmp, path))
-		e = -errno;
-	if (!e)
-		e = sync_dir(path);
 	if (e) {
-		snprintf(err, cap, "--ckpt %s: write failed: %s", path,
-			 strerror(-e));
+		snprintf(err, cap, "--ckpt %s: write of %s failed: %s", path,
+			 tmp, strerror(-e));
 		unlink(tmp);
 	}
 	free(d);
 	return e;
+}
+
+int ckpt_commit(const char *path, char *err, size_t cap)
+{
+	char tmp[4200];
+	int e = 0;
+
+	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+	ckpt_crash_point("flushed");
+	if (rename(tmp, path))
+		e = -errno;
+	ckpt_crash_point("renamed");
+	if (!e)
+		e = sync_dir(path);
+	if (e)
+		snprintf(err, cap, "--ckpt %s: rename of %s failed: %s", path,
+			 tmp, strerror(-e));
+	return e;
+}
+
+void ckpt_unstage(const char *path)
+{
+	char tmp[4200];
+
+	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+	unlink(tmp);
+}
+
+void ckpt_crash_point(const char *point)
+{
+	const char *at = getenv("HMM_TRAIN_CRASH_AT");
+
+	if (at && !strcmp(at, point))
+		kill(getpid(), SIGKILL);
 }
 
 static int bad(char *err, size_t cap, const char *path, const char *why)
@@ -260,6 +292,29 @@ out:
 	free(buf);
 	close(fd);
 	return e;
+}
+
+int ckpt_read_pending(const char *path, const struct ckpt_info *cur,
+		      struct ckpt_info *out)
+{
+	char tmp[4200], err[512];
+	struct stat st;
+	int e;
+
+	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+	if (lstat(tmp, &st))
+		return -ENOENT;
+	e = ckpt_read(tmp, out, err, sizeof(err));
+	if (e)
+		return e;
+	/* the same run's next checkpoint: only the step (and lr) move */
+	if (strcmp(out->preset, cur->preset) ||
+	    memcmp(out->cfg, cur->cfg, sizeof(out->cfg)) ||
+	    out->seed != cur->seed || out->data_len != cur->data_len ||
+	    out->data_hash != cur->data_hash ||
+	    strcmp(out->store, cur->store) || out->step < cur->step)
+		return -EINVAL;
+	return 0;
 }
 
 void ckpt_store_path(const char *path, const struct ckpt_info *in,

@@ -11,9 +11,18 @@
  * store's "train.ckpt" tensor holds too (so a file and a store that do
  * not belong together are refused), then a CRC-32 of all that.
  *
- * Written to PATH.tmp, fsync'ed, renamed over PATH and the folder
- * fsync'ed, so a crash leaves the old file or the new one.  Read back
- * only when magic, version, size and CRC match.
+ * One checkpoint is three steps, so that kill -9 at any point leaves
+ * one that resumes: (1) ckpt_stage writes the new file whole to
+ * PATH.tmp and fsyncs it; (2) the caller writes the new tag into the
+ * store and flushes it (atomic in libhmm: the old flush or the new one);
+ * (3) ckpt_commit renames PATH.tmp over PATH and fsyncs the folder.
+ * Killed before (2) completes, PATH and the store still agree (the old
+ * checkpoint); killed between (2) and (3), PATH lags the store by one
+ * checkpoint and PATH.tmp holds the store's: --resume takes PATH.tmp
+ * when its tag is the store's (ckpt_read_pending) and completes the
+ * rename.  Read back only when magic, version, size and CRC match.
+ * HMM_TRAIN_CRASH_AT=staged|flushed|renamed kills the process (SIGKILL)
+ * at that point, for tests.
  *
  * The store: "" in the file means PATH.store next to the file (the pair
  * may be moved or copied together); otherwise an absolute path (--store).
@@ -48,9 +57,27 @@ uint64_t ckpt_hash(const void *p, size_t n, uint64_t h);	/* FNV-1a */
  */
 int ckpt_check_target(const char *path, char *err, size_t cap);
 
-/* Write in atomically at path (see above). */
-int ckpt_write(const char *path, const struct ckpt_info *in, char *err,
+/* Step (1): write in whole to PATH.tmp, synced (see above). */
+int ckpt_stage(const char *path, const struct ckpt_info *in, char *err,
 	       size_t cap);
+
+/* Step (3): rename PATH.tmp over PATH, sync the folder. */
+int ckpt_commit(const char *path, char *err, size_t cap);
+
+/* Drop a staged PATH.tmp (its store flush failed). */
+void ckpt_unstage(const char *path);
+
+/* Kill the process with SIGKILL when $HMM_TRAIN_CRASH_AT is point. */
+void ckpt_crash_point(const char *point);
+
+/*
+ * The staged checkpoint PATH.tmp of path, when it is whole and of the
+ * same run as cur (PATH's own, read with ckpt_read): preset, shape,
+ * seed, data and store equal, step not older.  0 and *out; -ENOENT
+ * when there is none, -EINVAL when it is damaged or another run's.
+ */
+int ckpt_read_pending(const char *path, const struct ckpt_info *cur,
+		      struct ckpt_info *out);
 
 /* Read and check path's file into *out (-EINVAL: not ours, damaged). */
 int ckpt_read(const char *path, struct ckpt_info *out, char *err,

@@ -226,8 +226,39 @@ static int plan(const struct train_opts *o, struct run *r,
 	return 0;
 }
 
+/*
+ * The store holds the tag of a checkpoint whose file was staged but not
+ * renamed (killed in between): take PATH.tmp when it is that one, and
+ * finish its rename.  0 (ci replaced, or left when PATH.tmp is not the
+ * store's), or -errno when the rename fails.
+ */
+static int take_pending(const struct train_opts *o, struct run *r,
+			struct ckpt_info *ci, const uint64_t tag[4])
+{
+	struct ckpt_info pend;
+	char err[512];
+	int e;
+
+	if (ckpt_read_pending(o->resume, ci, &pend) ||
+	    memcmp(pend.tag, tag, sizeof(pend.tag)))
+		return 0;
+	fprintf(stderr, "hmm-train: --resume %s: its store holds the "
+		"checkpoint at step %lld, whose file was staged in %s.tmp but "
+		"not renamed (interrupted); resuming from it and completing "
+		"the rename\n", o->resume, (long long)pend.step, o->resume);
+	e = ckpt_commit(o->resume, err, sizeof(err));
+	if (e) {
+		fprintf(stderr, "hmm-train: %s\n", err);
+		return e;
+	}
+	if (o->lr <= 0)
+		r->lr = pend.lr;
+	*ci = pend;
+	return 0;
+}
+
 static int start(const struct train_opts *o, struct run *r, struct gpt *g,
-		 struct state *st, const struct ckpt_info *ci)
+		 struct state *st, struct ckpt_info *ci)
 {
 	uint64_t tag[4];
 	int e;
@@ -245,6 +276,8 @@ static int start(const struct train_opts *o, struct run *r, struct gpt *g,
 			state_error());
 		return e;
 	}
+	if (memcmp(tag, ci->tag, sizeof(tag)) && take_pending(o, r, ci, tag))
+		return -EIO;
 	if (memcmp(tag, ci->tag, sizeof(tag))) {
 		fprintf(stderr, "hmm-train: --resume %s: its store %s holds "
 			"another checkpoint (flushed later, or by another run); "
@@ -306,10 +339,12 @@ static void new_tag(uint64_t tag[4], int64_t step)
 }
 
 /*
- * The checkpoint: tag the store, flush it (libhmm writes the dirty chunks
- * and its table of tensors: a flush of the extent table, not a copy),
- * then write the small file that describes it.  A crash between the two
- * leaves the old file, whose tag the store no longer has: refused.
+ * The checkpoint: stage the small file that describes it (PATH.tmp),
+ * tag the store and flush it (libhmm writes the dirty chunks and its
+ * table of tensors: a flush of the extent table, not a copy), then
+ * rename the file into place.  A crash before the flush leaves the old
+ * pair; one after it leaves the old file and the staged one, which
+ * --resume takes (ckpt.h).
  */
 static int checkpoint(const struct train_opts *o, struct run *r,
 		      struct state *st, const struct data *d, uint64_t dhash,
@@ -340,15 +375,22 @@ static int checkpoint(const struct train_opts *o, struct run *r,
 		free(abs);
 	}
 	new_tag(ci.tag, ci.step);
+	e = ckpt_stage(o->ckpt, &ci, err, sizeof(err));
+	if (e) {
+		fprintf(stderr, "hmm-train: %s\n", err);
+		return e;
+	}
+	ckpt_crash_point("staged");
 	e = state_tag(st, ci.tag, 1);
 	if (!e)
 		e = state_flush(st, &fb);
 	if (e) {
 		fprintf(stderr, "hmm-train: --ckpt %s: %s\n", o->ckpt,
 			state_error());
+		ckpt_unstage(o->ckpt);
 		return e;
 	}
-	e = ckpt_write(o->ckpt, &ci, err, sizeof(err));
+	e = ckpt_commit(o->ckpt, err, sizeof(err));
 	if (e) {
 		fprintf(stderr, "hmm-train: %s\n", err);
 		return e;

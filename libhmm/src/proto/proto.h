@@ -199,7 +199,7 @@ struct hmm_proto_range {
 };
 
 /* MAP_REPLY, 40 bytes: 0 u64 id, 8 u64 off, 16 u64 len, 24 u64 addr,
- * 32 u32 tier, 36 u32 reserved. */
+ * 32 u32 tier, 36 u32 flags. */
 struct hmm_proto_map_reply {
 	uint64_t id;		/* nonzero */
 	uint64_t off;		/* the range pinned; len never HMM_ALL */
@@ -207,7 +207,19 @@ struct hmm_proto_map_reply {
 	uint64_t addr;		/* host: offset of byte off in the memfd;
 				   device: the device address */
 	uint32_t tier;		/* HMM_TIER_DEVICE or HMM_TIER_HOST */
+	uint32_t flags;		/* HMM_PROTO_MAP_F_* */
 };
+
+/*
+ * HMM_PROTO_MAP_F_COPY: the memfd is not the tensor's but a copy of the
+ * range's pages (a window as large as the range, page-rounded): map it
+ * for this map alone and drop it at UNMAP, when hmmd copies a write
+ * map's bytes back.  hmmd sends one where the tensor's whole memory is
+ * more than the client's uid may reach.  A client that predates it
+ * refuses the reply (the field was reserved, zero).
+ */
+#define HMM_PROTO_MAP_F_COPY	0x1u
+#define HMM_PROTO_MAP_F_ALL	HMM_PROTO_MAP_F_COPY
 
 /* STATS_REPLY, 400 bytes: 0 tier[3] of 12 u64 each (capacity, resident,
  * peak, pinned, bytes_in, bytes_out, hits, misses, evictions, io_ops,

@@ -457,7 +457,7 @@ static void put_map_reply(struct wr *w, const void *v)
 	w64(w, m->len);
 	w64(w, m->addr);
 	w32(w, m->tier);
-	w32(w, 0);
+	w32(w, m->flags);
 }
 
 static int get_map_reply(struct rd *r, void *v, const char *msg)
@@ -469,7 +469,8 @@ static int get_map_reply(struct rd *r, void *v, const char *msg)
 	m->len = r64(r);
 	m->addr = r64(r);
 	m->tier = r32(r);
-	return rzero32(r, msg, "reserved");
+	m->flags = r32(r);
+	return 0;
 }
 
 static int check_map_reply(const void *v, const char *msg)
@@ -483,6 +484,9 @@ static int check_map_reply(const void *v, const char *msg)
 		ret = check_span(m->addr, m->len, 0, msg, "addr");
 	if (!ret)
 		ret = check_tier(m->tier, msg);
+	if (!ret && (m->flags & ~HMM_PROTO_MAP_F_ALL))
+		ret = ferr(-EPROTO, msg, "flags", "0x%x: unknown bits",
+			   m->flags);
 	return ret;
 }
 

@@ -27,6 +27,9 @@ struct cmap {
 	struct cmap *next;
 	uint64_t id, off, len;
 	void *uptr;		/* what map returned: base + byte offset */
+	void *wbase;		/* a copy's window (HMM_PROTO_MAP_F_COPY),
+				   mapped for this map alone; or NULL */
+	size_t wlen;
 };
 
 /*
@@ -76,6 +79,7 @@ struct hmm_client {
 	struct pend *pend;		/* calls waiting for their reply */
 	int reading;			/* a thread is the reader */
 	int broken;			/* -errno: the connection is dead */
+	char gone[HMM_PROTO_DETAIL_MAX]; /* why, when hmmd said so */
 	unsigned version;		/* negotiated at hello */
 	struct cmap *maps;
 	struct cbase *bases;
@@ -115,6 +119,20 @@ static int send_req(struct hmm_client *c, const uint8_t *out, int n,
 	return ret;
 }
 
+/* The connection is dead (err): every call waiting fails with it.
+ * Called with c->lock held. */
+static void break_all(struct hmm_client *c, int err)
+{
+	struct pend *q;
+
+	c->broken = err;
+	for (q = c->pend; q; q = q->next)
+		if (!q->done) {
+			q->ret = err;
+			q->done = 1;
+		}
+}
+
 /* The reader's turn: receive one datagram (or time out at deadline) and
  * hand it to its call.  Called and returns with c->lock held. */
 static void read_one(struct hmm_client *c, int64_t deadline)
@@ -136,18 +154,34 @@ static void read_one(struct hmm_client *c, int64_t deadline)
 			      strerror(errno));
 	else
 		ret = -EAGAIN;		/* nothing yet */
+	if (ret == -ECONNRESET) {
+		/* a peer that closed with our datagram unread is reported
+		   before what it sent last (hmmd's word on why): read on */
+		int r2 = hmm_proto_recv(c->fd, c->in, sizeof(c->in), &m, fds,
+					&nfds, MSG_DONTWAIT);
+
+		if (r2 > 0)
+			ret = r2;
+	}
 	pthread_mutex_lock(&c->lock);
 	if (ret == -EAGAIN)
 		return;
 	if (ret < 0) {
 		/* the connection is dead (or hmmd broke the protocol,
 		   which is as bad): every call fails with this */
-		c->broken = ret;
-		for (q = c->pend; q; q = q->next)
-			if (!q->done) {
-				q->ret = ret;
-				q->done = 1;
-			}
+		break_all(c, ret);
+		return;
+	}
+	if (ret == HMM_PROTO_ERROR && m.hdr.seq == 0) {
+		/* seq 0 is no call's: hmmd closes the connection and says
+		   why (too many clients, no hello in time) */
+		const char *w = m.u.error.detail;
+
+		if (!strncmp(w, "hmmd: ", 6))	/* said once, by call() */
+			w += 6;
+		snprintf(c->gone, sizeof(c->gone), "%.*s",
+			 (int)sizeof(c->gone) - 1, w);
+		break_all(c, m.u.error.err < 0 ? m.u.error.err : -ECONNRESET);
 		return;
 	}
 	for (q = c->pend; q && q->seq != m.hdr.seq; q = q->next)
@@ -229,6 +263,8 @@ static int call(struct hmm_client *c, unsigned type, const void *body,
 	if (c->broken) {
 		ret = c->broken;
 		pthread_mutex_unlock(&c->lock);
+		if (c->gone[0])
+			return hmm_err(ret, "hmmd: %s", c->gone);
 		return hmm_err(ret, "hmmd: %s: the connection is gone (%s)",
 			       hmm_proto_type_name(type), strerror(-ret));
 	}
@@ -239,14 +275,18 @@ static int call(struct hmm_client *c, unsigned type, const void *body,
 	n = hmm_proto_encode(out, sizeof(out), type, 0, p.seq, body);
 	ret = n < 0 ? n : send_req(c, out, n, type, deadline);
 	pthread_mutex_lock(&c->lock);
-	if (ret) {
+	/* a send that meets a closed connection reads on: hmmd may have
+	   said why it closed it (its ERROR waits in the socket) */
+	if (ret && ret != -EPIPE && ret != -ECONNRESET) {
 		p.done = 1;
 		p.ret = ret;
 	}
 	wait_reply(c, &p, type, deadline);
 	pthread_mutex_unlock(&c->lock);
 	ret = p.ret;
-	if (ret == HMM_PROTO_ERROR) {
+	if (ret < 0 && c->gone[0]) {
+		ret = hmm_err(ret, "hmmd: %s", c->gone);
+	} else if (ret == HMM_PROTO_ERROR) {
 		ret = hmm_err(r->u.error.err, "hmmd: %s", r->u.error.detail);
 	} else if (ret > 0 && ret != (int)rtype) {
 		ret = hmm_err(-EPROTO, "hmmd: %s answered with %s",
@@ -344,6 +384,8 @@ void hmm_client_close(struct hmm_client *c)
 		return;
 	while ((m = c->maps)) {
 		c->maps = m->next;
+		if (m->wbase)
+			munmap(m->wbase, m->wlen);
 		free(m);
 	}
 	while (c->bases) {
@@ -447,6 +489,35 @@ static int client_base(struct hmm_client *c, uint64_t id, int fd,
 	return 0;
 }
 
+/* A copy's window (HMM_PROTO_MAP_F_COPY) fd, mapped for map m alone;
+ * end: where the map ends in it.  0 or -errno (detail set). */
+static int client_window(struct cmap *m, int fd, uint64_t end)
+{
+	struct stat st;
+
+	if (fstat(fd, &st))
+		return hmm_err(-errno, "map: tensor %llu: fstat of the copy: "
+			       "%s", (unsigned long long)m->id,
+			       strerror(errno));
+	if ((uint64_t)st.st_size < end || st.st_size == 0)
+		return hmm_err(-EPROTO, "map: tensor %llu: a copy of %llu "
+			       "bytes, the map ends at %llu",
+			       (unsigned long long)m->id,
+			       (unsigned long long)st.st_size,
+			       (unsigned long long)end);
+	m->wlen = st.st_size;
+	m->wbase = mmap(NULL, m->wlen, PROT_READ | PROT_WRITE, MAP_SHARED,
+			fd, 0);
+	if (m->wbase == MAP_FAILED) {
+		int err = -errno;
+
+		m->wbase = NULL;
+		return hmm_err(err, "map: tensor %llu: mmap of the copy: %s",
+			       (unsigned long long)m->id, strerror(-err));
+	}
+	return 0;
+}
+
 int hmm_client_map(struct hmm_client *c, uint64_t id, uint64_t off,
 		   uint64_t len, unsigned access, void **ptr)
 {
@@ -474,10 +545,17 @@ int hmm_client_map(struct hmm_client *c, uint64_t id, uint64_t off,
 	m->off = r.u.map_reply.off;
 	m->len = r.u.map_reply.len;
 	/* [addr, addr + len) of the memfd, the tensor's own memory in
-	   hmmd (a read-only fd for a read-only share), mapped whole once */
-	pthread_mutex_lock(&c->lock);
-	ret = client_base(c, id, fds[0], r.u.map_reply.addr + m->len, &base);
-	pthread_mutex_unlock(&c->lock);
+	   hmmd (a read-only fd for a read-only share), mapped whole once;
+	   or of a copy of the range, mapped for this map */
+	if (r.u.map_reply.flags & HMM_PROTO_MAP_F_COPY) {
+		ret = client_window(m, fds[0], r.u.map_reply.addr + m->len);
+		base = m->wbase;
+	} else {
+		pthread_mutex_lock(&c->lock);
+		ret = client_base(c, id, fds[0], r.u.map_reply.addr + m->len,
+				  &base);
+		pthread_mutex_unlock(&c->lock);
+	}
 	if (ret) {
 		/* hmmd holds the pin: give it back (best effort) */
 		q.access = 0;
@@ -523,6 +601,8 @@ int hmm_client_unmap(struct hmm_client *c, void *ptr)
 				      0 };
 	ret = call(c, HMM_PROTO_UNMAP, &q, HMM_PROTO_OK, &r, NULL, NULL,
 		   HMM_CLIENT_TIMEOUT_MS);
+	if (m->wbase)		/* a copy: hmmd took its bytes back */
+		munmap(m->wbase, m->wlen);
 	free(m);
 	return ret;
 }
