@@ -32,6 +32,13 @@ double bench_median(double *v, int n);		/* sorts v */
 /* Parse "123", "4K", "2M", "1G" (powers of 1024); -1 on junk. */
 int64_t bench_parse_size(const char *s);
 
+/* Remove path (a file this run made) at exit, whatever the exit:
+ * return, exit() from a failure, SIGINT/SIGTERM/SIGHUP (scratch.c).
+ * 0, or -1 when it cannot be registered (more than 16). */
+int bench_scratch_add(const char *path);
+/* Remove it now and forget it. */
+void bench_scratch_remove(const char *path);
+
 /* A JSON object on one line: bench_json_begin(f), then fields, then end. */
 void bench_json_begin(FILE *f, const char *bench);
 void bench_json_str(FILE *f, const char *key, const char *val);
