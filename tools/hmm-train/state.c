@@ -131,7 +131,8 @@ int state_open(const struct state_config *cfg, struct state **out)
 	 * checkpoint (their flushed copy stays until the next one) */
 	s->store_size = hmm_store_required(s->store_size + s->store_size / 4,
 					   (uint32_t)s->chunk);
-	s->budget = cfg->host_budget ? cfg->host_budget : s->bytes / 4;
+	s->budget = cfg->host_budget ? cfg->host_budget :
+		    s->bytes / (cfg->budget_div > 0 ? cfg->budget_div : 4);
 	s->offloaded = s->budget < s->bytes;
 	if (!s->offloaded)	/* everything fits: room for whole chunks */
 		s->budget = s->store_size;
