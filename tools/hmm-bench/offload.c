@@ -62,40 +62,9 @@ static void fill_tensor(struct hmm *h, struct hmm_tensor *t, uint64_t bytes,
 }
 
 /* fio over `file`: 28 n bytes, 16/28 of them reads; seconds or -1. */
-static double fio_qd_s(const struct opts *o, const char *file, int qd)
-{
-	char cmd[8192], buf[4096];
-	double ms = -1;
-	FILE *f;
-
-	snprintf(cmd, sizeof(cmd),
-		 "fio --name=offload --filename='%s' --ioengine=io_uring "
-		 "--direct=1 --rw=rw --rwmixread=57 --bs=%lld --iodepth=%d "
-		 "--size=%lld --io_size=%lld --numjobs=1 --output-format=json "
-		 "2>/dev/null", file, (long long)o->chunk, qd,
-		 (long long)(16 * o->n), (long long)(28 * o->n));
-	f = popen(cmd, "r");
-	if (!f)
-		return -1;
-	while (fgets(buf, sizeof(buf), f)) {
-		char *k = strstr(buf, "\"job_runtime\"");
-
-		if (k && ms < 0 && sscanf(strchr(k, ':') + 1, "%lf", &ms) != 1)
-			ms = -1;
-	}
-	if (pclose(f) != 0)
-		return -1;
-	return ms > 0 ? ms / 1e3 : -1;
-}
-
-/* The faster of queue depth 16 and 64 (libhmm's store runs 64). */
 static double fio_s(const struct opts *o, const char *file)
 {
-	double a = fio_qd_s(o, file, 16), b = fio_qd_s(o, file, 64);
-
-	if (a < 0 || b < 0)
-		return a < 0 ? b : a;
-	return a < b ? a : b;
+	return bench_fio_s(file, o->chunk, 16 * o->n, 28 * o->n, 57);
 }
 
 static double compute_s(float *a[4], size_t n, int64_t step)

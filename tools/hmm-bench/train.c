@@ -35,6 +35,7 @@
 
 #include "bench.h"
 #include "hk.h"
+#include "train_run.h"
 #include "train_torch.h"
 
 #define FMA_ITERS 3000000L
@@ -103,68 +104,6 @@ static double fma_peak(void)
 	    (q = fma_rate(fma_part_avx512, 16)) > p)
 		p = q;
 	return p;
-}
-
-struct summary {
-	double step_s, tok_s, flops, stall_s;
-	int64_t rss, budget, state, rd, wr;
-	struct torch_gpt shape;
-};
-
-static double num(const char *line, const char *key)
-{
-	char k[64];
-	const char *p;
-
-	snprintf(k, sizeof(k), "\"%s\":", key);
-	p = strstr(line, k);
-	return p ? strtod(p + strlen(k), NULL) : -1;
-}
-
-/* Run hmm-train with args; parse its summary line.  0 or -1. */
-static int run_train(const char *bin, const char *args, struct summary *s)
-{
-	char cmd[PATH_MAX + 512], line[4096], last[4096] = "";
-	FILE *p;
-
-	snprintf(cmd, sizeof(cmd), "'%s' --json %s 2>&1", bin, args);
-	p = popen(cmd, "r");
-	if (!p)
-		return -1;
-	while (fgets(line, sizeof(line), p))
-		if (strstr(line, "\"summary\":true"))
-			snprintf(last, sizeof(last), "%s", line);
-		else if (line[0] != '{')
-			fprintf(stderr, "hmm-train: %s", line);
-	if (pclose(p) != 0 || !last[0]) {
-		fprintf(stderr, "hmm-bench train: %s failed\n", cmd);
-		return -1;
-	}
-	s->step_s = num(last, "step_s_median");
-	s->tok_s = num(last, "tok_s");
-	s->flops = num(last, "step_flops");
-	s->rss = num(last, "peak_rss_bytes");
-	s->budget = num(last, "host_budget");
-	s->state = num(last, "state_bytes");
-	s->rd = num(last, "store_read_bytes");
-	s->wr = num(last, "store_write_bytes");
-	s->stall_s = num(last, "stall_s");
-	s->shape = (struct torch_gpt){ num(last, "vocab"), num(last, "ctx"),
-				       num(last, "d"), num(last, "heads"),
-				       num(last, "layers"), num(last, "batch"),
-				       num(last, "threads") };
-	return 0;
-}
-
-static void sibling(char *buf, size_t cap)
-{
-	ssize_t n = readlink("/proc/self/exe", buf, cap - 16);
-	char *slash;
-
-	buf[n > 0 ? n : 0] = 0;
-	slash = strrchr(buf, '/');
-	snprintf(slash ? slash + 1 : buf, cap - (slash ? slash + 1 - buf : 0),
-		 "hmm-train");
 }
 
 static void usage(FILE *f)
