@@ -171,6 +171,23 @@ struct hmm_tensor;		/* hmm_tensor_new / hmm_tensor_free */
 void hmm_config_default(struct hmm_config *cfg);
 
 /*
+ * The store_size that holds bytes of tensors in chunks of chunk_bytes
+ * (0 = 2 MiB), each tensor counted in whole chunks (pass the sum of
+ * each tensor's bytes rounded up to chunk_bytes).  A store formatted by
+ * a context with chunk_bytes C and store_size S has room for
+ *	E = the largest E with 8 KiB + 2 up(24 E + 1 MiB, 4 KiB)
+ *	    + (E + 64) C <= S
+ * chunks: its table holds E of them, and its data area E + 64 (room for
+ * the new copies of chunks rewritten while their old place is in use:
+ * 64 writes in flight, or data a flushed table still names until the
+ * next hmm_flush).  hmm_store_required(B, C) is that size for
+ * E = ceil(B / C); one chunk more fails with -ENOSPC naming the store.
+ * 0 when chunk_bytes is not a multiple of 4096 or B is too large.
+ * Pure; any thread.
+ */
+uint64_t hmm_store_required(uint64_t bytes, uint32_t chunk_bytes);
+
+/*
  * A config by name, for bindings that should not know the struct's
  * layout (python/hmm; libhmm/src/config_set.c).  The keys are the field
  * names: store_path, store_size, host_budget, device_budget, device,

@@ -54,6 +54,13 @@ void hmm_config_default(struct hmm_config *cfg)
 	cfg->numa_node = -1;
 }
 
+uint64_t hmm_store_required(uint64_t bytes, uint32_t chunk_bytes)
+{
+	uint32_t c = chunk_bytes ? chunk_bytes : 2u << 20;
+
+	return hmm_store_size_for(bytes / c + !!(bytes % c), c);
+}
+
 void hmm_close(struct hmm *h)
 {
 	if (h)

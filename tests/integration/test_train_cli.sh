@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # test_train_cli — hmm-train's flags: byte sizes with K/M/G suffixes, a
-# budget above the state keeps everything in memory, a budget below what
+# budget above the state keeps everything in memory, /N is the state
+# over N, a budget below what
 # one step maps is refused with the minimum, and bad flags are refused
 # (exit 2) with a message naming the flag — all before any step runs.
 set -u
@@ -17,6 +18,11 @@ s=$(sum --host-budget 3145728)
 ok $(grep -q '"host_budget":3145728,' <<<"$s"; echo $?) "--host-budget in plain bytes"
 s=$(sum --host-budget 2MiB)
 ok $(grep -q '"host_budget":2097152,' <<<"$s"; echo $?) "--host-budget 2MiB"
+s=$(sum --host-budget /2)
+st=$(grep -o '"state_bytes":[0-9]*' <<<"$s" | cut -d: -f2)
+ok $(grep -q "\"host_budget\":$((st / 2))," <<<"$s"; echo $?) "--host-budget /2: half the state ($st bytes)"
+s=$(sum --host-budget 64G --host-budget /2)
+ok $(grep -q "\"host_budget\":$((st / 2))," <<<"$s"; echo $?) "the last --host-budget wins"
 
 bad() {	# pattern what args...
 	local pat=$1 what=$2; shift 2
@@ -29,6 +35,8 @@ bad() {	# pattern what args...
 bad "below the" "a budget too small for one step" --host-budget 100K
 bad "--host-budget 1.5G" "a fractional size" --host-budget 1.5G
 bad "--host-budget 12Q" "an unknown suffix" --host-budget 12Q
+bad "--host-budget /0" "a fraction /0" --host-budget /0
+bad "--host-budget /x" "a fraction /x" --host-budget /x
 bad "--steps" "--steps 0" --steps 0
 bad "--steps 2147483648: at most 2147483647" "--steps 2^31" --steps 2147483648
 bad "--steps 99999999999999: at most" "--steps 10^14" --steps 99999999999999

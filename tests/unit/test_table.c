@@ -32,6 +32,25 @@ int main(void)
 	t_eq(sb.data_bytes, 63 << 20, "63 blocks of data");
 	t_ok(sb.data_off + sb.data_bytes <= 64 << 20, "fits in the file");
 
+	/* sizing by extents: the formula and its inverse agree */
+	t_eq(hmm_sb_size_for(3, 4096, 6000, 0), 0, "an extent not a whole "
+	     "number of blocks is refused");
+	t_eq(hmm_sb_size_for(1000, 4096, 2 << 20, 1 << 20),
+	     8192 + 2 * (24000 + (1 << 20) + 4096 - (24000 + (1 << 20)) % 4096)
+	     + 1064ull * (2 << 20), "size for 1000 2 MiB extents: 8 KiB + 2 "
+	     "tables + 1064 extents");
+	for (uint64_t n = 1; n <= 5000; n = n * 3 + 1) {
+		uint64_t sz = hmm_sb_size_for(n, 4096, 64 << 10, 1 << 20);
+
+		t_eq(hmm_sb_extents_fit(sz, 4096, 64 << 10, 1 << 20), n,
+		     "%llu bytes hold %llu extents", (unsigned long long)sz,
+		     (unsigned long long)n);
+		t_eq(hmm_sb_extents_fit(sz - 1, 4096, 64 << 10, 1 << 20), n - 1,
+		     "one byte less holds one fewer");
+	}
+	t_eq(hmm_sb_extents_fit(1 << 20, 4096, 2 << 20, 0), 0, "1 MiB holds no "
+	     "2 MiB extent and its slack");
+
 	sb.generation = 0x0102030405060708ull;
 	sb.slot = 1;
 	sb.nextents = 3;

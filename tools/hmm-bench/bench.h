@@ -32,6 +32,20 @@ double bench_median(double *v, int n);		/* sorts v */
 /* Parse "123", "4K", "2M", "1G" (powers of 1024); -1 on junk. */
 int64_t bench_parse_size(const char *s);
 
+/* Remove path (a file this run made) at exit, whatever the exit:
+ * return, exit() from a failure, SIGINT/SIGTERM/SIGHUP (scratch.c).
+ * 0, or -1 when it cannot be registered (more than 16). */
+int bench_scratch_add(const char *path);
+/* Remove it now and forget it. */
+void bench_scratch_remove(const char *path);
+
+/* Seconds fio takes to move io_bytes over the first size bytes of file
+ * (made if absent; the caller removes it): blocks of bs, readpct% reads,
+ * O_DIRECT, io_uring, the faster of queue depth 16 and 64 (fio.c).
+ * -1 when fio does not run. */
+double bench_fio_s(const char *file, int64_t bs, int64_t size,
+		   int64_t io_bytes, int readpct);
+
 /* A JSON object on one line: bench_json_begin(f), then fields, then end. */
 void bench_json_begin(FILE *f, const char *bench);
 void bench_json_str(FILE *f, const char *key, const char *val);

@@ -1,13 +1,19 @@
 // SPDX-License-Identifier: MIT
 /*
  * hmm-bench offload — the offloaded AdamW step (kernels/bind/hk_offload.h)
- * over fp32 p, g, m, v tensors four times the host budget, against its
+ * over fp32 p, g, m, v tensors (16 B a parameter) four times the host
+ * budget (or more: the budget is at most 1 GiB), against its
  * two floors measured in the same run:
  *	io_floor_s:      fio moving the same bytes (16 B/param read, 12
  *	                 written, mixed, O_DIRECT, io_uring, chunk-sized
  *	                 blocks, the faster of queue depth 16 and 64) over
  *	                 a file beside the store;
- *	compute_floor_s: hk_adamw_step() over the same n in memory.
+ *	compute_floor_s: hk_adamw_step() over the same n in memory
+ *	                 (over at most 64M of them, scaled by n / that:
+ *	                 the step is linear in n, and 16 B a parameter of
+ *	                 a billion would not fit beside the host budget).
+ * The store is sized by hmm_store_required(); the store and fio's file
+ * are removed on every exit, failures and signals included.
  * They alternate with the offloaded step --reps times; medians.
  *	ratio = step_s / max(io_floor_s, compute_floor_s)
  */
@@ -23,8 +29,10 @@
 #include "hk_offload.h"
 #include "hmm.h"
 
+#define COMPUTE_N	(64ll << 20)	/* the in-memory floor's n, at most */
+
 struct opts {
-	int64_t n, chunk;
+	int64_t n, chunk, budget;
 	int depth, reps, json;
 	const char *dir;
 };
@@ -54,40 +62,9 @@ static void fill_tensor(struct hmm *h, struct hmm_tensor *t, uint64_t bytes,
 }
 
 /* fio over `file`: 28 n bytes, 16/28 of them reads; seconds or -1. */
-static double fio_qd_s(const struct opts *o, const char *file, int qd)
-{
-	char cmd[8192], buf[4096];
-	double ms = -1;
-	FILE *f;
-
-	snprintf(cmd, sizeof(cmd),
-		 "fio --name=offload --filename='%s' --ioengine=io_uring "
-		 "--direct=1 --rw=rw --rwmixread=57 --bs=%lld --iodepth=%d "
-		 "--size=%lld --io_size=%lld --numjobs=1 --output-format=json "
-		 "2>/dev/null", file, (long long)o->chunk, qd,
-		 (long long)(16 * o->n), (long long)(28 * o->n));
-	f = popen(cmd, "r");
-	if (!f)
-		return -1;
-	while (fgets(buf, sizeof(buf), f)) {
-		char *k = strstr(buf, "\"job_runtime\"");
-
-		if (k && ms < 0 && sscanf(strchr(k, ':') + 1, "%lf", &ms) != 1)
-			ms = -1;
-	}
-	if (pclose(f) != 0)
-		return -1;
-	return ms > 0 ? ms / 1e3 : -1;
-}
-
-/* The faster of queue depth 16 and 64 (libhmm's store runs 64). */
 static double fio_s(const struct opts *o, const char *file)
 {
-	double a = fio_qd_s(o, file, 16), b = fio_qd_s(o, file, 64);
-
-	if (a < 0 || b < 0)
-		return a < 0 ? b : a;
-	return a < b ? a : b;
+	return bench_fio_s(file, o->chunk, 16 * o->n, 28 * o->n, 57);
 }
 
 static double compute_s(float *a[4], size_t n, int64_t step)
@@ -106,10 +83,11 @@ static double compute_s(float *a[4], size_t n, int64_t step)
 static int usage(void)
 {
 	fprintf(stderr,
-		"usage: hmm-bench offload [--n PARAMS] [--depth K] [--chunk B] "
-		"[--dir DIR] [--reps N] [--json]\n"
-		"  --n PARAMS  parameters (default 8M: p, g, m, v = 128 MiB,\n"
-		"              host budget a quarter of that)\n"
+		"usage: hmm-bench offload [--n PARAMS] [--budget B] [--depth K] "
+		"[--chunk B] [--dir DIR] [--reps N] [--json]\n"
+		"  --n PARAMS  parameters (default 8M: p, g, m, v = 128 MiB)\n"
+		"  --budget B  host budget (default a quarter of the states,\n"
+		"              at most 1G)\n"
 		"  --depth K   pieces read ahead (default 2)\n"
 		"  --chunk B   libhmm chunk bytes (default 2M)\n"
 		"  --dir DIR   where the store and fio's file go "
@@ -130,6 +108,9 @@ static int parse(int argc, char **argv, struct opts *o)
 			o->json = 1;
 		else if (!strcmp(a, "--n") && v &&
 			 (o->n = bench_parse_size(v)) > 0)
+			i++;
+		else if (!strcmp(a, "--budget") && v &&
+			 (o->budget = bench_parse_size(v)) > 0)
 			i++;
 		else if (!strcmp(a, "--chunk") && v &&
 			 (o->chunk = bench_parse_size(v)) > 0 &&
@@ -158,17 +139,28 @@ static int bench_offload(int argc, char **argv)
 	char store[4096], scratch[4096];
 	double *ts, *tio, *tc, step_s, io_s, c_s, fl;
 	float *mem[4];
+	int64_t nc;
 	int err;
 
 	if (parse(argc, argv, &o))
 		return 2;
+	if (!o.budget)
+		o.budget = 4 * o.n < (1ll << 30) ? 4 * o.n : 1ll << 30;
+	nc = o.n < COMPUTE_N ? o.n : COMPUTE_N;
 	mkdir(o.dir, 0755);
-	snprintf(store, sizeof(store), "%s/hmm-bench-offload.store", o.dir);
-	snprintf(scratch, sizeof(scratch), "%s/hmm-bench-offload.fio", o.dir);
+	if (snprintf(store, sizeof(store), "%s/hmm-bench-offload.store",
+		     o.dir) >= (int)sizeof(store) ||
+	    snprintf(scratch, sizeof(scratch), "%s/hmm-bench-offload.fio",
+		     o.dir) >= (int)sizeof(scratch))
+		die("--dir", "path too long");
+	if (!access(store, F_OK) || !access(scratch, F_OK))
+		die(store, "exists: not this run's to overwrite or remove");
+	if (bench_scratch_add(store) || bench_scratch_add(scratch))
+		die("scratch", strerror(ENOMEM));
 	hmm_config_default(&cfg);
 	cfg.store_path = store;
-	cfg.store_size = 16 * o.n + (64 << 20);
-	cfg.host_budget = 16 * o.n / 4;
+	cfg.store_size = hmm_store_required(16 * o.n, (uint32_t)o.chunk);
+	cfg.host_budget = o.budget;
 	cfg.chunk_bytes = (uint32_t)o.chunk;
 	if ((err = hmm_open(&cfg, &h)))
 		die("hmm_open", hmm_last_error());
@@ -176,10 +168,10 @@ static int bench_offload(int argc, char **argv)
 		if (hmm_tensor_new(h, nm[k], HMM_DTYPE_F32, 1, &o.n, &t[k]))
 			die("tensor", hmm_last_error());
 		fill_tensor(h, t[k], 4 * o.n, o.chunk, k == 3 ? 1e-4f : 0.01f);
-		mem[k] = malloc(4 * o.n);
+		mem[k] = malloc(4 * nc);
 		if (!mem[k])
 			die("malloc", strerror(ENOMEM));
-		for (int64_t i = 0; i < o.n; i++)
+		for (int64_t i = 0; i < nc; i++)
 			mem[k][i] = k == 3 ? 1e-4f : 0.01f;
 	}
 	off = (struct hk_offload_adamw){
@@ -198,7 +190,7 @@ static int bench_offload(int argc, char **argv)
 		tio[r] = fio_s(&o, scratch);
 		if (tio[r] < 0)
 			die("fio", "did not run (is fio installed?)");
-		tc[r] = compute_s(mem, o.n, r + 1);
+		tc[r] = compute_s(mem, nc, r + 1) * ((double)o.n / nc);
 		off.hp.step = r + 1;
 		off.start = 0;
 		t0 = bench_now();
@@ -206,7 +198,7 @@ static int bench_offload(int argc, char **argv)
 			die("step", hk_offload_error());
 		ts[r] = bench_now() - t0;
 	}
-	unlink(scratch);
+	bench_scratch_remove(scratch);
 	{
 		struct hmm_stats st;
 
@@ -245,7 +237,7 @@ static int bench_offload(int argc, char **argv)
 		free(mem[k]);
 	}
 	hmm_close(h);
-	unlink(store);
+	bench_scratch_remove(store);
 	free(ts);
 	free(tio);
 	free(tc);

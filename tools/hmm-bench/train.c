@@ -4,8 +4,8 @@
  * with the host budget at a quarter of the training state (the store in
  * use) against the same preset with an unlimited budget (all in memory),
  * runs interleaved, medians of the runs' median step times.  Also the
- * tokens/s and the fraction of the machine's FMA peak (an AVX2 FMA loop
- * on every thread, measured between the runs) that the step's FLOPs
+ * tokens/s and the fraction of the machine's FMA peak (the faster of an
+ * AVX2 and an AVX-512 FMA loop on every thread, measured between the runs) that the step's FLOPs
  * reach.  The runs are the hmm-train binary next to this one, so what is
  * measured is exactly what a user runs.
  *
@@ -35,119 +35,75 @@
 
 #include "bench.h"
 #include "hk.h"
+#include "train_run.h"
 #include "train_torch.h"
 
 #define FMA_ITERS 3000000L
 
 /* Ten independent FMA chains in registers (latency 4, 2 ports: 8+ hide
- * it); written out one by one so the compiler keeps them in registers. */
-__attribute__((target("avx2,fma"))) static void fma_part(void *arg, int i,
-							 int n)
-{
-	__m256 m = _mm256_set1_ps(0.999999f), c = _mm256_set1_ps(1e-6f);
-	__m256 a0 = _mm256_set1_ps(0), a1 = _mm256_set1_ps(1);
-	__m256 a2 = _mm256_set1_ps(2), a3 = _mm256_set1_ps(3);
-	__m256 a4 = _mm256_set1_ps(4), a5 = _mm256_set1_ps(5);
-	__m256 a6 = _mm256_set1_ps(6), a7 = _mm256_set1_ps(7);
-	__m256 a8 = _mm256_set1_ps(8), a9 = _mm256_set1_ps(9);
-	float out[8];
-
-	for (long it = 0; it < FMA_ITERS; it++) {
-		a0 = _mm256_fmadd_ps(a0, m, c);
-		a1 = _mm256_fmadd_ps(a1, m, c);
-		a2 = _mm256_fmadd_ps(a2, m, c);
-		a3 = _mm256_fmadd_ps(a3, m, c);
-		a4 = _mm256_fmadd_ps(a4, m, c);
-		a5 = _mm256_fmadd_ps(a5, m, c);
-		a6 = _mm256_fmadd_ps(a6, m, c);
-		a7 = _mm256_fmadd_ps(a7, m, c);
-		a8 = _mm256_fmadd_ps(a8, m, c);
-		a9 = _mm256_fmadd_ps(a9, m, c);
+ * it); written out one by one so the compiler keeps them in registers.
+ * One loop per vector width: T the type, P the intrinsics' prefix. */
+#define FMA_PART(name, isa, T, P, lanes)                                    \
+	__attribute__((target(isa))) static void name(void *arg, int i,     \
+						      int n)                \
+	{                                                                   \
+		T m = P##_set1_ps(0.999999f), c = P##_set1_ps(1e-6f);       \
+		T a0 = P##_set1_ps(0), a1 = P##_set1_ps(1);                 \
+		T a2 = P##_set1_ps(2), a3 = P##_set1_ps(3);                 \
+		T a4 = P##_set1_ps(4), a5 = P##_set1_ps(5);                 \
+		T a6 = P##_set1_ps(6), a7 = P##_set1_ps(7);                 \
+		T a8 = P##_set1_ps(8), a9 = P##_set1_ps(9);                 \
+		float out[lanes];                                           \
+									    \
+		for (long it = 0; it < FMA_ITERS; it++) {                   \
+			a0 = P##_fmadd_ps(a0, m, c);                        \
+			a1 = P##_fmadd_ps(a1, m, c);                        \
+			a2 = P##_fmadd_ps(a2, m, c);                        \
+			a3 = P##_fmadd_ps(a3, m, c);                        \
+			a4 = P##_fmadd_ps(a4, m, c);                        \
+			a5 = P##_fmadd_ps(a5, m, c);                        \
+			a6 = P##_fmadd_ps(a6, m, c);                        \
+			a7 = P##_fmadd_ps(a7, m, c);                        \
+			a8 = P##_fmadd_ps(a8, m, c);                        \
+			a9 = P##_fmadd_ps(a9, m, c);                        \
+		}                                                           \
+		a0 = P##_add_ps(P##_add_ps(P##_add_ps(a0, a1),              \
+					   P##_add_ps(a2, a3)),             \
+				P##_add_ps(P##_add_ps(a4, a5),              \
+					   P##_add_ps(P##_add_ps(a6, a7),   \
+						      P##_add_ps(a8, a9))));\
+		P##_storeu_ps(out, a0);                                     \
+		((float *)arg)[i] = out[0];                                 \
 	}
-	a0 = _mm256_add_ps(_mm256_add_ps(_mm256_add_ps(a0, a1),
-					 _mm256_add_ps(a2, a3)),
-			   _mm256_add_ps(_mm256_add_ps(a4, a5),
-					 _mm256_add_ps(_mm256_add_ps(a6, a7),
-						       _mm256_add_ps(a8, a9))));
-	_mm256_storeu_ps(out, a0);
-	((float *)arg)[i] = out[0];
-}
 
-/* GFLOP/s of the FMA loop on every thread at once; 0 without AVX2. */
-static double fma_peak(void)
+FMA_PART(fma_part_avx2, "avx2,fma", __m256, _mm256, 8)
+FMA_PART(fma_part_avx512, "avx512f", __m512, _mm512, 16)
+
+/* GFLOP/s of one FMA loop on every thread at once. */
+static double fma_rate(void (*part)(void *, int, int), int lanes)
 {
 	float sink[64];
 	double t;
 	int n = hk_threads();
 
-	if (!hk_isa_supported(HK_ISA_AVX2))
-		return 0;
 	t = bench_now();
-	hk_parallel(n, fma_part, sink);
+	hk_parallel(n, part, sink);
 	t = bench_now() - t;
-	return n * FMA_ITERS * 10.0 * 8 * 2 / t / 1e9;
+	return n * FMA_ITERS * 10.0 * lanes * 2 / t / 1e9;
 }
 
-struct summary {
-	double step_s, tok_s, flops, stall_s;
-	int64_t rss, budget, state, rd, wr;
-	struct torch_gpt shape;
-};
-
-static double num(const char *line, const char *key)
+/* The best of the AVX2 and AVX-512 FMA loops the CPU runs (a kernel may
+ * use either, so the peak is the faster); 0 without AVX2. */
+static double fma_peak(void)
 {
-	char k[64];
-	const char *p;
+	double p = 0, q;
 
-	snprintf(k, sizeof(k), "\"%s\":", key);
-	p = strstr(line, k);
-	return p ? strtod(p + strlen(k), NULL) : -1;
-}
-
-/* Run hmm-train with args; parse its summary line.  0 or -1. */
-static int run_train(const char *bin, const char *args, struct summary *s)
-{
-	char cmd[PATH_MAX + 512], line[4096], last[4096] = "";
-	FILE *p;
-
-	snprintf(cmd, sizeof(cmd), "'%s' --json %s 2>&1", bin, args);
-	p = popen(cmd, "r");
-	if (!p)
-		return -1;
-	while (fgets(line, sizeof(line), p))
-		if (strstr(line, "\"summary\":true"))
-			snprintf(last, sizeof(last), "%s", line);
-		else if (line[0] != '{')
-			fprintf(stderr, "hmm-train: %s", line);
-	if (pclose(p) != 0 || !last[0]) {
-		fprintf(stderr, "hmm-bench train: %s failed\n", cmd);
-		return -1;
-	}
-	s->step_s = num(last, "step_s_median");
-	s->tok_s = num(last, "tok_s");
-	s->flops = num(last, "step_flops");
-	s->rss = num(last, "peak_rss_bytes");
-	s->budget = num(last, "host_budget");
-	s->state = num(last, "state_bytes");
-	s->rd = num(last, "store_read_bytes");
-	s->wr = num(last, "store_write_bytes");
-	s->stall_s = num(last, "stall_s");
-	s->shape = (struct torch_gpt){ num(last, "vocab"), num(last, "ctx"),
-				       num(last, "d"), num(last, "heads"),
-				       num(last, "layers"), num(last, "batch"),
-				       num(last, "threads") };
-	return 0;
-}
-
-static void sibling(char *buf, size_t cap)
-{
-	ssize_t n = readlink("/proc/self/exe", buf, cap - 16);
-	char *slash;
-
-	buf[n > 0 ? n : 0] = 0;
-	slash = strrchr(buf, '/');
-	snprintf(slash ? slash + 1 : buf, cap - (slash ? slash + 1 - buf : 0),
-		 "hmm-train");
+	if (hk_isa_supported(HK_ISA_AVX2))
+		p = fma_rate(fma_part_avx2, 8);
+	if (hk_isa_supported(HK_ISA_AVX512) &&
+	    (q = fma_rate(fma_part_avx512, 16)) > p)
+		p = q;
+	return p;
 }
 
 static void usage(FILE *f)

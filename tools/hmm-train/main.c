@@ -22,8 +22,9 @@ static void usage(FILE *f)
 "usage: hmm-train [options]\n"
 "  --preset NAME       model size (default: default); --preset list\n"
 "  --steps N           steps to train to (default: the preset's)\n"
-"  --host-budget SIZE  host memory for the training state, e.g. 64M, 2G\n"
-"                      (default: a quarter of the state; a budget larger\n"
+"  --host-budget SIZE  host memory for the training state, e.g. 64M, 2G,\n"
+"                      or /N: the state over N (default: /4, a quarter\n"
+"                      of the state; a budget larger\n"
 "                      than the state keeps everything in memory)\n"
 "  --store PATH        store file or block device (default: a temporary\n"
 "                      file under build/tmp or $TMPDIR, removed at exit;\n"
@@ -137,7 +138,20 @@ int main(int argc, char **argv)
 					   "(a record is kept per step)");
 			break;
 		case 'b':
+			if (optarg[0] == '/') {	/* a fraction of the state */
+				char *e;
+				long d = strtol(optarg + 1, &e, 10);
+
+				if (*e || d < 1 || d > 1 << 20)
+					return bad("--host-budget", optarg,
+						   "want /N, N from 1 to "
+						   "1048576");
+				o.budget_div = (int)d;
+				o.host_budget = -1;
+				break;
+			}
 			o.host_budget = parse_size(optarg);
+			o.budget_div = 0;
 			if (o.host_budget <= 0)
 				return bad("--host-budget", optarg,
 					   "want a size like 512M or 4G");

@@ -19,6 +19,11 @@ static const struct preset presets[] = {
 	  "2.7 M parameters" },
 	{ "large", { 256, 256, 768, 12, 12, 4 }, 50, 5, 6e-4, 3.0,
 	  "85 M parameters: store-bound demonstrations" },
+	/* GPT-2 medium's width and heads; 28 layers, not 24, make up the
+	 * 51 M parameters its 50257-token embedding has and bytes do not */
+	{ "350m", { 256, 64, 1024, 16, 28, 2 }, 4, 1, 3e-4, 6.0,
+	  "352 M parameters, GPT-2 medium's width, context 64: a few "
+	  "steps at 1/16 of the state as host budget" },
 	{ NULL, { 0 }, 0, 0, 0, 0, NULL },
 };
 

@@ -127,8 +127,13 @@ int state_open(const struct state_config *cfg, struct state **out)
 	}
 	s->bytes += (uint64_t)s->grad_floats * 4;
 	s->store_size += ROUND(s->grad_floats * 4);
-	s->store_size = s->store_size + s->store_size / 4 + (64ull << 20);
-	s->budget = cfg->host_budget ? cfg->host_budget : s->bytes / 4;
+	/* with checkpoints, twice the state: after a flush every chunk
+	 * may be rewritten while its flushed copy stays until the next */
+	s->store_size = hmm_store_required(s->store_size *
+					   (cfg->persist || cfg->reopen ? 2 : 1),
+					   (uint32_t)s->chunk);
+	s->budget = cfg->host_budget ? cfg->host_budget :
+		    s->bytes / (cfg->budget_div > 0 ? cfg->budget_div : 4);
 	s->offloaded = s->budget < s->bytes;
 	if (!s->offloaded)	/* everything fits: room for whole chunks */
 		s->budget = s->store_size;

@@ -45,8 +45,9 @@
 #define SM_DISCARD	(1u << 2)
 
 struct state_config {
-	uint64_t host_budget;	/* bytes; 0: a quarter of the state;
+	uint64_t host_budget;	/* bytes; 0: the state / budget_div;
 				   >= state bytes: all in memory */
+	int budget_div;		/* with host_budget 0; 0 = 4 */
 	const char *store_path;	/* NULL: a temporary file, removed at close
 				   (only without persist/reopen) */
 	int persist;		/* 1: always use a store (store_path), even

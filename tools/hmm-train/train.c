@@ -108,6 +108,7 @@ static int open_state(const struct train_opts *o, struct run *r,
 	sc.floats = sizes;
 	sc.names = names;
 	sc.host_budget = o->host_budget < 0 ? 0 : (uint64_t)o->host_budget;
+	sc.budget_div = o->budget_div;
 	sc.shared_grad = 1;
 	if (sp->persist || sp->reopen)
 		sc.store_path = sp->path;

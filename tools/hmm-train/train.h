@@ -16,6 +16,7 @@ struct train_opts {
 	const struct preset *preset;
 	int64_t steps;			/* 0 = preset's */
 	int64_t host_budget;		/* -1 = a quarter of the state */
+	int budget_div;			/* > 0: host_budget is the state / it */
 	const char *store, *daemon, *data, *ckpt, *resume, *report;
 	uint64_t seed;
 	double lr;			/* 0 = preset's */

@@ -205,7 +205,8 @@ static void chunk_copy_end(struct hmm *h, struct hmm_chunk *c, int err)
 				c->nowb = 1;
 			hmm_async_error(h, err, "tensor %s chunk %u: %s "
 					"failed: %s", c->t->name, c->idx,
-					io_names[io], strerror(-err));
+					io_names[io], *hmm_last_error() ?
+					hmm_last_error() : strerror(-err));
 			evict = -1;
 		} else {
 			c->err = err;	/* for the map waiting on it */

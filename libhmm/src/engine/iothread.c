@@ -310,6 +310,7 @@ int hmm_iot_start(struct hmm *h, const struct hmm_config *cfg)
 	st.h = h;
 	st.scfg.path = cfg->store_path;
 	st.scfg.size = cfg->store_size;
+	st.scfg.extent_bytes = h->chunk_bytes;	/* tables sized by chunks */
 	st.scfg.flags = HMM_STORE_CREATE;	/* new or empty: format */
 	if (cfg->flags & HMM_CONFIG_STORE_FORMAT)
 		st.scfg.flags |= HMM_STORE_TRUNCATE;

@@ -242,14 +242,24 @@ static int format(struct hmm_store *s, const struct hmm_store_config *cfg,
 	uint64_t size = cfg->size ? cfg->size : have, need;
 	uint8_t *buf;
 	int err;
+	uint32_t block = cfg->block_size ? cfg->block_size : DEF_BLOCK;
+	uint32_t meta = cfg->meta_bytes ? cfg->meta_bytes : DEF_META;
+	uint32_t max_ext = cfg->max_extents;
 
 	if (!size)
 		return hmm_err(-EINVAL, "store %s: a new store needs a size",
 			       s->path);
-	err = hmm_sb_layout(size, cfg->block_size ? cfg->block_size : DEF_BLOCK,
-			    cfg->max_extents,
-			    cfg->meta_bytes ? cfg->meta_bytes : DEF_META,
-			    &s->sb, &need);
+	if (!max_ext && cfg->extent_bytes) {
+		if (cfg->extent_bytes % block)
+			return hmm_err(-EINVAL, "store %s: extent size %u is "
+				       "not a multiple of the block size %u",
+				       s->path, cfg->extent_bytes, block);
+		/* 0: too small for one extent and the slack; then one
+		 * entry per block, as without extent_bytes */
+		max_ext = hmm_sb_extents_fit(size, block, cfg->extent_bytes,
+					     meta);
+	}
+	err = hmm_sb_layout(size, block, max_ext, meta, &s->sb, &need);
 	if (err == -ENOSPC)
 		return hmm_err(err, "store %s: %llu bytes cannot hold a store "
 			       "(needs at least %llu)", s->path,
@@ -587,6 +597,11 @@ void hmm_store_close(struct hmm_store *s)
 	free(s->meta);
 	free(s->path);
 	free(s);
+}
+
+uint64_t hmm_store_size_for(uint64_t extents, uint32_t extent_bytes)
+{
+	return hmm_sb_size_for(extents, DEF_BLOCK, extent_bytes, DEF_META);
 }
 
 struct hmm_pool *hmm_store_pool(struct hmm_store *s)

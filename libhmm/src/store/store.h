@@ -64,6 +64,13 @@ struct hmm_store_config {
 	/* added by the store after the first version: */
 	uint32_t meta_bytes;	/* meta blob capacity at format; 0 = 1 MiB */
 	uint32_t pool_flags;	/* HMM_POOL_* (pool.h): NOHUGE, NOLOCK */
+	uint32_t extent_bytes;	/* at format, with max_extents 0: the
+				 * largest extent (the tensor layer's
+				 * chunk, a multiple of block_size); the
+				 * table then holds as many such extents
+				 * as the data area does, less
+				 * HMM_SB_SLACK (table.h: the formula);
+				 * 0 = one table entry per block */
 };
 
 /* Statistics, a snapshot; bytes are exact. */
@@ -103,6 +110,12 @@ struct hmm_store_stats {
  */
 int hmm_store_open(const struct hmm_store_config *cfg, struct hmm_store **out);
 void hmm_store_close(struct hmm_store *s);
+
+/* The size of a store (default block size and meta blob) whose table
+ * and data area hold extents extents of up to extent_bytes each (a
+ * multiple of 4096), formatted with that extent_bytes: see table.h.
+ * 0 when extent_bytes is not a multiple of 4096 or extents is too many. */
+uint64_t hmm_store_size_for(uint64_t extents, uint32_t extent_bytes);
 
 /* The pinned buffer pool the store owns and registered with its ring. */
 struct hmm_pool *hmm_store_pool(struct hmm_store *s);

@@ -339,8 +339,10 @@ static int prepare(struct hmm_store *s, struct hmm_io *io)
 	case HMM_IO_WRITE:
 		if (!hmm_xmap_get(&s->map, io->key) &&
 		    s->map.n + s->pending_writes >= s->sb.max_extents)
-			return hmm_err(-ENOSPC, "store %s: extent table full "
-				       "(%u extents)", s->path,
+			return hmm_err(-ENOSPC, "store %s: extent table full: "
+				       "all %u extents in use (a store is "
+				       "sized for its tensors by "
+				       "hmm_store_required())", s->path,
 				       s->sb.max_extents);
 		if (hmm_xmap_reserve(&s->map, s->map.n + s->pending_writes + 1))
 			return hmm_err(-ENOMEM, "store %s: out of memory",

@@ -44,6 +44,46 @@ int hmm_sb_layout(uint64_t size, uint32_t block_size, uint32_t max_extents,
 	return 0;
 }
 
+static int bad_geometry(uint32_t block_size, uint32_t extent)
+{
+	return block_size < ALIGN || (block_size & (block_size - 1)) ||
+	       block_size > (1u << 30) || !extent || extent % block_size;
+}
+
+uint64_t hmm_sb_size_for(uint64_t extents, uint32_t block_size,
+			 uint32_t extent, uint32_t meta_cap)
+{
+	uint64_t cap;
+
+	if (bad_geometry(block_size, extent) || extents > UINT32_MAX)
+		return 0;
+	cap = up(extents * HMM_TENT_BYTES + meta_cap, ALIGN);
+	return up(2 * HMM_SB_BYTES + 2 * cap, block_size) +
+	       (extents + HMM_SB_SLACK) * extent;
+}
+
+uint32_t hmm_sb_extents_fit(uint64_t size, uint32_t block_size,
+			    uint32_t extent, uint32_t meta_cap)
+{
+	uint64_t lo = 0, hi;
+
+	if (bad_geometry(block_size, extent))
+		return 0;
+	hi = size / extent;
+	if (hi > UINT32_MAX)
+		hi = UINT32_MAX;
+	/* size_for grows with E: the last E in [0, hi] that fits */
+	while (lo < hi) {
+		uint64_t mid = lo + (hi - lo + 1) / 2;
+
+		if (hmm_sb_size_for(mid, block_size, extent, meta_cap) <= size)
+			lo = mid;
+		else
+			hi = mid - 1;
+	}
+	return (uint32_t)lo;
+}
+
 #define PUT64(p, o, v) do { uint64_t t_ = htole64(v); memcpy((p) + (o), &t_, 8); } while (0)
 #define PUT32(p, o, v) do { uint32_t t_ = htole32(v); memcpy((p) + (o), &t_, 4); } while (0)
 

@@ -53,6 +53,25 @@ struct hmm_sb {
 int hmm_sb_layout(uint64_t size, uint32_t block_size, uint32_t max_extents,
 		  uint32_t meta_cap, struct hmm_sb *sb, uint64_t *need);
 
+/*
+ * Sizing by extents.  A store laid out for E extents of up to extent
+ * bytes (a multiple of block_size) has tables of
+ *	T(E) = up(24 E + meta_cap, 4096)
+ * bytes each and a data area of E + HMM_SB_SLACK extents (the slack
+ * holds the new copies of extents rewritten while their old place is
+ * still in use), so its size is
+ *	hmm_sb_size_for(E) = up(8192 + 2 T(E), block_size)
+ *	                     + (E + HMM_SB_SLACK) extent.
+ * hmm_sb_extents_fit(size) is the largest E whose size_for fits in size
+ * (0 when not even one does): the table capacity a store of size bytes
+ * gets when its extent size is known.  0 on a bad argument.
+ */
+#define HMM_SB_SLACK	64u
+uint64_t hmm_sb_size_for(uint64_t extents, uint32_t block_size,
+			 uint32_t extent, uint32_t meta_cap);
+uint32_t hmm_sb_extents_fit(uint64_t size, uint32_t block_size,
+			    uint32_t extent, uint32_t meta_cap);
+
 void hmm_sb_encode(const struct hmm_sb *sb, void *slot);
 /* 0; -ENODATA: no magic (never formatted, or not a store); -EBADMSG: crc
  * or geometry wrong; -EPROTONOSUPPORT: another version. */

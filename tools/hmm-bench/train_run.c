@@ -1,0 +1,79 @@
+// SPDX-License-Identifier: MIT
+/*
+ * train_run.c — run the hmm-train next to hmm-bench and read its --json
+ * summary (train_run.h); hmm-bench train and scale use it.
+ */
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "train_run.h"
+
+static double num(const char *line, const char *key)
+{
+	char k[64];
+	const char *p;
+
+	snprintf(k, sizeof(k), "\"%s\":", key);
+	p = strstr(line, k);
+	return p ? strtod(p + strlen(k), NULL) : -1;
+}
+
+int run_train(const char *bin, const char *args, struct summary *s)
+{
+	char cmd[PATH_MAX + 512], line[4096], last[4096] = "";
+	double rd0 = 0, wr0 = 0;
+	FILE *p;
+
+	snprintf(cmd, sizeof(cmd), "'%s' --json %s 2>&1", bin, args);
+	p = popen(cmd, "r");
+	if (!p)
+		return -1;
+	s->step_rd = s->step_wr = 0;
+	while (fgets(line, sizeof(line), p))
+		if (strstr(line, "\"summary\":true")) {
+			snprintf(last, sizeof(last), "%s", line);
+		} else if (!strncmp(line, "{\"step\":", 8)) {
+			double r = num(line, "store_read_bytes");
+			double w = num(line, "store_write_bytes");
+
+			s->step_rd = r - rd0;	/* the last step's */
+			s->step_wr = w - wr0;
+			rd0 = r, wr0 = w;
+		} else if (line[0] != '{') {
+			fprintf(stderr, "hmm-train: %s", line);
+		}
+	if (pclose(p) != 0 || !last[0]) {
+		fprintf(stderr, "hmm-bench: %s failed\n", cmd);
+		return -1;
+	}
+	s->step_s = num(last, "step_s_median");
+	s->tok_s = num(last, "tok_s");
+	s->flops = num(last, "step_flops");
+	s->rss = num(last, "peak_rss_bytes");
+	s->budget = num(last, "host_budget");
+	s->state = num(last, "state_bytes");
+	s->params = num(last, "params");
+	s->rd = num(last, "store_read_bytes");
+	s->wr = num(last, "store_write_bytes");
+	s->stall_s = num(last, "stall_s");
+	s->shape = (struct torch_gpt){ num(last, "vocab"), num(last, "ctx"),
+				       num(last, "d"), num(last, "heads"),
+				       num(last, "layers"), num(last, "batch"),
+				       num(last, "threads") };
+	return 0;
+}
+
+void sibling(char *buf, size_t cap)
+{
+	ssize_t n = readlink("/proc/self/exe", buf, cap - 16);
+	char *slash;
+
+	buf[n > 0 ? n : 0] = 0;
+	slash = strrchr(buf, '/');
+	snprintf(slash ? slash + 1 : buf, cap - (slash ? slash + 1 - buf : 0),
+		 "hmm-train");
+}
+

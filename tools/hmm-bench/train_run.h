@@ -1,0 +1,28 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * train_run.h — hmm-bench's runs of hmm-train (train_run.c): the binary
+ * next to hmm-bench, its --json summary parsed.
+ */
+#ifndef HMM_BENCH_TRAIN_RUN_H
+#define HMM_BENCH_TRAIN_RUN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "train_torch.h"
+
+struct summary {
+	double step_s, tok_s, flops, stall_s;
+	int64_t rss, budget, state, rd, wr, params;
+	double step_rd, step_wr;	/* store bytes of the last step */
+	struct torch_gpt shape;
+};
+
+/* Run hmm-train --json with args (hmm-train's stderr lines are copied
+ * to stderr); fill s from its summary.  0 or -1 (said on stderr). */
+int run_train(const char *bin, const char *args, struct summary *s);
+
+/* The path of the hmm-train next to this binary, into buf. */
+void sibling(char *buf, size_t cap);
+
+#endif /* HMM_BENCH_TRAIN_RUN_H */
