@@ -41,6 +41,9 @@ static void usage(FILE *f)
 "  --resume PATH       continue from a checkpoint (in its own store; the\n"
 "                      only --ckpt allowed then is PATH itself)\n"
 "  --report PATH       write an HTML report (inline SVG) at the end\n"
+"  --offload-activations  the checkpointed block inputs go to the store\n"
+"                      after the forward and come back for the backward\n"
+"                      (same losses; recomputes even when the state fits)\n"
 "  --json              one JSON object per step, then a summary object\n"
 "  --help\n");
 }
@@ -92,6 +95,7 @@ int main(int argc, char **argv)
 		{ "resume", 1, 0, 'r' }, { "report", 1, 0, 'R' },
 		{ "lr", 1, 0, 'l' }, { "batch", 1, 0, 'B' },
 		{ "json", 0, 0, 'j' }, { "format", 0, 0, 'F' },
+		{ "offload-activations", 0, 0, 'A' },
 		{ "help", 0, 0, 'h' }, { 0 }
 	};
 	struct train_opts o = { .host_budget = -1, .seed = 1 };
@@ -139,6 +143,7 @@ int main(int argc, char **argv)
 		case 'R': o.report = optarg; break;
 		case 'j': o.json = 1; break;
 		case 'F': o.format = 1; break;
+		case 'A': o.offload_acts = 1; break;
 		case 'h': usage(stdout); return 0;
 		default: usage(stderr); return 2;
 		}

@@ -127,6 +127,9 @@ int state_open(const struct state_config *cfg, struct state **out)
 	}
 	s->bytes += (uint64_t)s->grad_floats * 4;
 	s->store_size += ROUND(s->grad_floats * 4);
+	s->act_count = cfg->act_count;
+	s->act_floats = cfg->act_floats;
+	s->store_size += ROUND(s->act_floats * 4) * s->act_count;
 	s->store_size = s->store_size + s->store_size / 4 + (64ull << 20);
 	s->budget = cfg->host_budget ? cfg->host_budget : s->bytes / 4;
 	s->offloaded = s->budget < s->bytes;
@@ -150,7 +153,8 @@ int state_open(const struct state_config *cfg, struct state **out)
 	 * pinned set does not fit there: stream the step instead */
 	if (cfg->daemon)
 		s->whole = 0;
-	s->has_store = s->offloaded || cfg->persist || cfg->reopen;
+	s->has_store = s->offloaded || cfg->persist || cfg->reopen ||
+		       s->act_count;
 	s->reopen = cfg->reopen;
 	s->format = cfg->format;
 	if ((cfg->persist || cfg->reopen) && !cfg->store_path) {
