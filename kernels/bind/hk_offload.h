@@ -57,6 +57,17 @@ struct hk_offload_adamw {
 				   budget */
 	uint64_t start;		/* first element: 0, or a `done` to resume */
 	uint64_t done;		/* (out) elements [0, done) are stepped */
+	/*
+	 * The caller's own fp32 memory of host_n elements in place of the
+	 * param tensor (param_host; param then NULL) and of the grad tensor
+	 * (grad_host, F32; grad then NULL): a model's weights, which are
+	 * the fp32 master, and its gradient, stepped where they are, with
+	 * no copy and no store traffic for them; only exp_avg and
+	 * exp_avg_sq stream.  Both NULL: the tensors, as above.
+	 */
+	float *param_host;
+	const float *grad_host;
+	uint64_t host_n;
 };
 
 /*

@@ -23,6 +23,7 @@ struct pipe {
 	struct hmm_tensor *t[NARR];	/* NULL: absent (param_bf16) */
 	size_t es[NARR];		/* element size */
 	void *ptr[NARR];		/* the mapped piece, or NULL */
+	char *host[NARR];		/* caller's memory in place of t (P, G) */
 	uint64_t n, pe;			/* elements; per piece */
 	uint64_t np;			/* pieces */
 	unsigned depth;
@@ -94,13 +95,18 @@ static int setup(struct pipe *p, struct hmm *h, struct hk_offload_adamw *o)
 	p->t[G] = o->grad;
 	p->t[M] = o->exp_avg;
 	p->t[V] = o->exp_avg_sq;
-	if (!h || !o->param || !o->grad || !o->exp_avg || !o->exp_avg_sq)
-		return fail(p, -EINVAL, 0, "context, param, grad, exp_avg or "
-			    "exp_avg_sq is NULL");
-	if (hmm_tensor_dtype(o->param) != HMM_DTYPE_F32)
+	p->host[P] = (char *)o->param_host;
+	p->host[G] = (char *)o->grad_host;
+	if (!h || !(!o->param ^ !o->param_host) ||
+	    !(!o->grad ^ !o->grad_host) || !o->exp_avg || !o->exp_avg_sq)
+		return fail(p, -EINVAL, 0, "context, exp_avg or exp_avg_sq is "
+			    "NULL, or not one of param / param_host and of "
+			    "grad / grad_host");
+	if (o->param && hmm_tensor_dtype(o->param) != HMM_DTYPE_F32)
 		return fail(p, -EINVAL, 0, "param %s is not F32",
 			    hmm_tensor_name(o->param));
-	p->n = hmm_tensor_bytes(o->param) / 4;
+	p->n = o->param ? hmm_tensor_bytes(o->param) / 4 : o->host_n;
+	p->es[P] = p->es[G] = 4;	/* the host arrays' (fp32) */
 	for (int k = 0; k < NARR; k++) {
 		uint64_t bytes;
 		uint32_t dt;
@@ -184,7 +190,7 @@ static void evict(struct pipe *p, uint64_t i, unsigned mask)
 static void unmap_all(struct pipe *p)
 {
 	for (int k = NARR - 1; k >= 0; k--) {
-		if (p->ptr[k])
+		if (p->ptr[k] && p->t[k])
 			hmm_unmap(p->t[k], p->ptr[k]);
 		p->ptr[k] = NULL;
 	}
@@ -204,6 +210,8 @@ static int map_piece(struct pipe *p, uint64_t i, unsigned mask)
 	for (int k = 0; k < NARR; k++) {
 		int err;
 
+		if (p->host[k] && (mask & 1u << k))
+			p->ptr[k] = p->host[k] + lo * p->es[k];
 		if (!p->t[k] || !(mask & 1u << k))
 			continue;
 		err = hmm_map(p->t[k], lo * p->es[k], (hi - lo) * p->es[k],
@@ -223,7 +231,7 @@ static int map_piece(struct pipe *p, uint64_t i, unsigned mask)
 static int check_grads(struct pipe *p)
 {
 	const unsigned mask = 1u << G;
-	int dt = dtype_of(hmm_tensor_dtype(p->t[G]));
+	int dt = p->t[G] ? dtype_of(hmm_tensor_dtype(p->t[G])) : HK_ADAMW_F32;
 
 	for (uint64_t i = 0; i < p->depth; i++)
 		prefetch(p, i, mask);
@@ -253,7 +261,8 @@ static int run(struct pipe *p)
 	struct hk_adamw_args a = p->o->hp;
 
 	a.flags &= ~HK_ADAMW_CHECK_FINITE;
-	a.grad_dtype = dtype_of(hmm_tensor_dtype(p->t[G]));
+	a.grad_dtype = p->t[G] ? dtype_of(hmm_tensor_dtype(p->t[G])) :
+		       HK_ADAMW_F32;
 	a.state_dtype = dtype_of(hmm_tensor_dtype(p->t[M]));
 	for (uint64_t i = first; i < first + p->depth; i++)
 		prefetch(p, i, rd);

@@ -14,7 +14,10 @@ process so that each peak RSS is its own:
              optimizer to NVMe with DeepSpeedCPUAdam; else null.
 
 Prints one JSON object: tok_s_inmem, tok_s_hmm, tok_s_deepspeed (null
-when absent), ratio_hmm_over_inmem, peak_rss_inmem, peak_rss_hmm,
+when absent), ratio_hmm_over_inmem, ratio_hmm_over_deepspeed (target
+1.2), threads (torch's and the kernels', the same in every way; the
+children get OMP_WAIT_POLICY=passive unless it is set), torch (its
+version), peak_rss_inmem, peak_rss_hmm,
 state_bytes, host_budget, and what the hmm run moved (activation_bytes a
 step, store_bytes_written) and the losses of each way.  A benchmark, not
 a test: the first step is a warm-up, the rest are timed.  Its scratch
@@ -94,6 +97,7 @@ def one_way(a):
     import contextlib
     import torch
 
+    torch.set_num_threads(a.threads)
     torch.manual_seed(1)
     c = PRESET
     model = gpt(torch, c)
@@ -103,7 +107,7 @@ def one_way(a):
     g = torch.Generator().manual_seed(2)
     data = torch.randint(0, c["vocab"], (a.steps, c["batch"], c["ctx"] + 1),
                          generator=g)
-    res = dict(way=a.way, params=n, state_bytes=state)
+    res = dict(way=a.way, params=n, state_bytes=state, torch=torch.__version__)
     ctx = None
     hooks = contextlib.nullcontext
     if a.way == "inmem":
@@ -126,7 +130,8 @@ def one_way(a):
         if opt is None:
             print(json.dumps(dict(res, tok_s=None, error=model)))
             return
-        res["host_budget"] = budget
+        torch.set_num_threads(a.threads)    # as the others, whatever
+        res["host_budget"] = budget         # deepspeed set
     losses, t0, packed = [], None, 0
     phase = [0.0, 0.0, 0.0]     # forward, backward, optimizer (timed steps)
     for s in range(a.steps):
@@ -157,7 +162,8 @@ def one_way(a):
         del logits, off
         losses.append(loss.item())
     dt = time.perf_counter() - t0
-    res.update(tok_s=(a.steps - 1) * c["batch"] * c["ctx"] / dt,
+    res.update(threads=torch.get_num_threads(),
+               tok_s=(a.steps - 1) * c["batch"] * c["ctx"] / dt,
                step_s=dt / (a.steps - 1), losses=losses,
                fwd_s=phase[0] / (a.steps - 1), bwd_s=phase[1] / (a.steps - 1),
                opt_s=phase[2] / (a.steps - 1),
@@ -176,10 +182,19 @@ def one_way(a):
 def deepspeed_engine(a, model, budget):
     """DeepSpeed's ZeRO-Offload with the optimizer state swapped to NVMe
     (DeepSpeedCPUAdam), or (None, why) when it cannot run here."""
+    # one process, no launcher: a world of one over gloo, on the CPU
+    for k, v in (("RANK", "0"), ("LOCAL_RANK", "0"), ("WORLD_SIZE", "1"),
+                 ("MASTER_ADDR", "127.0.0.1"), ("MASTER_PORT", "29533"),
+                 ("DS_ACCELERATOR", "cpu")):
+        os.environ.setdefault(k, v)
     try:
         import deepspeed
     except ImportError as e:
         return None, "deepspeed not importable: %s" % e
+    try:
+        deepspeed.init_distributed(dist_backend="gloo")
+    except Exception as e:  # noqa: BLE001 -- reported as null
+        return None, "deepspeed.init_distributed: %s" % e
     conf = {
         "train_micro_batch_size_per_gpu": PRESET["batch"],
         "optimizer": {"type": "AdamW", "params": {"lr": 1e-3}},
@@ -211,6 +226,10 @@ def main():
     ap.add_argument("--dir", default=None,
                     help="where the store goes (default: a temporary "
                     "folder under $TMPDIR, removed at exit)")
+    ap.add_argument("--threads", type=int,
+                    default=int(os.environ.get("HK_THREADS", "2")),
+                    help="torch's and the kernels' threads in every way "
+                    "(default $HK_THREADS, else 2)")
     ap.add_argument("--ways", default="inmem,hmm,deepspeed")
     ap.add_argument("--way", help=argparse.SUPPRESS)
     a = ap.parse_args()
@@ -220,13 +239,18 @@ def main():
         return one_way(a)
     top = tempfile.mkdtemp(prefix="hmm-bench.", dir=a.dir)
     runs = {}
+    # the same threads everywhere; OpenMP threads that spin while they
+    # wait made torch 2-4x slower on a loaded 2-core machine
+    env = dict(os.environ, HK_THREADS=str(a.threads))
+    env.setdefault("OMP_WAIT_POLICY", "passive")
     try:
         for w in a.ways.split(","):
             r = subprocess.run([sys.executable, "-m", "hmm.bench", "--way", w,
                                 "--dir", top, "--steps", str(a.steps),
                                 "--budget-frac", str(a.budget_frac),
-                                "--min-bytes", str(a.min_bytes)],
-                               stdout=subprocess.PIPE, text=True)
+                                "--min-bytes", str(a.min_bytes),
+                                "--threads", str(a.threads)],
+                               stdout=subprocess.PIPE, text=True, env=env)
             if r.returncode:
                 sys.exit("hmm.bench: the %s run failed (exit %d)"
                          % (w, r.returncode))
@@ -239,6 +263,9 @@ def main():
     out["ratio_hmm_over_inmem"] = (out["tok_s_hmm"] / out["tok_s_inmem"]
                                    if out["tok_s_hmm"] and out["tok_s_inmem"]
                                    else None)
+    out["ratio_hmm_over_deepspeed"] = (
+        out["tok_s_hmm"] / out["tok_s_deepspeed"]
+        if out["tok_s_hmm"] and out["tok_s_deepspeed"] else None)
     out.update(peak_rss_hmm=get("hmm", "peak_rss"),
                peak_rss_inmem=get("inmem", "peak_rss"),
                peak_rss_deepspeed=get("deepspeed", "peak_rss"),
@@ -248,6 +275,8 @@ def main():
                activation_bytes=get("hmm", "activation_bytes"),
                store_bytes_written=get("hmm", "store_bytes_written"),
                steps=a.steps, params=get("inmem", "params"),
+               threads=a.threads, torch=get("inmem", "torch") or
+               get("hmm", "torch"),
                phases_s={w: [r.get(k) for k in ("fwd_s", "bwd_s", "opt_s")]
                          for w, r in runs.items() if r.get("tok_s")},
                deepspeed_error=get("deepspeed", "error"),

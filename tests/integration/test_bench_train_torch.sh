@@ -2,7 +2,8 @@
 # test_bench_train_torch — `hmm-bench train --vs-torch` runs hmm-train
 # and the same GPT in Debian's torch and, with --json, ends with one
 # object holding both tok/s and their ratio (consistent with each other);
-# a --torch-venv without a python fails naming it; --torch-venv without
+# a --torch-venv (or $HMM_TORCH_VENV) without a python fails naming it;
+# --torch-venv without
 # --vs-torch is a usage error.  The tiny preset, 2 steps: this checks the
 # tool, it does not time.
 set -u
@@ -25,6 +26,9 @@ ok $(echo "$last" | grep -q '"torch_version":"1\.'; echo $?) "Debian's torch 1.x
 "$bin" train --vs-torch --torch-venv "$dir/novenv" --preset tiny --steps 2 --reps 1 --json >"$dir/out" 2>"$dir/err"
 rc=$?
 ok $([ $rc = 1 ] && grep -q "$dir/novenv/bin/python could not run" "$dir/err"; echo $?) "a venv without python: exit 1 naming it (rc $rc)"
+HMM_TORCH_VENV=$dir/envvenv "$bin" train --vs-torch --preset tiny --steps 2 --reps 1 --json >"$dir/out" 2>"$dir/err"
+rc=$?
+ok $([ $rc = 1 ] && grep -q "$dir/envvenv/bin/python could not run" "$dir/err"; echo $?) "HMM_TORCH_VENV without python: exit 1 naming it (rc $rc)"
 "$bin" train --torch-venv "$dir" --json >/dev/null 2>"$dir/err"
 ok $([ $? = 2 ] && grep -q "usage" "$dir/err"; echo $?) "--torch-venv without --vs-torch: usage, exit 2"
 t_done

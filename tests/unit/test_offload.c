@@ -10,6 +10,9 @@
  *  - an injected store error at each of many points of a step comes back
  *    with a detail naming the tensor; every element is stepped once or
  *    not at all, and resuming from `done` ends bit-identical;
+ *  - param_host / grad_host: the caller's fp32 weights and gradient
+ *    stepped in place, only m and v streamed: the same bytes, the
+ *    store used for m and v;
  *  - bad arguments: -EINVAL, a detail, nothing changed.
  *
  * t: tsan (the step's maps on this thread and hk_parallel's pool, the
@@ -332,6 +335,59 @@ static void test_faults(void)
 	state_free(&s);
 }
 
+/* The weights and gradient in the caller's memory, m and v streamed. */
+static void test_host_arrays(void)
+{
+	struct hmm_stats st0, st1;
+	float *p = malloc(N * sizeof(float)), *g = malloc(N * sizeof(float));
+	struct state s;
+	int rc = 0;
+
+	state_new(&s, &variants[0], 11);
+	if (!p || !g)
+		t_fail_all("out of memory");
+	memcpy(p, s.ref[0], N * sizeof(float));
+	s.o.param = s.o.grad = NULL;
+	s.o.param_host = p;
+	s.o.grad_host = g;
+	s.o.host_n = N;
+	hmm_stats(h, &st0);
+	for (int step = 1; step <= 3; step++) {
+		state_grads(&s, 700 + step);
+		memcpy(g, s.ref[2], N * sizeof(float));
+		set_step(&s, step);
+		s.o.depth = step;
+		rc |= hk_offload_adamw_step(h, &s.o);
+		if (rc)
+			t_diag("%s", hk_offload_error());
+		rc |= hk_adamw_step(&s.a);
+	}
+	hmm_stats(h, &st1);
+	t_ok(!rc && s.o.done == N, "host arrays: 3 steps ran");
+	t_ok(!memcmp(p, s.ref[0], N * sizeof(float)),
+	     "host arrays: the weights stepped in place, bit-identical");
+	/* the param tensor was not used: give it the weights, so that
+	 * state_same compares m and v (and those) */
+	if (xfer(s.t[0], p, N * sizeof(float), 1))
+		t_fail_all("p: %s", hmm_last_error());
+	t_ok(state_same(&s), "host arrays: m and v bit-identical");
+	t_ok(st1.tier[HMM_TIER_STORE].bytes_in >
+		     st0.tier[HMM_TIER_STORE].bytes_in,
+	     "host arrays: m and v went through the store");
+	s.o.param = s.t[0];
+	t_eq(hk_offload_adamw_step(h, &s.o), -EINVAL,
+	     "param and param_host both: -EINVAL (%s)", hk_offload_error());
+	s.o.param = NULL;
+	s.o.param_host = NULL;
+	t_eq(hk_offload_adamw_step(h, &s.o), -EINVAL,
+	     "neither param nor param_host: -EINVAL");
+	t_ok(state_same(&s) && !memcmp(p, s.ref[0], N * sizeof(float)),
+	     "refused steps changed nothing");
+	free(p);
+	free(g);
+	state_free(&s);
+}
+
 static void test_bad_args(void)
 {
 	struct state s;
@@ -386,6 +442,7 @@ int main(void)
 	test_identical();
 	test_skip();
 	test_faults();
+	test_host_arrays();
 	test_bad_args();
 	hmm_close(h);
 	return t_done();

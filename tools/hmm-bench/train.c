@@ -18,12 +18,17 @@
  *
  * --vs-torch: instead, hmm-train in memory against the same GPT in
  * PyTorch (train_torch.c) on the same threads: Debian's torch
- * (/usr/bin/python3) and, with --torch-venv DIR, the torch in that venv
- * (a PyPI torch 2.x), interleaved rep by rep.  Last line (--json):
+ * (/usr/bin/python3) and the torch in a venv (a PyPI torch 2.x:
+ * --torch-venv DIR, else $HMM_TORCH_VENV, else build/peers beside this
+ * binary's folder when it has bin/python: scripts/peers.sh makes it; a
+ * venv found rather than given that cannot run the model is left out,
+ * saying why), interleaved rep by rep.  Last line (--json):
  * {"bench":"train_vs_torch",...,"tok_s_hmm","tok_s_torch",
  * "tok_s_torch_recompute" (medians over the reps),"ratio" (the median
  * of each rep's tok/s hmm / torch: a rep's runs are adjacent in time, so
- * their ratio sees the same load),"ratio_recompute", and "tok_s_venv","ratio_venv"... with --torch-venv;
+ * their ratio sees the same load),"ratio_recompute", and with a venv
+ * "torch2_version","tok_s_torch2","tok_s_torch2_recompute",
+ * "ratio_torch2","ratio_torch2_recompute";
  * "load_before","load_after" (1-minute load averages)}.  Target: ratio
  * >= 1.2.
  */
@@ -106,6 +111,19 @@ static double fma_peak(void)
 	return p;
 }
 
+/* build/peers beside bin's folder (build/bin), if it has bin/python. */
+static int peers_venv(const char *bin, char *buf, size_t cap)
+{
+	const char *slash = strrchr(bin, '/');
+	char py[2 * PATH_MAX];
+
+	if (!slash)
+		return 0;
+	snprintf(buf, cap, "%.*s/../peers", (int)(slash - bin), bin);
+	snprintf(py, sizeof(py), "%s/bin/python", buf);
+	return !access(py, X_OK);
+}
+
 static void usage(FILE *f)
 {
 	fprintf(f, "usage: hmm-bench train [--preset NAME] [--steps N] "
@@ -135,11 +153,11 @@ static double loadavg(void)
 
 /* hmm-train in memory vs torch, rep by rep; see the head comment. */
 static int vs_torch(const char *bin, const char *args, int steps, int reps,
-		    const char *venv, int json)
+		    const char *venv, int found, int json)
 {
 	const char *py[TORCH_MAX] = { "/usr/bin/python3", NULL };
-	const char *key[TORCH_MAX] = { "torch", "venv" };
-	char vpy[PATH_MAX], ver[TORCH_MAX][32] = { "", "" };
+	const char *key[TORCH_MAX] = { "torch", "torch2" };
+	char vpy[PATH_MAX + 16], ver[TORCH_MAX][32] = { "", "" };
 	double hmm[16], tt[TORCH_MAX][16], tr[TORCH_MAX][16];
 	double q[TORCH_MAX][16], q_r[TORCH_MAX][16];	/* per-rep ratios */
 	double l0 = loadavg(), th, t[TORCH_MAX], t_r[TORCH_MAX];
@@ -160,7 +178,12 @@ static int vs_torch(const char *bin, const char *args, int steps, int reps,
 
 			if (torch_gpt_run(py[k], &m.shape, steps, &res)) {
 				fprintf(stderr, "hmm-bench train: %s could not "
-					"run the model with torch\n", py[k]);
+					"run the model with torch%s\n", py[k],
+					k && found && !r ? "; left out" : "");
+				if (k && found && !r) {
+					np = 1;
+					break;
+				}
 				return 1;
 			}
 			snprintf(ver[k], sizeof(ver[k]), "%s", res.version);
@@ -202,9 +225,9 @@ static int vs_torch(const char *bin, const char *args, int steps, int reps,
 		bench_json_num(stdout, f, t[k]);
 		snprintf(f, sizeof(f), "tok_s_%s_recompute", key[k]);
 		bench_json_num(stdout, f, t_r[k]);
-		snprintf(f, sizeof(f), "ratio%s", k ? "_venv" : "");
+		snprintf(f, sizeof(f), "ratio%s", k ? "_torch2" : "");
 		bench_json_num(stdout, f, rq[k]);
-		snprintf(f, sizeof(f), "ratio%s_recompute", k ? "_venv" : "");
+		snprintf(f, sizeof(f), "ratio%s_recompute", k ? "_torch2" : "");
 		bench_json_num(stdout, f, rq_r[k]);
 	}
 	bench_json_num(stdout, "load_before", l0);
@@ -220,7 +243,8 @@ static int bench_train(int argc, char **argv)
 	double off[16], mem[16], otok[16], mtok[16], ostall[16], peak = 0;
 	struct summary o = { 0 }, m = { 0 };
 	int64_t rss = 0;
-	char bin[PATH_MAX], a_off[PATH_MAX + 256], a_mem[160];
+	char bin[PATH_MAX], a_off[PATH_MAX + 256], a_mem[160], peers[PATH_MAX];
+	int found = 0;
 
 	for (int i = 1; i < argc; i++) {
 		if (!strcmp(argv[i], "--json"))
@@ -260,8 +284,12 @@ static int bench_train(int argc, char **argv)
 	snprintf(a_off, sizeof(a_off), "%s%s%s", a_mem, store ? " --store " : "",
 		 store ? store : "");
 	strcat(a_mem, " --host-budget 1T");
+	if (torch && !venv)
+		venv = getenv("HMM_TORCH_VENV");
+	if (torch && !venv && peers_venv(bin, peers, sizeof(peers)))
+		venv = peers, found = 1;
 	if (torch)
-		return vs_torch(bin, a_mem, steps, reps, venv, json);
+		return vs_torch(bin, a_mem, steps, reps, venv, found, json);
 	for (int r = 0; r < reps; r++) {
 		double p = fma_peak();
 

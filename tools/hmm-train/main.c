@@ -43,6 +43,9 @@ static void usage(FILE *f)
 "  --resume PATH       continue from a checkpoint (in its own store; the\n"
 "                      only --ckpt allowed then is PATH itself)\n"
 "  --report PATH       write an HTML report (inline SVG) at the end\n"
+"  --offload-activations  the checkpointed block inputs go to the store\n"
+"                      after the forward and come back for the backward\n"
+"                      (same losses; recomputes even when the state fits)\n"
 "  --json              one JSON object per step, then a summary object\n"
 "  --threads N         kernel threads, 1..64 (default: the online CPUs)\n"
 "  --pool SIZE         the store's pinned I/O pool, 4K..1G (default 4M)\n"
@@ -119,6 +122,7 @@ int main(int argc, char **argv)
 		{ "threads", 1, 0, 'T' }, { "pool", 1, 0, 'P' },
 		{ "io-depth", 1, 0, 'I' }, { "queue-depth", 1, 0, 'Q' },
 		{ "device", 1, 0, 'G' }, { "device-budget", 1, 0, 'g' },
+		{ "offload-activations", 0, 0, 'A' },
 		{ "help", 0, 0, 'h' }, { 0 }
 	};
 	struct train_opts o = { .host_budget = -1, .seed = 1 };
@@ -204,6 +208,7 @@ int main(int argc, char **argv)
 				return bad("--device-budget", optarg,
 					   "want a size like 512M or 4G");
 			break;
+		case 'A': o.offload_acts = 1; break;
 		case 'h': usage(stdout); return 0;
 		default: usage(stderr); return 2;
 		}

@@ -157,6 +157,8 @@ int gpt_keep_activations(struct gpt *g)
 
 	if (g->kept)
 		return 0;
+	if (g->xp)
+		return -EINVAL;
 	g->kept = calloc(nl, sizeof(*g->kept));
 	if (!g->kept)
 		return -ENOMEM;
@@ -170,6 +172,28 @@ int gpt_keep_activations(struct gpt *g)
 		g->kept = NULL;
 		return -ENOMEM;
 	}
+	return 0;
+}
+
+size_t gpt_act_floats(const struct gpt_config *c)
+{
+	return (size_t)c->batch * c->ctx * c->d;
+}
+
+uint64_t gpt_act_offloaded_bytes(const struct gpt_config *c)
+{
+	return (uint64_t)(c->layers - 1) * gpt_act_floats(c) * sizeof(float);
+}
+
+int gpt_offload_activations(struct gpt *g)
+{
+	if (g->kept || g->xp)
+		return -EINVAL;
+	g->xp = calloc(g->c.layers + 1, sizeof(*g->xp));
+	if (!g->xp)
+		return -ENOMEM;
+	free(g->acts);
+	g->acts = NULL;
 	return 0;
 }
 
@@ -219,6 +243,7 @@ void gpt_free(struct gpt *g)
 	if (!g)
 		return;
 	free(g->acts);
+	free(g->xp);
 	if (g->kept)
 		for (int l = 1; l < g->c.layers; l++)
 			acts_free(&g->kept[l]);
@@ -359,6 +384,30 @@ static int step_block(struct gpt *g, int blk, const float *gr,
 	return err;
 }
 
+/* Block input l (l = layers: the final LayerNorm's input). */
+static float *xin(const struct gpt *g, int l)
+{
+	return g->xp ? g->xp[l] : g->acts + (size_t)l * g->n * g->c.d;
+}
+
+/* Offloaded activations: map block input l with access, 0 or -EIO. */
+static int act_get(struct gpt *g, int l, unsigned access)
+{
+	if (!g->xp)
+		return 0;
+	g->xp[l] = state_act_map(g->st, l, access);
+	return g->xp[l] ? 0 : -EIO;
+}
+
+/* ... and unmap it (if mapped), with evict sending it to the store. */
+static void act_put(struct gpt *g, int l, int evict)
+{
+	if (!g->xp || !g->xp[l])
+		return;
+	state_act_unmap(g->st, l, g->xp[l], evict);
+	g->xp[l] = NULL;
+}
+
 static void embed_fwd(struct gpt *g, const float *ep, const int *tok)
 {
 	int d = g->c.d, T = g->c.ctx;
@@ -366,7 +415,7 @@ static void embed_fwd(struct gpt *g, const float *ep, const int *tok)
 	for (int r = 0; r < g->n; r++) {
 		const float *te = ep + g->E.wte + (size_t)tok[r] * d;
 		const float *pe = ep + g->E.wpe + (size_t)(r % T) * d;
-		float *x = g->acts + (size_t)r * d;
+		float *x = xin(g, 0) + (size_t)r * d;
 
 		for (int c = 0; c < d; c++)
 			x[c] = te[c] + pe[c];
@@ -400,9 +449,10 @@ static int forward(struct gpt *g, const float *ep, const int *tok,
 		   const int *tgt, double *loss)
 {
 	int nl = g->c.layers, n = g->n, d = g->c.d, V = g->c.vocab, err;
-	size_t nd = (size_t)n * d;
-	float *xl = g->acts + nl * nd;
 
+	err = act_get(g, 0, SM_DISCARD);
+	if (err)
+		return err;
 	embed_fwd(g, ep, tok);
 	for (int l = 0; l < nl; l++) {
 		float *p = state_map(g->st, l, ST_P, SM_READ);
@@ -417,13 +467,18 @@ static int forward(struct gpt *g, const float *ep, const int *tok,
 			prefetch_moments(g, l);
 		if (g->kept)
 			use_acts(g, &g->kept[l]);
-		err = block_fwd(g, p, g->acts + l * nd, g->acts + (l + 1) * nd);
+		err = act_get(g, l + 1, SM_DISCARD);
+		if (!err)
+			err = block_fwd(g, p, xin(g, l), xin(g, l + 1));
 		state_unmap(g->st, l, ST_P, p);
+		/* read: to the store while the next blocks compute, but for
+		 * the last block's input, which the backward starts with */
+		act_put(g, l, l + 1 < nl);
 		if (err)
 			return err;
 	}
-	ln_fwd(g->y, g->meanf, g->rstdf, xl, ep + g->E.lnfg, ep + g->E.lnfb,
-	       n, d);
+	ln_fwd(g->y, g->meanf, g->rstdf, xin(g, nl), ep + g->E.lnfg,
+	       ep + g->E.lnfb, n, d);
 	gemm(0, 1, n, V, d, 1, g->y, d, ep + g->E.wte, d, 0, g->logits, V);
 	*loss = xent_fwd_bwd(g->logits, g->logits, tgt, n, V);
 	return 0;
@@ -433,31 +488,35 @@ static int backward(struct gpt *g, const float *ep, float *eg,
 		    const int *tok, const struct optim_hp *hp)
 {
 	int nl = g->c.layers, n = g->n, d = g->c.d, V = g->c.vocab, err = 0;
-	size_t nd = (size_t)n * d;
 
 	memset(eg, 0, g->E.total * sizeof(float));
 	gemm(1, 0, V, d, n, 1, g->logits, V, g->y, d, 0, eg + g->E.wte, d);
 	gemm(0, 0, n, d, V, 1, g->logits, V, ep + g->E.wte, d, 0, g->dh, d);
-	ln_bwd(g->dx, eg + g->E.lnfg, eg + g->E.lnfb, g->dh, g->acts + nl * nd,
+	ln_bwd(g->dx, eg + g->E.lnfg, eg + g->E.lnfb, g->dh, xin(g, nl),
 	       g->meanf, g->rstdf, ep + g->E.lnfg, n, d, 0);
+	act_put(g, nl, 0);
 	for (int l = nl - 1; l >= 0 && !err; l--) {
 		float *p = state_map(g->st, l, ST_P, SM_READ), *gr = NULL;
 
 		err = -EIO;
 		if (p)
 			gr = state_map(g->st, l, ST_G, SM_DISCARD);
+		/* the block's input back from the store, the next one down
+		 * on its way */
+		if (gr)
+			err = act_get(g, l, SM_READ);
+		state_act_prefetch(g->st, l - 1);
 		/* again: chunks skipped while the last layer's write-back
 		 * held the budget get their turn */
 		prefetch_moments(g, l);
-		if (gr && g->kept) {
+		if (!err && g->kept)
 			use_acts(g, &g->kept[l]);
-			err = 0;
-		} else if (gr) {
-			err = block_fwd(g, p, g->acts + l * nd, g->out);
-		}
+		else if (!err)
+			err = block_fwd(g, p, xin(g, l), g->out);
 		prefetch_moments(g, l);
 		if (!err)
-			err = block_bwd(g, p, gr, g->acts + l * nd, g->dx);
+			err = block_bwd(g, p, gr, xin(g, l), g->dx);
+		act_put(g, l, 0);
 		if (l > 0)
 			state_prefetch(g->st, l - 1, ST_P);
 		/* unmapped, p may be written back as soon as it is stepped;
@@ -498,6 +557,8 @@ int gpt_step(struct gpt *g, const int *tok, const int *tgt,
 		err = backward(g, ep, eg, tok, hp);
 	g->t.bwd += gpt_now() - t1 - (g->t.opt - opt0);
 out:
+	for (int l = 0; l <= nl; l++)	/* left mapped by an error */
+		act_put(g, l, 0);
 	state_unmap(g->st, nl, ST_G, eg);
 	state_unmap(g->st, nl, ST_P, ep);
 	state_step(g->st, 0);

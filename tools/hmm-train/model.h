@@ -8,9 +8,10 @@
  * Memory.  Parameters, gradients and AdamW moments live in a struct
  * state (state.h), one block per layer plus one for the embeddings; the
  * step maps each block around its use.  Activations are checkpointed per
- * block: only each block's input is kept through the forward, and the
- * block is recomputed in the backward — unless gpt_keep_activations()
- * was called (hmm-train does when the state fits in its host budget).  The AdamW step of a layer runs
+ * block: only each block's input is kept through the forward (in DRAM,
+ * or in the store with gpt_offload_activations()), and the block is
+ * recomputed in the backward — unless gpt_keep_activations() was called
+ * (hmm-train does when the state fits in its host budget).  The AdamW step of a layer runs
  * right after that layer's backward, while its gradient is mapped, so a
  * step touches each block's p, m, v once in the backward (the state
  * streams them, state_adamw); weight decay applies to every element.  (No global
@@ -72,7 +73,10 @@ struct gpt {
 	struct gpt_embed_layout E;
 	struct state *st;		/* not owned */
 	int n;				/* rows per step: batch * ctx */
-	float *acts;			/* [layers + 1][n][d] block inputs */
+	float *acts;			/* [layers + 1][n][d] block inputs, or
+					   NULL: offloaded (xp) */
+	float **xp;			/* [layers + 1]: offloaded block inputs
+					   mapped now (NULL: not) */
 	/* the block being computed; block.c reads these */
 	float *h1, *mean1, *rstd1, *qkv, *attw, *a, *x1;
 	float *h2, *mean2, *rstd2, *u, *g;
@@ -105,6 +109,22 @@ void gpt_free(struct gpt *g);
  */
 int gpt_keep_activations(struct gpt *g);
 size_t gpt_keep_bytes(const struct gpt_config *c);
+
+/*
+ * Offload the checkpointed block inputs (layers + 1 of them, each
+ * gpt_act_floats() floats) to the state's activation tensors, which the
+ * state must have been opened with (state_config.act_count = layers + 1,
+ * act_floats = gpt_act_floats()): the forward maps each as it writes it
+ * and evicts it once read (all but the last block's input, which the
+ * backward starts with), the backward maps them back in reverse order,
+ * prefetching the next one down.  Same bits.  Not with
+ * gpt_keep_activations (-EINVAL).  0, -EINVAL or -ENOMEM.
+ * gpt_act_offloaded_bytes: what goes to the store per step, the
+ * evicted inputs ((layers - 1) * gpt_act_floats() floats).
+ */
+int gpt_offload_activations(struct gpt *g);
+size_t gpt_act_floats(const struct gpt_config *c);
+uint64_t gpt_act_offloaded_bytes(const struct gpt_config *c);
 
 /* Initialise P (GPT-2 style, from seed) and zero M and V.  0 or -errno. */
 int gpt_init(struct gpt *g, uint64_t seed);

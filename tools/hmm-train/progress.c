@@ -151,6 +151,7 @@ void progress_end(struct run *r)
 		"\"steps\":%d,\"loss_first\":%.6f,\"loss_last\":%.6f,"
 		"\"step_s_median\":%.4f,\"tok_s\":%.1f,\"host_budget\":%llu,"
 		"\"state_bytes\":%llu,\"offloaded\":%s,\"kept_activations\":%s,"
+		"\"activation_bytes\":%llu,"
 		"\"store_read_bytes\":%llu,\"store_write_bytes\":%llu,"
 		"\"peak_rss_bytes\":%llu,\"stall_s\":%.4f,\"step_flops\":%.6g,"
 		"\"ckpt_step\":%lld,\"ckpt_flush_bytes\":%llu,"
@@ -164,6 +165,7 @@ void progress_end(struct run *r)
 		(unsigned long long)r->state_bytes,
 		r->offloaded ? "true" : "false",
 		r->kept_acts ? "true" : "false",
+		(unsigned long long)r->activation_bytes,
 		(unsigned long long)(z ? z->store_read_bytes : 0),
 		(unsigned long long)(z ? z->store_write_bytes : 0),
 		(unsigned long long)r->peak_rss_bytes, z ? z->stall_s : 0,

@@ -38,6 +38,7 @@ struct run {
 	uint64_t host_budget, state_bytes, params;
 	int offloaded, json, tty;
 	int kept_acts;			/* activations kept: no recompute */
+	uint64_t activation_bytes;	/* to the store per step, or 0 */
 	int has_store;			/* a store, maybe only for --ckpt */
 	const char *store_path, *data_source, *blas_core, *attn, *optim;
 	const char *ckpt, *resume, *report;

@@ -127,6 +127,9 @@ int state_open(const struct state_config *cfg, struct state **out)
 	}
 	s->bytes += (uint64_t)s->grad_floats * 4;
 	s->store_size += ROUND(s->grad_floats * 4);
+	s->act_count = cfg->act_count;
+	s->act_floats = cfg->act_floats;
+	s->store_size += ROUND(s->act_floats * 4) * s->act_count;
 	/* with checkpoints, twice the state: after a flush every chunk
 	 * may be rewritten while its flushed copy stays until the next */
 	s->store_size = hmm_store_required(s->store_size *
@@ -155,7 +158,8 @@ int state_open(const struct state_config *cfg, struct state **out)
 	 * pinned set does not fit there: stream the step instead */
 	if (cfg->daemon)
 		s->whole = 0;
-	s->has_store = s->offloaded || cfg->persist || cfg->reopen;
+	s->has_store = s->offloaded || cfg->persist || cfg->reopen ||
+		       s->act_count;
 	s->reopen = cfg->reopen;
 	s->format = cfg->format;
 	if ((cfg->persist || cfg->reopen) && !cfg->store_path) {

@@ -71,6 +71,15 @@ struct state_config {
 	int shared_grad;
 	/* struct hmm_config's I/O and thread knobs; 0 = libhmm's default */
 	uint32_t pool_bytes, io_depth, queue_depth, kernel_threads;
+	/*
+	 * Offloaded activations: act_count tensors of act_floats floats
+	 * each (the model's block inputs), in this context and its store
+	 * (a store is opened for them even when the state fits in the
+	 * budget).  The host budget gets room for ACT_ROOM of them on top,
+	 * so the state's own plan is unchanged.  0: none.
+	 */
+	int act_count;
+	size_t act_floats;
 };
 
 /* Counters for progress and the report; cumulative since state_open. */
@@ -125,6 +134,18 @@ int state_adamw(struct state *s, int blk, const struct optim_hp *hp,
  * memory, and for the shared gradient); chunks with no room are skipped.
  */
 void state_prefetch(struct state *s, int blk, int kind);
+/*
+ * Activation i (0 .. act_count-1; state_config): map it whole at the
+ * host (SM_DISCARD to overwrite it, SM_READ to read it back), unmap it
+ * and with evict start writing it to the store and dropping it from
+ * DRAM without waiting; prefetch starts reading it back (out-of-range i:
+ * no-op).  A failed
+ * write-back leaves the chunk in DRAM, dirty: the next map reads it
+ * there; a failed read-in fails the map (NULL, state_error()).
+ */
+float *state_act_map(struct state *s, int i, unsigned access);
+void state_act_unmap(struct state *s, int i, float *p, int evict);
+void state_act_prefetch(struct state *s, int i);
 /* Mark a training step for libhmm's schedule-aware policy. */
 void state_step(struct state *s, int begin);
 

@@ -58,7 +58,7 @@ int st_arrays_open(struct state *s, const struct state_config *cfg)
 	int err;
 
 	hmm_config_default(&hc);
-	hc.host_budget = s->budget;
+	hc.host_budget = s->budget + st_act_room(s);
 	hc.chunk_bytes = s->chunk;
 	/* look ahead as far as the budget left over by the pinned working
 	 * set allows: the sequence counts every chunk access (p, m, v of
@@ -115,10 +115,12 @@ int st_arrays_open(struct state *s, const struct state_config *cfg)
 			if (err)
 				return err;
 		}
-	if (s->has_store)
-		return array_open(s, TAG_NAME, TAG_BYTES, HMM_DTYPE_U8,
-				  &s->tag);
-	return 0;
+	if (s->has_store) {
+		err = array_open(s, TAG_NAME, TAG_BYTES, HMM_DTYPE_U8, &s->tag);
+		if (err)
+			return err;
+	}
+	return st_acts_open(s);
 }
 
 void st_arrays_close(struct state *s)
@@ -132,6 +134,7 @@ void st_arrays_close(struct state *s)
 	if (s->h)
 		hmm_close(s->h);	/* frees the tensors */
 	free(s->t);
+	free(s->act);
 }
 
 int state_flush(struct state *s, uint64_t *flush_bytes)

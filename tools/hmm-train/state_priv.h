@@ -10,6 +10,8 @@
  *   state_arrays.c  the arrays as hmm tensors: open, map, prefetch,
  *                   counters, checkpoint flush and tag
  *   state_adamw.c   AdamW over a block: in memory, whole-layer, streamed
+ *   state_acts.c    offloaded activations: the model's block inputs as
+ *                   hmm tensors in the same context and store
  *
  * Allocated by state_open (state.c), freed by state_close; one thread.
  */
@@ -45,7 +47,13 @@ struct state {
 	struct hmm *h;
 	struct hmm_tensor **t;		/* [nblocks * ST_KINDS] */
 	struct hmm_tensor *tag;		/* "train.ckpt", with a store */
+	int act_count;			/* see state_config */
+	size_t act_floats;
+	struct hmm_tensor **act;	/* [act_count] or NULL */
 };
+
+/* Block inputs st_act_room() gives room for in DRAM (state_acts.c). */
+#define ACT_ROOM	2
 
 /* state.c: set state_error()'s text; returns err. */
 int st_fail(int err, const char *fmt, ...)
@@ -76,6 +84,10 @@ int st_store_preflight(struct state *s);
 
 /* state_arrays.c: open libhmm and make (or reopen) every array. */
 int st_arrays_open(struct state *s, const struct state_config *cfg);
+/* state_acts.c: DRAM the activations need beside the budget (0: none). */
+uint64_t st_act_room(const struct state *s);
+/* state_acts.c: make the activation tensors (after st_arrays_open). */
+int st_acts_open(struct state *s);
 /* state_arrays.c: close libhmm (with HMM_TRAIN_STATS, print its stats). */
 void st_arrays_close(struct state *s);
 

@@ -110,6 +110,10 @@ static int open_state(const struct train_opts *o, struct run *r,
 	sc.host_budget = o->host_budget < 0 ? 0 : (uint64_t)o->host_budget;
 	sc.budget_div = o->budget_div;
 	sc.shared_grad = 1;
+	if (o->offload_acts) {
+		sc.act_count = r->cfg.layers + 1;
+		sc.act_floats = gpt_act_floats(&r->cfg);
+	}
 	if (sp->persist || sp->reopen)
 		sc.store_path = sp->path;
 	err = state_open(&sc, st);
@@ -506,9 +510,19 @@ int train_main(const struct train_opts *o)
 		goto out_state;
 	}
 	/* in memory: keep the blocks' activations, skip the recompute
-	 * (same losses); without the memory for them, recompute */
-	if (!r.offloaded)
+	 * (same losses); without the memory for them, recompute; the
+	 * block inputs to the store: recompute */
+	if (o->offload_acts) {
+		e = gpt_offload_activations(g);
+		if (e) {
+			fprintf(stderr, "hmm-train: --offload-activations: %s\n",
+				strerror(-e));
+			goto out_model;
+		}
+		r.activation_bytes = gpt_act_offloaded_bytes(&r.cfg);
+	} else if (!r.offloaded) {
 		r.kept_acts = !gpt_keep_activations(g);
+	}
 	r.step_flops = gpt_step_flops(&r.cfg, !r.kept_acts);
 	e = start(o, &r, g, st, ci);
 	if (e) {

@@ -22,6 +22,7 @@ struct train_opts {
 	double lr;			/* 0 = preset's */
 	int batch;			/* 0 = preset's */
 	int json;
+	int offload_acts;		/* --offload-activations */
 	int format;			/* --format: format --store whatever
 					   it holds */
 	const char *blas_core;
