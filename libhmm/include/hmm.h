@@ -176,10 +176,10 @@ void hmm_config_default(struct hmm_config *cfg);
  * each tensor's bytes rounded up to chunk_bytes).  A store formatted by
  * a context with chunk_bytes C and store_size S has room for
  *	E = the largest E with 8 KiB + 2 up(24 E + 1 MiB, 4 KiB)
- *	    + (E + 64) C <= S
- * chunks: its table holds E of them, and its data area E + 64 (room for
+ *	    + (E + k) C <= S,  k = E / 16 within [8, 64],
+ * chunks: its table holds E of them, and its data area E + k (room for
  * the new copies of chunks rewritten while their old place is in use:
- * 64 writes in flight, or data a flushed table still names until the
+ * writes in flight, or data a flushed table still names until the
  * next hmm_flush).  hmm_store_required(B, C) is that size for
  * E = ceil(B / C); one chunk more fails with -ENOSPC naming the store.
  * 0 when chunk_bytes is not a multiple of 4096 or B is too large.

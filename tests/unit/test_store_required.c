@@ -89,7 +89,7 @@ int main(void)
 		t_fail_all("hmm_open: %s", hmm_last_error());
 	hmm_stats(h, &st);
 	t_eq(st.tier[HMM_TIER_STORE].capacity,
-	     (uint64_t)(NCHUNK + 64) * CHUNK, "data area: the chunks and the "
+	     (uint64_t)(NCHUNK + 8) * CHUNK, "data area: the chunks and the "
 	     "slack, the rest tables (%llu)", (unsigned long long)
 	     st.tier[HMM_TIER_STORE].capacity);
 	if (hmm_tensor_new(h, "alpha", HMM_DTYPE_U8, 1, &na, &a) ||

@@ -69,7 +69,7 @@ struct hmm_store_config {
 				 * chunk, a multiple of block_size); the
 				 * table then holds as many such extents
 				 * as the data area does, less
-				 * HMM_SB_SLACK (table.h: the formula);
+				 * k(E) (table.h: the formula);
 				 * 0 = one table entry per block */
 };
 

@@ -59,7 +59,7 @@ uint64_t hmm_sb_size_for(uint64_t extents, uint32_t block_size,
 		return 0;
 	cap = up(extents * HMM_TENT_BYTES + meta_cap, ALIGN);
 	return up(2 * HMM_SB_BYTES + 2 * cap, block_size) +
-	       (extents + HMM_SB_SLACK) * extent;
+	       (extents + HMM_SB_SLACK(extents)) * extent;
 }
 
 uint32_t hmm_sb_extents_fit(uint64_t size, uint32_t block_size,

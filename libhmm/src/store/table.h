@@ -57,16 +57,18 @@ int hmm_sb_layout(uint64_t size, uint32_t block_size, uint32_t max_extents,
  * Sizing by extents.  A store laid out for E extents of up to extent
  * bytes (a multiple of block_size) has tables of
  *	T(E) = up(24 E + meta_cap, 4096)
- * bytes each and a data area of E + HMM_SB_SLACK extents (the slack
+ * bytes each and a data area of E + k(E) extents, k(E) = E/16 within
+ * [8, 64] (HMM_SB_SLACK; the slack
  * holds the new copies of extents rewritten while their old place is
  * still in use), so its size is
  *	hmm_sb_size_for(E) = up(8192 + 2 T(E), block_size)
- *	                     + (E + HMM_SB_SLACK) extent.
+ *	                     + (E + k(E)) extent.
  * hmm_sb_extents_fit(size) is the largest E whose size_for fits in size
  * (0 when not even one does): the table capacity a store of size bytes
  * gets when its extent size is known.  0 on a bad argument.
  */
-#define HMM_SB_SLACK	64u
+/* the slack: E / 16 extents, at least 8 and at most 64 */
+#define HMM_SB_SLACK(e)	((e) / 16 < 8 ? 8u : (e) / 16 > 64 ? 64u : (uint32_t)((e) / 16))
 uint64_t hmm_sb_size_for(uint64_t extents, uint32_t block_size,
 			 uint32_t extent, uint32_t meta_cap);
 uint32_t hmm_sb_extents_fit(uint64_t size, uint32_t block_size,
