@@ -7,7 +7,9 @@
 # rounds; bad options exit 2.  The file: an existing non-empty --file is
 # refused untouched (exit 2) unless --overwrite; a file the run made (its
 # --file, or its own scratch file in $TMPDIR) is gone after it, also
-# after a failure and after SIGTERM.  Small sizes: this checks the tool,
+# after a failure and after SIGTERM.  DeepSpeed's aio ceiling
+# (read/write_ds_MBps, read/write_ratio_ds_4k) is null, with a note,
+# where its venv has no python or its python cannot run it.  Small sizes: this checks the tool,
 # it does not time.
 set -u
 . "$(dirname "$0")/../t.sh"
@@ -53,6 +55,25 @@ for i in $(seq 100); do [ -n "$(ls -A "$dir/tmp")" ] && break; sleep 0.05; done
 sleep 0.3
 kill -TERM $pid; wait $pid 2>/dev/null
 ok $([ -z "$(ls -A "$dir/tmp")" ]; echo $?) "SIGTERM mid-run: scratch removed"
+
+# DeepSpeed's aio ceiling: a venv without python, or one whose python
+# cannot load it, leaves the ds fields null with a note; the run goes on
+mkdir -p "$dir/nopy" "$dir/fakepy/bin"
+out=$("$bin" io --file "$dir/f" --size 16M --bs 1M --qd 4 --pages 4k --no-fio --reps 1 --ds-venv "$dir/nopy" --json 2>"$dir/err" | tail -1)
+rc=$?
+ok $([ $rc = 0 ] && echo "$out" | grep -q '"read_ds_MBps":null' && echo "$out" | grep -q '"write_ratio_ds_4k":null' && grep -q "note: no DeepSpeed aio ceiling ($dir/nopy/bin/python" "$dir/err"; echo $?) "--ds-venv without python: exit 0, ds fields null, a note"
+printf '#!/bin/sh\necho "ModuleNotFoundError: No module named deepspeed"\nexit 1\n' >"$dir/fakepy/bin/python"
+chmod +x "$dir/fakepy/bin/python"
+out=$(HMM_TORCH_VENV=$dir/fakepy "$bin" io --file "$dir/f" --size 16M --bs 1M --qd 4 --pages 4k --no-fio --reps 2 --json 2>"$dir/err" | tail -1)
+rc=$?
+ok $([ $rc = 0 ] && echo "$out" | grep -q '"read_ratio_ds_4k":null' && [ $(grep -c "No module named deepspeed" "$dir/err") = 1 ] && [ -z "$(ls "$dir" | grep '\.ds\.')" ] && [ ! -e "$dir/f" ]; echo $?) "\$HMM_TORCH_VENV whose python fails: null, one note, scratch files removed"
+mkdir -p "$dir/okpy/bin"
+printf '#!/bin/sh\n[ "$4 $5 $6" = "16777216 1048576 4" ] || exit 1\necho "ds 100 200"\n' >"$dir/okpy/bin/python"
+chmod +x "$dir/okpy/bin/python"
+out=$("$bin" io --file "$dir/f" --size 16M --bs 1M --qd 4 --pages 4k --no-fio --reps 1 --ds-venv "$dir/okpy" --json 2>"$dir/err" | tail -1)
+ours=$(echo "$out" | sed -n 's/.*"read_4k_MBps":\([0-9.e+]*\).*/\1/p')
+ratio=$(echo "$out" | sed -n 's/.*"read_ratio_ds_4k":\([0-9.e+]*\).*/\1/p')
+ok $(echo "$out" | grep -q '"read_ds_MBps":200,' && echo "$out" | grep -q '"write_ds_MBps":100' && awk -v o="$ours" -v r="$ratio" 'BEGIN { d = r * 200 - o; exit !(o > 0 && d * d < o * o * 1e-8) }' && [ -z "$(ls "$dir" | grep '\.ds\.')" ]; echo $?) "a python that reports: ds MB/s per direction, ratio = ours 4k / ds"
 
 "$bin" io --file "$dir/f" --bs 1000 >/dev/null 2>&1
 ok $([ $? = 2 ]; echo $?) "a block size that is not a multiple of 4096: exit 2"

@@ -22,6 +22,16 @@
  * medians of the rounds are reported, and per cell the median of each
  * round's ours/fio (a paired ratio: a slow spell cancels out).
  *
+ * DeepSpeed's aio (dsaio.c), where a venv with it is found (--ds-venv
+ * DIR, else $HMM_TORCH_VENV, else build/peers beside this binary's
+ * folder, as `hmm-bench train` finds its torch): each round, after the
+ * cells, writes then reads the same size at the same bs and qd from a
+ * plain (4 KiB-page, unpinned) torch tensor to a scratch file beside
+ * F, O_DIRECT; read/write_ratio_ds_4k are the median of each round's
+ * ours on 4 KiB pages over DeepSpeed.  A venv without python, or one
+ * whose DeepSpeed cannot load or build its op, leaves those null with
+ * a one-line note; the run goes on.
+ *
  * The file: --file F is formatted as a store only when it is absent or
  * empty, or with --overwrite (its contents are lost); without --file a
  * scratch file in $TMPDIR (or /var/tmp) is made.  A file this run made
@@ -29,6 +39,8 @@
  * an empty file it was given is left empty again.
  */
 #include <errno.h>
+#include <limits.h>
+#include <math.h>
 #include <fcntl.h>
 #include <getopt.h>
 #include <signal.h>
@@ -39,9 +51,11 @@
 #include <unistd.h>
 
 #include "bench.h"
+#include "dsaio.h"
 #include "err.h"
 #include "pool.h"
 #include "store.h"
+#include "train_torch.h"
 
 #define NDIRS	2	/* cells: up to two directions ... */
 #define NKINDS	4	/* ... times up to four buffer kinds */
@@ -52,6 +66,8 @@ static const char *const kind_name[NKINDS] = { "4k", "huge", "4k_unreg",
 
 struct io_opts {
 	const char *file;
+	const char *ds_venv;		/* --ds-venv, or found; NULL: none */
+	char ds_py[PATH_MAX + 16];	/* its bin/python; "" once it failed */
 	const char *dirs[NDIRS];	/* "read", "write", "randread" */
 	int ndirs;
 	int kinds[NKINDS];		/* indices of kind_name */
@@ -77,12 +93,16 @@ struct io_run {
  * an empty file it was given is cut back to empty instead (emptied). */
 static char made[4096];
 static int emptied = -1;	/* fd of that file, or -1 */
+static char ds_made[4096];	/* DeepSpeed's scratch file, or "" */
 
 static void remove_made(void)
 {
 	if (made[0])
 		unlink(made);
 	made[0] = 0;
+	if (ds_made[0])
+		unlink(ds_made);
+	ds_made[0] = 0;
 	if (emptied >= 0) {
 		(void)!ftruncate(emptied, 0);
 		close(emptied);
@@ -94,6 +114,8 @@ static void on_signal(int sig)
 {
 	if (made[0])
 		unlink(made);	/* both async-signal-safe */
+	if (ds_made[0])
+		unlink(ds_made);
 	if (emptied >= 0)
 		(void)!ftruncate(emptied, 0);
 	signal(sig, SIG_DFL);
@@ -216,12 +238,14 @@ static void usage(FILE *f)
 		"                    [--rw read|write|randread|both] "
 		"[--pages KIND,...] [--reps N]\n"
 		"                    [--no-fio] [--sqpoll] [--extent] "
-		"[--unregistered] [--json]\n"
+		"[--unregistered] [--ds-venv DIR] [--json]\n"
 		"F (default: a scratch file in $TMPDIR or /var/tmp, removed at "
 		"exit) is\nformatted as a store; an existing non-empty F only "
 		"with --overwrite.\nKIND: 4k, huge (the store's own pool on those "
 		"pages), 4k_unreg, huge_unreg\n(a pool of ours, never registered); "
-		"default 4k,huge.\n");
+		"default 4k,huge.\n"
+		"DIR: a venv with DeepSpeed (default $HMM_TORCH_VENV, else "
+		"build/peers):\nits aio is timed too, where it loads.\n");
 }
 
 /* --rw: one direction, or both = read then write. */
@@ -275,7 +299,7 @@ static int parse(int argc, char **argv, struct io_opts *o)
 		{ "no-fio", 0, 0, 'V' }, { "pages", 1, 0, 'P' },
 		{ "sqpoll", 0, 0, 'p' }, { "extent", 0, 0, 'e' },
 		{ "no-huge", 0, 0, 'g' }, { "unregistered", 0, 0, 'u' },
-		{ "overwrite", 0, 0, 'o' },
+		{ "overwrite", 0, 0, 'o' }, { "ds-venv", 1, 0, 'D' },
 		{ "help", 0, 0, 'h' }, { 0, 0, 0, 0 } };
 	int c, bad = 0;
 
@@ -301,6 +325,7 @@ static int parse(int argc, char **argv, struct io_opts *o)
 		case 'g': parse_pages("4k", o); break;
 		case 'u': o->unreg = 1; break;
 		case 'o': o->overwrite = 1; break;
+		case 'D': o->ds_venv = optarg; break;
 		case 'h': usage(stdout); exit(0);
 		default: return -1;
 		}
@@ -499,6 +524,9 @@ out:
 
 struct results {
 	double *ours[NDIRS][NKINDS], *fio[NDIRS];	/* [rep] */
+	double *ds[NDIRS];	/* [rep]: DeepSpeed's aio, NAN: none */
+	double dm[NDIRS];	/* its median, NAN: none */
+	double dratio[NDIRS];	/* median of each round's ours 4k / ds */
 	double om[NDIRS][NKINDS], fm[NDIRS];		/* medians */
 	double ratio[NDIRS][NKINDS];	/* median of each round's ours/fio */
 	struct cell_info ci[NKINDS];
@@ -522,6 +550,9 @@ static void report(struct io_opts *o, struct results *R)
 			if (o->fio)
 				printf(", fio %.0f MB/s, ratio %.3f", R->fm[d],
 				       R->ratio[d][k]);
+			if (kind == 0 && !isnan(R->dm[d]))
+				printf(", DeepSpeed aio %.0f MB/s, ratio %.3f",
+				       R->dm[d], R->dratio[d]);
 			printf(" (medians of %d)\n", o->reps);
 		}
 	if (!o->json)
@@ -562,6 +593,10 @@ static void report(struct io_opts *o, struct results *R)
 			snprintf(key, sizeof(key), "%s_fio_MBps", o->dirs[d]);
 			bench_json_num(stdout, key, R->fm[d]);
 		}
+		snprintf(key, sizeof(key), "%s_ds_MBps", o->dirs[d]);
+		bench_json_num(stdout, key, R->dm[d]);	/* null: none */
+		snprintf(key, sizeof(key), "%s_ratio_ds_4k", o->dirs[d]);
+		bench_json_num(stdout, key, R->dratio[d]);
 	}
 	if (o->ndirs == 1 && o->nkinds == 1) {	/* one cell: plain names */
 		bench_json_num(stdout, "ours_MBps", R->om[0][0]);
@@ -571,6 +606,95 @@ static void report(struct io_opts *o, struct results *R)
 		}
 	}
 	bench_json_end(stdout);
+}
+
+/* DeepSpeed's aio for round i, where its venv runs: ds[d][i] for a
+ * read or a write direction (randread: none); when it fails, a note
+ * and no more tries. */
+static void run_ds(struct io_opts *o, struct results *R, int i)
+{
+	double w, rd;
+	char why[600];
+
+	if (!o->ds_py[0])
+		return;
+	if (ds_aio_run(o->ds_py, ds_made, o->size, o->bs, o->qd, &w, &rd,
+		       why, sizeof(why))) {
+		fprintf(stderr, "hmm-bench io: note: no DeepSpeed aio "
+			"ceiling (%s)\n", why);
+		o->ds_py[0] = 0;
+		for (int d = 0; d < o->ndirs; d++)
+			R->ds[d][0] = NAN;	/* none at all */
+		return;
+	}
+	for (int d = 0; d < o->ndirs; d++)
+		R->ds[d][i] = !strcmp(o->dirs[d], "read") ? rd :
+			      !strcmp(o->dirs[d], "write") ? w : NAN;
+	if (!o->json)
+		printf("rep %d DeepSpeed aio: write %.0f read %.0f MB/s\n",
+		       i + 1, w, rd);
+}
+
+/* dm[d] and dratio[d] (ours on 4 KiB pages over DeepSpeed, the median
+ * of each round's), or NAN where it did not run every round. */
+static void ds_medians(struct io_opts *o, struct results *R, int d)
+{
+	int k4 = -1;
+	double q[o->reps];
+
+	R->dm[d] = R->dratio[d] = NAN;
+	if (!o->ds_py[0] || isnan(R->ds[d][0]))
+		return;
+	for (int k = 0; k < o->nkinds; k++)
+		if (o->kinds[k] == 0)
+			k4 = k;
+	for (int i = 0; k4 >= 0 && i < o->reps; i++)
+		q[i] = R->ours[d][k4][i] / R->ds[d][i];
+	if (k4 >= 0)
+		R->dratio[d] = bench_median(q, o->reps);
+	R->dm[d] = bench_median(R->ds[d], o->reps);
+}
+
+/* The venv (--ds-venv, $HMM_TORCH_VENV, else build/peers beside this
+ * binary) and DeepSpeed's scratch file beside the store's file. */
+static void ds_setup(struct io_opts *o)
+{
+	char exe[PATH_MAX], peers[PATH_MAX + 16];
+	const char *v = o->ds_venv ? o->ds_venv : getenv("HMM_TORCH_VENV");
+	ssize_t n;
+	int fd;
+
+	o->ds_py[0] = 0;
+	if (!v || !*v) {
+		n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+		exe[n > 0 ? n : 0] = 0;
+		if (!torch_peers_venv(exe, peers, sizeof(peers)))
+			return;	/* none: said in the report as null */
+		v = peers;
+	}
+	if (snprintf(o->ds_py, sizeof(o->ds_py), "%s/bin/python", v) >=
+	    (int)sizeof(o->ds_py))
+		errno = ENAMETOOLONG;
+	else if (!access(o->ds_py, X_OK))
+		errno = 0;
+	if (errno) {
+		fprintf(stderr, "hmm-bench io: note: no DeepSpeed aio ceiling "
+			"(%s: %s)\n", o->ds_py, strerror(errno));
+		o->ds_py[0] = 0;
+		return;
+	}
+	if (snprintf(ds_made, sizeof(ds_made), "%s.ds.XXXXXX", o->file) >=
+	    (int)sizeof(ds_made))
+		fd = -1, errno = ENAMETOOLONG;
+	else
+		fd = mkstemp(ds_made);
+	if (fd < 0) {
+		fprintf(stderr, "hmm-bench io: note: no DeepSpeed aio ceiling "
+			"(%s: %s)\n", ds_made, strerror(errno));
+		ds_made[0] = o->ds_py[0] = 0;
+		return;
+	}
+	close(fd);
 }
 
 /* Every round measures every cell in turn; then the medians. */
@@ -610,6 +734,7 @@ static int run_all(struct io_opts *o, struct results *R)
 			printf(" MB/s\n");
 			fflush(stdout);
 		}
+		run_ds(o, R, i);
 	}
 	for (int d = 0; d < o->ndirs; d++) {
 		for (int k = 0; k < o->nkinds; k++) {
@@ -623,6 +748,7 @@ static int run_all(struct io_opts *o, struct results *R)
 		}
 		if (o->fio)
 			R->fm[d] = bench_median(R->fio[d], o->reps);
+		ds_medians(o, R, d);
 	}
 	return 0;
 }
@@ -654,9 +780,11 @@ static int bench_io(int argc, char **argv)
 		for (int k = 0; k < o.nkinds; k++)
 			if (!(R.ours[d][k] = calloc(o.reps, sizeof(double))))
 				goto out;
-		if (!(R.fio[d] = calloc(o.reps, sizeof(double))))
+		if (!(R.fio[d] = calloc(o.reps, sizeof(double))) ||
+		    !(R.ds[d] = calloc(o.reps, sizeof(double))))
 			goto out;
 	}
+	ds_setup(&o);
 	if (run_all(&o, &R))
 		goto out;
 	report(&o, &R);
@@ -667,6 +795,7 @@ out:
 		for (int k = 0; k < NKINDS; k++)
 			free(R.ours[d][k]);
 		free(R.fio[d]);
+		free(R.ds[d]);
 	}
 	return rc;
 }

@@ -4,6 +4,7 @@
  * ceiling measured in the same run and prints the ratio (bench.h).
  */
 #include <ctype.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -77,7 +78,10 @@ void bench_json_str(FILE *f, const char *key, const char *val)
 void bench_json_num(FILE *f, const char *key, double val)
 {
 	json_key(f, key);
-	fprintf(f, "%.6g", val);
+	if (isnan(val))
+		fputs("null", f);	/* not measured */
+	else
+		fprintf(f, "%.6g", val);
 }
 
 void bench_json_int(FILE *f, const char *key, int64_t val)

@@ -111,19 +111,6 @@ static double fma_peak(void)
 	return p;
 }
 
-/* build/peers beside bin's folder (build/bin), if it has bin/python. */
-static int peers_venv(const char *bin, char *buf, size_t cap)
-{
-	const char *slash = strrchr(bin, '/');
-	char py[2 * PATH_MAX];
-
-	if (!slash)
-		return 0;
-	snprintf(buf, cap, "%.*s/../peers", (int)(slash - bin), bin);
-	snprintf(py, sizeof(py), "%s/bin/python", buf);
-	return !access(py, X_OK);
-}
-
 static void usage(FILE *f)
 {
 	fprintf(f, "usage: hmm-bench train [--preset NAME] [--steps N] "
@@ -286,7 +273,7 @@ static int bench_train(int argc, char **argv)
 	strcat(a_mem, " --host-budget 1T");
 	if (torch && !venv)
 		venv = getenv("HMM_TORCH_VENV");
-	if (torch && !venv && peers_venv(bin, peers, sizeof(peers)))
+	if (torch && !venv && torch_peers_venv(bin, peers, sizeof(peers)))
 		venv = peers, found = 1;
 	if (torch)
 		return vs_torch(bin, a_mem, steps, reps, venv, found, json);

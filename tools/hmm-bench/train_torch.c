@@ -19,6 +19,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
+#include <limits.h>
 
 #include "train_torch.h"
 
@@ -109,4 +111,17 @@ int torch_gpt_run(const char *python, const struct torch_gpt *m, int steps,
 	if (pclose(f) != 0 || !got)
 		return -1;
 	return 0;
+}
+
+/* build/peers beside bin's folder (build/bin), if it has bin/python. */
+int torch_peers_venv(const char *bin, char *buf, size_t cap)
+{
+	const char *slash = strrchr(bin, '/');
+	char py[2 * PATH_MAX];
+
+	if (!slash)
+		return 0;
+	snprintf(buf, cap, "%.*s/../peers", (int)(slash - bin), bin);
+	snprintf(py, sizeof(py), "%s/bin/python", buf);
+	return !access(py, X_OK);
 }

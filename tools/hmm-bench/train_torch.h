@@ -7,6 +7,8 @@
 #ifndef HMM_BENCH_TRAIN_TORCH_H
 #define HMM_BENCH_TRAIN_TORCH_H
 
+#include <stddef.h>
+
 struct torch_gpt {
 	int vocab, ctx, d, heads, layers, batch, threads;
 };
@@ -24,5 +26,12 @@ struct torch_gpt_result {
  */
 int torch_gpt_run(const char *python, const struct torch_gpt *m, int steps,
 		  struct torch_gpt_result *res);
+
+/*
+ * The venv scripts/peers.sh makes: build/peers beside bin's folder
+ * (bin: a path to a binary in build/bin), in buf[cap].  1 when it has
+ * bin/python, else 0.
+ */
+int torch_peers_venv(const char *bin, char *buf, size_t cap);
 
 #endif /* HMM_BENCH_TRAIN_TORCH_H */
