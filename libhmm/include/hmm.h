@@ -180,8 +180,12 @@ void hmm_config_default(struct hmm_config *cfg);
  * chunks: its table holds E of them, and its data area E + k (room for
  * the new copies of chunks rewritten while their old place is in use:
  * writes in flight, or data a flushed table still names until the
- * next hmm_flush).  hmm_store_required(B, C) is that size for
- * E = ceil(B / C); one chunk more fails with -ENOSPC naming the store.
+ * next hmm_flush).  That layout is used past 1 << 22 blocks of 4 KiB
+ * (16 GiB); a smaller store keeps one table entry per block, which any
+ * extent size fits (regions' blocks too), and holds at least as much.
+ * hmm_store_required(B, C) is the size that holds E = ceil(B / C)
+ * chunks and their slack in whichever layout that size gets; past it a
+ * write-back fails with -ENOSPC naming the store.
  * 0 when chunk_bytes is not a multiple of 4096 or B is too large.
  * Pure; any thread.
  */

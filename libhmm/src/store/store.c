@@ -249,7 +249,11 @@ static int format(struct hmm_store *s, const struct hmm_store_config *cfg,
 	if (!size)
 		return hmm_err(-EINVAL, "store %s: a new store needs a size",
 			       s->path);
-	if (!max_ext && cfg->extent_bytes) {
+	/* per-block tables while they can name every block (up to 1 << 22
+	 * entries, 16 GiB of 4 KiB blocks): any extent size fits them, as
+	 * regions' small blocks need; past that, tables sized by extents */
+	if (!max_ext && cfg->extent_bytes &&
+	    (size - 2 * HMM_SB_BYTES) / block > (1u << 22)) {
 		if (cfg->extent_bytes % block)
 			return hmm_err(-EINVAL, "store %s: extent size %u is "
 				       "not a multiple of the block size %u",
@@ -601,7 +605,18 @@ void hmm_store_close(struct hmm_store *s)
 
 uint64_t hmm_store_size_for(uint64_t extents, uint32_t extent_bytes)
 {
-	return hmm_sb_size_for(extents, DEF_BLOCK, extent_bytes, DEF_META);
+	uint64_t s = hmm_sb_size_for(extents, DEF_BLOCK, extent_bytes, DEF_META);
+	uint64_t want = (extents + HMM_SB_SLACK(extents)) * extent_bytes, need;
+	struct hmm_sb sb;
+
+	/* a store of up to 1 << 22 blocks gets per-block tables (format):
+	 * grow s until their data area holds as much as the formula's */
+	while (s && (s - 2 * HMM_SB_BYTES) / DEF_BLOCK <= (1u << 22) &&
+	       !hmm_sb_layout(s, DEF_BLOCK, 0, DEF_META, &sb, &need) &&
+	       sb.data_bytes < want)
+		s += (want - sb.data_bytes + DEF_BLOCK - 1) / DEF_BLOCK *
+		     DEF_BLOCK;
+	return s;
 }
 
 struct hmm_pool *hmm_store_pool(struct hmm_store *s)
