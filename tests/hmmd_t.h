@@ -2,7 +2,8 @@
 /*
  * hmmd_t.h — a real hmmd for a test: the one fork, exec and wait for its
  * socket that tests/unit/hmm_mode.h (shared mode), test_hmm_remote,
- * test_hmmd_engine and test_hmmd_proto share.  Include after t.h.
+ * test_hmmd_engine and test_hmmd_proto share, the paths of a test's
+ * hmmd and a free loopback port for its --metrics.  Include after t.h.
  * Single-threaded setup only.
  */
 #ifndef HMMD_T_H
@@ -10,10 +11,15 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -60,6 +66,55 @@ static inline void t_hmmd_wait_listen(pid_t pid, const char *sock, int secs,
 	kill(pid, SIGKILL);
 	t_fail_all("hmmd did not listen on %s within %d s (log %s)", sock,
 		   secs, log);
+}
+
+/*
+ * A test's hmmd: bin = $HMM_BUILD/bin/hmmd (build/ by default; the test
+ * skips when it is not built), dir = the test's temporary folder (made
+ * searchable by other uids: 0711), sock, store and log = dir/TAG.sock,
+ * dir/TAG.store and dir/hmmd.log.  SIGPIPE is ignored (a client may
+ * write to an hmmd the test killed).  T_HMMD_PATHS passes each array
+ * with its size.
+ */
+static inline void t_hmmd_paths(char *bin, size_t bin_n, char *dir,
+				size_t dir_n, char *sock, size_t sock_n,
+				char *store, size_t store_n, char *log,
+				size_t log_n, const char *tag)
+{
+	const char *b = getenv("HMM_BUILD");
+	size_t sun_n = sizeof(((struct sockaddr_un *)0)->sun_path);
+
+	if (snprintf(bin, bin_n, "%s/bin/hmmd", b ? b : "build") >= (int)bin_n)
+		t_skip_all("$HMM_BUILD %s: too long", b);
+	if (access(bin, X_OK))
+		t_skip_all("%s not built", bin);
+	signal(SIGPIPE, SIG_IGN);
+	if (snprintf(dir, dir_n, "%s", t_tmpdir()) >= (int)dir_n ||
+	    snprintf(sock, sock_n, "%s/%s.sock", dir, tag) >=
+	    (int)(sock_n < sun_n ? sock_n : sun_n) ||
+	    snprintf(store, store_n, "%s/%s.store", dir, tag) >= (int)store_n ||
+	    snprintf(log, log_n, "%s/hmmd.log", dir) >= (int)log_n)
+		t_skip_all("temporary dir %s: too long for a socket path",
+			   t_tmpdir());
+	chmod(dir, 0711);
+}
+#define T_HMMD_PATHS(bin, dir, sock, store, log, tag)			\
+	t_hmmd_paths(bin, sizeof(bin), dir, sizeof(dir), sock,		\
+		     sizeof(sock), store, sizeof(store), log, sizeof(log), tag)
+
+/* "127.0.0.1:PORT" of a loopback port free now, into buf. */
+static inline void t_free_port(char *buf, size_t n)
+{
+	struct sockaddr_in sa = { .sin_family = AF_INET };
+	socklen_t len = sizeof(sa);
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+
+	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	if (fd < 0 || bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 ||
+	    getsockname(fd, (struct sockaddr *)&sa, &len) < 0)
+		t_fail_all("no loopback port: %s", strerror(errno));
+	snprintf(buf, n, "127.0.0.1:%u", ntohs(sa.sin_port));
+	close(fd);
 }
 
 #endif /* HMMD_T_H */

@@ -1,7 +1,7 @@
 # tests/integration/fakecuda.sh — sourced (after ../t.sh) by the scripts
 # that run a test on the fake CUDA driver (test_cuda_fake.sh,
 # test_uvm_fake.sh): fake=$B/tests/fakecuda, a scratch folder $tmp
-# (removed at exit), and three helpers.  Not a test itself (no +x).
+# (removed at exit), and four helpers.  Not a test itself (no +x).
 fake=$B/tests/fakecuda
 [ -e "$fake/libcuda.so.1" ] || skip_all "$fake/libcuda.so.1 not built"
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/cuda-fake.XXXXXX")
@@ -24,6 +24,17 @@ run() {
 clean() {
 	grep -q 'summary: .*violations 0 leaks 0 ' "$tmp/$1.rep" 2>/dev/null &&
 		! grep -q 'VIOLATION\|LEAK' "$tmp/$1.rep"
+}
+# contract [ENV=V...]: the python program on stdin, after
+# fakecuda_t.py's preamble (from fakecuda_t import *), on the fake;
+# output in $tmp/contract.log, the fake's report in $tmp/contract.rep,
+# exit status in $rc
+contract() {
+	env LD_LIBRARY_PATH="$fake" FAKECUDA_REPORT="$tmp/contract.rep" \
+		PYTHONPATH="$(dirname "${BASH_SOURCE[0]}")" "$@" \
+		python3 - "$fake/libcuda.so.1" >"$tmp/contract.log" 2>&1
+	rc=$?
+	grep -v '^ok' "$tmp/contract.log" | sed 's/^/# /' | head -20
 }
 # run_variants NAME: $B/tests/unit/NAME on the fake, and its ASan and
 # TSan builds and shared mode (through $B/bin/hmmd) where built: each

@@ -9,7 +9,8 @@
 # --file, or its own scratch file in $TMPDIR) is gone after it, also
 # after a failure and after SIGTERM.  DeepSpeed's aio ceiling
 # (read/write_ds_MBps, read/write_ratio_ds_4k) is null, with a note,
-# where its venv has no python or its python cannot run it.  Small sizes: this checks the tool,
+# where its venv has no python or its python cannot run it; a SIGTERM
+# while that python runs stops it too, so it cannot make its file again.  Small sizes: this checks the tool,
 # it does not time.
 set -u
 . "$(dirname "$0")/../t.sh"
@@ -74,6 +75,17 @@ out=$("$bin" io --file "$dir/f" --size 16M --bs 1M --qd 4 --pages 4k --no-fio --
 ours=$(echo "$out" | sed -n 's/.*"read_4k_MBps":\([0-9.e+]*\).*/\1/p')
 ratio=$(echo "$out" | sed -n 's/.*"read_ratio_ds_4k":\([0-9.e+]*\).*/\1/p')
 ok $(echo "$out" | grep -q '"read_ds_MBps":200,' && echo "$out" | grep -q '"write_ds_MBps":100' && awk -v o="$ours" -v r="$ratio" 'BEGIN { d = r * 200 - o; exit !(o > 0 && d * d < o * o * 1e-8) }' && [ -z "$(ls "$dir" | grep '\.ds\.')" ]; echo $?) "a python that reports: ds MB/s per direction, ratio = ours 4k / ds"
+# a python that ignores SIGTERM and would write the .ds file late: a
+# SIGTERM to hmm-bench stops it (its process group) before the file goes
+mkdir -p "$dir/slowpy/bin"
+printf '#!/bin/sh\ntrap "" TERM\n: >"%s/started"\nsleep 3\necho late >"$3"\necho late >"%s/late"\necho "ds 1 1"\n' "$dir" "$dir" >"$dir/slowpy/bin/python"
+chmod +x "$dir/slowpy/bin/python"
+"$bin" io --file "$dir/f" --size 16M --bs 1M --qd 4 --pages 4k --no-fio --reps 1 --ds-venv "$dir/slowpy" --json >/dev/null 2>&1 &
+pid=$!
+for i in $(seq 200); do [ -e "$dir/started" ] && break; sleep 0.05; done
+kill -TERM $pid; wait $pid 2>/dev/null
+sleep 4
+ok $([ -e "$dir/started" ] && [ ! -e "$dir/late" ] && [ -z "$(ls "$dir" | grep '\.ds\.')" ] && [ ! -e "$dir/f" ]; echo $?) "SIGTERM while DeepSpeed's python runs: the python is stopped, no .ds file made again"
 
 "$bin" io --file "$dir/f" --bs 1000 >/dev/null 2>&1
 ok $([ $? = 2 ]; echo $?) "a block size that is not a multiple of 4096: exit 2"

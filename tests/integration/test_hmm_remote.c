@@ -22,7 +22,7 @@
 #include "rtensor.h"
 #include "err.h"
 
-static char hmmd[4096], sock[4096], store[4096], logf[4096];
+static char hmmd[4096], dir[4096], sock[4096], store[4096], logf[4096];
 
 static pid_t start(void)
 {
@@ -119,7 +119,6 @@ static void test_quota_wait(struct hmm_config *cfg)
 
 int main(void)
 {
-	const char *b = getenv("HMM_BUILD");
 	char addr[4200];
 	int64_t shape[2] = { 256, 1024 };	/* 1 MiB of f32 */
 	struct hmm_remote_tensor *t, *t2;
@@ -132,15 +131,7 @@ int main(void)
 	pid_t pid;
 	int ret, stt;
 
-	snprintf(hmmd, sizeof(hmmd), "%s/bin/hmmd", b ? b : "build");
-	if (access(hmmd, X_OK))
-		t_skip_all("%s not built", hmmd);
-	if (strlen(t_tmpdir()) >= 80)
-		t_skip_all("temporary dir too long for a socket path");
-	snprintf(sock, sizeof(sock), "%s/r.sock", t_tmpdir());
-	snprintf(store, sizeof(store), "%s/r.store", t_tmpdir());
-	snprintf(logf, sizeof(logf), "%s/hmmd.log", t_tmpdir());
-	signal(SIGPIPE, SIG_IGN);
+	T_HMMD_PATHS(hmmd, dir, sock, store, logf, "r");
 	pid = start();
 
 	hmm_config_default(&cfg);

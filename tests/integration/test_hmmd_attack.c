@@ -1028,33 +1028,10 @@ static void test_slow_scrape(const char *mode, int sealed)
 
 int main(void)
 {
-	const char *b = getenv("HMM_BUILD");
 	struct statfs sf;
 
-	snprintf(hmmd, sizeof(hmmd), "%s/bin/hmmd", b ? b : "build");
-	if (access(hmmd, X_OK))
-		t_skip_all("%s not built", hmmd);
-	signal(SIGPIPE, SIG_IGN);
-	if (strlen(t_tmpdir()) >= 80)
-		t_skip_all("temporary dir %s: too long", t_tmpdir());
-	strcpy(dir, t_tmpdir());
-	chmod(dir, 0711);
-	snprintf(sock, sizeof(sock), "%s/a.sock", dir);
-	snprintf(store, sizeof(store), "%s/a.store", dir);
-	snprintf(logf, sizeof(logf), "%s/hmmd.log", dir);
-	{			/* a free loopback port for --metrics */
-		struct sockaddr_in sa = { .sin_family = AF_INET };
-		socklen_t len = sizeof(sa);
-		int fd = socket(AF_INET, SOCK_STREAM, 0);
-
-		sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-		if (fd < 0 || bind(fd, (struct sockaddr *)&sa, sizeof(sa)) ||
-		    getsockname(fd, (struct sockaddr *)&sa, &len))
-			t_fail_all("no loopback port: %s", strerror(errno));
-		snprintf(mport, sizeof(mport), "127.0.0.1:%u",
-			 ntohs(sa.sin_port));
-		close(fd);
-	}
+	T_HMMD_PATHS(hmmd, dir, sock, store, logf, "a");
+	t_free_port(mport, sizeof(mport));
 
 	attack(test_truncate, "memfd truncate", NULL, 1);
 	attack(test_readonly_share, "read-only share", NULL, 1);

@@ -140,20 +140,6 @@ static double metric(const char *name)
 	return prom_value(metrics(), name);
 }
 
-static void pick_port(void)
-{
-	struct sockaddr_in sa = { .sin_family = AF_INET };
-	socklen_t len = sizeof(sa);
-	int fd = socket(AF_INET, SOCK_STREAM, 0);
-
-	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	if (fd < 0 || bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 ||
-	    getsockname(fd, (struct sockaddr *)&sa, &len) < 0)
-		t_fail_all("no loopback port: %s", strerror(errno));
-	snprintf(port, sizeof(port), "127.0.0.1:%u", ntohs(sa.sin_port));
-	close(fd);
-}
-
 /* ---- data, isolation, sharing --------------------------------------------- */
 
 static uint64_t test_data(struct hmm_client *a, uint8_t *pat, size_t bytes)
@@ -746,19 +732,9 @@ int main(void)
 	const char *m;
 	pid_t pid;
 
-	snprintf(hmmd, sizeof(hmmd), "%s/bin/hmmd", b ? b : "build");
+	T_HMMD_PATHS(hmmd, dir, sock, store, logf, "e");
 	snprintf(hmmctl, sizeof(hmmctl), "%s/bin/hmmctl", b ? b : "build");
-	if (access(hmmd, X_OK))
-		t_skip_all("%s not built", hmmd);
-	signal(SIGPIPE, SIG_IGN);
-	if (strlen(t_tmpdir()) >= 80)
-		t_skip_all("temporary dir %s: too long", t_tmpdir());
-	strcpy(dir, t_tmpdir());
-	chmod(dir, 0711);
-	snprintf(sock, sizeof(sock), "%s/e.sock", dir);
-	snprintf(store, sizeof(store), "%s/e.store", dir);
-	snprintf(logf, sizeof(logf), "%s/hmmd.log", dir);
-	pick_port();
+	t_free_port(port, sizeof(port));
 	pat = malloc(bytes);
 	t_fill(pat, bytes, 42);
 

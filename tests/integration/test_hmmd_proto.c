@@ -434,28 +434,18 @@ static void test_config(const char *notify, int nfd)
 int main(void)
 {
 	char sock[4096], log[4096], log2[4096], notify[4096], store[4096];
-	const char *b = getenv("HMM_BUILD");
 	struct stat st;
 	pid_t pid, pid2;
 	int nfd;
 
-	snprintf(hmmd, sizeof(hmmd), "%s/bin/hmmd", b ? b : "build");
-	if (access(hmmd, X_OK))
-		t_skip_all("%s not built", hmmd);
-	signal(SIGPIPE, SIG_IGN);
-	if (strlen(t_tmpdir()) >= sizeof(dir))
-		t_skip_all("temporary dir %s: too long", t_tmpdir());
-	strcpy(dir, t_tmpdir());
-	chmod(dir, 0711);	/* others may reach the socket: its mode decides */
-	snprintf(sock, sizeof(sock), "%s/hmmd.sock", dir);
-	snprintf(log, sizeof(log), "%s/hmmd.log", dir);
+	/* dir is 0711: others may reach the socket, its mode decides */
+	T_HMMD_PATHS(hmmd, dir, sock, store, log, "hmmd");
 	snprintf(log2, sizeof(log2), "%s/hmmd2.log", dir);
 	snprintf(notify, sizeof(notify), "%s/notify", dir);
 	if (strlen(notify) >= sizeof(((struct sockaddr_un *)0)->sun_path))
 		t_skip_all("temporary dir %s: too long for a socket path", dir);
 	nfd = notify_sock(notify);
 
-	snprintf(store, sizeof(store), "%s/store", dir);
 	pid = spawn((const char *[]){ "--socket", sock, "--store", store,
 				      "--host-budget", "64M", "--store-size", "64M",
 				      NULL }, log,

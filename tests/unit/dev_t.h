@@ -4,12 +4,14 @@
  * test_tensor_uvm): a tensor filled with a pattern at the host, its
  * bytes checked at the host, and a thread sampling the device tier's
  * resident bytes (and the fake driver's own count, through a callback)
- * against a budget.  Include after t.h and hmm.h.  Helpers fail the
- * whole test (t_fail_all) on a setup error.
+ * against a budget, and the one way a device test opens its context or
+ * skips.  Include after t.h and hmm.h.  Helpers fail the whole test
+ * (t_fail_all) on a setup error.
  */
 #ifndef HMM_DEV_T_H
 #define HMM_DEV_T_H
 
+#include <errno.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -102,6 +104,22 @@ static inline void t_dev_sampler_stop(struct t_dev_sampler *s)
 {
 	__atomic_store_n(&s->stop, 1, __ATOMIC_RELEASE);
 	pthread_join(s->thr, NULL);
+}
+
+/*
+ * hmm_open's result r in a device test: returns on 0; skips (77) when
+ * there is no device (-ENODEV; nothing_why says what is missing: "no
+ * GPU", ...), the test's empty temporary folder removed first; any
+ * other error fails the test.
+ */
+static inline void t_dev_opened(int r, const char *nothing_why)
+{
+	if (r == -ENODEV) {
+		rmdir(t_tmpdir());
+		t_skip_all("%s: %s", nothing_why, hmm_last_error());
+	}
+	if (r)
+		t_fail_all("hmm_open: %d %s", r, hmm_last_error());
 }
 
 #endif /* HMM_DEV_T_H */

@@ -51,24 +51,15 @@ static void hmm_mode_stop_(void)
 
 static inline void hmm_mode_start_(const struct hmm_config *cfg)
 {
-	const char *b = getenv("HMM_BUILD");
-	char bin[4096], sock[200], store[4200], logf[4200];
+	char bin[4096], dir[4096], sock[200], store[4200], logf[4200];
 	char chunk[32], budget[32], wait[32];
 
-	snprintf(bin, sizeof(bin), "%s/bin/hmmd", b ? b : "build");
-	if (access(bin, X_OK))
-		t_skip_all("shared mode: %s not built", bin);
-	if (strlen(t_tmpdir()) >= 90)
-		t_skip_all("shared mode: %s too long for a socket", t_tmpdir());
-	snprintf(sock, sizeof(sock), "%s/hmmd.sock", t_tmpdir());
-	snprintf(store, sizeof(store), "%s/hmmd.store", t_tmpdir());
-	snprintf(logf, sizeof(logf), "%s/hmmd.log", t_tmpdir());
+	T_HMMD_PATHS(bin, dir, sock, store, logf, "hmmd");
 	snprintf(chunk, sizeof(chunk), "%u",
 		 cfg->chunk_bytes ? cfg->chunk_bytes : 2u << 20);
 	snprintf(budget, sizeof(budget), "%llu",
 		 (unsigned long long)cfg->host_budget);
 	snprintf(wait, sizeof(wait), "%u", cfg->wait_ms ? cfg->wait_ms : 10000);
-	signal(SIGPIPE, SIG_IGN);
 	{
 		char *argv[] = { bin, "--socket", sock, "--store", store,
 				 "--store-size", "256M", "--host-budget",

@@ -86,14 +86,8 @@ static struct hmm *open_or_skip(const char *name, uint32_t chunk,
 				uint64_t dev_budget)
 {
 	struct hmm *h;
-	int r = cuda_open(&h, name, chunk, dev_budget);
 
-	if (r == -ENODEV) {
-		rmdir(t_tmpdir());
-		t_skip_all("no GPU: %s", hmm_last_error());
-	}
-	if (r)
-		t_fail_all("hmm_open: %d %s", r, hmm_last_error());
+	t_dev_opened(cuda_open(&h, name, chunk, dev_budget), "no GPU");
 	fake_find();
 	return h;
 }

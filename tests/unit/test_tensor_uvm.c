@@ -130,14 +130,9 @@ static struct hmm *open_or_skip(const char *name, uint64_t budget,
 				uint32_t policy)
 {
 	struct hmm *h;
-	int r = uvm_open(&h, name, budget, policy);
 
-	if (r == -ENODEV) {
-		rmdir(t_tmpdir());
-		t_skip_all("no GPU with managed memory: %s", hmm_last_error());
-	}
-	if (r)
-		t_fail_all("hmm_open: %d %s", r, hmm_last_error());
+	t_dev_opened(uvm_open(&h, name, budget, policy),
+		     "no GPU with managed memory");
 	if (!drv.attr)
 		drv_find();
 	return h;

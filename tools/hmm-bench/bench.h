@@ -15,6 +15,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <sys/types.h>
 
 struct bench_cmd {
 	const char *name;
@@ -36,8 +37,18 @@ int64_t bench_parse_size(const char *s);
  * return, exit() from a failure, SIGINT/SIGTERM/SIGHUP (scratch.c).
  * 0, or -1 when it cannot be registered (more than 16). */
 int bench_scratch_add(const char *path);
+/* Cut the file open as fd back to empty on those exits (one at most). */
+void bench_scratch_empty(int fd);
 /* Remove it now and forget it. */
 void bench_scratch_remove(const char *path);
+/* Run argv (argv[0] looked up on PATH) in its own process group, its
+ * stdout and stderr into the stream returned (NULL: could not start).
+ * On the exits above the group is killed and reaped before any scratch
+ * file is removed (scratch.c; at most 4 at once). */
+FILE *bench_child_open(char *const argv[], pid_t *pid);
+/* Close f (may be NULL), wait for pid: its exit status, -1 when it did
+ * not exit normally. */
+int bench_child_close(FILE *f, pid_t pid);
 
 /* Seconds fio takes to move io_bytes over the first size bytes of file
  * (made if absent; the caller removes it): blocks of bs, readpct% reads,

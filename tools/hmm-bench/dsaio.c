@@ -7,13 +7,15 @@
  * overlap_events=True, num_threads=1), fills a torch.empty uint8 tensor
  * of `size` bytes (pin_memory=False: ordinary 4 KiB pages), then times
  * sync_pwrite(t, file) and sync_pread(t, file) — DeepSpeed opens the
- * file O_DIRECT — and prints "ds WRITE_MBps READ_MBps".  The script is
- * passed with -c, so it holds no single quote.
+ * file O_DIRECT — and prints "ds WRITE_MBps READ_MBps".  The python runs
+ * as a bench child (scratch.c): a signal that ends hmm-bench stops it
+ * before the file is removed, so it cannot make the file again.
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "bench.h"
 #include "dsaio.h"
 
 static const char script[] =
@@ -38,18 +40,18 @@ int ds_aio_run(const char *python, const char *file, int64_t size,
 	       int64_t bs, int qd, double *write_mbps, double *read_mbps,
 	       char *why, size_t cap)
 {
-	size_t len = sizeof(script) + 2 * 4096 + 256;
-	char *cmd = malloc(len), line[512];
+	char s_size[32], s_bs[32], s_qd[16], line[512];
+	char *argv[] = { (char *)python, "-c", (char *)script, (char *)file,
+			 s_size, s_bs, s_qd, NULL };
 	FILE *f;
+	pid_t pid;
 	int got = 0, rc;
 
 	snprintf(why, cap, "%s: cannot run", python);
-	if (!cmd)
-		return -1;
-	snprintf(cmd, len, "'%s' -c '%s' '%s' %lld %lld %d 2>&1", python,
-		 script, file, (long long)size, (long long)bs, qd);
-	f = popen(cmd, "r");
-	free(cmd);
+	snprintf(s_size, sizeof(s_size), "%lld", (long long)size);
+	snprintf(s_bs, sizeof(s_bs), "%lld", (long long)bs);
+	snprintf(s_qd, sizeof(s_qd), "%d", qd);
+	f = bench_child_open(argv, &pid);
 	if (!f)
 		return -1;
 	while (fgets(line, sizeof(line), f)) {
@@ -61,6 +63,6 @@ int ds_aio_run(const char *python, const char *file, int64_t size,
 		if (*line)	/* the last word said: an ImportError, ... */
 			snprintf(why, cap, "%s: %s", python, line);
 	}
-	rc = pclose(f);
+	rc = bench_child_close(f, pid);
 	return rc == 0 && got && *write_mbps > 0 && *read_mbps > 0 ? 0 : -1;
 }

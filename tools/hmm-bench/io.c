@@ -89,38 +89,11 @@ struct io_run {
 	struct hmm_store_stats st;	/* as opened */
 };
 
-/* The file this run made (removed at exit and on a signal), or "";
- * an empty file it was given is cut back to empty instead (emptied). */
+/* The file this run made, or ""; it and DeepSpeed's scratch file are
+ * removed at exit and on a signal (scratch.c), and an empty file it was
+ * given is cut back to empty instead. */
 static char made[4096];
-static int emptied = -1;	/* fd of that file, or -1 */
 static char ds_made[4096];	/* DeepSpeed's scratch file, or "" */
-
-static void remove_made(void)
-{
-	if (made[0])
-		unlink(made);
-	made[0] = 0;
-	if (ds_made[0])
-		unlink(ds_made);
-	ds_made[0] = 0;
-	if (emptied >= 0) {
-		(void)!ftruncate(emptied, 0);
-		close(emptied);
-		emptied = -1;
-	}
-}
-
-static void on_signal(int sig)
-{
-	if (made[0])
-		unlink(made);	/* both async-signal-safe */
-	if (ds_made[0])
-		unlink(ds_made);
-	if (emptied >= 0)
-		(void)!ftruncate(emptied, 0);
-	signal(sig, SIG_DFL);
-	raise(sig);
-}
 
 static void io_done(struct hmm_io *io)
 {
@@ -365,7 +338,8 @@ static int pick_file(struct io_opts *o, char *buf, size_t len)
 				return 2;
 			}
 			if (S_ISREG(st.st_mode) && !st.st_size)
-				emptied = open(o->file, O_WRONLY | O_CLOEXEC);
+				bench_scratch_empty(open(o->file,
+						    O_WRONLY | O_CLOEXEC));
 			return 0;	/* empty, or --overwrite */
 		}
 		if (errno != ENOENT) {
@@ -381,6 +355,7 @@ static int pick_file(struct io_opts *o, char *buf, size_t len)
 			return 1;
 		}
 		snprintf(made, sizeof(made), "%s", o->file);
+		bench_scratch_add(made);
 		close(fd);
 		return 0;
 	}
@@ -394,6 +369,7 @@ static int pick_file(struct io_opts *o, char *buf, size_t len)
 	}
 	close(fd);
 	snprintf(made, sizeof(made), "%s", buf);
+	bench_scratch_add(made);
 	o->file = made;
 	return 0;
 }
@@ -688,6 +664,8 @@ static void ds_setup(struct io_opts *o)
 		fd = -1, errno = ENAMETOOLONG;
 	else
 		fd = mkstemp(ds_made);
+	if (fd >= 0)
+		bench_scratch_add(ds_made);
 	if (fd < 0) {
 		fprintf(stderr, "hmm-bench io: note: no DeepSpeed aio ceiling "
 			"(%s: %s)\n", ds_made, strerror(errno));
@@ -769,9 +747,6 @@ static int bench_io(int argc, char **argv)
 			"apt-get install fio; --no-fio runs without it)\n");
 		return 1;
 	}
-	signal(SIGINT, on_signal);
-	signal(SIGTERM, on_signal);
-	signal(SIGHUP, on_signal);
 	rc = pick_file(&o, scratch, sizeof(scratch));
 	if (rc)
 		goto out;
@@ -789,8 +764,7 @@ static int bench_io(int argc, char **argv)
 		goto out;
 	report(&o, &R);
 	rc = 0;
-out:
-	remove_made();
+out:	/* made and ds_made are removed at the exit (scratch.c) */
 	for (int d = 0; d < NDIRS; d++) {
 		for (int k = 0; k < NKINDS; k++)
 			free(R.ours[d][k]);

@@ -1,25 +1,49 @@
 // SPDX-License-Identifier: MIT
 /*
  * scratch.c — files a benchmark made and must remove on every exit:
- * normal return, exit() from a failure, SIGINT, SIGTERM or SIGHUP.
+ * normal return, exit() from a failure, SIGINT, SIGTERM or SIGHUP (and
+ * an empty file it was given, cut back to empty on the same exits); and
+ * the child programs it runs (a peer's Python), stopped first on such
+ * an exit, so that none writes a file again after the files are gone.
+ * A child is the leader of its own process group, and the whole group
+ * is killed: a shell's own children too.
  */
+#include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "bench.h"
 
 #define MAX_SCRATCH	16
 
+#define MAX_CHILD	4
+
 static char *scratch[MAX_SCRATCH];
 static volatile sig_atomic_t nscratch;
+static volatile pid_t child[MAX_CHILD];	/* 0: a free slot */
+static volatile int empty_fd = -1;
 
 static void remove_all(void)
 {
+	for (int i = 0; i < MAX_CHILD; i++) {	/* kill, waitpid: signal-safe */
+		pid_t pid = child[i];
+
+		if (pid > 0) {
+			kill(-pid, SIGKILL);
+			waitpid(pid, NULL, 0);
+			child[i] = 0;
+		}
+	}
 	for (int i = 0; i < nscratch; i++)
 		if (scratch[i])
 			unlink(scratch[i]);
+	if (empty_fd >= 0)	/* ftruncate: async-signal-safe too */
+		(void)!ftruncate(empty_fd, 0);
 }
 
 static void on_signal(int sig)
@@ -29,13 +53,10 @@ static void on_signal(int sig)
 	raise(sig);
 }
 
-int bench_scratch_add(const char *path)
+static void arm(void)
 {
 	static int armed;
-	char *p;
 
-	if (nscratch == MAX_SCRATCH || !(p = strdup(path)))
-		return -1;
 	if (!armed) {
 		armed = 1;
 		atexit(remove_all);
@@ -43,9 +64,24 @@ int bench_scratch_add(const char *path)
 		signal(SIGTERM, on_signal);
 		signal(SIGHUP, on_signal);
 	}
+}
+
+int bench_scratch_add(const char *path)
+{
+	char *p;
+
+	if (nscratch == MAX_SCRATCH || !(p = strdup(path)))
+		return -1;
+	arm();
 	scratch[nscratch] = p;
 	nscratch = nscratch + 1;
 	return 0;
+}
+
+void bench_scratch_empty(int fd)
+{
+	arm();
+	empty_fd = fd;
 }
 
 void bench_scratch_remove(const char *path)
@@ -58,4 +94,60 @@ void bench_scratch_remove(const char *path)
 			unlink(p);
 			free(p);
 		}
+}
+
+FILE *bench_child_open(char *const argv[], pid_t *pid)
+{
+	int fd[2], slot = 0;
+	sigset_t all, old;
+	FILE *f;
+
+	while (slot < MAX_CHILD && child[slot])
+		slot++;
+	if (slot == MAX_CHILD || pipe2(fd, O_CLOEXEC))
+		return NULL;
+	arm();
+	/* no signal between the fork and the slot holding the pid */
+	sigfillset(&all);
+	sigprocmask(SIG_BLOCK, &all, &old);
+	*pid = fork();
+	if (*pid == 0) {
+		setpgid(0, 0);
+		signal(SIGINT, SIG_DFL);
+		signal(SIGTERM, SIG_DFL);
+		signal(SIGHUP, SIG_DFL);
+		sigprocmask(SIG_SETMASK, &old, NULL);
+		dup2(fd[1], 1);
+		dup2(fd[1], 2);
+		execvp(argv[0], argv);
+		fprintf(stderr, "exec %s failed\n", argv[0]);
+		_exit(127);
+	}
+	if (*pid > 0) {
+		setpgid(*pid, *pid);	/* the child's own, before any kill */
+		child[slot] = *pid;
+	}
+	sigprocmask(SIG_SETMASK, &old, NULL);
+	close(fd[1]);
+	if (*pid < 0 || !(f = fdopen(fd[0], "r"))) {
+		close(fd[0]);
+		if (*pid > 0)
+			bench_child_close(NULL, *pid);
+		return NULL;
+	}
+	return f;
+}
+
+int bench_child_close(FILE *f, pid_t pid)
+{
+	int st = -1;
+
+	if (f)
+		fclose(f);
+	while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
+		;
+	for (int i = 0; i < MAX_CHILD; i++)
+		if (child[i] == pid)
+			child[i] = 0;
+	return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
