@@ -123,6 +123,8 @@ int main(void)
 	r = gpu_plan_make(&c, ch, min + 3 * lp + lp / 2, &P, why, sizeof(why));
 	t_ok(!r && P.resident_layers == 4, "least + 3.5 layers: 4 resident "
 	     "(%d)", P.resident_layers);
+	t_eq(P.budget, min + 3 * lp + lp / 2 - (lp / 2) % ch,
+	     "... the budget in whole chunks");
 	r = gpu_plan_make(&c, ch, 1ull << 40, &P, why, sizeof(why));
 	t_ok(!r && P.budget == all && P.resident_layers == c.layers,
 	     "a budget past everything is clipped to it");

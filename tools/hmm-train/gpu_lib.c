@@ -66,8 +66,9 @@ static int load_driver(struct gpu_lib *l)
 
 		if (!f)
 			return gpu_fail(-ENODEV, "the driver (libcuda.so.1) "
-					"has no %s: no kernel launches through "
-					"it", syms[i].sym);
+					"has no %s (hmm-train launches its "
+					"kernels through the driver)",
+					syms[i].sym);
 		memcpy((char *)&l->cu + syms[i].off, &f, sizeof(f));
 	}
 	return 0;

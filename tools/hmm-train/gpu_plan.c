@@ -58,6 +58,7 @@ int gpu_plan_make(const struct gpt_config *c, uint64_t chunk,
 	}
 	if (p->budget > p->all_bytes)
 		p->budget = p->all_bytes;
+	p->budget -= p->budget % chunk;	/* whole chunks: >= min_bytes */
 	p->resident_layers = 1 + (int)((p->budget - p->min_bytes) /
 				       p->layer_p);
 	if (p->resident_layers > nl)
