@@ -38,6 +38,16 @@ if [ -e "$fake/libcuda.so.1" ]; then
 	ok $([ $rc = 1 ] && grep -q 'no GPU: the driver sees 0 devices' "$dir/err"; echo $?) "a driver that sees no device: exit 1 saying so"
 	run LD_LIBRARY_PATH="$fake"
 	ok $([ $rc = 1 ] && grep -q 'no cuBLAS: ' "$dir/err"; echo $?) "a driver and a GPU (the fake), cuBLAS unusable or absent: exit 1 naming cuBLAS"
+	# past the probe, the GPU step's own loader on the fake: it has the
+	# memory calls but not the launch ones, and must say so, not crash
+	plan=$B/tests/unit/test_gpu_plan
+	if [ -x "$plan" ]; then
+		LD_LIBRARY_PATH="$fake" "$plan" cuModuleLoadData >"$dir/out" 2>&1
+		rc=$?
+		sed 's/^/# /' "$dir/out" | grep 'gpu_lib_open'
+		ok $([ $rc = 0 ]; echo $?) "the step's loader on the fake driver: -ENODEV naming cuModuleLoadData, nothing left open"
+		rm -f "$dir/out"
+	fi
 fi
 "$bin" --device tpu >/dev/null 2>&1
 ok $([ $? = 2 ]; echo $?) "--device tpu: exit 2"

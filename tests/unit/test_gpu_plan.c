@@ -9,7 +9,11 @@
  * and chunks refused with a message naming the sizes; and the device
  * arena: every array 256-byte aligned, inside [base, base + bytes), none
  * overlapping, the count-only carve's size equal to the carved one's,
- * and at least the floats the step's arrays need.
+ * and at least the floats the step's arrays need.  Then the libraries
+ * (gpu_lib.c): where no driver, GPU, launch calls or cuBLAS are, the
+ * open fails with -ENODEV naming the first missing and leaves nothing
+ * open; with an argument WORD (test_train_device.sh runs it on the fake
+ * driver) the message must contain WORD.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -92,7 +96,28 @@ static void check_arena(const struct gpt_config *c, uint64_t act_bytes)
 	free(p);
 }
 
-int main(void)
+/* gpu_lib_open: 0 on a real GPU, else -ENODEV saying what is missing */
+static void check_lib(const char *want)
+{
+	struct gpu_lib l;
+	int r = gpu_lib_open(&l);
+
+	if (!r) {
+		t_ok(l.handle && l.k.attn_fwd, "a GPU: cuBLAS and the kernels "
+		     "loaded");
+		gpu_lib_close(&l);
+		return;
+	}
+	t_eq(r, -ENODEV, "no GPU here: gpu_lib_open -ENODEV (%s)",
+	     gpu_error());
+	t_ok(!l.cuda && !l.cublas && !l.ctx, "... and nothing left open");
+	if (want)
+		t_ok(strstr(gpu_error(), want) != NULL, "... naming %s", want);
+	else
+		t_ok(gpu_error()[0] != 0, "... with a message");
+}
+
+int main(int argc, char **argv)
 {
 	struct gpt_config c = { 256, 32, 64, 2, 8, 4 };	/* preset tiny */
 	uint64_t ch = 2u << 20, lp, ep, min, all;
@@ -148,5 +173,6 @@ int main(void)
 	r = gpu_plan_make(&c, 64 << 10, 0, &P, why, sizeof(why));
 	t_eq(r, 0, "odd sizes, 64 KiB chunks");
 	check_arena(&c, P.act_bytes);
+	check_lib(argc > 1 ? argv[1] : NULL);
 	return t_done();
 }

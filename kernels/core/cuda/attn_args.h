@@ -23,4 +23,11 @@ struct args {
 	int bs, maxb;
 };
 
+/* the same bytes in C and C++ (x86-64 and aarch64 LP64) */
+#ifdef __cplusplus
+static_assert(sizeof(struct args) == 64, "struct args is 64 bytes");
+#else
+_Static_assert(sizeof(struct args) == 64, "struct args is 64 bytes");
+#endif
+
 #endif /* HK_CUDA_ATTN_ARGS_H */
