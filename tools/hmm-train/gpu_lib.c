@@ -11,9 +11,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "cuda.h"
 #include "gpu_priv.h"
-
-#define CUBLAS_SO	"libcublas.so.13"
 
 /* gpu_kern.cu's fatbin; undefined (NULL) where nvcc did not build it */
 extern const unsigned char ht_gpu_fatbin[] __attribute__((weak));
