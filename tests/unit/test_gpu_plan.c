@@ -9,7 +9,12 @@
  * and chunks refused with a message naming the sizes; and the device
  * arena: every array 256-byte aligned, inside [base, base + bytes), none
  * overlapping, the count-only carve's size equal to the carved one's,
- * and at least the floats the step's arrays need.  Then the libraries
+ * and at least the floats the step's arrays need.  The row-major
+ * products on cuBLAS's column-major call (gpu_blas.c), through a
+ * column-major reference that refuses what cuBLAS refuses (a leading
+ * dimension short of the stored operand's rows), against a row-major
+ * one, every transpose pair, padded leading dimensions, beta 0 and 1.
+ * Then the libraries
  * (gpu_lib.c): where no driver, GPU, launch calls or cuBLAS are, the
  * open fails with -ENODEV naming the first missing and leaves nothing
  * open; with an argument WORD (test_train_device.sh runs it on the fake
@@ -96,6 +101,95 @@ static void check_arena(const struct gpt_config *c, uint64_t act_bytes)
 	free(p);
 }
 
+/* cublasSgemm_v2's contract on host memory: column-major, op(A) m x k,
+ * op(B) k x n, C m x n; 7 (CUBLAS_STATUS_INVALID_VALUE) on a bad shape */
+static int cm_sgemm(void *h, int ta, int tb, int m, int n, int k,
+		    const float *alpha, const float *A, int lda,
+		    const float *B, int ldb, const float *beta, float *C,
+		    int ldc)
+{
+	if (m < 0 || n < 0 || k < 0 || lda < (ta ? k : m) || lda < 1 ||
+	    ldb < (tb ? n : k) || ldb < 1 || ldc < m || ldc < 1)
+		return 7;
+	for (int i = 0; i < m; i++)
+		for (int j = 0; j < n; j++) {
+			double s = 0;
+
+			for (int p = 0; p < k; p++)
+				s += (double)(ta ? A[p + (size_t)i * lda] :
+					      A[i + (size_t)p * lda]) *
+				     (tb ? B[j + (size_t)p * ldb] :
+					   B[p + (size_t)j * ldb]);
+			C[i + (size_t)j * ldc] = *alpha * s +
+				(*beta ? *beta * C[i + (size_t)j * ldc] : 0);
+		}
+	return 0;
+}
+
+static void check_gemm(void)
+{
+	static const int dims[][3] = { { 5, 7, 3 }, { 1, 4, 9 }, { 6, 1, 2 },
+				       { 8, 12, 16 } };
+	struct gpu_blas b = { .Sgemm = cm_sgemm };
+	float A[400], B[400], C[400], R[400];
+	uint64_t seed = 7;
+	int bad = 0, calls = 0;
+
+	for (size_t di = 0; di < sizeof(dims) / sizeof(dims[0]); di++)
+	for (int ta = 0; ta < 2; ta++)
+	for (int tb = 0; tb < 2; tb++)
+	for (int pad = 0; pad < 3; pad += 2)
+	for (int beta = 0; beta < 2; beta++) {
+		int M = dims[di][0], N = dims[di][1], K = dims[di][2];
+		/* row-major: A is M x K (K x M if ta), B K x N (N x K) */
+		int lda = (ta ? M : K) + pad, ldb = (tb ? K : N) + pad;
+		int ldc = N + pad, r;
+
+		for (int i = 0; i < 400; i++) {
+			A[i] = (float)(t_rand(&seed) % 17) - 8;
+			B[i] = (float)(t_rand(&seed) % 13) - 6;
+			C[i] = R[i] = (float)(t_rand(&seed) % 5);
+		}
+		for (int i = 0; i < M; i++)
+			for (int j = 0; j < N; j++) {
+				double s = 0;
+
+				for (int p = 0; p < K; p++)
+					s += (double)(ta ? A[p * lda + i] :
+						      A[i * lda + p]) *
+					     (tb ? B[j * ldb + p] :
+						   B[p * ldb + j]);
+				R[i * ldc + j] = 0.5f * s + beta * R[i * ldc + j];
+			}
+		r = gpu_gemm(&b, NULL, ta, tb, M, N, K, 0.5f,
+			     (CUdeviceptr)(uintptr_t)A, lda,
+			     (CUdeviceptr)(uintptr_t)B, ldb, (float)beta,
+			     (CUdeviceptr)(uintptr_t)C, ldc);
+		calls++;
+		if (r) {
+			t_diag("M %d N %d K %d ta %d tb %d: %s", M, N, K, ta,
+			       tb, gpu_error());
+			bad++;
+			continue;
+		}
+		for (int i = 0; i < 400; i++)
+			bad += C[i] != R[i];	/* small integers: exact */
+	}
+	t_eq(bad, 0, "%d row-major products through the column-major call: "
+	     "accepted, and equal to the row-major reference", calls);
+	{
+		float one = 1;
+		int r = gpu_gemm(&b, NULL, 0, 0, 4, 4, 4, one,
+				 (CUdeviceptr)(uintptr_t)A, 3,
+				 (CUdeviceptr)(uintptr_t)B, 4, 0,
+				 (CUdeviceptr)(uintptr_t)C, 4);
+
+		t_ok(r == -EIO && strstr(gpu_error(), "status 7"),
+		     "a leading dimension short of a row: -EIO naming the "
+		     "status (%s)", gpu_error());
+	}
+}
+
 /* gpu_lib_open: 0 on a real GPU, else -ENODEV saying what is missing */
 static void check_lib(const char *want)
 {
@@ -173,6 +267,7 @@ int main(int argc, char **argv)
 	r = gpu_plan_make(&c, 64 << 10, 0, &P, why, sizeof(why));
 	t_eq(r, 0, "odd sizes, 64 KiB chunks");
 	check_arena(&c, P.act_bytes);
+	check_gemm();
 	check_lib(argc > 1 ? argv[1] : NULL);
 	return t_done();
 }

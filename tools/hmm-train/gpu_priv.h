@@ -44,6 +44,11 @@ struct gpu_blas {
 		     int ldc);
 };
 
+/* blas.h's gemm() through b->Sgemm on device pointers: 0 or -EIO. */
+int gpu_gemm(const struct gpu_blas *b, void *handle, int ta, int tb, int M,
+	     int N, int K, float alpha, CUdeviceptr A, int lda, CUdeviceptr B,
+	     int ldb, float beta, CUdeviceptr C, int ldc);
+
 #define GK_KERNELS(X)							\
 	X(embed_fwd, "gk_embed_fwd") X(wte_bwd, "gk_wte_bwd")		\
 	X(wpe_bwd, "gk_wpe_bwd") X(ln_fwd, "gk_ln_fwd")			\

@@ -3,8 +3,8 @@
  * gpu_step.c — hmm-train's step on the GPU (gpu.h): model.c's forward
  * and backward and block.c's block, the same operations in the same
  * order, with device pointers: products through cuBLAS, the rest through
- * gpu_kern.cu, all on one stream.  Row-major products map to cuBLAS's
- * column-major ones as C^T = op(B)^T op(A)^T: the operands swap.
+ * gpu_kern.cu, all on one stream (gpu_blas.c maps the row-major
+ * products onto cuBLAS's column-major ones).
  *
  * Each parameter tensor is mapped at the device tier around its use and
  * the stream is synchronised before it is unmapped (libhmm may then
@@ -73,18 +73,13 @@ static int launch(struct gpu *x, CUfunction f, const char *name,
 	({ void *args_[] = { __VA_ARGS__ };				\
 	   launch(x, x->l.k.name, #name, grid, 1, threads, args_); })
 
-/* Row-major C = alpha op(A) op(B) + beta C, M x K times K x N (blas.h). */
+/* Row-major C = alpha op(A) op(B) + beta C (blas.h), gpu_blas.c. */
 static int gemm(struct gpu *x, int ta, int tb, int M, int N, int K,
 		float alpha, CUdeviceptr A, int lda, CUdeviceptr B, int ldb,
 		float beta, CUdeviceptr C, int ldc)
 {
-	int st = x->l.blas.Sgemm(x->l.handle, tb, ta, N, M, K, &alpha,
-				 (const float *)(uintptr_t)B, ldb,
-				 (const float *)(uintptr_t)A, lda, &beta,
-				 (float *)(uintptr_t)C, ldc);
-
-	return st ? gpu_fail(-EIO, "cublasSgemm_v2 %dx%dx%d: status %d", M,
-			     N, K, st) : 0;
+	return gpu_gemm(&x->l.blas, x->l.handle, ta, tb, M, N, K, alpha, A,
+			lda, B, ldb, beta, C, ldc);
 }
 
 static int sync_stream(struct gpu *x)
