@@ -167,6 +167,7 @@ $(O)/tools/hmm-bench/io.o $(O)/tools/hmm-bench/tensors.o: INC := $(INC_store)
 $(O)/tools/hmm-bench/shared.o: INC := $(INC_proto) -I$(L)/remote
 $(O)/tools/hmm-bench/uvm.o: INC := -Ilibhmm/include -I$(L)/engine
 $(O)/tools/hmm-train/cuda.o: INC := -Ilibhmm/include -I$(L)/engine
+$(O)/tools/hmm-train/gpu_%.o: INC := $(INC_kern) -I$(L)/engine
 $(O)/tools/hmmctl/%.o: INC := $(INC_proto) -I$(L)/remote
 # tests: tests/ and the kernels' headers, plus a layer per group
 $(O)/tests/%.o: INC := -Itests $(INC_kern)
@@ -217,8 +218,8 @@ all: $(if $(HAVE_USER),$(if $(SAN),,$(HK_SO)))
 # TOOL_A_NAME: an archive of some of the tool's files, linked by the tool
 # and by a test (hmm-train's model, for test_gpt_grad).
 TRAIN_A	  := $(B)/lib/libhmmtrain.a
-TRAIN_SRC := $(addprefix tools/hmm-train/,attn.c block.c layers.c model.c \
-	     optim.c) $(wildcard tools/hmm-train/state*.c)
+TRAIN_SRC := $(addprefix tools/hmm-train/,attn.c block.c gpu_blas.c gpu_lib.c \
+	     gpu_plan.c layers.c model.c optim.c) $(wildcard tools/hmm-train/state*.c)
 $(TRAIN_A): $(call obj,$(TRAIN_SRC))
 TOOL_A_hmm-train := $(TRAIN_A)
 TOOL_A_SRC_hmm-train := $(TRAIN_SRC)
@@ -241,6 +242,11 @@ $(B)/tests/%: $(O)/tests/%.o $(LIBS)
 $(O)/tests/unit/test_gpt_grad.o: CPPFLAGS += -Itools/hmm-train
 $(B)/tests/unit/test_gpt_grad: TEST_A := $(TRAIN_A)
 $(B)/tests/unit/test_gpt_grad: $(TRAIN_A)
+# test_gpu_plan: hmm-train --device cuda's plan (the archive's gpu_plan.c)
+$(O)/tests/unit/test_gpu_plan.o: CPPFLAGS += -Itools/hmm-train
+$(O)/tests/unit/test_gpu_plan.o: INC := -Itests $(INC_kern) -I$(L)/engine
+$(B)/tests/unit/test_gpu_plan: TEST_A := $(TRAIN_A)
+$(B)/tests/unit/test_gpu_plan: $(TRAIN_A)
 
 # ---- a fake CUDA driver over host memory: dev_cuda.c tested without a GPU --
 # (tests/integration/test_cuda_fake.sh).  No sanitizer flags: the one
@@ -273,6 +279,19 @@ $(O)/tools/hmm-bench/uvm_fatbin.o: tools/hmm-bench/uvm_fatbin.S $(HB_FATBIN)
 	$(CC) -c -DHB_UVM_FATBIN='"$(HB_FATBIN)"' -o $@ $<
 ifneq ($(HAVE_NVCC),)
 $(B)/bin/hmm-bench: $(O)/tools/hmm-bench/uvm_fatbin.o
+endif
+# hmm-train --device cuda's kernels (gpu_kern.cu, with kernels/core's
+# SIMT attention): the same way, a fatbin in the binary (gpu_fatbin.S)
+# loaded through the dlopen'ed driver; without nvcc the GPU step says so.
+HT_FATBIN := $(O)/tools/hmm-train/gpu_kern.fatbin
+$(HT_FATBIN): tools/hmm-train/gpu_kern.cu $(wildcard kernels/core/cuda/attn_*.cuh \
+		kernels/core/cuda/attn_args.h) kernels/core/hk_attn.h
+	@mkdir -p $(@D)
+	$(NVCC) $(NVFLAGS) --fatbin -o $@ $<
+$(O)/tools/hmm-train/gpu_fatbin.o: tools/hmm-train/gpu_fatbin.S $(HT_FATBIN)
+	$(CC) -c -DHT_GPU_FATBIN='"$(HT_FATBIN)"' -o $@ $<
+ifneq ($(HAVE_NVCC),)
+$(B)/bin/hmm-train: $(O)/tools/hmm-train/gpu_fatbin.o
 endif
 $(B)/tests/gpu/%: tests/gpu/%.cu $(CUDA_A) $(HK_A)
 	@mkdir -p $(@D)

@@ -4,8 +4,10 @@
 # missing: the driver (no libcuda.so.1), a GPU (the fake driver with
 # FAKECUDA_NODEV=1: cuInit fails; =2: no devices), or cuBLAS (the fake
 # driver, which cuBLAS cannot initialise on; or no libcublas.so.13).
-# Bad --device / --device-budget values exit 2.  The GPU step itself is
-# not built yet; where the probe succeeds, hmm-train says so (exit 1).
+# Bad --device / --device-budget values exit 2, a budget below what one
+# layer's backward pins too (the plan needs no GPU), and so does
+# --offload-activations with --device cuda.  Where the probe succeeds
+# (a real GPU) the step runs: tests/gpu/run.sh checks it.
 set -u
 . "$(dirname "$0")/../t.sh"
 bin=$B/bin/hmm-train
@@ -36,6 +38,16 @@ if [ -e "$fake/libcuda.so.1" ]; then
 	ok $([ $rc = 1 ] && grep -q 'no GPU: the driver sees 0 devices' "$dir/err"; echo $?) "a driver that sees no device: exit 1 saying so"
 	run LD_LIBRARY_PATH="$fake"
 	ok $([ $rc = 1 ] && grep -q 'no cuBLAS: ' "$dir/err"; echo $?) "a driver and a GPU (the fake), cuBLAS unusable or absent: exit 1 naming cuBLAS"
+	# past the probe, the GPU step's own loader on the fake: it has the
+	# memory calls but not the launch ones, and must say so, not crash
+	plan=$B/tests/unit/test_gpu_plan
+	if [ -x "$plan" ]; then
+		LD_LIBRARY_PATH="$fake" "$plan" cuModuleLoadData >"$dir/out" 2>&1
+		rc=$?
+		sed 's/^/# /' "$dir/out" | grep 'gpu_lib_open'
+		ok $([ $rc = 0 ]; echo $?) "the step's loader on the fake driver: -ENODEV naming cuModuleLoadData, nothing left open"
+		rm -f "$dir/out"
+	fi
 fi
 "$bin" --device tpu >/dev/null 2>&1
 ok $([ $? = 2 ]; echo $?) "--device tpu: exit 2"
@@ -43,4 +55,9 @@ ok $([ $? = 2 ]; echo $?) "--device tpu: exit 2"
 ok $([ $? = 2 ]; echo $?) "--device-budget 0: exit 2"
 "$bin" --device-budget 1G >/dev/null 2>&1
 ok $([ $? = 2 ]; echo $?) "--device-budget without --device cuda: exit 2"
+LD_LIBRARY_PATH=/nonexistent "$bin" --device cuda --preset tiny --device-budget 1M >/dev/null 2>"$dir/err"
+rc=$?
+ok $([ $rc = 2 ] && grep -q -- '--device-budget.*too small.*holds everything' "$dir/err"; echo $?) "--device-budget 1M (tiny needs 8M): exit 2 naming the least, before looking for a GPU"
+LD_LIBRARY_PATH=/nonexistent "$bin" --device cuda --offload-activations >/dev/null 2>&1
+ok $([ $? = 2 ]; echo $?) "--offload-activations with --device cuda: exit 2"
 t_done

@@ -14,8 +14,6 @@
 #include "cuda.h"
 #include "cuda_abi.h"
 
-#define CUBLAS_SO	"libcublas.so.13"
-
 static int cu_fail(void *lib, char *why, size_t n, const char *what,
 		   CUresult r)
 {

@@ -10,15 +10,17 @@
  * writes what it found to found and returns 0.  It keeps nothing: every
  * handle is released and both libraries are closed before it returns.
  *
- * The GPU step itself (the GPT's products through cuBLAS, attention and
- * AdamW through kernels/core's CUDA kernels, parameters and gradients on
- * libhmm's device tier) is not built yet: hmm-train --device cuda says
- * so after a successful probe.  Threading: any one thread.
+ * hmm-train --device cuda probes first, so that what is missing is named
+ * before any state is opened; the GPU step itself is gpu.h's (which
+ * loads the same libraries again, and keeps them).  Threading: any one
+ * thread.
  */
 #ifndef HMM_TRAIN_CUDA_H
 #define HMM_TRAIN_CUDA_H
 
 #include <stddef.h>
+
+#define CUBLAS_SO	"libcublas.so.13"	/* the toolkit's, CUDA 13 */
 
 int cuda_probe(char *why, size_t why_n, char *found, size_t found_n);
 

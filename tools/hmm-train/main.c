@@ -13,6 +13,7 @@
 
 #include "blas.h"
 #include "cuda.h"
+#include "gpu.h"
 #include "hmm.h"
 #include "train.h"
 
@@ -52,9 +53,10 @@ static void usage(FILE *f)
 "  --io-depth N        store I/Os in flight, 1..4096 (default 4)\n"
 "  --queue-depth N     io_uring entries, 1..4096 (default max(64, io-depth))\n"
 "  --device cpu|cuda   where the step runs (default cpu); cuda needs the\n"
-"                      driver, a GPU and cuBLAS, found at run time (the\n"
-"                      GPU step itself is not built yet)\n"
-"  --device-budget SIZE  device memory for the state (with --device cuda)\n"
+"                      driver, a GPU and cuBLAS, found at run time; its\n"
+"                      AdamW runs on the CPU over the state\n"
+"  --device-budget SIZE  device memory for the parameters and gradients\n"
+"                      (with --device cuda; default: all of them)\n"
 "  --help\n");
 }
 
@@ -95,8 +97,8 @@ static void list_presets(void)
 		       p->about);
 }
 
-/* --device cuda: what is missing, or that the GPU step is not built. */
-static int train_cuda_refuse(void)
+/* --device cuda: 0, or 1 saying what is missing (before any state). */
+static int train_cuda_probe(void)
 {
 	char why[512], found[128];
 
@@ -104,9 +106,7 @@ static int train_cuda_refuse(void)
 		fprintf(stderr, "hmm-train: --device cuda: %s\n", why);
 		return 1;
 	}
-	fprintf(stderr, "hmm-train: --device cuda: found %s, but the GPU "
-		"step is not built yet (run with --device cpu)\n", found);
-	return 1;
+	return 0;
 }
 
 int main(int argc, char **argv)
@@ -228,8 +228,23 @@ int main(int argc, char **argv)
 		return bad("--device", device, "want cpu or cuda");
 	if (dev_budget && strcmp(device, "cuda"))
 		return bad("--device-budget", "", "only with --device cuda");
-	if (!strcmp(device, "cuda"))
-		return train_cuda_refuse();
+	if (!strcmp(device, "cuda")) {
+		if (o.offload_acts)
+			return bad("--offload-activations", "", "not with "
+				   "--device cuda (its activations stay on "
+				   "the GPU)");
+		struct gpu_plan plan;
+		char why[512];
+
+		/* a budget too small is bad input, GPU or not */
+		if (gpu_plan_make(&o.preset->cfg, GPU_CHUNK, dev_budget, &plan,
+				  why, sizeof(why)))
+			return bad("--device-budget", "", why);
+		if (train_cuda_probe())
+			return 1;
+		o.cuda = 1;
+		o.device_budget = (uint64_t)dev_budget;
+	}
 	blas_setup(argv, stderr);
 	o.blas_core = blas_core();
 	return train_main(&o);

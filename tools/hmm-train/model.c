@@ -370,8 +370,8 @@ static double clip_scale(const float *gr, size_t n, double clip)
  * AdamW on block blk, whose gradient gr the caller keeps mapped (so it
  * stays resident while the state streams p, m and v through memory).
  */
-static int step_block(struct gpt *g, int blk, const float *gr,
-		      const struct optim_hp *hp)
+int gpt_adamw_block(struct gpt *g, int blk, const float *gr,
+		    const struct optim_hp *hp)
 {
 	size_t n = blk == g->c.layers ? g->E.total : g->L.total;
 	struct optim_hp h = *hp;
@@ -524,7 +524,7 @@ static int backward(struct gpt *g, const float *ep, float *eg,
 		if (l > 0)
 			state_unmap(g->st, l, ST_P, p);
 		if (!err && hp)
-			err = step_block(g, l, gr, hp);
+			err = gpt_adamw_block(g, l, gr, hp);
 		if (l == 0)
 			state_unmap(g->st, l, ST_P, p);
 		state_unmap(g->st, l, ST_G, gr);
@@ -532,7 +532,7 @@ static int backward(struct gpt *g, const float *ep, float *eg,
 	if (err)
 		return err;
 	embed_bwd(g, eg, tok);
-	return hp ? step_block(g, nl, eg, hp) : 0;
+	return hp ? gpt_adamw_block(g, nl, eg, hp) : 0;
 }
 
 int gpt_step(struct gpt *g, const int *tok, const int *tgt,

@@ -139,6 +139,15 @@ int gpt_step(struct gpt *g, const int *tok, const int *tgt,
 	     const struct optim_hp *hp, double *loss);
 
 /*
+ * The AdamW step of block blk (0 .. layers; layers: the embeddings) from
+ * its gradient gr, which the caller keeps mapped at the host: the block's
+ * clip, then state_adamw (the step's own, exported for the GPU step,
+ * gpu.h, which runs the same optimizer on the host).  0 or -errno.
+ */
+int gpt_adamw_block(struct gpt *g, int blk, const float *gr,
+		    const struct optim_hp *hp);
+
+/*
  * block.c, used by the step: one transformer block on the n rows of x
  * with parameters p.  block_fwd writes out and keeps its intermediates in
  * g's current set (g->h1 ...); block_bwd (right after block_fwd on the same x) turns dx,

@@ -16,6 +16,7 @@
 #include "attn.h"
 #include "ckpt.h"
 #include "data.h"
+#include "gpu.h"
 #include "hk.h"
 #include "run.h"
 #include "train.h"
@@ -295,8 +296,8 @@ static int start(const struct train_opts *o, struct run *r, struct gpt *g,
 	return 0;
 }
 
-static int loop(struct run *r, struct gpt *g, struct state *st,
-		const struct data *d, const struct preset *p)
+static int loop(struct run *r, struct gpt *g, struct gpu *gpu,
+		struct state *st, const struct data *d, const struct preset *p)
 {
 	int n = r->cfg.batch * r->cfg.ctx;
 	int *tok = malloc(2 * n * sizeof(int)), *tgt = tok + n;
@@ -313,13 +314,14 @@ static int loop(struct run *r, struct gpt *g, struct state *st,
 
 		hp.lr = r->lr * (s < p->warmup ? (double)s / p->warmup : 1);
 		data_batch(d, r->seed, s, r->cfg.batch, r->cfg.ctx, tok, tgt);
-		err = gpt_step(g, tok, tgt, &hp, &loss);
+		err = gpu ? gpu_step(gpu, tok, tgt, &hp, &loss) :
+			    gpt_step(g, tok, tgt, &hp, &loss);
 		if (err) {
 			if (r->tty && !r->json)
 				fputc('\n', r->out);
 			fprintf(stderr, "hmm-train: step %lld: %s\n",
-				(long long)s, err == -EIO ? state_error() :
-				strerror(-err));
+				(long long)s, gpu ? gpu_error() : err == -EIO ?
+				state_error() : strerror(-err));
 			free(tok);
 			return err;
 		}
@@ -328,6 +330,28 @@ static int loop(struct run *r, struct gpt *g, struct state *st,
 	}
 	r->wall_s = now() - t0;
 	free(tok);
+	return 0;
+}
+
+/* --device cuda: the GPU step, its plan said on stderr.  0 or -errno. */
+static int gpu_start(const struct train_opts *o, struct gpt *g,
+		     struct gpu **gpu)
+{
+	const struct gpu_plan *P;
+	int e = gpu_open(g, o->device_budget, gpu);
+
+	if (e) {
+		fprintf(stderr, "hmm-train: --device cuda: %s\n", gpu_error());
+		return e;
+	}
+	P = gpu_plan(*gpu);
+	fprintf(stderr, "hmm-train: --device cuda: device budget %llu of "
+		"%llu bytes (parameters and gradients, %llu-byte chunks): %d "
+		"of %d layers' parameters resident; activations %llu bytes "
+		"beside it; AdamW on the CPU\n",
+		(unsigned long long)P->budget, (unsigned long long)P->all_bytes,
+		(unsigned long long)P->chunk, P->resident_layers, P->layers,
+		(unsigned long long)P->act_bytes);
 	return 0;
 }
 
@@ -447,6 +471,7 @@ int train_main(const struct train_opts *o)
 	struct store_plan *sp = NULL;
 	struct ckpt_info *ci = NULL;
 	struct gpt *g = NULL;
+	struct gpu *gpu = NULL;
 	struct data d;
 	char err[512];
 	uint64_t dhash;
@@ -520,6 +545,11 @@ int train_main(const struct train_opts *o)
 			goto out_model;
 		}
 		r.activation_bytes = gpt_act_offloaded_bytes(&r.cfg);
+	} else if (o->cuda) {
+		e = gpu_start(o, g, &gpu);
+		if (e)
+			goto out_model;
+		r.kept_acts = 1;	/* on the device */
 	} else if (!r.offloaded) {
 		r.kept_acts = !gpt_keep_activations(g);
 	}
@@ -536,10 +566,11 @@ int train_main(const struct train_opts *o)
 			"record of each step\n", (long long)r.steps);
 		goto out_model;
 	}
-	if (!loop(&r, g, st, &d, p))
+	if (!loop(&r, g, gpu, st, &d, p))
 		rc = finish(o, &r, st, &d, dhash, ci);
 	free(r.rec);
 out_model:
+	gpu_close(gpu);
 	gpt_free(g);
 out_state:
 	state_close(st);

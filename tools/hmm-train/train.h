@@ -26,6 +26,8 @@ struct train_opts {
 	int format;			/* --format: format --store whatever
 					   it holds */
 	const char *blas_core;
+	int cuda;			/* --device cuda (probed by main.c) */
+	uint64_t device_budget;		/* --device-budget; 0 = everything */
 	/* --threads, --pool, --io-depth, --queue-depth (struct hmm_config's
 	   knobs, checked by hmm_open); 0 = libhmm's default */
 	uint32_t threads, pool_bytes, io_depth, queue_depth;

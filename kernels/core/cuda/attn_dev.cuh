@@ -12,17 +12,10 @@
 #include <cuda_runtime.h>
 #include <stdint.h>
 
+#include "attn_args.h"
 #include "hk_attn.h"
 
 #define FULL 0xffffffffu
-
-/* What every kernel needs to know about one call (passed by value). */
-struct args {
-	int B, H, Hkv, Nq, Nk, d, dtype, causal, grp, off;
-	float scale;
-	const int32_t *table;
-	int bs, maxb;
-};
 
 static inline struct args make_args(const struct hk_attn *a)
 {
