@@ -8,7 +8,7 @@ process so that each peak RSS is its own:
   hmm        hmm.torch.AdamW + hmm.torch.offload_activations, the host
              budget a quarter of the training state (weights, grads, m
              and v: 16 bytes a parameter), master, m, v and activations in
-             a store file under --dir;
+             a store file under --dir (2 MiB chunks: huge pages);
   deepspeed  where `import deepspeed` works (scripts/peers.sh makes a venv
              with it; CI does not), DeepSpeed's ZeRO-Offload of the
              optimizer to NVMe with DeepSpeedCPUAdam; else null.
@@ -118,7 +118,7 @@ def one_way(a):
         store = os.path.join(a.dir, "bench.%d.store" % os.getpid())
         try:
             ctx = hmm.Context(store=store, store_size=str(4 * state),
-                              host_budget=budget, chunk_bytes="1M")
+                              host_budget=budget, chunk_bytes="2M")
         finally:
             os.unlink(store)    # open: it lives on until the close
         opt = hmm.torch.AdamW(model.parameters(), lr=1e-3, ctx=ctx)
