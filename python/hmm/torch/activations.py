@@ -17,8 +17,10 @@ output and its reshape, 10% of the preset's bytes) shares them.  Once
 packed, the whole chunks older than the newest keep_bytes are evicted
 (the write-back runs on libhmm's I/O thread; pack does not wait).
 unpack prefetches the ahead_bytes below the tensor it is asked for (the
-next ones the backward will want), maps the tensor's bytes, copies them
-into a tensor of the same shape, strides and dtype.  The bytes are the
+next ones the backward will want), maps the tensor's bytes and returns
+them in place as a tensor of the same shape, strides and dtype (the map
+lasts as long as that tensor; one that straddles two segments is copied
+out instead).  The bytes are the
 same, so the gradients are bit-identical.  A segment is freed once
 autograd has dropped every tensor saved in it.
 """
@@ -91,6 +93,24 @@ class _Segment:
                 pass            # still mapped: hmm_close frees it
 
 
+class _Pin:
+    """A map of a segment held by a tensor over it (_Bytes.view)."""
+
+    def __init__(self, seg, p):
+        self.seg, self.p = seg, p
+        seg.live += 1
+
+    def __del__(self):
+        seg = self.seg
+        if seg.t is not None and seg.t.ctx._h is not None:
+            try:
+                seg.t.unmap_ptr(self.p)
+            except OSError:
+                pass
+        seg.live -= 1
+        seg.maybe_free()
+
+
 class _Bytes:
     """The packed bytes of one or more saved tensors: [pos, pos + n) of
     the packing order, as (segment, offset, length) pieces."""
@@ -99,6 +119,19 @@ class _Bytes:
         self.pieces, self.pos, self.nbytes = pieces, pos, n
         for seg, _, _ in pieces:
             seg.live += 1
+
+    def view(self, size, stride, dtype):
+        """The bytes in place (one piece: a map, no copy) as a tensor of
+        that layout, or None where they straddle two segments.  The map
+        (and the segment) lives as long as the tensor does."""
+        if len(self.pieces) != 1:
+            return None
+        seg, off, n = self.pieces[0]
+        p = seg.t.map_ptr(off, n, "host", "r")
+        arr = (ctypes.c_char * n).from_address(p)
+        arr._pin = _Pin(seg, p)     # unmapped when torch lets arr go
+        flat = torch.frombuffer(arr, dtype=torch.uint8).view(dtype)
+        return flat.as_strided(size, stride)
 
     def read(self, dst):
         """Copy the bytes to the address dst."""
@@ -123,6 +156,9 @@ class _Saved:
         self.index = b.pos
 
     def load(self):
+        y = self.b.view(self.size, self.stride, self.dtype)
+        if y is not None:
+            return y
         y = torch.empty_strided(self.size, self.stride, dtype=self.dtype)
         self.b.read(y.data_ptr())
         return y
@@ -148,7 +184,9 @@ class _Offloader:
         self.ahead = None       # [ahead, ...) prefetched or unpacked
 
     def _put(self, src, n):
-        """Copy n bytes from address src to the arena's end."""
+        """Copy n bytes from address src to the arena's end (64-byte
+        aligned: unpack hands them out in place)."""
+        self.pos += -self.pos % 64
         pieces, pos = [], self.pos
         while n:
             if not self.segs or self.pos == self.segs[-1].base + \
