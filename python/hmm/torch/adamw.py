@@ -121,7 +121,7 @@ class AdamW(torch.optim.Optimizer):
         self._ahead_list = []   # their slices, in that order
         self._done = 0          # slices stepped in this backward
         self._pf = 0            # _ahead_list[:_pf] prefetched
-        self._pf_limit = ctx.host_budget // 4
+        self._pf_limit = ctx.host_budget // 8
         self._hooks = []        # handles and AccumulateGrad nodes
         if overlap:
             for g in self.param_groups:
@@ -147,8 +147,8 @@ class AdamW(torch.optim.Optimizer):
         of the one that came after it in the last backward."""
         if p in self._stepped or p.grad is None:
             return
-        # the slices of the last backward's order, read ahead up to a
-        # quarter budget past the one stepped now
+        # the slices of the last backward's order, read ahead up to an
+        # eighth of the budget past the one stepped now
         k, sl = self._done, self._ahead_list
         self._pf = max(self._pf, k)
         while self._pf < len(sl) and self._pf_bytes(k) < self._pf_limit:
