@@ -86,6 +86,8 @@ def hk():
         _declare(_hk, [
             ("hk_offload_adamw_step", ctypes.c_int, [vp, vp]),
             ("hk_offload_error", cstr, []),
+            ("hk_adamw_step", ctypes.c_int, [vp]),
+            ("hk_adamw_error", cstr, []),
             ("hk_adamw_isa", cstr, []),
         ])
     return _hk

@@ -5,10 +5,12 @@ parameters) trained in PyTorch on the CPU three ways, each in its own
 process so that each peak RSS is its own:
 
   inmem      torch.optim.AdamW, everything in memory;
-  hmm        hmm.torch.AdamW + hmm.torch.offload_activations, the host
+  hmm        hmm.torch.AdamW (overlap=True: each parameter stepped in
+             the backward; --no-overlap: after it) +
+             hmm.torch.offload_activations, the host
              budget a quarter of the training state (weights, grads, m
              and v: 16 bytes a parameter), master, m, v and activations in
-             a store file under --dir;
+             a store file under --dir (2 MiB chunks: huge pages);
   deepspeed  where `import deepspeed` works (scripts/peers.sh makes a venv
              with it; CI does not), DeepSpeed's ZeRO-Offload of the
              optimizer to NVMe with DeepSpeedCPUAdam; else null.
@@ -118,10 +120,11 @@ def one_way(a):
         store = os.path.join(a.dir, "bench.%d.store" % os.getpid())
         try:
             ctx = hmm.Context(store=store, store_size=str(4 * state),
-                              host_budget=budget, chunk_bytes="1M")
+                              host_budget=budget, chunk_bytes="2M")
         finally:
             os.unlink(store)    # open: it lives on until the close
-        opt = hmm.torch.AdamW(model.parameters(), lr=1e-3, ctx=ctx)
+        opt = hmm.torch.AdamW(model.parameters(), lr=1e-3, ctx=ctx,
+                              overlap=a.overlap)
         hooks = lambda: hmm.torch.offload_activations(  # noqa: E731
             ctx, min_bytes=a.min_bytes)
         res["host_budget"] = budget
@@ -223,6 +226,8 @@ def main():
                     help="hmm's host budget over the state (default 0.25)")
     ap.add_argument("--min-bytes", type=int, default=64 << 10,
                     help="smallest activation offloaded (default 64K)")
+    ap.add_argument("--no-overlap", dest="overlap", action="store_false",
+                    help="hmm's AdamW steps after the backward, not in it")
     ap.add_argument("--dir", default=None,
                     help="where the store goes (default: a temporary "
                     "folder under $TMPDIR, removed at exit)")
@@ -249,6 +254,7 @@ def main():
                                 "--dir", top, "--steps", str(a.steps),
                                 "--budget-frac", str(a.budget_frac),
                                 "--min-bytes", str(a.min_bytes),
+                                *([] if a.overlap else ["--no-overlap"]),
                                 "--threads", str(a.threads)],
                                stdout=subprocess.PIPE, text=True, env=env)
             if r.returncode:

@@ -70,4 +70,33 @@ with tap.context(host_budget="8M", chunk_bytes="64K") as ctx:
     ok(all(torch.equal(a, p.grad) for a, p in zip(g0, model.parameters())),
        "a second backward (retain_graph) unpacks them again, same grads")
     del loss, out
+    # one tensor's bytes saved twice (softmax's output, then a view of
+    # it by matmul) are packed once; written in between, twice
+    w = torch.nn.Parameter(torch.randn(64, 32))
+    a = torch.randn(128, 256, requires_grad=True)
+    n = a.numel() * 4
+    with hmm.torch.offload_activations(ctx, min_bytes=0) as off:
+        s = a.softmax(-1)
+        out = (s.view(512, 64) @ w).sum()
+    ok(len(off.order) == 2 and off.packed_bytes == n,
+       "a saved tensor and its view share their bytes (%d saved, %d "
+       "bytes packed of %d)" % (len(off.order), off.packed_bytes, n))
+    out.backward()
+    ga = a.grad.clone()
+    a.grad = None
+    (a.softmax(-1).view(512, 64) @ w).sum().backward()
+    ok(torch.equal(ga, a.grad), "and the gradient through both is "
+       "bit-identical")
+    b = torch.randn(128, 256, requires_grad=True).clone()
+    with hmm.torch.offload_activations(ctx, min_bytes=0) as off:
+        c = b.sin()
+        with torch.no_grad():
+            b.add_(1)
+        d = b.cos()
+    ok(off.packed_bytes == 2 * n, "a tensor written between two saves "
+       "is packed twice (%d bytes of %d)" % (off.packed_bytes, 2 * n))
+    del c, d, out, s
+    gc.collect()
+    ok(ctx.stats()["tensors"] == st0["tensors"], "every segment freed "
+       "(%d tensors)" % ctx.stats()["tensors"])
 tap.done()

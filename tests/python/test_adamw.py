@@ -121,4 +121,33 @@ with tap.context(host_budget="64M", store_size="128M") as big:
         ok(False, "a negative lr is refused")
     except ValueError as e:
         ok("lr" in str(e), "a negative lr is refused: %s" % e)
+# overlap=True: each parameter stepped in the backward, as soon as its
+# gradient is complete (the tied weight once, after both uses): the same
+# bits as stepping after it, and step() steps nothing twice
+def overlap_run(ctx, overlap, steps=4):
+    torch.manual_seed(5)
+    emb = torch.nn.Embedding(64, 48)
+    mlp = torch.nn.Sequential(torch.nn.Linear(48, 96), torch.nn.GELU(),
+                              torch.nn.Linear(96, 48))
+    ps = list(emb.parameters()) + list(mlp.parameters())
+    opt = hmm.torch.AdamW(ps, ctx=ctx, overlap=overlap, **HP)
+    x = torch.randint(0, 64, (8, 16))
+    for _ in range(steps):
+        opt.zero_grad(set_to_none=False)
+        h = mlp(emb(x))
+        (h @ emb.weight.t()).square().mean().backward()    # tied
+        opt.step()
+    return [p.detach().clone() for p in ps], opt
+
+
+with tap.context(host_budget="1M", chunk_bytes="64K",
+                 store_size="64M") as c:
+    a, _ = overlap_run(c, False)
+    b, ob = overlap_run(c, True)
+    ok(all(torch.equal(x, y) for x, y in zip(a, b)),
+       "overlap=True: bit-identical weights after 4 steps")
+    ok(all(ob.state[p]["step"] == 4 for g in ob.param_groups
+           for p in g["params"]), "each parameter stepped once a step")
+    ok(len(ob._last) == sum(len(g["params"]) for g in ob.param_groups),
+       "every parameter was stepped in the backward (%d)" % len(ob._last))
 tap.done()

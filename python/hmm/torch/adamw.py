@@ -81,12 +81,20 @@ class AdamW(torch.optim.Optimizer):
     stepped in place), m and v in hmm tensors of ctx.  depth: the
     pipeline's pieces read ahead (0 = 2); slice_bytes: the most of one
     parameter's m and v in one hmm tensor each (default host_budget / 16,
-    at least one chunk, at most 16 MiB).  state_dict() flushes the
-    context (a checkpoint of m and v) and returns torch.optim.AdamW's
-    format; load_state_dict() takes it."""
+    at least one chunk, at most 16 MiB).  overlap=True steps each
+    parameter in the backward, as soon as its gradient is complete
+    (a hook after autograd accumulates it), so that m and v stream
+    while the backward computes, and prefetches the first pieces of the
+    parameter that came next in the last backward; step() then steps
+    only the parameters the backward did not (call it after each
+    backward as usual).  That takes one backward per step: no gradient
+    accumulation over backwards, no clipping by a global norm.
+    state_dict() flushes the context (a checkpoint of m and v) and
+    returns torch.optim.AdamW's format; load_state_dict() takes it."""
 
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8,
-                 weight_decay=1e-2, *, ctx, depth=0, slice_bytes=None):
+                 weight_decay=1e-2, *, ctx, depth=0, slice_bytes=None,
+                 overlap=False):
         if lr < 0 or eps < 0 or weight_decay < 0 or \
            not (0 <= betas[0] < 1 and 0 <= betas[1] < 1):
             raise ValueError("hmm.torch.AdamW: lr %r, betas %r, eps %r, "
@@ -107,6 +115,117 @@ class AdamW(torch.optim.Optimizer):
                               "is %s on %s, not float32 on cpu"
                               % (i, p.dtype, p.device))
             self._init_param(i, p)
+        self._stepped = set()   # stepped in this backward (overlap)
+        self._order = []        # the order they were, last backward
+        self._last = []
+        self._ahead_list = []   # their slices, in that order
+        self._done = 0          # slices stepped in this backward
+        self._pf = 0            # _ahead_list[:_pf] prefetched
+        self._pf_limit = ctx.host_budget // 8
+        self._hooks = []        # handles and AccumulateGrad nodes
+        if overlap:
+            for g in self.param_groups:
+                for p in g["params"]:
+                    self._hook(g, p)
+
+    def _hook(self, group, p):
+        """Call _ready(group, p) once autograd has accumulated p.grad."""
+        if hasattr(p, "register_post_accumulate_grad_hook"):   # torch 2.1
+            self._hooks.append(p.register_post_accumulate_grad_hook(
+                lambda q, g=group: self._ready(g, q)))
+            return
+        # torch 1.13: a hook after p's AccumulateGrad node, which the
+        # tensor holds weakly: keep it alive, or the hook goes with it
+        acc = p.view_as(p).grad_fn.next_functions[0][0]
+        self._hooks.append(acc)
+        self._hooks.append(acc.register_hook(
+            lambda *_, q=p, g=group: self._ready(g, q)))
+
+    @torch.no_grad()
+    def _ready(self, group, p):
+        """overlap: step p in the backward, prefetching the first slice
+        of the one that came after it in the last backward."""
+        if p in self._stepped or p.grad is None:
+            return
+        # the slices of the last backward's order, read ahead up to an
+        # eighth of the budget past the one stepped now
+        k, sl = self._done, self._ahead_list
+        self._pf = max(self._pf, k)
+        while self._pf < len(sl) and self._pf_bytes(k) < self._pf_limit:
+            self._prefetch(sl[self._pf], whole=True)
+            self._pf += 1
+        self._step_param(group, p, None, now=True)
+        self._done += len(self._slices[p])
+        self._stepped.add(p)
+        self._order.append(p)
+
+    def _pf_bytes(self, k):
+        """Bytes of m and v read ahead past slice k of the order."""
+        return sum(2 * s.m.nbytes for s in self._ahead_list[k:self._pf])
+
+    def _prefetch(self, s, whole=False):
+        """The first pieces of slice s's m and v (whole: all of them)."""
+        ahead = s.m.nbytes if whole else min(2 * self.ctx.chunk_bytes,
+                                            s.m.nbytes)
+        s.m.prefetch("host", 0, ahead)
+        s.v.prefetch("host", 0, ahead)
+
+    def _step_slice_async(self, group, st, s, grad, flat, nxt):
+        """overlap: the step of slice s in the backward, in one piece
+        (the kernel is elementwise: the same bits as piece by piece),
+        without waiting for its write-back: m and v are mapped whole
+        (their reads prefetched when s was next), stepped by
+        hk_adamw_step and evicted; a write-back's error surfaces at
+        step()'s wait."""
+        if nxt is not None:
+            self._prefetch(nxt)
+        n = s.hi - s.lo
+        pm = s.m.map_ptr(0, _lib.HMM_ALL, "host", "rw")
+        try:
+            pv = s.v.map_ptr(0, _lib.HMM_ALL, "host", "rw")
+            try:
+                a = _AdamwArgs(n=n, param=flat.data_ptr() + 4 * s.lo,
+                               grad=grad.data_ptr() + 4 * s.lo,
+                               exp_avg=pm, exp_avg_sq=pv,
+                               grad_dtype=F32, state_dtype=F32)
+                name = s.name.encode()
+                a.lr, a.eps = group["lr"], group["eps"]
+                a.beta1, a.beta2 = group["betas"]
+                a.weight_decay = group["weight_decay"]
+                a.step, a.name = st["step"], name
+                hk = _lib.hk()
+                check(hk.hk_adamw_step(ctypes.byref(a)), "hmm.torch.AdamW",
+                      hk.hk_adamw_error)
+            finally:
+                s.v.unmap_ptr(pv)
+        finally:
+            s.m.unmap_ptr(pm)
+        s.m.evict("host")
+        s.v.evict("host")
+
+    def _step_param(self, group, p, after, now=False):
+        """One step of p (all its slices); after: the slice to prefetch
+        once the last is under way; now: without waiting for the
+        write-backs (in the backward)."""
+        if p.grad.is_sparse:
+            raise OSError(errno.EINVAL, "hmm.torch.AdamW: sparse grads")
+        if p not in self._slices:           # a group added since
+            self._init_param(len(self._slices), p)
+        if not p.data.is_contiguous():
+            raise OSError(errno.EINVAL, "hmm.torch.AdamW: a parameter "
+                          "of shape %s is not contiguous" % (tuple(p.shape),))
+        st = self.state[p]
+        st["step"] += 1
+        grad = p.grad.detach().reshape(-1).contiguous()
+        flat = p.data.view(-1)
+        sl = self._slices[p]
+        for k, s in enumerate(sl):
+            nxt = sl[k + 1] if k + 1 < len(sl) else after
+            # whole m and v pinned: only where they take a quarter budget
+            if now and 8 * s.m.nbytes <= self.ctx.host_budget:
+                self._step_slice_async(group, st, s, grad, flat, nxt)
+            else:
+                self._step_slice(group, st, s, grad, flat, nxt)
 
     def _params(self):
         for g in self.param_groups:
@@ -127,9 +246,7 @@ class AdamW(torch.optim.Optimizer):
         in place, m and v streamed."""
         ctx = self.ctx
         if nxt is not None:         # the next slice's first pieces
-            ahead = min(2 * ctx.chunk_bytes, nxt.m.nbytes)
-            nxt.m.prefetch("host", 0, ahead)
-            nxt.v.prefetch("host", 0, ahead)
+            self._prefetch(nxt)
         o = _Offload(exp_avg=s.m._handle(), exp_avg_sq=s.v._handle(),
                      chunk_bytes=ctx.chunk_bytes, depth=self.depth,
                      param_host=flat.data_ptr() + 4 * s.lo,
@@ -151,24 +268,18 @@ class AdamW(torch.optim.Optimizer):
             with torch.enable_grad():
                 loss = closure()
         work = [(g, p) for g in self.param_groups for p in g["params"]
-                if p.grad is not None]
-        for g, p in work:
-            if p.grad.is_sparse:
-                raise OSError(errno.EINVAL, "hmm.torch.AdamW: sparse grads")
-            if p not in self._slices:       # a group added since
-                self._init_param(len(self._slices), p)
-            self.state[p]["step"] += 1
-        flat_slices = [(g, p, s) for g, p in work for s in self._slices[p]]
-        grads = {p: p.grad.detach().reshape(-1).contiguous()
-                 for _, p in work}
-        for k, (g, p, s) in enumerate(flat_slices):
-            nxt = flat_slices[k + 1][2] if k + 1 < len(flat_slices) else None
-            if not p.data.is_contiguous():
-                raise OSError(errno.EINVAL, "hmm.torch.AdamW: a parameter "
-                              "of shape %s is not contiguous"
-                              % (tuple(p.shape),))
-            flat = p.data.view(-1)
-            self._step_slice(g, self.state[p], s, grads[p], flat, nxt)
+                if p.grad is not None and p not in self._stepped]
+        for k, (g, p) in enumerate(work):
+            nxt = work[k + 1][1] if k + 1 < len(work) else None
+            self._step_param(g, p, self._slices[nxt][0]
+                             if nxt in self._slices else None)
+        if self._order:
+            self._last = self._order
+            self._ahead_list = [s for q in self._last
+                                for s in self._slices[q]]
+            self.ctx.wait()     # the write-backs of the backward's steps
+        self._order, self._done, self._pf = [], 0, 0
+        self._stepped = set()
         return loss
 
     def state_dict(self):
