@@ -218,7 +218,7 @@ all: $(if $(HAVE_USER),$(if $(SAN),,$(HK_SO)))
 # TOOL_A_NAME: an archive of some of the tool's files, linked by the tool
 # and by a test (hmm-train's model, for test_gpt_grad).
 TRAIN_A	  := $(B)/lib/libhmmtrain.a
-TRAIN_SRC := $(addprefix tools/hmm-train/,attn.c block.c gpu_blas.c gpu_lib.c \
+TRAIN_SRC := $(addprefix tools/hmm-train/,attn.c block.c cuda.c gpu_blas.c gpu_lib.c \
 	     gpu_plan.c layers.c model.c optim.c) $(wildcard tools/hmm-train/state*.c)
 $(TRAIN_A): $(call obj,$(TRAIN_SRC))
 TOOL_A_hmm-train := $(TRAIN_A)

@@ -3,7 +3,7 @@
 # non-zero at once (before any training or store) naming what is
 # missing: the driver (no libcuda.so.1), a GPU (the fake driver with
 # FAKECUDA_NODEV=1: cuInit fails; =2: no devices), or cuBLAS (the fake
-# driver, which cuBLAS cannot initialise on; or no libcublas.so.13).
+# driver, which cuBLAS cannot initialise on; or no libcublas.so.13, .12 or .so).
 # Bad --device / --device-budget values exit 2, a budget below what one
 # layer's backward pins too (the plan needs no GPU), and so does
 # --offload-activations with --device cuda.  Where the probe succeeds
@@ -38,6 +38,8 @@ if [ -e "$fake/libcuda.so.1" ]; then
 	ok $([ $rc = 1 ] && grep -q 'no GPU: the driver sees 0 devices' "$dir/err"; echo $?) "a driver that sees no device: exit 1 saying so"
 	run LD_LIBRARY_PATH="$fake"
 	ok $([ $rc = 1 ] && grep -q 'no cuBLAS: ' "$dir/err"; echo $?) "a driver and a GPU (the fake), cuBLAS unusable or absent: exit 1 naming cuBLAS"
+	run LD_LIBRARY_PATH="$fake" HMM_CUBLAS=/nonexistent/libcublas.so.99
+	ok $([ $rc = 1 ] && grep -q 'no cuBLAS: dlopen /nonexistent/libcublas.so.99 (\$HMM_CUBLAS)' "$dir/err"; echo $?) "HMM_CUBLAS naming no library: exit 1 naming it"
 	# past the probe, the GPU step's own loader on the fake: it has the
 	# memory calls but not the launch ones, and must say so, not crash
 	plan=$B/tests/unit/test_gpu_plan

@@ -269,6 +269,34 @@ int main(int argc, char **argv)
 	r = gpu_plan_make(&c, 1000, 0, &P, why, sizeof(why));
 	t_eq(r, -EINVAL, "a chunk not a multiple of 4096: -EINVAL");
 
+	/* shapes the CUDA kernels cannot take, refused naming the field */
+	{
+		static const struct {
+			struct gpt_config c;
+			const char *what;
+		} bad[] = {
+			{ { 256, 32, 1024, 2, 2, 4 }, "per head" }, /* 512 */
+			{ { 256, 32, 96, 5, 2, 4 }, "heads dividing" },
+			{ { 256, 32, 64, 2, 2, 40000 }, "65535" },
+			{ { 256, 1 << 20, 64, 2, 2, 16 }, "2^31" },
+		};
+
+		for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+			why[0] = 0;
+			r = gpu_plan_make(&bad[i].c, ch, 0, &P, why,
+					  sizeof(why));
+			t_ok(r == -EINVAL && strstr(why, bad[i].what),
+			     "d %d heads %d batch %d ctx %d: -EINVAL (%s)",
+			     bad[i].c.d, bad[i].c.heads, bad[i].c.batch,
+			     bad[i].c.ctx, why);
+		}
+		struct gpt_config w = c;
+
+		w.d = 512, w.heads = 2;	/* 256 a head: the widest taken */
+		t_eq(gpu_plan_make(&w, ch, 0, &P, why, sizeof(why)), 0,
+		     "256 per head is taken");
+	}
+
 	r = gpu_plan_make(&c, ch, 0, &P, why, sizeof(why));
 	check_arena(&c, P.act_bytes);
 	c.batch = 3, c.ctx = 17, c.layers = 2;	/* odd sizes */

@@ -10,6 +10,7 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 
 #include "cuda.h"
 #include "cuda_abi.h"
@@ -51,25 +52,52 @@ static int probe_gpu(void *lib, char *why, size_t n, int *count)
 	return 0;
 }
 
+void *cublas_dlopen(const char **name, char *why, size_t why_n)
+{
+	static const char *const names[] = {
+		"libcublas.so.13", "libcublas.so.12", "libcublas.so",
+	};
+	const char *env = getenv("HMM_CUBLAS");
+	void *lib;
+
+	if (env && *env) {
+		lib = dlopen(env, RTLD_NOW | RTLD_LOCAL);
+		if (!lib)
+			snprintf(why, why_n, "no cuBLAS: dlopen %s "
+				 "($HMM_CUBLAS): %s", env, dlerror());
+		*name = env;
+		return lib;
+	}
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+		lib = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
+		if (lib) {
+			*name = names[i];
+			return lib;
+		}
+	}
+	snprintf(why, why_n, "no cuBLAS: dlopen libcublas.so.13, .so.12 "
+		 "and .so: %s", dlerror());
+	*name = names[0];
+	return NULL;
+}
+
 /* cuBLAS and a handle on the GPU: 0, or -ENODEV with why. */
 static int probe_cublas(char *why, size_t n, int *version)
 {
-	void *lib = dlopen(CUBLAS_SO, RTLD_NOW | RTLD_LOCAL);
+	const char *so;
+	void *lib = cublas_dlopen(&so, why, n);
 	int (*create)(void **), (*destroy)(void *), (*ver)(void *, int *);
 	void *h = NULL;
 	int st;
 
-	if (!lib) {
-		snprintf(why, n, "no cuBLAS: dlopen %s: %s", CUBLAS_SO,
-			 dlerror());
+	if (!lib)
 		return -ENODEV;
-	}
 	*(void **)&create = dlsym(lib, "cublasCreate_v2");
 	*(void **)&destroy = dlsym(lib, "cublasDestroy_v2");
 	*(void **)&ver = dlsym(lib, "cublasGetVersion_v2");
 	if (!create || !destroy || !ver) {
 		snprintf(why, n, "no cuBLAS: %s lacks cublasCreate_v2, "
-			 "cublasDestroy_v2 or cublasGetVersion_v2", CUBLAS_SO);
+			 "cublasDestroy_v2 or cublasGetVersion_v2", so);
 		dlclose(lib);
 		return -ENODEV;
 	}

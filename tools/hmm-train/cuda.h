@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * cuda.h — hmm-train's GPU side, loaded at run time: the CUDA driver
- * (libcuda.so.1) and cuBLAS (libcublas.so.13, the toolkit's), so that the
+ * (libcuda.so.1) and cuBLAS (cublas_dlopen: the toolkit's), so that the
  * binary links neither and runs where there is no GPU.
  *
  * cuda_probe() finds, in order, the driver, a GPU, and cuBLAS with a
@@ -20,8 +20,14 @@
 
 #include <stddef.h>
 
-#define CUBLAS_SO	"libcublas.so.13"	/* the toolkit's, CUDA 13 */
-
 int cuda_probe(char *why, size_t why_n, char *found, size_t found_n);
+
+/*
+ * dlopen cuBLAS: $HMM_CUBLAS when set, else libcublas.so.13, .12, then
+ * the unversioned name (the toolkit's, newest first).  Returns the
+ * handle and sets *name to the name that opened, or NULL with why
+ * naming every name tried and the last dlerror().
+ */
+void *cublas_dlopen(const char **name, char *why, size_t why_n);
 
 #endif /* HMM_TRAIN_CUDA_H */

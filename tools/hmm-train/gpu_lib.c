@@ -81,18 +81,19 @@ static int load_cublas(struct gpu_lib *l)
 		{ "cublasSetStream_v2", offsetof(struct gpu_blas, SetStream) },
 		{ "cublasSgemm_v2", offsetof(struct gpu_blas, Sgemm) },
 	};
+	const char *so;
+	char why[256];
 	int st;
 
-	l->cublas = dlopen(CUBLAS_SO, RTLD_NOW | RTLD_LOCAL);
+	l->cublas = cublas_dlopen(&so, why, sizeof(why));
 	if (!l->cublas)
-		return gpu_fail(-ENODEV, "no cuBLAS: dlopen %s: %s", CUBLAS_SO,
-				dlerror());
+		return gpu_fail(-ENODEV, "%s", why);
 	for (size_t i = 0; i < sizeof(syms) / sizeof(syms[0]); i++) {
 		void *f = dlsym(l->cublas, syms[i].sym);
 
 		if (!f)
 			return gpu_fail(-ENODEV, "no cuBLAS: %s has no %s",
-					CUBLAS_SO, syms[i].sym);
+					so, syms[i].sym);
 		memcpy((char *)&l->blas + syms[i].off, &f, sizeof(f));
 	}
 	/* the handle binds to the current context (set by the caller) */

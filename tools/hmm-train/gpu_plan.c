@@ -30,6 +30,36 @@ int gpu_plan_make(const struct gpt_config *c, uint64_t chunk,
 			 (unsigned long long)chunk, nl);
 		return -EINVAL;
 	}
+	/* what the kernels can take: attn_simt.cuh keeps a head's row in
+	 * 256 floats of shared memory, its grids put batch x heads in y
+	 * (at most 65535), and the element kernels index in int */
+	if (c->heads < 1 || c->d % c->heads || c->d / c->heads > GPU_HEAD_MAX) {
+		snprintf(why, why_n, "device plan: width %d in %d heads: "
+			 "the CUDA attention needs heads dividing the width "
+			 "and at most %d per head", c->d, c->heads,
+			 GPU_HEAD_MAX);
+		return -EINVAL;
+	}
+	if ((uint64_t)c->batch * c->heads > 65535) {
+		snprintf(why, why_n, "device plan: batch %d x %d heads = "
+			 "%llu attention blocks in y: at most 65535",
+			 c->batch, c->heads,
+			 (unsigned long long)c->batch * c->heads);
+		return -EINVAL;
+	}
+	{
+		uint64_t n = (uint64_t)c->batch * c->ctx;
+		uint64_t big = n * (uint64_t)(c->vocab > 4 * c->d ?
+					      c->vocab : 4 * c->d);
+
+		if (big >= 1ull << 31) {
+			snprintf(why, why_n, "device plan: batch %d x context "
+				 "%d makes an array of %llu floats: the "
+				 "kernels index under 2^31", c->batch, c->ctx,
+				 (unsigned long long)big);
+			return -EINVAL;
+		}
+	}
 	/* layer 0's and the embeddings' sizes (every layer is alike) */
 	{
 		struct gpt_config one = *c;

@@ -11,6 +11,9 @@
 #include "cuda_abi.h"
 #include "gpu.h"
 
+/* The widest head the CUDA attention takes (attn_simt.cuh's rows). */
+#define GPU_HEAD_MAX	256
+
 /* One block's intermediates, kept from its forward for its backward
  * (model.h's struct gpt_acts on the device). */
 struct gpu_acts {

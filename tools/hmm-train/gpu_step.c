@@ -58,9 +58,9 @@ static int launch(struct gpu *x, CUfunction f, const char *name,
 {
 	if (!gx)
 		return 0;
-	if (gx > 0x7fffffffu)
-		return gpu_fail(-EINVAL, "%s: grid of %llu blocks", name,
-				(unsigned long long)gx);
+	if (gx > 0x7fffffffu || gy > 65535)
+		return gpu_fail(-EINVAL, "%s: grid of %llu x %u blocks",
+				name, (unsigned long long)gx, gy);
 	return gpu_cu(&x->l, x->l.cu.LaunchKernel(f, (unsigned)gx, gy, 1,
 						  threads, 1, 1, 0,
 						  x->l.stream, args, NULL),
