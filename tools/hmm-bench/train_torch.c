@@ -22,6 +22,7 @@
 #include <unistd.h>
 #include <limits.h>
 
+#include "bench.h"
 #include "train_torch.h"
 
 static const char script[] =
@@ -86,20 +87,22 @@ static const char script[] =
 int torch_gpt_run(const char *python, const struct torch_gpt *m, int steps,
 		  struct torch_gpt_result *res)
 {
-	size_t cap = sizeof(script) + 1024;
-	char *cmd = malloc(cap), line[512];
+	char a[8][16], line[512];
+	char *argv[] = { (char *)python, "-c", (char *)script, a[0], a[1],
+			 a[2], a[3], a[4], a[5], a[6], a[7], NULL };
+	const int v[8] = { m->vocab, m->ctx, m->d, m->heads, m->layers,
+			   m->batch, steps, m->threads };
 	FILE *f;
+	pid_t pid;
 	int got = 0, threads;
 
 	memset(res, 0, sizeof(*res));
-	if (!cmd)
-		return -1;
-	snprintf(cmd, cap, "OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive} '%s' -c '%s' "
-		 "%d %d %d %d %d %d %d %d 2>&1", python,
-		 script, m->vocab, m->ctx, m->d, m->heads, m->layers, m->batch,
-		 steps, m->threads);
-	f = popen(cmd, "r");
-	free(cmd);
+	for (int i = 0; i < 8; i++)
+		snprintf(a[i], sizeof(a[i]), "%d", v[i]);
+	/* torch's OpenMP threads sleep, not spin, between its ops */
+	setenv("OMP_WAIT_POLICY", "passive", 0);
+	/* its own process group, killed and reaped if hmm-bench is stopped */
+	f = bench_child_open(argv, &pid);
 	if (!f)
 		return -1;
 	while (fgets(line, sizeof(line), f))
@@ -108,7 +111,7 @@ int torch_gpt_run(const char *python, const struct torch_gpt *m, int steps,
 			got = threads == m->threads;
 		else if (!got)	/* say why (an ImportError, ...) */
 			fprintf(stderr, "%s: %s", python, line);
-	if (pclose(f) != 0 || !got)
+	if (bench_child_close(f, pid) != 0 || !got)
 		return -1;
 	return 0;
 }
