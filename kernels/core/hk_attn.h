@@ -31,9 +31,9 @@
  * results.  The result also does not depend on the thread count.
  *
  * Memory, per call, freed before it returns: K transposed into tiles
- * (and V^T in the backward), copies of q, dout, k, v as fp32 rows only
- * when they are not already dense fp32 with d % 8 == 0, one tile-sized
- * slot per thread; in the backward D = rowsum(dout * o) (B*H*Nq floats)
+ * (and V^T in the backward), fp32 copies of q and dout in the backward
+ * only when they are not already dense fp32 with d % 8 == 0 (the forward
+ * converts each q tile in its slot), one tile-sized slot per thread; in the backward D = rowsum(dout * o) (B*H*Nq floats)
  * and, for bf16, odd d or when the key axis is split into chunks (small
  * B*Hkv), an fp32 dq accumulator of up to 4 * B*H*Nq*d floats.  All
  * O(N d), never Nq x Nk.  The amx path (bf16) also keeps 320 KiB of

@@ -69,12 +69,23 @@ struct hk_attn_ops {
 	float (*exp_sum)(float *x, int n, float mul, float sub);
 	/* ds[i] = mul * p[i] * (ds[i] - sub), n a multiple of 8 */
 	void (*dsoft)(float *ds, const float *p, int n, float sub, float mul);
+	/*
+	 * The bf16 rows of a call, read once into the fp32 tiles and written
+	 * once from them (attn.c): dst[i] = src[i] for i < n, any n >= 0;
+	 * to_bf16 rounds to nearest even, any NaN becoming 0x7fc0 (hk_f32_bf16).
+	 */
+	void (*from_bf16)(float *dst, const uint16_t *src, int n);
+	void (*to_bf16)(uint16_t *dst, const float *src, int n);
 };
 
 extern const struct hk_attn_ops hk_attn_scalar_ops;
 extern const struct hk_attn_ops hk_attn_avx2_ops;
 extern const struct hk_attn_ops hk_attn_avx512_ops;
 extern const struct hk_attn_ops hk_attn_amx_ops;
+/* attn_avx2.c's conversions, shared with attn_avx512.c and attn_amx.c (a
+ * CPU with AVX-512 has AVX2; the conversion is bound by memory) */
+void hk_attn_avx2_from_bf16(float *dst, const uint16_t *src, int n);
+void hk_attn_avx2_to_bf16(uint16_t *dst, const float *src, int n);
 /* attn_avx512.c's primitives, shared with attn_amx.c */
 float hk_attn_avx512_rowmax(const float *x, int n);
 float hk_attn_avx512_exp_sum(float *x, int n, float mul, float sub);
@@ -85,7 +96,9 @@ void hk_attn_avx512_dsoft(float *ds, const float *p, int n, float sub,
  * One call's state, on the caller's stack for the length of one
  * hk_attn_fwd / hk_attn_bwd.  The f32 views (qf, dof) have rows of dp
  * floats: the caller's own arrays when they are dense fp32 with d % 8 == 0,
- * else packed copies (*_own set, freed by hk_attn_ctx_fini).
+ * else, in the backward, packed copies (own[], freed by hk_attn_ctx_fini);
+ * the forward then leaves qf NULL and each item converts its own q tile
+ * into its slot (each q row is read by one item only).
  */
 struct hk_attn_ctx {
 	struct hk_attn a;		/* defaults resolved */
@@ -132,8 +145,10 @@ void hk_attn_ctx_fini(struct hk_attn_ctx *c);
 int hk_attn_run(struct hk_attn_ctx *c, int nitems, size_t slot_floats,
 		void (*item)(struct hk_attn_ctx *, float *, int));
 int hk_attn_vis(const struct hk_attn_ctx *c, int i);	/* keys row i sees */
-void hk_attn_store_row(void *base, size_t off, const float *src, int d,
-		       int dtype, float mul);
+/* Row of d floats into the output array base (dtype c->a.dtype) at
+ * element off. */
+void hk_attn_store_row(const struct hk_attn_ctx *c, void *base, size_t off,
+		       const float *src, int d);
 
 /* gemm's ldb for a panel of vp or kp w wide. */
 static inline long hk_attn_ldv(const struct hk_attn_ctx *c, int w)
@@ -145,6 +160,23 @@ static inline long hk_attn_ldv(const struct hk_attn_ctx *c, int w)
 static inline int hk_attn_vpw(const struct hk_attn_ctx *c)
 {
 	return c->ops->wide ? c->dp : HK_ATTN_VPW;
+}
+
+static inline float hk_bf16_f32(uint16_t h)
+{
+	union { uint32_t u; float f; } x = { .u = (uint32_t)h << 16 };
+
+	return x.f;
+}
+
+/* Nearest even; any NaN gives 0x7fc0. */
+static inline uint16_t hk_f32_bf16(float f)
+{
+	union { uint32_t u; float f; } x = { .f = f };
+
+	if (f != f)
+		return 0x7fc0;
+	return (x.u + 0x7fff + ((x.u >> 16) & 1)) >> 16;
 }
 
 static inline int hk_round8(int n)

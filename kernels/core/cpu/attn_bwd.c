@@ -49,12 +49,8 @@ static void d_item(struct hk_attn_ctx *c, float *slot, int bh)
 		} else {
 			const uint16_t *y = (const uint16_t *)c->o + off;
 
-			for (int p = 0; p < a->d; p++) {
-				union { uint32_t u; float f; } v;
-
-				v.u = (uint32_t)y[p] << 16;
-				s += (double)x[p] * v.f;
-			}
+			for (int p = 0; p < a->d; p++)
+				s += (double)x[p] * hk_bf16_f32(y[p]);
 		}
 		c->D[row] = (float)s;
 	}
@@ -147,10 +143,10 @@ static void tile(struct hk_attn_ctx *c, struct bwd_buf *w, int bg, int ch,
 	for (int j = 0; j < nc; j++) {
 		size_t off = ((size_t)bg * a->Nk + j0 + j) * a->d;
 
-		hk_attn_store_row(c->dk, off, w->dK + (size_t)j * dp, a->d,
-				  a->dtype, 1.0f);
-		hk_attn_store_row(c->dv, off, w->dV + (size_t)j * dp, a->d,
-				  a->dtype, 1.0f);
+		hk_attn_store_row(c, c->dk, off, w->dK + (size_t)j * dp,
+				  a->d);
+		hk_attn_store_row(c, c->dv, off, w->dV + (size_t)j * dp,
+				  a->d);
 	}
 }
 
@@ -184,7 +180,7 @@ static void dq_item(struct hk_attn_ctx *c, float *slot, int bh)
 				s += c->dqf[ch * per + row * c->dp + p];
 			slot[p] = s;
 		}
-		hk_attn_store_row(c->dq, row * a->d, slot, a->d, a->dtype, 1);
+		hk_attn_store_row(c, c->dq, row * a->d, slot, a->d);
 	}
 }
 
