@@ -118,7 +118,8 @@ struct hk_attn_ctx {
 	int npv;			/* vp, kp: pack_b's np (dp rounded to 32) */
 	float *own[8];			/* packed copies to free */
 	float *D;			/* [B*H*Nq], backward */
-	float *dqf;			/* [nchunk][B*H*Nq][dp] or dq itself */
+	float *dqf;			/* [nchunk][B*H*Nq][dp], dq itself or
+					   NULL: in each item's slot */
 	int nchunk, per_chunk;		/* kv tiles per chunk */
 	int pack_v_t;			/* also pack V transposed */
 	/* the job hk_parallel runs */

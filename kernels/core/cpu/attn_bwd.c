@@ -12,10 +12,11 @@
  *	dP = dO Vt, dS = scale P (dP - D)
  *	dK += dS^T Q, dQ += dS K
  *
- * dQ rows are owned by one item when the key axis is not split (then, for
- * dense fp32 with d % 8 == 0, the gemm adds straight into the caller's
- * dq); otherwise each chunk adds into its own fp32 copy and a last pass
- * sums the copies in chunk order.  The chunk count comes from the shape
+ * dQ rows are owned by one item when the key axis is not split: for dense
+ * fp32 with d % 8 == 0 the gemm adds straight into the caller's dq, else
+ * (bf16, odd d) into fp32 rows in the item's slot, written out when the
+ * item ends.  When the axis is split each chunk adds into its own fp32
+ * copy and a last pass sums the copies in chunk order.  The chunk count comes from the shape
  * only, so results never depend on the number of threads.
  */
 #include <errno.h>
@@ -120,21 +121,22 @@ static void pair(struct hk_attn_ctx *c, struct bwd_buf *w, int bh, int bg,
 	}
 }
 
-static void tile(struct hk_attn_ctx *c, struct bwd_buf *w, int bg, int ch,
-		 int t)
+/* Kv tile t against every q tile that sees it; dq0: the dq rows of the
+ * group's first head, the others Nq * dp floats apart. */
+static void tile(struct hk_attn_ctx *c, struct bwd_buf *w, int bg, int t,
+		 float *dq0)
 {
 	const struct hk_attn *a = &c->a;
 	int b = bg / a->Hkv, g = bg % a->Hkv, dp = c->dp, j0 = t * BC;
 	int nc = a->Nk - j0 < BC ? a->Nk - j0 : BC;
 	int istart = a->causal ? j0 - c->off : 0;
-	size_t per = (size_t)a->B * a->H * a->Nq * dp;
 
 	istart = istart < 0 ? 0 : istart / BR * BR;
 	memset(w->dK, 0, (size_t)nc * dp * sizeof(float));
 	memset(w->dV, 0, (size_t)nc * dp * sizeof(float));
 	for (int h = g * c->grp; h < (g + 1) * c->grp; h++) {
 		int bh = b * a->H + h;
-		float *dq = c->dqf + ch * per + (size_t)bh * a->Nq * dp;
+		float *dq = dq0 + (size_t)(h - g * c->grp) * a->Nq * dp;
 
 		for (int i0 = istart; i0 < a->Nq; i0 += BR)
 			pair(c, w, bh, bg, i0,
@@ -150,18 +152,35 @@ static void tile(struct hk_attn_ctx *c, struct bwd_buf *w, int bg, int ch,
 	}
 }
 
+/*
+ * One (b, kv head, chunk).  With c->dqf NULL (one chunk, dq not dense
+ * fp32) the item owns its heads' dq rows outright: it sums them in fp32
+ * in its slot after the tile buffers and writes them when done.
+ */
 static void kv_item(struct hk_attn_ctx *c, float *slot, int it)
 {
+	const struct hk_attn *a = &c->a;
 	int ch = it % c->nchunk, bg = it / c->nchunk;
 	int t0 = ch * c->per_chunk, t1 = t0 + c->per_chunk;
+	int b = bg / a->Hkv, h0 = bg % a->Hkv * c->grp;
+	size_t rows = (size_t)c->grp * a->Nq, bh0 = (size_t)b * a->H + h0;
 	struct bwd_buf w;
+	float *dq;
 
 	w.dK = slot;
 	w.dV = w.dK + BC * c->dp;
 	w.S = w.dV + BC * c->dp;
 	w.dP = w.S + BR * LDT;
+	dq = w.dP + BR * LDT;
+	if (c->dqf)
+		dq = c->dqf + ((size_t)ch * a->B * a->H + bh0) * a->Nq * c->dp;
+	else
+		memset(dq, 0, rows * c->dp * sizeof(float));
 	for (int t = t0; t < t1 && t < c->ntk; t++)
-		tile(c, &w, bg, ch, t);
+		tile(c, &w, bg, t, dq);
+	for (size_t i = 0; !c->dqf && i < rows; i++)
+		hk_attn_store_row(c, c->dq, (bh0 * a->Nq + i) * a->d,
+				  dq + i * c->dp, a->d);
 }
 
 /* dq = sum over chunks of dqf (in chunk order), converted; per (b, h). */
@@ -205,22 +224,25 @@ static int bwd_run(struct hk_attn_ctx *c)
 	int own_dq, r;
 
 	chunks(c);
-	own_dq = c->nchunk > 1 || a->dtype != HK_F32 || a->d % 8;
+	/* dqf: the caller's dq (dense fp32, one chunk), NULL (one chunk:
+	 * each item sums its own rows in its slot) or a copy per chunk */
+	own_dq = c->nchunk > 1;
 	c->D = malloc((nq + 1) * sizeof(float));
 	c->dqf = own_dq ? calloc(c->nchunk * nq * c->dp + 1, sizeof(float)) :
-		 c->dq;
-	if (!c->D || (nq && !c->dqf)) {
+		 a->dtype == HK_F32 && a->d % 8 == 0 ? c->dq : NULL;
+	if (!c->D || (nq && own_dq && !c->dqf)) {
 		r = -ENOMEM;
 		goto out;
 	}
 	r = hk_attn_pack(c, 1);
-	if (!r && !own_dq && nq)	/* only now: errors leave dq alone */
+	if (!r && c->dqf == c->dq && nq)   /* only now: errors leave dq alone */
 		memset(c->dq, 0, nq * a->d * sizeof(float));
 	if (!r)
 		r = hk_attn_run(c, a->B * a->H, 0, d_item);
 	if (!r)
-		r = hk_attn_run(c, a->B * a->Hkv * c->nchunk,
-				bwd_slot(c->dp), kv_item);
+		r = hk_attn_run(c, a->B * a->Hkv * c->nchunk, bwd_slot(c->dp) +
+				(c->dqf ? 0 : (size_t)c->grp * a->Nq * c->dp),
+				kv_item);
 	if (!r && own_dq)
 		r = hk_attn_run(c, a->B * a->H, a->d, dq_item);
 out:
