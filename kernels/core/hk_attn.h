@@ -15,10 +15,12 @@
  * HK_BF16, bf16 written with round-to-nearest-even); lse and all
  * accumulation are fp32.  d is 1..256, any value (not only powers of two);
  * N is any length, 0 included.  bf16 on a CPU with AMX (hk_isa() ==
- * HK_ISA_AMX) multiplies on AMX tiles: products of bf16 inputs are exact,
- * and the probabilities P and score gradients dS are rounded to bf16
- * (nearest even) before the products that take them, as FlashAttention-2
- * does on GPUs; elsewhere, and for fp32, every product is fp32.
+ * HK_ISA_AMX) multiplies on AMX tiles, and on one with AVX-512 and
+ * AVX512-BF16 but no AMX with vdpbf16ps ("avx512bf16"): products of bf16
+ * inputs are exact, and the probabilities P and score gradients dS are
+ * rounded to bf16 (nearest even) before the products that take them, as
+ * FlashAttention-2 does on GPUs; elsewhere, and for fp32, every product
+ * is fp32 (bf16 inputs are converted to fp32 once, as they are packed).
  *
  * Paged K/V: with block_table != NULL, k and v are pools of blocks, each
  * block [Hkv][block_size][d]; token t of batch b lives in block
@@ -106,11 +108,12 @@ const char *hk_attn_strerror(void);
  * default (hk_isa()).  Returns 0, or -ENOTSUP when this CPU cannot.  Not
  * thread-safe against calls in flight.  HK_ISA_AMX changes only bf16
  * calls (fp32 runs the AVX-512 path): their products run on AMX tiles
- * with P and dS rounded to bf16 (see below).
+ * with P and dS rounded to bf16 (see above); HK_ISA_AVX512 runs bf16 on
+ * vdpbf16ps where the CPU has AVX512-BF16, the same way.
  */
 int hk_attn_force_isa(int isa);
 /* The path the next call of this dtype will use: "scalar", "avx2",
- * "avx512" or "amx". */
+ * "avx512", "avx512bf16" (bf16 only) or "amx" (bf16 only). */
 const char *hk_attn_isa_name(int dtype);
 
 /*

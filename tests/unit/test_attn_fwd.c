@@ -136,8 +136,10 @@ static void run_case(const struct acase *c, const char *isa)
  * The bf16 conversions of the path, bit for bit: with q = k = 0 both keys
  * get p = 1, so o = (v0 + v1) / 2 exactly in fp32, and its bf16 is known.
  * The pairs make ties that round down and up (nearest even), infinities,
- * a NaN from inf - inf and a NaN input with a payload (both 0x7fc0);
- * d = 43 runs the vector loops and their tails.
+ * a NaN from inf - inf and a NaN input with a payload (both 0x7fc0), the
+ * smallest normals (not subnormals: the bf16 products of amx and
+ * avx512bf16 read those as zero); d = 43 runs the vector loops and their
+ * tails.
  */
 static void bf16_round_test(const char *isa)
 {
@@ -150,8 +152,8 @@ static void bf16_round_test(const char *isa)
 		{ 0xff80, 0xbf80 },	/* -inf */
 		{ 0x7f80, 0xff80 },	/* inf - inf: NaN */
 		{ 0x7fc1, 0x3f80 },	/* NaN in: NaN */
-		{ 0x7f7f, 0x7f7f },	/* the largest finite */
-		{ 0x0001, 0x0003 },	/* subnormal */
+		{ 0x7f7f, 0x7f7f },	/* the largest finite: sum is inf */
+		{ 0x0080, 0x0081 },	/* the smallest normal, a tie */
 	};
 	struct hk_attn a = { .B = 1, .H = 1, .Hkv = 1, .Nq = 1, .Nk = 2, .d = D,
 			     .dtype = HK_BF16 };

@@ -344,11 +344,14 @@ int hk_attn_resolve(const struct hk_attn *a, struct hk_attn *out)
 	return 0;
 }
 
-/* The primitives of ISA level isa for dtype: tiles only for bf16. */
+/* The primitives of ISA level isa for dtype: bf16 products (AMX tiles,
+ * else vdpbf16ps) only for bf16. */
 static const struct hk_attn_ops *hk_attn_ops_for(int isa, int dtype)
 {
 	if (isa >= HK_ISA_AMX && dtype == HK_BF16 && hk_amx_enable())
 		return &hk_attn_amx_ops;
+	if (isa >= HK_ISA_AVX512 && dtype == HK_BF16 && hk_avx512_bf16())
+		return &hk_attn_dpbf16_ops;
 	return isa >= HK_ISA_AVX512 ? &hk_attn_avx512_ops :
 	       isa == HK_ISA_AVX2 ? &hk_attn_avx2_ops : &hk_attn_scalar_ops;
 }

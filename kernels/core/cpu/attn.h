@@ -2,9 +2,11 @@
 /*
  * attn.h — inside the CPU attention.  attn.c: validation, packing,
  * threading, the forward; attn_bwd.c: the backward; attn_scalar.c /
- * attn_avx2.c / attn_avx512.c / attn_amx.c (bf16 only): one hk_attn_ops
- * each, the primitives the tiles run on.  All buffers here are fp32, allocated by attn.c / attn_bwd.c
- * for one call and freed before it returns.
+ * attn_avx2.c / attn_avx512.c: one hk_attn_ops each, the primitives the
+ * tiles run on; attn_amx.c (bf16 only): two, AMX tiles and AVX512-BF16's
+ * vdpbf16ps.  All buffers here are fp32 (bf16 where ops->pack_b packs
+ * them), allocated by attn.c / attn_bwd.c for one call and freed before
+ * it returns.
  */
 #ifndef HK_CPU_ATTN_H
 #define HK_CPU_ATTN_H
@@ -82,6 +84,9 @@ extern const struct hk_attn_ops hk_attn_scalar_ops;
 extern const struct hk_attn_ops hk_attn_avx2_ops;
 extern const struct hk_attn_ops hk_attn_avx512_ops;
 extern const struct hk_attn_ops hk_attn_amx_ops;
+extern const struct hk_attn_ops hk_attn_dpbf16_ops;	/* attn_amx.c */
+/* isa.c: 1 if the CPU has AVX-512 and AVX512-BF16 (vdpbf16ps) */
+int hk_avx512_bf16(void);
 /* attn_avx2.c's conversions, shared with attn_avx512.c and attn_amx.c (a
  * CPU with AVX-512 has AVX2; the conversion is bound by memory) */
 void hk_attn_avx2_from_bf16(float *dst, const uint16_t *src, int n);
