@@ -33,13 +33,14 @@
  * results.  The result also does not depend on the thread count.
  *
  * Memory, per call, freed before it returns: K transposed into tiles
- * (and V^T in the backward), fp32 copies of q and dout in the backward
- * only when they are not already dense fp32 with d % 8 == 0 (the forward
- * converts each q tile in its slot), one tile-sized slot per thread; in
- * the backward D = rowsum(dout * o) (B*H*Nq floats) and, when the key axis
- * is split into chunks (B*Hkv < 8), an fp32 dq accumulator of up to
- * 4 * B*H*Nq*d floats; otherwise, for bf16 or odd d, each thread's slot
- * also holds one kv head's dq rows in fp32 (H/Hkv * Nq * d floats).  All
+ * (and V^T in the backward), one tile-sized slot per thread; the forward
+ * converts each q tile that is not dense fp32 with d % 8 == 0 in its
+ * slot.  In the backward D = rowsum(dout * o) (B*H*Nq floats) and, when
+ * the key axis is split into chunks (B*Hkv < 8), fp32 copies of q and
+ * dout (unless dense fp32, d % 8 == 0) and an fp32 dq accumulator of up
+ * to 4 * B*H*Nq*d floats; otherwise, for bf16 or odd d, each thread's
+ * slot also holds one kv head's q, dout and dq rows in fp32
+ * (3 * H/Hkv * Nq * d floats).  All
  * O(N d), never Nq x Nk.  The amx path (bf16) also keeps 320 KiB of
  * operand buffers per thread that ran it, freed when the thread exits.
  *

@@ -174,10 +174,8 @@ static void pack_vp(struct hk_attn_ctx *c, const void *src, float *dst,
 	}
 }
 
-/* Rows [j0, j0 + n) of a kv head (or of q / dout when g < 0) into dp-wide
- * rows with zero pad. */
-static void pack_rows(struct hk_attn_ctx *c, const void *src, float *dst,
-		      int b, int g, int j0, int n)
+void hk_attn_pack_rows(const struct hk_attn_ctx *c, const void *src,
+		       float *dst, int b, int g, int j0, int n)
 {
 	int d = c->a.d;
 
@@ -238,11 +236,11 @@ static void pack_item(struct hk_attn_ctx *c, float *row, int it)
 	}
 	it -= nkv;		/* q, dout rows of one (batch, head) */
 	if (c->own[4])
-		pack_rows(c, c->q, c->own[4] + (size_t)it * a->Nq * c->dp,
-			  it, -1, 0, a->Nq);
+		hk_attn_pack_rows(c, c->q, c->own[4] +
+				  (size_t)it * a->Nq * c->dp, it, -1, 0, a->Nq);
 	if (c->own[5])
-		pack_rows(c, c->dout, c->own[5] + (size_t)it * a->Nq * c->dp,
-			  it, -1, 0, a->Nq);
+		hk_attn_pack_rows(c, c->dout, c->own[5] +
+				  (size_t)it * a->Nq * c->dp, it, -1, 0, a->Nq);
 }
 
 static float *alloc_f(size_t n)
@@ -254,8 +252,9 @@ static float *alloc_f(size_t n)
 }
 
 /*
- * Forward (bwd = 0): kt, vp, qf.  Backward: kt, vt, kp, qf, dof.  own[]:
- * 0 kt, 1 vt, 2 kf and 3 vf (unused), 4 qf, 5 dof, 6 vp, 7 kp.
+ * Forward (bwd = 0): kt, vp.  Backward: kt, vt, kp, and qf, dof when the
+ * key axis is split (else each item converts its own rows, attn_bwd.c).
+ * own[]: 0 kt, 1 vt, 2 kf and 3 vf (unused), 4 qf, 5 dof, 6 vp, 7 kp.
  */
 int hk_attn_pack(struct hk_attn_ctx *c, int bwd)
 {
@@ -267,8 +266,8 @@ int hk_attn_pack(struct hk_attn_ctx *c, int bwd)
 	size_t nvp = (size_t)a->B * a->Hkv * c->ntk * c->vp_sz;
 	size_t tmp = (size_t)a->d * LDT > (size_t)BC * c->dp ?
 		     (size_t)a->d * LDT : (size_t)BC * c->dp;
-	int want[8] = { 1, bwd, 0, 0, bwd && !plain, bwd && !plain, !bwd,
-			bwd };
+	int copy = bwd && !plain && c->nchunk > 1;	/* q, dout as fp32 */
+	int want[8] = { 1, bwd, 0, 0, copy, copy, !bwd, bwd };
 	size_t len[8] = { nt, nt, nkv, nkv, nq, nq, nvp, nvp };
 	int r;
 
@@ -280,9 +279,8 @@ int hk_attn_pack(struct hk_attn_ctx *c, int bwd)
 	c->vp = c->own[6];
 	c->kp = c->own[7];
 	c->qf = c->own[4] ? c->own[4] : plain ? (const float *)c->q : NULL;
-	c->dof = c->own[5] ? c->own[5] : (const float *)c->dout;
-	r = hk_attn_run(c, a->B * a->Hkv * c->ntk +
-			(plain || !bwd ? 0 : a->B * a->H),
+	c->dof = c->own[5] ? c->own[5] : plain ? (const float *)c->dout : NULL;
+	r = hk_attn_run(c, a->B * a->Hkv * c->ntk + (copy ? a->B * a->H : 0),
 			c->dp + (c->ops->pack_b ? tmp : 0), pack_item);
 	return r;
 }
@@ -476,7 +474,7 @@ static void fwd_item(struct hk_attn_ctx *c, float *slot, int it)
 	if (c->qf)	/* dense fp32, d % 8 == 0: read in place */
 		Q = c->qf + ((size_t)bh * a->Nq + i0) * dp;
 	else		/* this tile's rows as fp32, once, in the slot */
-		pack_rows(c, c->q, Qt, bh, -1, i0, mr);
+		hk_attn_pack_rows(c, c->q, Qt, bh, -1, i0, mr);
 
 	memset(O, 0, (size_t)mr * dp * sizeof(float));
 	for (int r = 0; r < mr; r++) {

@@ -101,9 +101,10 @@ void hk_attn_avx512_dsoft(float *ds, const float *p, int n, float sub,
  * One call's state, on the caller's stack for the length of one
  * hk_attn_fwd / hk_attn_bwd.  The f32 views (qf, dof) have rows of dp
  * floats: the caller's own arrays when they are dense fp32 with d % 8 == 0,
- * else, in the backward, packed copies (own[], freed by hk_attn_ctx_fini);
- * the forward then leaves qf NULL and each item converts its own q tile
- * into its slot (each q row is read by one item only).
+ * else, in a backward whose key axis is split, packed copies (own[],
+ * freed by hk_attn_ctx_fini); otherwise they are NULL and each item
+ * converts the rows it alone reads into its slot (the forward's q tile;
+ * the backward's q and dout rows of one kv head's query heads).
  */
 struct hk_attn_ctx {
 	struct hk_attn a;		/* defaults resolved */
@@ -144,6 +145,10 @@ int hk_attn_setup(struct hk_attn_ctx *c, const struct hk_attn *a);
  */
 int hk_attn_resolve(const struct hk_attn *a, struct hk_attn *out);
 int hk_attn_bad(const char *fmt, int v);
+/* Rows [j0, j0 + n) of kv head g of batch b (or, for g < 0, of q or dout
+ * head b = batch * H + head) as fp32 rows of dp floats, zero padded. */
+void hk_attn_pack_rows(const struct hk_attn_ctx *c, const void *src,
+		       float *dst, int b, int g, int j0, int n);
 /* Pack what the call needs (kt, vt, f32 views); -ENOMEM. */
 int hk_attn_pack(struct hk_attn_ctx *c, int need_dout);
 void hk_attn_ctx_fini(struct hk_attn_ctx *c);
