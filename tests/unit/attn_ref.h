@@ -15,11 +15,12 @@
  *
  * A path that rounds the probabilities P and the score gradients dS to
  * bf16 before multiplying them (amx and avx512bf16 for bf16, as
- * FlashAttention-2 does on GPUs) is held to the same rule against a naive fp32 that rounds
- * them too (ar_naive_bf16: o = sum bf16(p) v, dv = sum bf16(p) dout,
- * dq, dk from bf16(ds)): it may not be more than twice as far from fp64
- * as that naive, which is about 2^-9 of the sum of |terms| (measured in
- * these tests: 1e-4 to 2e-3 against 1e-7 to 3e-5 for exact products).
+ * FlashAttention-2 does on GPUs) is held to the same rule against a naive
+ * fp32 that rounds them too (ar_naive_bf16: o = sum bf16(p) v,
+ * dv = sum bf16(p) dout, dq, dk from bf16(ds)): it may not be more than
+ * twice as far from fp64 as that naive, which is about 2^-9 of the sum
+ * of |terms| (measured in these tests: 1e-4 to 2e-3 against 1e-7 to
+ * 3e-5 for exact products).
  */
 #ifndef HMM_TESTS_ATTN_REF_H
 #define HMM_TESTS_ATTN_REF_H

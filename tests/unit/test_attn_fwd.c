@@ -175,7 +175,8 @@ static void bf16_round_test(const char *isa)
 		if (o[x] != want[x])
 			bad = x;
 	t_ok(bad < 0, "%s (bf16 %s): o = bf16((v0 + v1) / 2) bit for bit, "
-	     "ties to even, inf, NaN as 0x7fc0", isa, hk_attn_isa_name(HK_BF16));
+	     "ties to even, inf, NaN as 0x7fc0", isa,
+	     hk_attn_isa_name(HK_BF16));
 	if (bad >= 0)
 		t_diag("column %d: got 0x%04x, want 0x%04x", bad, o[bad],
 		       want[bad]);

@@ -74,7 +74,7 @@ struct hk_attn_ops {
 	/*
 	 * The bf16 rows of a call, read once into the fp32 tiles and written
 	 * once from them (attn.c): dst[i] = src[i] for i < n, any n >= 0;
-	 * to_bf16 rounds to nearest even, any NaN becoming 0x7fc0 (hk_f32_bf16).
+	 * to_bf16 rounds to nearest even, any NaN giving 0x7fc0 (hk_f32_bf16).
 	 */
 	void (*from_bf16)(float *dst, const uint16_t *src, int n);
 	void (*to_bf16)(uint16_t *dst, const float *src, int n);

@@ -14,20 +14,20 @@
  * tiles with tdpbf16ps, k in steps of 32.  Products are exact, sums fp32.
  * The other primitives (rowmax, exp, dS) are the AVX-512 ones.
  *
- * Measured on a 2-core Xeon (Sapphire Rapids class): tdpbf16ps at about
- * 2300 GFLOP/s per core against 135 for zmm FMA and 71 for AVX512-BF16's
- * vdpbf16ps (one per two cycles there, half the FMA's rate), so the
- * vector dot product is used only where AMX is not: a CPU with
- * AVX512-BF16 and no tiles (AMD Zen 4, whose published instruction
- * tables give it the zmm FMA's rate, so twice its flops; not measured
- * here), HK_ISA=avx512, or the tile permission refused.  The tiles run for dtype HK_BF16 when hk_isa() is
- * HK_ISA_AMX and hk_amx_enable() got the permission; fp32 attention
- * keeps fp32 products on every path.  Operand buffers (320 KiB) are per
- * thread, allocated before a thread's first item (ops->prepare) and freed
- * when it exits.  K and V tiles come packed once a call (ops->pack_b,
- * ldb < 0); only Q, dO and the P, dS of each tile pair are packed in the
- * gemm.  Subnormal inputs are read as zero by the conversion (bf16 inputs
- * that small, below 1.2e-38, lose nothing else).
+ * Measured on a 2-core Xeon (Sapphire Rapids class): tdpbf16ps at about 2300
+ * GFLOP/s per core against 135 for zmm FMA and 71 for AVX512-BF16's
+ * vdpbf16ps (one per two cycles there, half the FMA's rate), so the vector
+ * dot product is used only where AMX is not: a CPU with AVX512-BF16 and no
+ * tiles (AMD Zen 4, whose published instruction tables give it the zmm FMA's
+ * rate, so twice its flops; not measured here), HK_ISA=avx512, or the tile
+ * permission refused.  The tiles run for dtype HK_BF16 when hk_isa() is
+ * HK_ISA_AMX and hk_amx_enable() got the permission; fp32 attention keeps
+ * fp32 products on every path.  Operand buffers (320 KiB) are per thread,
+ * allocated before a thread's first item (ops->prepare) and freed when it
+ * exits.  K and V tiles come packed once a call (ops->pack_b, ldb < 0); only
+ * Q, dO and the P, dS of each tile pair are packed in the gemm.  Subnormal
+ * inputs are read as zero by the conversion (bf16 inputs that small, below
+ * 1.2e-38, lose nothing else).
  */
 #include <errno.h>
 #include <immintrin.h>
@@ -221,41 +221,47 @@ static void tiles(struct amx_buf *w, const uint16_t *bp, int bnp, int mp,
  * pairs (B(p, j), B(p + 1, j)) 16 columns to a load.  Products exact, sums
  * fp32 (the instruction treats subnormals as zero).
  */
+/* c[i..i+8)[j..j+32) over all kp of dots() below */
+static inline void dot_block(struct amx_buf *w, const uint16_t *bp, int bnp,
+			     int i, int j, int np, int kp)
+{
+	__m512 s[8][2];
+
+#pragma GCC unroll 8
+	for (int r = 0; r < 8; r++)
+		s[r][0] = s[r][1] = _mm512_setzero_ps();
+	for (int p = 0; p < kp; p += 2) {
+		const uint16_t *b = bp + (size_t)p * bnp + 2 * j;
+		const uint16_t *a = w->a + (size_t)i * kp + p;
+		__m512bh b0 = (__m512bh)_mm512_loadu_si512(b);
+		__m512bh b1 = (__m512bh)_mm512_loadu_si512(b + 32);
+
+#pragma GCC unroll 8
+		for (int r = 0; r < 8; r++) {
+			uint32_t pr;
+			__m512bh x;
+
+			memcpy(&pr, a + (size_t)r * kp, 4);
+			x = (__m512bh)_mm512_set1_epi32((int)pr);
+			s[r][0] = _mm512_dpbf16_ps(s[r][0], x, b0);
+			s[r][1] = _mm512_dpbf16_ps(s[r][1], x, b1);
+		}
+	}
+#pragma GCC unroll 8
+	for (int r = 0; r < 8; r++) {
+		float *c = w->c + (size_t)(i + r) * np + j;
+
+		_mm512_storeu_ps(c, s[r][0]);
+		_mm512_storeu_ps(c + 16, s[r][1]);
+	}
+}
+
 static void dots(struct amx_buf *w, const uint16_t *bp, int bnp, int mp,
 		 int np, int kp)
 {
 	for (int i = 0; i < mp; i += 8)
-		for (int j = 0; j < np; j += 32) {
-			__m512 s[8][2];
-
-#pragma GCC unroll 8
-			for (int r = 0; r < 8; r++)
-				s[r][0] = s[r][1] = _mm512_setzero_ps();
-			for (int p = 0; p < kp; p += 2) {
-				const uint16_t *b = bp + (size_t)p * bnp + 2 * j;
-				__m512bh b0 = (__m512bh)_mm512_loadu_si512(b);
-				__m512bh b1 = (__m512bh)_mm512_loadu_si512(b + 32);
-
-#pragma GCC unroll 8
-				for (int r = 0; r < 8; r++) {
-					uint32_t pr;
-					__m512bh ar;
-
-					memcpy(&pr, w->a + (size_t)(i + r) * kp + p,
-					       4);
-					ar = (__m512bh)_mm512_set1_epi32((int)pr);
-					s[r][0] = _mm512_dpbf16_ps(s[r][0], ar, b0);
-					s[r][1] = _mm512_dpbf16_ps(s[r][1], ar, b1);
-				}
-			}
-#pragma GCC unroll 8
-			for (int r = 0; r < 8; r++) {
-				float *c = w->c + (size_t)(i + r) * np + j;
-
-				_mm512_storeu_ps(c, s[r][0]);
-				_mm512_storeu_ps(c + 16, s[r][1]);
-			}
-		}
+		for (int j = 0; j < np; j += 32)
+			dot_block(w, bp, bnp, i, j, np, kp);
 }
 
 typedef void mul_fn(struct amx_buf *w, const uint16_t *bp, int bnp, int mp,

@@ -16,9 +16,10 @@
  * fp32 with d % 8 == 0 the gemm adds straight into the caller's dq and
  * reads q and dout in place, else (bf16, odd d) the item converts its q
  * and dout rows into its slot once and sums dq in fp32 rows there,
- * written out when the item ends.  When the axis is split each chunk adds into its own fp32
- * copy and a last pass sums the copies in chunk order.  The chunk count comes from the shape
- * only, so results never depend on the number of threads.
+ * written out when the item ends.  When the axis is split each chunk
+ * adds into its own fp32 copy and a last pass sums the copies in chunk
+ * order.  The chunk count comes from the shape only, so results never
+ * depend on the number of threads.
  */
 #include <errno.h>
 #include <math.h>
@@ -262,9 +263,9 @@ static int bwd_run(struct hk_attn_ctx *c)
 	if (!r)
 		r = hk_attn_run(c, a->B * a->H, 0, d_item);
 	if (!r)
-		r = hk_attn_run(c, a->B * a->Hkv * c->nchunk, bwd_slot(c->dp) +
-				(c->dqf ? 0 : 3 * (size_t)c->grp * a->Nq * c->dp),
-				kv_item);
+		r = hk_attn_run(c, a->B * a->Hkv * c->nchunk,
+				bwd_slot(c->dp) + (c->dqf ? 0 :
+				3 * (size_t)c->grp * a->Nq * c->dp), kv_item);
 	if (!r && own_dq)
 		r = hk_attn_run(c, a->B * a->H, a->d, dq_item);
 out:
