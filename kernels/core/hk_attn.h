@@ -15,10 +15,12 @@
  * HK_BF16, bf16 written with round-to-nearest-even); lse and all
  * accumulation are fp32.  d is 1..256, any value (not only powers of two);
  * N is any length, 0 included.  bf16 on a CPU with AMX (hk_isa() ==
- * HK_ISA_AMX) multiplies on AMX tiles: products of bf16 inputs are exact,
- * and the probabilities P and score gradients dS are rounded to bf16
- * (nearest even) before the products that take them, as FlashAttention-2
- * does on GPUs; elsewhere, and for fp32, every product is fp32.
+ * HK_ISA_AMX) multiplies on AMX tiles, and on one with AVX-512 and
+ * AVX512-BF16 but no AMX with vdpbf16ps ("avx512bf16"): products of bf16
+ * inputs are exact, and the probabilities P and score gradients dS are
+ * rounded to bf16 (nearest even) before the products that take them, as
+ * FlashAttention-2 does on GPUs; elsewhere, and for fp32, every product
+ * is fp32 (bf16 inputs are converted to fp32 once, as they are packed).
  *
  * Paged K/V: with block_table != NULL, k and v are pools of blocks, each
  * block [Hkv][block_size][d]; token t of batch b lives in block
@@ -31,11 +33,14 @@
  * results.  The result also does not depend on the thread count.
  *
  * Memory, per call, freed before it returns: K transposed into tiles
- * (and V^T in the backward), copies of q, dout, k, v as fp32 rows only
- * when they are not already dense fp32 with d % 8 == 0, one tile-sized
- * slot per thread; in the backward D = rowsum(dout * o) (B*H*Nq floats)
- * and, for bf16, odd d or when the key axis is split into chunks (small
- * B*Hkv), an fp32 dq accumulator of up to 4 * B*H*Nq*d floats.  All
+ * (and V^T in the backward), one tile-sized slot per thread; the forward
+ * converts each q tile that is not dense fp32 with d % 8 == 0 in its
+ * slot.  In the backward D = rowsum(dout * o) (B*H*Nq floats) and, when
+ * the key axis is split into chunks (B*Hkv < 8), fp32 copies of q and
+ * dout (unless dense fp32, d % 8 == 0) and an fp32 dq accumulator of up
+ * to 4 * B*H*Nq*d floats; otherwise, for bf16 or odd d, each thread's
+ * slot also holds one kv head's q, dout and dq rows in fp32
+ * (3 * H/Hkv * Nq * d floats).  All
  * O(N d), never Nq x Nk.  The amx path (bf16) also keeps 320 KiB of
  * operand buffers per thread that ran it, freed when the thread exits.
  *
@@ -104,11 +109,12 @@ const char *hk_attn_strerror(void);
  * default (hk_isa()).  Returns 0, or -ENOTSUP when this CPU cannot.  Not
  * thread-safe against calls in flight.  HK_ISA_AMX changes only bf16
  * calls (fp32 runs the AVX-512 path): their products run on AMX tiles
- * with P and dS rounded to bf16 (see below).
+ * with P and dS rounded to bf16 (see above); HK_ISA_AVX512 runs bf16 on
+ * vdpbf16ps where the CPU has AVX512-BF16, the same way.
  */
 int hk_attn_force_isa(int isa);
 /* The path the next call of this dtype will use: "scalar", "avx2",
- * "avx512" or "amx". */
+ * "avx512", "avx512bf16" (bf16 only) or "amx" (bf16 only). */
 const char *hk_attn_isa_name(int dtype);
 
 /*

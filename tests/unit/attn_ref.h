@@ -14,12 +14,13 @@
  * off by the final rounding, 2^-8 |fp64|.
  *
  * A path that rounds the probabilities P and the score gradients dS to
- * bf16 before multiplying them (the amx path for bf16, as FlashAttention-2
- * does on GPUs) is held to the same rule against a naive fp32 that rounds
- * them too (ar_naive_bf16: o = sum bf16(p) v, dv = sum bf16(p) dout,
- * dq, dk from bf16(ds)): it may not be more than twice as far from fp64
- * as that naive, which is about 2^-9 of the sum of |terms| (measured in
- * these tests: 1e-4 to 2e-3 against 1e-7 to 3e-5 for exact products).
+ * bf16 before multiplying them (amx and avx512bf16 for bf16, as
+ * FlashAttention-2 does on GPUs) is held to the same rule against a naive
+ * fp32 that rounds them too (ar_naive_bf16: o = sum bf16(p) v,
+ * dv = sum bf16(p) dout, dq, dk from bf16(ds)): it may not be more than
+ * twice as far from fp64 as that naive, which is about 2^-9 of the sum
+ * of |terms| (measured in these tests: 1e-4 to 2e-3 against 1e-7 to
+ * 3e-5 for exact products).
  */
 #ifndef HMM_TESTS_ATTN_REF_H
 #define HMM_TESTS_ATTN_REF_H
@@ -211,10 +212,13 @@ AR_DEFINE(ar_ref64, double, exp, log, 0, AR_EXACT)
 AR_DEFINE(ar_naive32, float, expf, logf, 1, AR_EXACT)
 AR_DEFINE(ar_naive_bf16, float, expf, logf, 1, AR_BF16)
 
-/* 1 when the path a call of c's dtype takes now rounds P and dS to bf16. */
+/* 1 when the path a call of c's dtype takes now rounds P and dS to bf16
+ * (amx, and avx512bf16's vdpbf16ps). */
 static int ar_rounds_pds(const struct acase *c)
 {
-	return !strcmp(hk_attn_isa_name(c->dtype), "amx");
+	const char *isa = hk_attn_isa_name(c->dtype);
+
+	return !strcmp(isa, "amx") || !strcmp(isa, "avx512bf16");
 }
 
 /* The naive fp32 that the path under test is held to (see above). */
@@ -398,6 +402,9 @@ static void ar_each_isa(void (*fn)(const char *isa))
 			 hk_attn_isa_name(HK_F32), hk_attn_isa_name(HK_BF16));
 	}
 	hk_attn_force_isa(-1);
+	if (!strstr(ran, "avx512bf16"))
+		t_ok(1, "avx512bf16 # SKIP this CPU has no AVX-512 with "
+		     "AVX512-BF16: the vdpbf16ps path did not run");
 	t_diag("ISA levels run against the fp64 reference:%s", ran);
 }
 

@@ -28,6 +28,9 @@ static const struct acase cases[] = {
 	{ 1, 1, 1, 1000, 1000, 128, 1, HK_BF16, 0 },
 	{ 1, 4, 2, 65, 130, 80, 1, HK_BF16, 0 },
 	{ 1, 2, 1, 100, 37, 96, 1, HK_BF16, 0 },
+	/* B * Hkv >= 8: one chunk, dq summed in each item's slot */
+	{ 2, 8, 4, 150, 300, 64, 1, HK_BF16, 0 },
+	{ 1, 8, 8, 70, 200, 33, 0, HK_F32, 0 },
 };
 
 struct grads {

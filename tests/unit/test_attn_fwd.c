@@ -4,7 +4,8 @@
  * every ISA path this CPU has: N in {1, 63, 64, 65, 1000}, d in {32, 33,
  * 64, 80, 128, 256}, causal and not, GQA, Nq != Nk (bottom-right causal,
  * dead rows), bf16, a permuted block table (bit-identical to dense), thread
- * count independence, and bad arguments.
+ * count independence, bad arguments, and the bf16 conversions of each path
+ * bit for bit.
  */
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -131,10 +132,61 @@ static void run_case(const struct acase *c, const char *isa)
 	free(lse); free(of); free(qx); free(kx); free(vx); free(ox);
 }
 
+/*
+ * The bf16 conversions of the path, bit for bit: with q = k = 0 both keys
+ * get p = 1, so o = (v0 + v1) / 2 exactly in fp32, and its bf16 is known.
+ * The pairs make ties that round down and up (nearest even), infinities,
+ * a NaN from inf - inf and a NaN input with a payload (both 0x7fc0), the
+ * smallest normals (not subnormals: the bf16 products of amx and
+ * avx512bf16 read those as zero); d = 43 runs the vector loops and their
+ * tails.
+ */
+static void bf16_round_test(const char *isa)
+{
+	enum { D = 43 };
+	static const uint16_t pairs[][2] = {
+		{ 0x3f80, 0x3f81 },	/* 1 + 2^-8: tie, down to 0x3f80 */
+		{ 0x3f81, 0x3f82 },	/* 1 + 3 2^-8: tie, up to 0x3f82 */
+		{ 0xbf81, 0xbf82 },	/* negative tie, up to 0xbf82 */
+		{ 0x7f80, 0x3f80 },	/* inf */
+		{ 0xff80, 0xbf80 },	/* -inf */
+		{ 0x7f80, 0xff80 },	/* inf - inf: NaN */
+		{ 0x7fc1, 0x3f80 },	/* NaN in: NaN */
+		{ 0x7f7f, 0x7f7f },	/* the largest finite: sum is inf */
+		{ 0x0080, 0x0081 },	/* the smallest normal, a tie */
+	};
+	struct hk_attn a = { .B = 1, .H = 1, .Hkv = 1, .Nq = 1, .Nk = 2, .d = D,
+			     .dtype = HK_BF16 };
+	uint16_t q[D] = { 0 }, k[2 * D] = { 0 }, v[2 * D], o[D], want[D];
+	float lse;
+	int bad = -1, np = sizeof(pairs) / sizeof(pairs[0]);
+
+	for (int x = 0; x < D; x++) {
+		float m;
+
+		v[x] = x < np ? pairs[x][0] : ar_bf16(ar_rand());
+		v[D + x] = x < np ? pairs[x][1] : ar_bf16(ar_rand());
+		m = (ar_f32(v[x]) + ar_f32(v[D + x])) / 2;
+		want[x] = isnan(m) ? 0x7fc0 : ar_bf16(m);
+	}
+	if (hk_attn_fwd(&a, q, k, v, o, &lse))
+		t_fail_all("hk_attn_fwd: %s", hk_attn_strerror());
+	for (int x = D - 1; x >= 0; x--)
+		if (o[x] != want[x])
+			bad = x;
+	t_ok(bad < 0, "%s (bf16 %s): o = bf16((v0 + v1) / 2) bit for bit, "
+	     "ties to even, inf, NaN as 0x7fc0", isa,
+	     hk_attn_isa_name(HK_BF16));
+	if (bad >= 0)
+		t_diag("column %d: got 0x%04x, want 0x%04x", bad, o[bad],
+		       want[bad]);
+}
+
 static void run_isa(const char *isa)
 {
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
 		run_case(&cases[i], isa);
+	bf16_round_test(isa);
 }
 
 /* 1 vs 3 threads: same bytes (items own disjoint outputs). */

@@ -15,11 +15,16 @@
  * through the same hk_parallel pool, run right after each pass for as
  * long as that pass took (so a busy machine takes the same share from
  * both), medians reported:
- *	avx2 and scalar paths	12 chains of vfmadd231ps ymm (16 flop each)
- *	avx512			12 chains of vfmadd231ps zmm (32 flop each)
+ *	avx2 and scalar paths	12 chains of vfmadd132ps ymm (16 flop each)
+ *	avx512			12 chains of vfmadd132ps zmm (32 flop each)
  *	amx (bf16)		tdpbf16ps into 4 tiles from 4 (16 x 16 x 32,
  *				16384 flop each)
- * JSON says which ("peak").  Each repetition runs fp32 then bf16 (or the
+ *	avx512bf16 (bf16)	12 chains of vdpbf16ps zmm (64 flop each)
+ * (the FMA form is gcc's choice; any of 132/213/231 is the same
+ * instruction on the same ports).  The scalar path multiplies with mulss
+ * and addss, so against the AVX2 loop it shows the machine's peak, not
+ * its own instructions' (an eighth of that).  JSON says which ("peak"),
+ * how ("peak_method") and what was counted ("flop", "flop_formula").  Each repetition runs fp32 then bf16 (or the
  * one --dtype names), forward then backward, each followed by its peak
  * loop; bf16_vs_f32 is the median over repetitions of t_f32 / t_bf16.
  *
@@ -55,12 +60,26 @@ struct peak_part {
 	float sink[64 * 16];
 };
 
-enum { PEAK_AVX2, PEAK_AVX512, PEAK_AMX };
+enum { PEAK_AVX2, PEAK_AVX512, PEAK_AMX, PEAK_DPBF16 };
+
+/* How every peak is had (JSON "peak_method", --help). */
+static const char peak_method[] =
+	"measured, not from a data sheet: the loop named in \"peak\" "
+	"(independent multiply-adds, no memory operands) on the same threads "
+	"through hk_parallel, run right after each pass for as long as it took; "
+	"GFLOP/s = flop the loop did / its wall time; medians over repetitions";
+/* The FLOP count the GFLOP/s are of (JSON "flop_formula"). */
+static const char *const flop_formula[2] = {
+	"4 B H N^2 d (QK^T and PV, 2 flop per multiply-add), /2 when causal",
+	"10 B H N^2 d = 2.5x forward (QK^T recomputed, dV, dP, dQ, dK), "
+	"/2 when causal",
+};
 
 static const char *const peak_what[] = {
-	"avx2 fma: 12 chains of vfmadd231ps ymm, 16 flop each",
-	"avx512 fma: 12 chains of vfmadd231ps zmm, 32 flop each",
+	"avx2 fma: 12 independent chains of vfmadd132ps ymm, 16 flop each",
+	"avx512 fma: 12 independent chains of vfmadd132ps zmm, 32 flop each",
 	"amx: tdpbf16ps 16x16x32 into 4 tiles, 16384 flop each",
+	"avx512bf16: 12 independent chains of vdpbf16ps zmm, 64 flop each",
 };
 
 __attribute__((target("avx2,fma"))) static double fma_avx2(double secs,
@@ -109,6 +128,33 @@ __attribute__((target("avx512f"))) static double fma_avx512(double secs,
 		a[0] = _mm512_add_ps(a[0], a[k]);
 	*sink = _mm512_reduce_add_ps(a[0]);
 	return its * 12.0 * 16 * 2;
+}
+
+/* 16 lanes x 2 bf16 products a vdpbf16ps: 1.0 x 2^-20 added each time. */
+__attribute__((target("avx512f,avx512bf16"))) static double
+dpbf16_loop(double secs, float *sink)
+{
+	__m512 a[12];
+	__m512bh x = (__m512bh)_mm512_set1_epi32(0x3f803f80);
+	__m512bh y = (__m512bh)_mm512_set1_epi32(0x35803580);
+	double t0 = bench_now();
+	long its = 0;
+
+#pragma GCC unroll 12
+	for (int k = 0; k < 12; k++)
+		a[k] = _mm512_set1_ps((float)k);
+	do {
+		for (long it = 0; it < PEAK_CHUNK; it++)
+#pragma GCC unroll 12
+			for (int k = 0; k < 12; k++)
+				a[k] = _mm512_dpbf16_ps(a[k], x, y);
+		its += PEAK_CHUNK;
+	} while (bench_now() - t0 < secs);
+#pragma GCC unroll 12
+	for (int k = 1; k < 12; k++)
+		a[0] = _mm512_add_ps(a[0], a[k]);
+	*sink = _mm512_reduce_add_ps(a[0]);
+	return its * 12.0 * 16 * 2 * 2;
 }
 
 struct tilecfg {
@@ -162,6 +208,7 @@ static void peak_part_fn(void *arg, int i, int n)
 	float *sink = &pp->sink[i * 16];
 
 	pp->flops[i] = pp->kind == PEAK_AMX ? amx_loop(pp->secs, sink) :
+		       pp->kind == PEAK_DPBF16 ? dpbf16_loop(pp->secs, sink) :
 		       pp->kind == PEAK_AVX512 ? fma_avx512(pp->secs, sink) :
 		       fma_avx2(pp->secs, sink);
 }
@@ -172,6 +219,7 @@ static int peak_kind(int dtype)
 	const char *isa = hk_attn_isa_name(dtype);
 
 	return !strcmp(isa, "amx") ? PEAK_AMX :
+	       !strcmp(isa, "avx512bf16") ? PEAK_DPBF16 :
 	       !strcmp(isa, "avx512") ? PEAK_AVX512 : PEAK_AVX2;
 }
 
@@ -353,9 +401,12 @@ static void print_line(const struct opts *o, int dtype, int p,
 	bench_json_int(stdout, "d", o->d);
 	bench_json_int(stdout, "causal", o->causal);
 	bench_json_num(stdout, "seconds", t);
+	bench_json_num(stdout, "flop", flop * (p ? 2.5 : 1));
+	bench_json_str(stdout, "flop_formula", flop_formula[p]);
 	bench_json_num(stdout, "gflops", gf);
 	bench_json_num(stdout, "peak_gflops", pk);
 	bench_json_str(stdout, "peak", peak_what[peak_kind(dtype)]);
+	bench_json_str(stdout, "peak_method", peak_method);
 	bench_json_num(stdout, "fraction", gf / pk);
 	if (vs_f32 > 0)
 		bench_json_num(stdout, "bf16_vs_f32", vs_f32);
@@ -477,7 +528,23 @@ static void usage(FILE *f)
 	       "                      [--dtype f32|bf16] [--threads N] "
 	       "[--reps 5] [--json] [--vs-torch]\n"
 	       "Without --d, runs d = 64 and d = 128; without --dtype, f32 "
-	       "and bf16.\nLines with \"pass\":\"fwd\" and \"bwd\".\n");
+	       "and bf16.\nLines with \"pass\":\"fwd\" and \"bwd\".\n"
+	       "GFLOP/s count forward 4 B H N^2 d flop (QK^T and PV), "
+	       "backward 2.5x that\n(QK^T again, dV, dP, dQ, dK), both "
+	       "halved when causal; exp, masking and\npacking are not "
+	       "counted.  The peak is measured in the same run: the loop of\n"
+	       "the instructions the path's products run on (independent "
+	       "chains, no memory\noperands, every thread, for as long as "
+	       "the pass took, right after it):\n");
+	for (int k = 0; k < (int)(sizeof(peak_what) / sizeof(peak_what[0]));
+	     k++)
+		fprintf(f, "  %s\n", peak_what[k]);
+	fprintf(f, "The scalar path (mulss and addss, one float at a time) "
+		"is shown against the\navx2 loop: the machine's peak, not "
+		"its own instructions' (an eighth of it).\nbf16_vs_f32 is the "
+		"median over repetitions of t_f32 / t_bf16 (each repetition\n"
+		"runs f32 then bf16).  JSON: flop, flop_formula, peak, "
+		"peak_method.\n");
 }
 
 static int bench_attn(int argc, char **argv)

@@ -8,8 +8,12 @@
  * Packing, once per call, in parallel over (batch, kv head, kv tile): K
  * gathered through the block table and transposed into tiles Kt[d][BC]
  * (so S = Q Kt is a plain row-major gemm), V (forward) or V^T and K
- * (backward) likewise; Q, dout, K, V are only copied when they are not
- * already dense fp32 with d % 8 == 0.  O(N d) extra, never N x N.
+ * (backward) likewise; the backward copies Q and dout into fp32 rows only
+ * when they are not already dense fp32 with d % 8 == 0, the forward
+ * converts each Q tile into its item's slot.  O(N d) extra, never N x N.
+ * bf16 is converted to fp32 there, once, by ops->from_bf16 (and results
+ * back by ops->to_bf16), so the products run the same fp32 kernels and
+ * bf16 pays only the vector conversion.
  *
  * Forward, one work item per (batch, head, q tile of BR rows): for each
  * KV tile of BC keys in token order, S = Q Kt; per row the running max m
@@ -47,49 +51,22 @@ static int forced_isa = -1;
 
 /* ---- types and rows --------------------------------------------------- */
 
-static inline float bf16_to_f32(uint16_t h)
+static void load_row(const struct hk_attn_ctx *c, float *dst,
+		     const void *base, size_t off, int d)
 {
-	union { uint32_t u; float f; } x = { .u = (uint32_t)h << 16 };
-
-	return x.f;
-}
-
-static inline uint16_t f32_to_bf16(float f)
-{
-	union { uint32_t u; float f; } x = { .f = f };
-
-	if (isnan(f))
-		return 0x7fc0;
-	return (x.u + 0x7fff + ((x.u >> 16) & 1)) >> 16;
-}
-
-static void load_row(float *dst, const void *base, size_t off, int d,
-		     int dtype)
-{
-	if (dtype == HK_F32) {
+	if (c->a.dtype == HK_F32)
 		memcpy(dst, (const float *)base + off, d * sizeof(float));
-	} else {
-		const uint16_t *s = (const uint16_t *)base + off;
-
-		for (int c = 0; c < d; c++)
-			dst[c] = bf16_to_f32(s[c]);
-	}
+	else
+		c->ops->from_bf16(dst, (const uint16_t *)base + off, d);
 }
 
-void hk_attn_store_row(void *base, size_t off, const float *src, int d,
-		       int dtype, float mul)
+void hk_attn_store_row(const struct hk_attn_ctx *c, void *base, size_t off,
+		       const float *src, int d)
 {
-	if (dtype == HK_F32) {
-		float *o = (float *)base + off;
-
-		for (int c = 0; c < d; c++)
-			o[c] = src[c] * mul;
-	} else {
-		uint16_t *o = (uint16_t *)base + off;
-
-		for (int c = 0; c < d; c++)
-			o[c] = f32_to_bf16(src[c] * mul);
-	}
+	if (c->a.dtype == HK_F32)
+		memcpy((float *)base + off, src, d * sizeof(float));
+	else
+		c->ops->to_bf16((uint16_t *)base + off, src, d);
 }
 
 /* Offset (in elements) of key/value row t of (b, kv head g). */
@@ -168,7 +145,7 @@ static void pack_t(struct hk_attn_ctx *c, const void *src, float *dst,
 	int nc = c->a.Nk - j0 < BC ? c->a.Nk - j0 : BC;
 
 	for (int j = 0; j < nc; j++) {
-		load_row(row, src, kv_off(c, b, g, j0 + j), d, c->a.dtype);
+		load_row(c, row, src, kv_off(c, b, g, j0 + j), d);
 		for (int p = 0; p < d; p++)
 			dst[p * LDT + j] = row[p];
 	}
@@ -186,7 +163,7 @@ static void pack_vp(struct hk_attn_ctx *c, const void *src, float *dst,
 	int nc = c->a.Nk - j0 < BC ? c->a.Nk - j0 : BC;
 
 	for (int j = 0; j < nc; j++) {
-		load_row(row, src, kv_off(c, b, g, j0 + j), d, c->a.dtype);
+		load_row(c, row, src, kv_off(c, b, g, j0 + j), d);
 		memset(row + d, 0, (dp - d) * sizeof(float));
 		for (int p0 = 0; p0 < dp; p0 += vpw) {
 			int w = dp - p0 < vpw ? dp - p0 : vpw;
@@ -197,10 +174,8 @@ static void pack_vp(struct hk_attn_ctx *c, const void *src, float *dst,
 	}
 }
 
-/* Rows [j0, j0 + n) of a kv head (or of q / dout when g < 0) into dp-wide
- * rows with zero pad. */
-static void pack_rows(struct hk_attn_ctx *c, const void *src, float *dst,
-		      int b, int g, int j0, int n)
+void hk_attn_pack_rows(const struct hk_attn_ctx *c, const void *src,
+		       float *dst, int b, int g, int j0, int n)
 {
 	int d = c->a.d;
 
@@ -209,7 +184,7 @@ static void pack_rows(struct hk_attn_ctx *c, const void *src, float *dst,
 		size_t off = g >= 0 ? kv_off(c, b, g, j0 + j) :
 			     ((size_t)b * c->a.Nq + j0 + j) * d;
 
-		load_row(r, src, off, d, c->a.dtype);
+		load_row(c, r, src, off, d);
 		memset(r + d, 0, (c->dp - d) * sizeof(float));
 	}
 }
@@ -261,11 +236,11 @@ static void pack_item(struct hk_attn_ctx *c, float *row, int it)
 	}
 	it -= nkv;		/* q, dout rows of one (batch, head) */
 	if (c->own[4])
-		pack_rows(c, c->q, c->own[4] + (size_t)it * a->Nq * c->dp,
-			  it, -1, 0, a->Nq);
+		hk_attn_pack_rows(c, c->q, c->own[4] +
+				  (size_t)it * a->Nq * c->dp, it, -1, 0, a->Nq);
 	if (c->own[5])
-		pack_rows(c, c->dout, c->own[5] + (size_t)it * a->Nq * c->dp,
-			  it, -1, 0, a->Nq);
+		hk_attn_pack_rows(c, c->dout, c->own[5] +
+				  (size_t)it * a->Nq * c->dp, it, -1, 0, a->Nq);
 }
 
 static float *alloc_f(size_t n)
@@ -277,8 +252,9 @@ static float *alloc_f(size_t n)
 }
 
 /*
- * Forward (bwd = 0): kt, vp, qf.  Backward: kt, vt, kp, qf, dof.  own[]:
- * 0 kt, 1 vt, 2 kf and 3 vf (unused), 4 qf, 5 dof, 6 vp, 7 kp.
+ * Forward (bwd = 0): kt, vp.  Backward: kt, vt, kp, and qf, dof when the
+ * key axis is split (else each item converts its own rows, attn_bwd.c).
+ * own[]: 0 kt, 1 vt, 2 kf and 3 vf (unused), 4 qf, 5 dof, 6 vp, 7 kp.
  */
 int hk_attn_pack(struct hk_attn_ctx *c, int bwd)
 {
@@ -290,7 +266,8 @@ int hk_attn_pack(struct hk_attn_ctx *c, int bwd)
 	size_t nvp = (size_t)a->B * a->Hkv * c->ntk * c->vp_sz;
 	size_t tmp = (size_t)a->d * LDT > (size_t)BC * c->dp ?
 		     (size_t)a->d * LDT : (size_t)BC * c->dp;
-	int want[8] = { 1, bwd, 0, 0, !plain, bwd && !plain, !bwd, bwd };
+	int copy = bwd && !plain && c->nchunk > 1;	/* q, dout as fp32 */
+	int want[8] = { 1, bwd, 0, 0, copy, copy, !bwd, bwd };
 	size_t len[8] = { nt, nt, nkv, nkv, nq, nq, nvp, nvp };
 	int r;
 
@@ -301,10 +278,9 @@ int hk_attn_pack(struct hk_attn_ctx *c, int bwd)
 	c->vt = c->own[1];
 	c->vp = c->own[6];
 	c->kp = c->own[7];
-	c->qf = c->own[4] ? c->own[4] : (const float *)c->q;
-	c->dof = c->own[5] ? c->own[5] : (const float *)c->dout;
-	r = hk_attn_run(c, a->B * a->Hkv * c->ntk +
-			(plain ? 0 : a->B * a->H),
+	c->qf = c->own[4] ? c->own[4] : plain ? (const float *)c->q : NULL;
+	c->dof = c->own[5] ? c->own[5] : plain ? (const float *)c->dout : NULL;
+	r = hk_attn_run(c, a->B * a->Hkv * c->ntk + (copy ? a->B * a->H : 0),
 			c->dp + (c->ops->pack_b ? tmp : 0), pack_item);
 	return r;
 }
@@ -366,11 +342,14 @@ int hk_attn_resolve(const struct hk_attn *a, struct hk_attn *out)
 	return 0;
 }
 
-/* The primitives of ISA level isa for dtype: tiles only for bf16. */
+/* The primitives of ISA level isa for dtype: bf16 products (AMX tiles,
+ * else vdpbf16ps) only for bf16. */
 static const struct hk_attn_ops *hk_attn_ops_for(int isa, int dtype)
 {
 	if (isa >= HK_ISA_AMX && dtype == HK_BF16 && hk_amx_enable())
 		return &hk_attn_amx_ops;
+	if (isa >= HK_ISA_AVX512 && dtype == HK_BF16 && hk_avx512_bf16())
+		return &hk_attn_dpbf16_ops;
 	return isa >= HK_ISA_AVX512 ? &hk_attn_avx512_ops :
 	       isa == HK_ISA_AVX2 ? &hk_attn_avx2_ops : &hk_attn_scalar_ops;
 }
@@ -474,7 +453,7 @@ static void fwd_finish(struct hk_attn_ctx *c, int bh, int i0, int mr,
 		} else {
 			memset(o, 0, d * sizeof(float));
 		}
-		hk_attn_store_row(c->out, row * d, o, d, c->a.dtype, 1.0f);
+		hk_attn_store_row(c, c->out, row * d, o, d);
 		if (c->lse)
 			c->lse[row] = l[r] > 0 ? m[r] + logf(l[r]) : -INFINITY;
 	}
@@ -487,9 +466,15 @@ static void fwd_item(struct hk_attn_ctx *c, float *slot, int it)
 	int bh = it / c->ntq, i0 = it % c->ntq * BR;
 	int bg = bh / a->H * a->Hkv + bh % a->H / c->grp;
 	int mr = a->Nq - i0 < BR ? a->Nq - i0 : BR;
-	const float *Q = c->qf + ((size_t)bh * a->Nq + i0) * dp;
 	float *S = slot, *O = S + BR * LDT, *m = O + BR * dp, *l = m + BR;
+	float *Qt = l + BR;		/* BR x dp */
+	const float *Q = Qt;
 	int jend = hk_attn_vis(c, i0 + mr - 1);
+
+	if (c->qf)	/* dense fp32, d % 8 == 0: read in place */
+		Q = c->qf + ((size_t)bh * a->Nq + i0) * dp;
+	else		/* this tile's rows as fp32, once, in the slot */
+		hk_attn_pack_rows(c, c->q, Qt, bh, -1, i0, mr);
 
 	memset(O, 0, (size_t)mr * dp * sizeof(float));
 	for (int r = 0; r < mr; r++) {
@@ -536,7 +521,8 @@ int hk_attn_fwd(const struct hk_attn *a, const void *q, const void *k,
 	r = hk_attn_pack(&c, 0);
 	if (!r)
 		r = hk_attn_run(&c, a->B * a->H * c.ntq,
-				BR * LDT + (size_t)BR * c.dp + 2 * BR, fwd_item);
+				BR * LDT + 2 * (size_t)BR * c.dp + 2 * BR,
+				fwd_item);
 	hk_attn_ctx_fini(&c);
 	return r;
 }

@@ -2,9 +2,11 @@
 /*
  * attn.h — inside the CPU attention.  attn.c: validation, packing,
  * threading, the forward; attn_bwd.c: the backward; attn_scalar.c /
- * attn_avx2.c / attn_avx512.c / attn_amx.c (bf16 only): one hk_attn_ops
- * each, the primitives the tiles run on.  All buffers here are fp32, allocated by attn.c / attn_bwd.c
- * for one call and freed before it returns.
+ * attn_avx2.c / attn_avx512.c: one hk_attn_ops each, the primitives the
+ * tiles run on; attn_amx.c (bf16 only): two, AMX tiles and AVX512-BF16's
+ * vdpbf16ps.  All buffers here are fp32 (bf16 where ops->pack_b packs
+ * them), allocated by attn.c / attn_bwd.c for one call and freed before
+ * it returns.
  */
 #ifndef HK_CPU_ATTN_H
 #define HK_CPU_ATTN_H
@@ -69,12 +71,26 @@ struct hk_attn_ops {
 	float (*exp_sum)(float *x, int n, float mul, float sub);
 	/* ds[i] = mul * p[i] * (ds[i] - sub), n a multiple of 8 */
 	void (*dsoft)(float *ds, const float *p, int n, float sub, float mul);
+	/*
+	 * The bf16 rows of a call, read once into the fp32 tiles and written
+	 * once from them (attn.c): dst[i] = src[i] for i < n, any n >= 0;
+	 * to_bf16 rounds to nearest even, any NaN giving 0x7fc0 (hk_f32_bf16).
+	 */
+	void (*from_bf16)(float *dst, const uint16_t *src, int n);
+	void (*to_bf16)(uint16_t *dst, const float *src, int n);
 };
 
 extern const struct hk_attn_ops hk_attn_scalar_ops;
 extern const struct hk_attn_ops hk_attn_avx2_ops;
 extern const struct hk_attn_ops hk_attn_avx512_ops;
 extern const struct hk_attn_ops hk_attn_amx_ops;
+extern const struct hk_attn_ops hk_attn_dpbf16_ops;	/* attn_amx.c */
+/* isa.c: 1 if the CPU has AVX-512 and AVX512-BF16 (vdpbf16ps) */
+int hk_avx512_bf16(void);
+/* attn_avx2.c's conversions, shared with attn_avx512.c and attn_amx.c (a
+ * CPU with AVX-512 has AVX2; the conversion is bound by memory) */
+void hk_attn_avx2_from_bf16(float *dst, const uint16_t *src, int n);
+void hk_attn_avx2_to_bf16(uint16_t *dst, const float *src, int n);
 /* attn_avx512.c's primitives, shared with attn_amx.c */
 float hk_attn_avx512_rowmax(const float *x, int n);
 float hk_attn_avx512_exp_sum(float *x, int n, float mul, float sub);
@@ -85,7 +101,10 @@ void hk_attn_avx512_dsoft(float *ds, const float *p, int n, float sub,
  * One call's state, on the caller's stack for the length of one
  * hk_attn_fwd / hk_attn_bwd.  The f32 views (qf, dof) have rows of dp
  * floats: the caller's own arrays when they are dense fp32 with d % 8 == 0,
- * else packed copies (*_own set, freed by hk_attn_ctx_fini).
+ * else, in a backward whose key axis is split, packed copies (own[],
+ * freed by hk_attn_ctx_fini); otherwise they are NULL and each item
+ * converts the rows it alone reads into its slot (the forward's q tile;
+ * the backward's q and dout rows of one kv head's query heads).
  */
 struct hk_attn_ctx {
 	struct hk_attn a;		/* defaults resolved */
@@ -105,7 +124,8 @@ struct hk_attn_ctx {
 	int npv;			/* vp, kp: pack_b's np (dp rounded to 32) */
 	float *own[8];			/* packed copies to free */
 	float *D;			/* [B*H*Nq], backward */
-	float *dqf;			/* [nchunk][B*H*Nq][dp] or dq itself */
+	float *dqf;			/* [nchunk][B*H*Nq][dp], dq itself or
+					   NULL: in each item's slot */
 	int nchunk, per_chunk;		/* kv tiles per chunk */
 	int pack_v_t;			/* also pack V transposed */
 	/* the job hk_parallel runs */
@@ -125,6 +145,10 @@ int hk_attn_setup(struct hk_attn_ctx *c, const struct hk_attn *a);
  */
 int hk_attn_resolve(const struct hk_attn *a, struct hk_attn *out);
 int hk_attn_bad(const char *fmt, int v);
+/* Rows [j0, j0 + n) of kv head g of batch b (or, for g < 0, of q or dout
+ * head b = batch * H + head) as fp32 rows of dp floats, zero padded. */
+void hk_attn_pack_rows(const struct hk_attn_ctx *c, const void *src,
+		       float *dst, int b, int g, int j0, int n);
 /* Pack what the call needs (kt, vt, f32 views); -ENOMEM. */
 int hk_attn_pack(struct hk_attn_ctx *c, int need_dout);
 void hk_attn_ctx_fini(struct hk_attn_ctx *c);
@@ -132,8 +156,10 @@ void hk_attn_ctx_fini(struct hk_attn_ctx *c);
 int hk_attn_run(struct hk_attn_ctx *c, int nitems, size_t slot_floats,
 		void (*item)(struct hk_attn_ctx *, float *, int));
 int hk_attn_vis(const struct hk_attn_ctx *c, int i);	/* keys row i sees */
-void hk_attn_store_row(void *base, size_t off, const float *src, int d,
-		       int dtype, float mul);
+/* Row of d floats into the output array base (dtype c->a.dtype) at
+ * element off. */
+void hk_attn_store_row(const struct hk_attn_ctx *c, void *base, size_t off,
+		       const float *src, int d);
 
 /* gemm's ldb for a panel of vp or kp w wide. */
 static inline long hk_attn_ldv(const struct hk_attn_ctx *c, int w)
@@ -145,6 +171,23 @@ static inline long hk_attn_ldv(const struct hk_attn_ctx *c, int w)
 static inline int hk_attn_vpw(const struct hk_attn_ctx *c)
 {
 	return c->ops->wide ? c->dp : HK_ATTN_VPW;
+}
+
+static inline float hk_bf16_f32(uint16_t h)
+{
+	union { uint32_t u; float f; } x = { .u = (uint32_t)h << 16 };
+
+	return x.f;
+}
+
+/* Nearest even; any NaN gives 0x7fc0. */
+static inline uint16_t hk_f32_bf16(float f)
+{
+	union { uint32_t u; float f; } x = { .f = f };
+
+	if (f != f)
+		return 0x7fc0;
+	return (x.u + 0x7fff + ((x.u >> 16) & 1)) >> 16;
 }
 
 static inline int hk_round8(int n)

@@ -1,25 +1,33 @@
 // SPDX-License-Identifier: MIT
 /*
- * attn_amx.c — the gemm of bf16 attention on AMX tiles (attn.h): each
- * call rounds its A and B operands to bf16 (vcvtneps2bf16: nearest
- * even; inputs that were bf16 stay exact, P and dS are rounded as
- * FlashAttention-2 rounds them before its second product), lays A out in
- * rows of 32-element k blocks and B in pairs of k rows ("VNNI"), and
- * multiplies 32 x 32 blocks of C in four 16 x 16 fp32 tiles with
- * tdpbf16ps, k in steps of 32.  Products are exact, sums fp32.  The other
- * primitives (rowmax, exp, dS) are the AVX-512 ones.
+ * attn_amx.c — the gemms of bf16 attention on bf16 products (attn.h):
+ * AMX tiles (hk_attn_amx_ops) and, on a CPU with AVX512-BF16 but no AMX,
+ * vdpbf16ps on the same packed operands (hk_attn_dpbf16_ops, "avx512bf16",
+ * see dots(); written without a CPU that has it to run on: the tests run
+ * it where one does and print a skip elsewhere).
  *
- * Measured on a 2-core Xeon (Sapphire Rapids class): tdpbf16ps at about
- * 2300 GFLOP/s per core against 135 for zmm FMA and 71 for AVX512-BF16's
- * vdpbf16ps (which runs at one per two cycles there, half the FMA's
- * rate), so the vector dot product is not used.  Used only for dtype
- * HK_BF16 when hk_isa() is HK_ISA_AMX and hk_amx_enable() got the tile
- * permission (fp32 attention keeps fp32 products).  Operand buffers
- * (320 KiB) are per thread, allocated before a thread's first item
- * (ops->prepare) and freed when it exits.  K and V tiles come packed once
- * a call (ops->pack_b, ldb < 0); only Q, dO and the P, dS of each tile
- * pair are packed in the gemm.  Subnormal inputs are read as zero by the
- * conversion (bf16 inputs that small, below 1.2e-38, lose nothing else).
+ * On AMX tiles: each call rounds its A and B operands to bf16
+ * (vcvtneps2bf16: nearest even; inputs that were bf16 stay exact, P and
+ * dS are rounded as FlashAttention-2 rounds them before its second
+ * product), lays A out in rows of 32-element k blocks and B in pairs of k
+ * rows ("VNNI"), and multiplies 32 x 32 blocks of C in four 16 x 16 fp32
+ * tiles with tdpbf16ps, k in steps of 32.  Products are exact, sums fp32.
+ * The other primitives (rowmax, exp, dS) are the AVX-512 ones.
+ *
+ * Measured on a 2-core Xeon (Sapphire Rapids class): tdpbf16ps at about 2300
+ * GFLOP/s per core against 135 for zmm FMA and 71 for AVX512-BF16's
+ * vdpbf16ps (one per two cycles there, half the FMA's rate), so the vector
+ * dot product is used only where AMX is not: a CPU with AVX512-BF16 and no
+ * tiles (AMD Zen 4, whose published instruction tables give it the zmm FMA's
+ * rate, so twice its flops; not measured here), HK_ISA=avx512, or the tile
+ * permission refused.  The tiles run for dtype HK_BF16 when hk_isa() is
+ * HK_ISA_AMX and hk_amx_enable() got the permission; fp32 attention keeps
+ * fp32 products on every path.  Operand buffers (320 KiB) are per thread,
+ * allocated before a thread's first item (ops->prepare) and freed when it
+ * exits.  K and V tiles come packed once a call (ops->pack_b, ldb < 0); only
+ * Q, dO and the P, dS of each tile pair are packed in the gemm.  Subnormal
+ * inputs are read as zero by the conversion (bf16 inputs that small, below
+ * 1.2e-38, lose nothing else).
  */
 #include <errno.h>
 #include <immintrin.h>
@@ -206,8 +214,64 @@ static void tiles(struct amx_buf *w, const uint16_t *bp, int bnp, int mp,
 	_tile_release();
 }
 
-static void gemm_amx(int m, int n, int k, const float *a, long ars, long acs,
-		     const float *b, long ldb, float *c, long ldc, int acc)
+/*
+ * The same product with AVX512-BF16's vdpbf16ps on the same packed
+ * operands: 8 rows x 32 columns of C a block (16 zmm accumulators), k in
+ * pairs: a pair (A(i, p), A(i, p + 1)) broadcast as one 32-bit lane, B's
+ * pairs (B(p, j), B(p + 1, j)) 16 columns to a load.  Products exact, sums
+ * fp32 (the instruction treats subnormals as zero).
+ */
+/* c[i..i+8)[j..j+32) over all kp of dots() below */
+static inline void dot_block(struct amx_buf *w, const uint16_t *bp, int bnp,
+			     int i, int j, int np, int kp)
+{
+	__m512 s[8][2];
+
+#pragma GCC unroll 8
+	for (int r = 0; r < 8; r++)
+		s[r][0] = s[r][1] = _mm512_setzero_ps();
+	for (int p = 0; p < kp; p += 2) {
+		const uint16_t *b = bp + (size_t)p * bnp + 2 * j;
+		const uint16_t *a = w->a + (size_t)i * kp + p;
+		__m512bh b0 = (__m512bh)_mm512_loadu_si512(b);
+		__m512bh b1 = (__m512bh)_mm512_loadu_si512(b + 32);
+
+#pragma GCC unroll 8
+		for (int r = 0; r < 8; r++) {
+			uint32_t pr;
+			__m512bh x;
+
+			memcpy(&pr, a + (size_t)r * kp, 4);
+			x = (__m512bh)_mm512_set1_epi32((int)pr);
+			s[r][0] = _mm512_dpbf16_ps(s[r][0], x, b0);
+			s[r][1] = _mm512_dpbf16_ps(s[r][1], x, b1);
+		}
+	}
+#pragma GCC unroll 8
+	for (int r = 0; r < 8; r++) {
+		float *c = w->c + (size_t)(i + r) * np + j;
+
+		_mm512_storeu_ps(c, s[r][0]);
+		_mm512_storeu_ps(c + 16, s[r][1]);
+	}
+}
+
+static void dots(struct amx_buf *w, const uint16_t *bp, int bnp, int mp,
+		 int np, int kp)
+{
+	for (int i = 0; i < mp; i += 8)
+		for (int j = 0; j < np; j += 32)
+			dot_block(w, bp, bnp, i, j, np, kp);
+}
+
+typedef void mul_fn(struct amx_buf *w, const uint16_t *bp, int bnp, int mp,
+		    int np, int kp);
+
+/* C = (acc ? C : 0) + A B (attn.h), on operands rounded to bf16 and
+ * multiplied by mul (tiles or dots) in passes of MB x NB x KB. */
+static void gemm_bf16(int m, int n, int k, const float *a, long ars,
+		      long acs, const float *b, long ldb, float *c, long ldc,
+		      int acc, mul_fn *mul)
 {
 	struct amx_buf *w = thread_buf();
 
@@ -234,7 +298,7 @@ static void gemm_amx(int m, int n, int k, const float *a, long ars, long acs,
 		} else {
 			pack_b(w->b, nc, kc, np, kp, b + p0 * ldb + j0, ldb);
 		}
-		tiles(w, bp, bnp, mp, np, kp);
+		mul(w, bp, bnp, mp, np, kp);
 		for (int i = 0; i < mc; i++) {
 			float *ci = c + (i0 + i) * ldc + j0;
 			const float *wi = w->c + (size_t)i * np;
@@ -252,6 +316,19 @@ static void gemm_amx(int m, int n, int k, const float *a, long ars, long acs,
 	}
 }
 
+static void gemm_amx(int m, int n, int k, const float *a, long ars, long acs,
+		     const float *b, long ldb, float *c, long ldc, int acc)
+{
+	gemm_bf16(m, n, k, a, ars, acs, b, ldb, c, ldc, acc, tiles);
+}
+
+static void gemm_dpbf16(int m, int n, int k, const float *a, long ars,
+			long acs, const float *b, long ldb, float *c, long ldc,
+			int acc)
+{
+	gemm_bf16(m, n, k, a, ars, acs, b, ldb, c, ldc, acc, dots);
+}
+
 const struct hk_attn_ops hk_attn_amx_ops = {
 	.name = "amx",
 	.wide = 1,
@@ -261,4 +338,20 @@ const struct hk_attn_ops hk_attn_amx_ops = {
 	.rowmax = hk_attn_avx512_rowmax,
 	.exp_sum = hk_attn_avx512_exp_sum,
 	.dsoft = hk_attn_avx512_dsoft,
+	.from_bf16 = hk_attn_avx2_from_bf16,
+	.to_bf16 = hk_attn_avx2_to_bf16,
+};
+
+/* Without AMX (or its permission), with AVX512-BF16: hk_attn_ops_for. */
+const struct hk_attn_ops hk_attn_dpbf16_ops = {
+	.name = "avx512bf16",
+	.wide = 1,
+	.gemm = gemm_dpbf16,
+	.pack_b = pack_b,
+	.prepare = amx_prepare,
+	.rowmax = hk_attn_avx512_rowmax,
+	.exp_sum = hk_attn_avx512_exp_sum,
+	.dsoft = hk_attn_avx512_dsoft,
+	.from_bf16 = hk_attn_avx2_from_bf16,
+	.to_bf16 = hk_attn_avx2_to_bf16,
 };

@@ -189,10 +189,55 @@ static void dsoft_avx2(float *ds, const float *p, int n, float sub,
 	}
 }
 
+void hk_attn_avx2_from_bf16(float *dst, const uint16_t *src, int n)
+{
+	int i = 0;
+
+	for (; i + 8 <= n; i += 8) {
+		__m128i h = _mm_loadu_si128((const __m128i *)(src + i));
+
+		_mm256_storeu_ps(dst + i, _mm256_castsi256_ps(
+			_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16)));
+	}
+	for (; i < n; i++)
+		dst[i] = hk_bf16_f32(src[i]);
+}
+
+/* hk_f32_bf16 on 8 floats: u + 0x7fff + ((u >> 16) & 1), the top half. */
+static inline __m256i bf16x8(__m256 x)
+{
+	__m256i u = _mm256_castps_si256(x);
+	__m256i odd = _mm256_and_si256(_mm256_srli_epi32(u, 16),
+				       _mm256_set1_epi32(1));
+	__m256i r = _mm256_srli_epi32(_mm256_add_epi32(
+		_mm256_add_epi32(u, _mm256_set1_epi32(0x7fff)), odd), 16);
+	__m256i nan = _mm256_castps_si256(_mm256_cmp_ps(x, x, _CMP_UNORD_Q));
+
+	return _mm256_blendv_epi8(r, _mm256_set1_epi32(0x7fc0), nan);
+}
+
+void hk_attn_avx2_to_bf16(uint16_t *dst, const float *src, int n)
+{
+	int i = 0;
+
+	for (; i + 16 <= n; i += 16) {	/* packus interleaves the lanes */
+		__m256i h = _mm256_packus_epi32(
+			bf16x8(_mm256_loadu_ps(src + i)),
+			bf16x8(_mm256_loadu_ps(src + i + 8)));
+
+		_mm256_storeu_si256((__m256i *)(dst + i),
+				    _mm256_permute4x64_epi64(h, 0xd8));
+	}
+	for (; i < n; i++)
+		dst[i] = hk_f32_bf16(src[i]);
+}
+
 const struct hk_attn_ops hk_attn_avx2_ops = {
 	.name = "avx2",
 	.gemm = gemm_avx2,
 	.rowmax = rowmax_avx2,
 	.exp_sum = exp_sum_avx2,
 	.dsoft = dsoft_avx2,
+	.from_bf16 = hk_attn_avx2_from_bf16,
+	.to_bf16 = hk_attn_avx2_to_bf16,
 };

@@ -180,4 +180,6 @@ const struct hk_attn_ops hk_attn_avx512_ops = {
 	.rowmax = hk_attn_avx512_rowmax,
 	.exp_sum = hk_attn_avx512_exp_sum,
 	.dsoft = hk_attn_avx512_dsoft,
+	.from_bf16 = hk_attn_avx2_from_bf16,
+	.to_bf16 = hk_attn_avx2_to_bf16,
 };

@@ -12,11 +12,14 @@
  *	dP = dO Vt, dS = scale P (dP - D)
  *	dK += dS^T Q, dQ += dS K
  *
- * dQ rows are owned by one item when the key axis is not split (then, for
- * dense fp32 with d % 8 == 0, the gemm adds straight into the caller's
- * dq); otherwise each chunk adds into its own fp32 copy and a last pass
- * sums the copies in chunk order.  The chunk count comes from the shape
- * only, so results never depend on the number of threads.
+ * dQ rows are owned by one item when the key axis is not split: for dense
+ * fp32 with d % 8 == 0 the gemm adds straight into the caller's dq and
+ * reads q and dout in place, else (bf16, odd d) the item converts its q
+ * and dout rows into its slot once and sums dq in fp32 rows there,
+ * written out when the item ends.  When the axis is split each chunk
+ * adds into its own fp32 copy and a last pass sums the copies in chunk
+ * order.  The chunk count comes from the shape only, so results never
+ * depend on the number of threads.
  */
 #include <errno.h>
 #include <math.h>
@@ -38,23 +41,21 @@ static void d_item(struct hk_attn_ctx *c, float *slot, int bh)
 
 	for (int i = 0; i < a->Nq; i++) {
 		size_t row = (size_t)bh * a->Nq + i, off = row * a->d;
-		const float *x = c->dof + row * c->dp;
 		double s = 0;
 
 		if (a->dtype == HK_F32) {
+			const float *x = (const float *)c->dout + off;
 			const float *y = (const float *)c->o + off;
 
 			for (int p = 0; p < a->d; p++)
 				s += (double)x[p] * y[p];
 		} else {
+			const uint16_t *x = (const uint16_t *)c->dout + off;
 			const uint16_t *y = (const uint16_t *)c->o + off;
 
-			for (int p = 0; p < a->d; p++) {
-				union { uint32_t u; float f; } v;
-
-				v.u = (uint32_t)y[p] << 16;
-				s += (double)x[p] * v.f;
-			}
+			for (int p = 0; p < a->d; p++)
+				s += (double)hk_bf16_f32(x[p]) *
+				     hk_bf16_f32(y[p]);
 		}
 		c->D[row] = (float)s;
 	}
@@ -82,9 +83,13 @@ static void probs(struct hk_attn_ctx *c, float *S, int bh, int i0, int mr,
 	}
 }
 
-/* The slot of one backward item. */
+/* The slot of one backward item, and the rows of its query heads. */
 struct bwd_buf {
 	float *dK, *dV, *S, *dP;	/* BC x dp, BC x dp, BR x BC, BR x BC */
+	/* q, dout, dq rows of the kv head's first query head, Nq x dp each,
+	 * the group's other heads Nq * dp floats apart */
+	const float *Q, *dO;
+	float *dq;
 };
 
 static size_t bwd_slot(int dp)
@@ -92,16 +97,19 @@ static size_t bwd_slot(int dp)
 	return 2 * (size_t)BC * dp + 2 * BR * LDT;
 }
 
-/* One q tile [i0, i0 + mr) of head bh against kv tile t of head bg. */
-static void pair(struct hk_attn_ctx *c, struct bwd_buf *w, int bh, int bg,
-		 int i0, int mr, int t, float *dq)
+/* One q tile [i0, i0 + mr) of head bh (hl-th of its group) against kv
+ * tile t of head bg. */
+static void pair(struct hk_attn_ctx *c, struct bwd_buf *w, int bh, int hl,
+		 int bg, int i0, int mr, int t)
 {
 	const struct hk_attn_ops *ops = c->ops;
 	int d = c->a.d, dp = c->dp, j0 = t * BC, vpw = hk_attn_vpw(c);
 	int nc = c->a.Nk - j0 < BC ? c->a.Nk - j0 : BC, ncp = hk_round8(nc);
 	size_t tile = (size_t)bg * c->ntk + t;
 	size_t qrow = (size_t)bh * c->a.Nq + i0;
-	const float *Q = c->qf + qrow * dp, *dO = c->dof + qrow * dp;
+	size_t lrow = ((size_t)hl * c->a.Nq + i0) * dp;
+	const float *Q = w->Q + lrow, *dO = w->dO + lrow;
+	float *dq = w->dq + lrow;
 	const float *K = c->kp + tile * c->vp_sz;
 	const float *D = c->D + qrow;
 
@@ -120,52 +128,81 @@ static void pair(struct hk_attn_ctx *c, struct bwd_buf *w, int bh, int bg,
 
 		ops->gemm(mr, pw, nc, w->dP, LDT, 1, K + (size_t)p0 * BC,
 			  hk_attn_ldv(c, pw),
-			  dq + (size_t)i0 * dp + p0, dp, 1);
+			  dq + p0, dp, 1);
 	}
 }
 
-static void tile(struct hk_attn_ctx *c, struct bwd_buf *w, int bg, int ch,
-		 int t)
+/* Kv tile t against every q tile that sees it. */
+static void tile(struct hk_attn_ctx *c, struct bwd_buf *w, int bg, int t)
 {
 	const struct hk_attn *a = &c->a;
 	int b = bg / a->Hkv, g = bg % a->Hkv, dp = c->dp, j0 = t * BC;
 	int nc = a->Nk - j0 < BC ? a->Nk - j0 : BC;
 	int istart = a->causal ? j0 - c->off : 0;
-	size_t per = (size_t)a->B * a->H * a->Nq * dp;
 
 	istart = istart < 0 ? 0 : istart / BR * BR;
 	memset(w->dK, 0, (size_t)nc * dp * sizeof(float));
 	memset(w->dV, 0, (size_t)nc * dp * sizeof(float));
-	for (int h = g * c->grp; h < (g + 1) * c->grp; h++) {
-		int bh = b * a->H + h;
-		float *dq = c->dqf + ch * per + (size_t)bh * a->Nq * dp;
+	for (int hl = 0; hl < c->grp; hl++) {
+		int bh = b * a->H + g * c->grp + hl;
 
 		for (int i0 = istart; i0 < a->Nq; i0 += BR)
-			pair(c, w, bh, bg, i0,
-			     a->Nq - i0 < BR ? a->Nq - i0 : BR, t, dq);
+			pair(c, w, bh, hl, bg, i0,
+			     a->Nq - i0 < BR ? a->Nq - i0 : BR, t);
 	}
 	for (int j = 0; j < nc; j++) {
 		size_t off = ((size_t)bg * a->Nk + j0 + j) * a->d;
 
-		hk_attn_store_row(c->dk, off, w->dK + (size_t)j * dp, a->d,
-				  a->dtype, 1.0f);
-		hk_attn_store_row(c->dv, off, w->dV + (size_t)j * dp, a->d,
-				  a->dtype, 1.0f);
+		hk_attn_store_row(c, c->dk, off, w->dK + (size_t)j * dp,
+				  a->d);
+		hk_attn_store_row(c, c->dv, off, w->dV + (size_t)j * dp,
+				  a->d);
 	}
 }
 
+/*
+ * One (b, kv head, chunk).  With c->dqf NULL (one chunk, inputs not dense
+ * fp32 with d % 8 == 0) the item owns its query heads' rows outright: it
+ * converts their q and dout rows into its slot after the tile buffers,
+ * sums their dq in fp32 there, and writes dq when done.
+ */
 static void kv_item(struct hk_attn_ctx *c, float *slot, int it)
 {
+	const struct hk_attn *a = &c->a;
 	int ch = it % c->nchunk, bg = it / c->nchunk;
 	int t0 = ch * c->per_chunk, t1 = t0 + c->per_chunk;
+	int b = bg / a->Hkv, h0 = bg % a->Hkv * c->grp;
+	size_t rows = (size_t)c->grp * a->Nq, bh0 = (size_t)b * a->H + h0;
+	size_t head = (size_t)a->Nq * c->dp;
 	struct bwd_buf w;
+	float *own = slot + bwd_slot(c->dp);	/* dq, q, dout rows */
 
 	w.dK = slot;
 	w.dV = w.dK + BC * c->dp;
 	w.S = w.dV + BC * c->dp;
 	w.dP = w.S + BR * LDT;
+	if (c->dqf) {
+		w.Q = c->qf + bh0 * head;
+		w.dO = c->dof + bh0 * head;
+		w.dq = c->dqf + ((size_t)ch * a->B * a->H + bh0) * head;
+	} else {
+		w.dq = own;
+		memset(w.dq, 0, rows * c->dp * sizeof(float));
+		for (int hl = 0; hl < c->grp; hl++) {
+			hk_attn_pack_rows(c, c->q, own + (c->grp + hl) * head,
+					  bh0 + hl, -1, 0, a->Nq);
+			hk_attn_pack_rows(c, c->dout,
+					  own + (2 * c->grp + hl) * head,
+					  bh0 + hl, -1, 0, a->Nq);
+		}
+		w.Q = own + c->grp * head;
+		w.dO = own + 2 * c->grp * head;
+	}
 	for (int t = t0; t < t1 && t < c->ntk; t++)
-		tile(c, &w, bg, ch, t);
+		tile(c, &w, bg, t);
+	for (size_t i = 0; !c->dqf && i < rows; i++)
+		hk_attn_store_row(c, c->dq, (bh0 * a->Nq + i) * a->d,
+				  w.dq + i * c->dp, a->d);
 }
 
 /* dq = sum over chunks of dqf (in chunk order), converted; per (b, h). */
@@ -184,7 +221,7 @@ static void dq_item(struct hk_attn_ctx *c, float *slot, int bh)
 				s += c->dqf[ch * per + row * c->dp + p];
 			slot[p] = s;
 		}
-		hk_attn_store_row(c->dq, row * a->d, slot, a->d, a->dtype, 1);
+		hk_attn_store_row(c, c->dq, row * a->d, slot, a->d);
 	}
 }
 
@@ -209,22 +246,26 @@ static int bwd_run(struct hk_attn_ctx *c)
 	int own_dq, r;
 
 	chunks(c);
-	own_dq = c->nchunk > 1 || a->dtype != HK_F32 || a->d % 8;
+	/* dqf: the caller's dq (dense fp32, one chunk), NULL (one chunk:
+	 * each item keeps its own rows in its slot, as qf and dof are then)
+	 * or a copy per chunk */
+	own_dq = c->nchunk > 1;
 	c->D = malloc((nq + 1) * sizeof(float));
 	c->dqf = own_dq ? calloc(c->nchunk * nq * c->dp + 1, sizeof(float)) :
-		 c->dq;
-	if (!c->D || (nq && !c->dqf)) {
+		 a->dtype == HK_F32 && a->d % 8 == 0 ? c->dq : NULL;
+	if (!c->D || (nq && own_dq && !c->dqf)) {
 		r = -ENOMEM;
 		goto out;
 	}
 	r = hk_attn_pack(c, 1);
-	if (!r && !own_dq && nq)	/* only now: errors leave dq alone */
+	if (!r && c->dqf == c->dq && nq)   /* only now: errors leave dq alone */
 		memset(c->dq, 0, nq * a->d * sizeof(float));
 	if (!r)
 		r = hk_attn_run(c, a->B * a->H, 0, d_item);
 	if (!r)
 		r = hk_attn_run(c, a->B * a->Hkv * c->nchunk,
-				bwd_slot(c->dp), kv_item);
+				bwd_slot(c->dp) + (c->dqf ? 0 :
+				3 * (size_t)c->grp * a->Nq * c->dp), kv_item);
 	if (!r && own_dq)
 		r = hk_attn_run(c, a->B * a->H, a->d, dq_item);
 out:

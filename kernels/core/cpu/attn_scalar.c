@@ -55,10 +55,24 @@ static void dsoft_scalar(float *ds, const float *p, int n, float sub,
 		ds[i] = mul * p[i] * (ds[i] - sub);
 }
 
+static void from_bf16_scalar(float *dst, const uint16_t *src, int n)
+{
+	for (int i = 0; i < n; i++)
+		dst[i] = hk_bf16_f32(src[i]);
+}
+
+static void to_bf16_scalar(uint16_t *dst, const float *src, int n)
+{
+	for (int i = 0; i < n; i++)
+		dst[i] = hk_f32_bf16(src[i]);
+}
+
 const struct hk_attn_ops hk_attn_scalar_ops = {
 	.name = "scalar",
 	.gemm = gemm_scalar,
 	.rowmax = rowmax_scalar,
 	.exp_sum = exp_sum_scalar,
 	.dsoft = dsoft_scalar,
+	.from_bf16 = from_bf16_scalar,
+	.to_bf16 = to_bf16_scalar,
 };

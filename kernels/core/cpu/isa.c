@@ -68,6 +68,21 @@ int hk_amx_enable(void)
 	return g;
 }
 
+/* AVX512-BF16 (leaf 7.1 eax bit 5) beside AVX-512: vdpbf16ps (attn.h). */
+int hk_avx512_bf16(void)
+{
+	static int has = -1;	/* any thread; the answer never changes */
+	int h = __atomic_load_n(&has, __ATOMIC_RELAXED);
+	unsigned a, b, c, d;
+
+	if (h < 0) {
+		h = cpu_has(HK_ISA_AVX512) &&
+		    __get_cpuid_count(7, 1, &a, &b, &c, &d) && (a & (1u << 5));
+		__atomic_store_n(&has, h, __ATOMIC_RELAXED);
+	}
+	return h;
+}
+
 int hk_isa_supported(int isa)
 {
 	if (isa == HK_ISA_AMX)
