@@ -216,7 +216,8 @@ unsigned hmm_store_inflight(struct hmm_store *s);
 /* Length of extent key, or -ENOENT. */
 int64_t hmm_store_extent_len(struct hmm_store *s, uint64_t key);
 
-/* Byte offset in the file where extent key's data starts: 0 or -ENOENT
+/* Byte offset in the file (a striped store's: the member's,
+ * hmm_store_extent_path) where extent key's data starts: 0 or -ENOENT
  * (tests use it to damage an extent on purpose). */
 int hmm_store_extent_where(struct hmm_store *s, uint64_t key,
 			   uint64_t *file_off);
