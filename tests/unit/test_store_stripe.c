@@ -13,6 +13,8 @@
  *  - a missing, added, reordered or foreign member, a plain store as a
  *    member, a member opened alone, empty and repeated names: refused
  *    with an error naming the path, the set still intact afterwards;
+ *  - members two flushes apart (an old copy of one): -ESTALE naming it,
+ *    nothing written (with its own file back the set opens exact);
  *  - a damaged extent on member 1: -EIO naming member 1;
  *  - hmm_open with store_path "a,b": tensors larger than the host budget
  *    are evicted to both members and read back exact, after a reopen
@@ -441,6 +443,40 @@ static void refusals(void)
 	}
 }
 
+/* Members two flushes apart (one restored from an old copy): refused,
+ * naming both, and nothing written: with the right copy back it opens. */
+static void generation_gap(void)
+{
+	const char *gs = set_path("g", 2), *g1 = member("g", 1);
+	struct hmm_store_stats st;
+	struct hmm_store *s = st_open(gs, 8 << 20, HMM_STORE_CREATE, 8);
+	char cmd[3 * 4400];
+	void *b = hmm_pool_alloc(hmm_store_pool(s), MAXB);
+	int ok = put(s, b, key_of(1), 4096, 31) == 0 && hmm_store_flush(s) == 0;
+
+	hmm_store_close(s);
+	snprintf(cmd, sizeof(cmd), "cp '%s' '%s.old'", g1, g1);
+	ok &= system(cmd) == 0;
+	s = st_open(gs, 0, 0, 8);
+	b = hmm_pool_alloc(hmm_store_pool(s), MAXB);
+	ok &= put(s, b, key_of(1), 4096, 32) == 0 && hmm_store_flush(s) == 0 &&
+	      hmm_store_flush(s) == 0;
+	hmm_store_close(s);
+	snprintf(cmd, sizeof(cmd), "mv '%s' '%s.new' && cp '%s.old' '%s'", g1,
+		 g1, g1, g1);
+	ok &= system(cmd) == 0;
+	t_ok(ok, "a set at generation 4 with member 1 from generation 2");
+	refused(gs, 0, -ESTALE, g1, "members two flushes apart");
+	snprintf(cmd, sizeof(cmd), "mv '%s.new' '%s'", g1, g1);
+	ok = system(cmd) == 0;
+	s = st_open(gs, 0, 0, 8);
+	b = hmm_pool_alloc(hmm_store_pool(s), MAXB);
+	hmm_store_stats(s, &st);
+	t_ok(ok && st.generation == 4 && same(s, b, key_of(1), 4096, 32),
+	     "with member 1's own file back: generation 4, exact");
+	hmm_store_close(s);
+}
+
 /* The public API: tensors evicted to a 2-member store and read back. */
 static int tensor_same(struct hmm_tensor *t, uint64_t bytes, uint64_t seed)
 {
@@ -561,6 +597,7 @@ int main(void)
 	torn_flush(set_path("t", 2), member("t", 0), member("t", 1), 8 << 20);
 	kills(set_path("k", 3), 12 << 20, 12);
 	refusals();
+	generation_gap();
 	public_api();
 	loop_devices();
 	return t_done();
