@@ -199,7 +199,10 @@ static int bridge_start(const struct hmmd_config *cfg,
 	if (!cfg->module && access(dev, F_OK))
 		return 0;			/* no module: run as before */
 	if (!store && cfg->store_path) {
-		if (asprintf(store_buf, "%s.hmmk", cfg->store_path) < 0)
+		/* a striped store's first member's name */
+		if (asprintf(store_buf, "%.*s.hmmk",
+			     (int)strcspn(cfg->store_path, ","),
+			     cfg->store_path) < 0)
 			return -ENOMEM;
 		store = *store_buf;
 	}

@@ -109,8 +109,10 @@ extern "C" {
  * change what you need; the strings are copied by hmm_open().
  */
 struct hmm_config {
-	const char *store_path;	/* file or block device; NULL = no store
-				   tier (the host budget must hold all) */
+	const char *store_path;	/* file or block device, or "a,b,..."
+				   to stripe over several (libhmm(3));
+				   NULL = no store tier (the host budget
+				   must hold all) */
 	uint64_t store_size;	/* bytes; 0 = the file's current size */
 	uint64_t host_budget;	/* bytes of host memory for chunks (> 0) */
 	uint64_t device_budget;	/* bytes of device memory; 0 = the device's */

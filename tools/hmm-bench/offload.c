@@ -35,6 +35,7 @@ struct opts {
 	int64_t n, chunk, budget;
 	int depth, reps, json;
 	const char *dir;
+	const char *stripe;	/* --stripe: N, or PATH,PATH,... */
 };
 
 static void die(const char *what, const char *detail)
@@ -91,7 +92,10 @@ static int usage(void)
 		"  --depth K   pieces read ahead (default 2)\n"
 		"  --chunk B   libhmm chunk bytes (default 2M)\n"
 		"  --dir DIR   where the store and fio's file go "
-		"(default $HMM_TEST_DIR or build/tmp)\n");
+		"(default $HMM_TEST_DIR or build/tmp)\n"
+		"  --stripe N  stripe the store over N files in DIR (1..8)\n"
+		"  --stripe P[,P...]  or over these new files or block "
+		"devices\n");
 	return 2;
 }
 
@@ -122,10 +126,63 @@ static int parse(int argc, char **argv, struct opts *o)
 			i++;
 		else if (!strcmp(a, "--dir") && v)
 			o->dir = argv[++i];
+		else if (!strcmp(a, "--stripe") && v)
+			o->stripe = argv[++i];
 		else
 			return usage();
 	}
 	return 0;
+}
+
+/*
+ * The store's path into buf: one file in --dir; --stripe N: N files
+ * there; --stripe P[,P...]: those (a block device used as it is, a file
+ * new, made and removed as scratch).  Returns the members.
+ */
+static int store_paths(const struct opts *o, char *buf, size_t cap)
+{
+	char list[4096], *save = NULL, *p;
+	int given = o->stripe && o->stripe[strspn(o->stripe, "0123456789")];
+	int n = o->stripe && !given ? atoi(o->stripe) : 1;
+	size_t len = 0;
+	struct stat st;
+
+	if (o->stripe && !given && (n < 1 || n > 8))
+		die("--stripe", "N is 1..8, or paths PATH[,PATH...]");
+	if (given)
+		snprintf(list, sizeof(list), "%s", o->stripe);
+	else
+		for (int i = 0; i < n && len < sizeof(list); i++)
+			len += snprintf(list + len, sizeof(list) - len,
+					n == 1 ? "%s%s/hmm-bench-offload.store" :
+					"%s%s/hmm-bench-offload.store.%d",
+					i ? "," : "", o->dir, i);
+	len = 0;
+	n = 0;
+	for (p = strtok_r(list, ",", &save); p; p = strtok_r(NULL, ",", &save)) {
+		if (!(stat(p, &st) == 0 && S_ISBLK(st.st_mode))) {
+			if (!access(p, F_OK))
+				die(p, "exists: not this run's to overwrite "
+				    "or remove");
+			if (bench_scratch_add(p))
+				die("scratch", strerror(ENOMEM));
+		}
+		len += snprintf(buf + len, len < cap ? cap - len : 0, "%s%s",
+				n++ ? "," : "", p);
+	}
+	if (len >= cap || !n)
+		die("--stripe", "no path, or paths too long");
+	return n;
+}
+
+static void store_remove(const char *paths)
+{
+	char list[4096], *save = NULL;
+
+	snprintf(list, sizeof(list), "%s", paths);
+	for (char *p = strtok_r(list, ",", &save); p;
+	     p = strtok_r(NULL, ",", &save))
+		bench_scratch_remove(p);	/* a device was never added */
 }
 
 static int bench_offload(int argc, char **argv)
@@ -140,7 +197,7 @@ static int bench_offload(int argc, char **argv)
 	double *ts, *tio, *tc, step_s, io_s, c_s, fl;
 	float *mem[4];
 	int64_t nc;
-	int err;
+	int err, members;
 
 	if (parse(argc, argv, &o))
 		return 2;
@@ -148,14 +205,13 @@ static int bench_offload(int argc, char **argv)
 		o.budget = 4 * o.n < (1ll << 30) ? 4 * o.n : 1ll << 30;
 	nc = o.n < COMPUTE_N ? o.n : COMPUTE_N;
 	mkdir(o.dir, 0755);
-	if (snprintf(store, sizeof(store), "%s/hmm-bench-offload.store",
-		     o.dir) >= (int)sizeof(store) ||
-	    snprintf(scratch, sizeof(scratch), "%s/hmm-bench-offload.fio",
+	if (snprintf(scratch, sizeof(scratch), "%s/hmm-bench-offload.fio",
 		     o.dir) >= (int)sizeof(scratch))
 		die("--dir", "path too long");
-	if (!access(store, F_OK) || !access(scratch, F_OK))
-		die(store, "exists: not this run's to overwrite or remove");
-	if (bench_scratch_add(store) || bench_scratch_add(scratch))
+	members = store_paths(&o, store, sizeof(store));
+	if (!access(scratch, F_OK))
+		die(scratch, "exists: not this run's to overwrite or remove");
+	if (bench_scratch_add(scratch))
 		die("scratch", strerror(ENOMEM));
 	hmm_config_default(&cfg);
 	cfg.store_path = store;
@@ -226,6 +282,7 @@ static int bench_offload(int argc, char **argv)
 		bench_json_int(stdout, "n", o.n);
 		bench_json_int(stdout, "depth", o.depth);
 		bench_json_int(stdout, "host_budget", (int64_t)cfg.host_budget);
+		bench_json_int(stdout, "store_members", members);
 		bench_json_num(stdout, "step_s", step_s);
 		bench_json_num(stdout, "io_floor_s", io_s);
 		bench_json_num(stdout, "compute_floor_s", c_s);
@@ -237,7 +294,7 @@ static int bench_offload(int argc, char **argv)
 		free(mem[k]);
 	}
 	hmm_close(h);
-	bench_scratch_remove(store);
+	store_remove(store);
 	free(ts);
 	free(tio);
 	free(tc);

@@ -27,11 +27,12 @@
 #include "fault_inject.h"
 #include "pool.h"
 #include "store_int.h"
+#include "stripe.h"
 
 #define DEF_DEPTH	32u
 #define MAX_DEPTH	4096u
 #define DEF_BLOCK	4096u
-#define DEF_POOL	(64ul << 20)
+#define DEF_POOL	STORE_DEF_POOL
 #define DEF_META	(1u << 20)
 #define KNOWN_FLAGS	(HMM_STORE_CREATE | HMM_STORE_SQPOLL | \
 			 HMM_STORE_BUFFERED | HMM_STORE_TRUNCATE)
@@ -279,6 +280,12 @@ static int format(struct hmm_store *s, const struct hmm_store_config *cfg,
 	s->sb.slot = 0;
 	if (getrandom(&s->sb.uuid, sizeof(s->sb.uuid), 0) < 0)
 		s->sb.uuid = (uint64_t)getpid() << 32 ^ (uint64_t)time(NULL);
+	if (s->role.member) {
+		s->sb.set_uuid = s->role.set_uuid;
+		s->sb.set_index = s->role.index;
+		s->sb.set_count = s->role.count;
+	}
+	s->formatted = 1;
 	buf = aligned(2 * HMM_SB_BYTES);
 	if (!buf)
 		return hmm_err(-ENOMEM, "store %s: out of memory", s->path);
@@ -368,7 +375,36 @@ static int setup_tables(struct hmm_store *s)
 	return 0;
 }
 
-/* Pick the newest superblock whose table checks out, and load it. */
+/*
+ * A striped store opens this member at an older generation than its
+ * newest (a flush that did not reach every member): zero the newer
+ * superblock durably, so that it can never be mistaken for a later
+ * flush of the same generation.
+ */
+static int drop_slot(struct hmm_store *s, int slot, uint64_t gen)
+{
+	uint8_t *z = aligned(HMM_SB_BYTES);
+	int err;
+
+	if (!z)
+		return -ENOMEM;
+	err = sync_rw(s->fd, 1, z, HMM_SB_BYTES, (uint64_t)slot * HMM_SB_BYTES);
+	free(z);
+	if (!err && fdatasync(s->fd))
+		err = -errno;
+	if (err)
+		return hmm_err(err, "store %s: dropping superblock %d "
+			       "(generation %llu) at offset %llu: %s", s->path,
+			       slot, (unsigned long long)gen,
+			       (unsigned long long)slot * HMM_SB_BYTES,
+			       errstr(err));
+	note(s, "generation %llu dropped: not every member of the striped "
+	     "store reached it", (unsigned long long)gen);
+	return 0;
+}
+
+/* Pick the newest superblock whose table checks out (or the one of
+ * role.at_gen), and load it. */
 static int load(struct hmm_store *s, struct hmm_sb sb[2], int ok[2])
 {
 	int order[2] = { 0, 1 }, err = -EIO;
@@ -381,7 +417,8 @@ static int load(struct hmm_store *s, struct hmm_sb sb[2], int ok[2])
 		int i = order[k];
 		uint8_t *t;
 
-		if (!ok[i])
+		if (!ok[i] || (s->role.at_gen &&
+			       sb[i].generation != s->role.at_gen))
 			continue;
 		s->sb = sb[i];
 		err = read_table(s, &sb[i], &t);
@@ -400,9 +437,17 @@ static int load(struct hmm_store *s, struct hmm_sb sb[2], int ok[2])
 		if (!err)
 			err = load_table(s, t);
 		free(t);
+		if (!err && s->role.at_gen && ok[1 - i] &&
+		    sb[1 - i].generation > s->role.at_gen)
+			err = drop_slot(s, 1 - i, sb[1 - i].generation);
 		return err == -ENOMEM ? hmm_err(err, "store %s: out of memory",
 						s->path) : err;
 	}
+	if (s->role.at_gen)
+		return hmm_err(-ESTALE, "store %s: no intact table of generation "
+			       "%llu, which the other members of its striped "
+			       "store hold", s->path,
+			       (unsigned long long)s->role.at_gen);
 	return hmm_err(-EIO, "store %s: no superblock names an intact table",
 		       s->path);
 }
@@ -413,6 +458,35 @@ static int all_zero(const uint8_t *p, size_t n)
 		if (p[i])
 			return 0;
 	return 1;
+}
+
+/* A loaded store is what the opener takes it for: plain, or the member
+ * of the striped store it names in its place. */
+static int check_role(struct hmm_store *s)
+{
+	const struct hmm_sb *sb = &s->sb;
+	const struct store_role *r = &s->role;
+
+	if (!r->member && sb->set_count)
+		return hmm_err(-EINVAL, "store %s: member %u of a striped store "
+			       "of %u: open it with every member's path, in "
+			       "order", s->path, sb->set_index, sb->set_count);
+	if (!r->member)
+		return 0;
+	if (!sb->set_count)
+		return hmm_err(-EINVAL, "store %s: a plain store, not a member "
+			       "of a striped store", s->path);
+	if (!r->any_uuid && sb->set_uuid != r->set_uuid)
+		return hmm_err(-EXDEV, "store %s: a member of another striped "
+			       "store (set %016llx, not %016llx)", s->path,
+			       (unsigned long long)sb->set_uuid,
+			       (unsigned long long)r->set_uuid);
+	if (sb->set_index != r->index || sb->set_count != r->count)
+		return hmm_err(-EINVAL, "store %s: member %u of a striped store "
+			       "of %u, named as member %u of %u (a member "
+			       "missing, added or out of order?)", s->path,
+			       sb->set_index, sb->set_count, r->index, r->count);
+	return 0;
 }
 
 /* Load the store in the file, or format one; see hmm_store_config. */
@@ -451,6 +525,8 @@ static int format_or_load(struct hmm_store *s,
 		goto fmt;
 	if (ok[0] || ok[1]) {
 		err = load(s, sb, ok);
+		if (!err)
+			err = check_role(s);
 		if (!err && cfg->size && cfg->size != s->sb.store_bytes)
 			note(s, "size %llu ignored: the store keeps its %llu bytes",
 			     (unsigned long long)cfg->size,
@@ -484,11 +560,15 @@ static int setup_io(struct hmm_store *s, const struct hmm_store_config *cfg)
 	unsigned depth = cfg->queue_depth ? cfg->queue_depth : DEF_DEPTH;
 	int err;
 
-	err = hmm_pool_new(cfg->pool_bytes ? cfg->pool_bytes : DEF_POOL,
-			   cfg->numa_node, cfg->pool_flags, &s->pool);
-	if (err)
-		return err;
-	if (!hmm_pool_locked(s->pool))
+	if (s->role.pool) {
+		s->pool = s->role.pool;		/* the set's */
+	} else {
+		err = hmm_pool_new(cfg->pool_bytes ? cfg->pool_bytes : DEF_POOL,
+				   cfg->numa_node, cfg->pool_flags, &s->pool);
+		if (err)
+			return err;
+	}
+	if (!s->role.pool && !hmm_pool_locked(s->pool))
 		note(s, "pool not mlock'd (RLIMIT_MEMLOCK)");
 	err = hmm_uring_init(&s->u, depth, s->fd,
 			     !!(cfg->flags & HMM_STORE_SQPOLL));
@@ -535,6 +615,14 @@ static void refresh(struct hmm_store *s)
 
 int hmm_store_open(const struct hmm_store_config *cfg, struct hmm_store **out)
 {
+	if (cfg && cfg->path && strchr(cfg->path, ','))
+		return stripe_open(cfg, out);
+	return store_open(cfg, NULL, out);
+}
+
+int store_open(const struct hmm_store_config *cfg,
+	       const struct store_role *role, struct hmm_store **out)
+{
 	struct hmm_store *s;
 	uint64_t have = 0;
 	int created = 0, err;
@@ -559,6 +647,8 @@ int hmm_store_open(const struct hmm_store_config *cfg, struct hmm_store **out)
 	}
 	pthread_mutex_init(&s->stat_lock, NULL);
 	s->flags = cfg->flags;
+	if (role)
+		s->role = *role;
 	err = open_file(s, cfg, &created, &have);
 	if (err)
 		goto out_close;
@@ -570,6 +660,7 @@ int hmm_store_open(const struct hmm_store_config *cfg, struct hmm_store **out)
 	if (err)
 		goto out_close;
 	refresh(s);
+	s->created = created;
 	*out = s;
 	return 0;
 
@@ -584,12 +675,17 @@ void hmm_store_close(struct hmm_store *s)
 {
 	if (!s)
 		return;
+	if (s->stripe) {
+		stripe_close(s);
+		return;
+	}
 	if (s->inflight && (s->sync_io ||
 			    (s->ring_up && hmm_uring_claim(&s->u) == 0)))
 		store_drain(s);
 	if (s->ring_up)
 		hmm_uring_fini(&s->u);
-	hmm_pool_delete(s->pool);
+	if (!s->role.pool)
+		hmm_pool_delete(s->pool);
 	if (s->fd >= 0) {
 		/* now: the ring may hold the file a while after its fini */
 		flock(s->fd, LOCK_UN);
@@ -621,16 +717,20 @@ uint64_t hmm_store_size_for(uint64_t extents, uint32_t extent_bytes)
 
 struct hmm_pool *hmm_store_pool(struct hmm_store *s)
 {
-	return s->pool;
+	return s->stripe ? stripe_pool(s) : s->pool;
 }
 
 const char *hmm_store_note(struct hmm_store *s)
 {
-	return s->note;
+	return s->stripe ? stripe_note(s) : s->note;
 }
 
 void hmm_store_stats(struct hmm_store *s, struct hmm_store_stats *st)
 {
+	if (s->stripe) {
+		stripe_stats(s, st);
+		return;
+	}
 	pthread_mutex_lock(&s->stat_lock);
 	*st = s->st;
 	pthread_mutex_unlock(&s->stat_lock);
@@ -646,13 +746,18 @@ void hmm_store_stats(struct hmm_store *s, struct hmm_store_stats *st)
 	st->pool_huge = hmm_pool_huge(s->pool);
 	st->pool_locked = hmm_pool_locked(s->pool);
 	st->inflight = __atomic_load_n(&s->inflight, __ATOMIC_RELAXED);
+	st->members = 1;
 }
 
 /* ---- extents and the table ------------------------------------------ */
 
 int64_t hmm_store_extent_len(struct hmm_store *s, uint64_t key)
 {
-	struct hmm_xent *e = hmm_xmap_get(&s->map, key);
+	struct hmm_xent *e;
+
+	if (s->stripe)
+		s = stripe_member_of(s, key);
+	e = hmm_xmap_get(&s->map, key);
 
 	return e ? (int64_t)e->len : -ENOENT;
 }
@@ -660,7 +765,11 @@ int64_t hmm_store_extent_len(struct hmm_store *s, uint64_t key)
 int hmm_store_extent_where(struct hmm_store *s, uint64_t key,
 			   uint64_t *file_off)
 {
-	struct hmm_xent *e = hmm_xmap_get(&s->map, key);
+	struct hmm_xent *e;
+
+	if (s->stripe)
+		s = stripe_member_of(s, key);
+	e = hmm_xmap_get(&s->map, key);
 
 	if (!e)
 		return hmm_err(-ENOENT, "store %s: no extent %#llx", s->path,
@@ -669,10 +778,19 @@ int hmm_store_extent_where(struct hmm_store *s, uint64_t key,
 	return 0;
 }
 
+const char *hmm_store_extent_path(struct hmm_store *s, uint64_t key)
+{
+	if (s->stripe)
+		s = stripe_member_of(s, key);
+	return hmm_xmap_get(&s->map, key) ? s->path : NULL;
+}
+
 int hmm_store_extent_free(struct hmm_store *s, uint64_t key)
 {
 	struct hmm_xent old;
 
+	if (s->stripe)
+		s = stripe_member_of(s, key);
 	if (hmm_xmap_del(&s->map, key, &old))
 		return hmm_err(-ENOENT, "store %s: no extent %#llx", s->path,
 			       (unsigned long long)key);
@@ -686,9 +804,12 @@ int hmm_store_extent_each(struct hmm_store *s,
 			  void *arg)
 {
 	size_t n;
-	struct hmm_xent *v = hmm_xmap_sorted(&s->map, &n);
+	struct hmm_xent *v;
 	int r = 0;
 
+	if (s->stripe)
+		return stripe_each(s, fn, arg);
+	v = hmm_xmap_sorted(&s->map, &n);
 	if (!v && n)
 		return hmm_err(-ENOMEM, "store %s: out of memory", s->path);
 	for (size_t i = 0; i < n && !r; i++)
@@ -701,6 +822,8 @@ int hmm_store_meta_set(struct hmm_store *s, const void *blob, size_t len)
 {
 	void *m = NULL;
 
+	if (s->stripe)
+		s = stripe_member(s, 0);	/* the set's blob is member 0's */
 	if (len > s->sb.meta_cap)
 		return hmm_err(-ENOSPC, "store %s: meta blob of %zu bytes, room "
 			       "for %u", s->path, len, s->sb.meta_cap);
@@ -718,6 +841,8 @@ int hmm_store_meta_set(struct hmm_store *s, const void *blob, size_t len)
 
 int hmm_store_meta_get(struct hmm_store *s, void *blob, size_t cap)
 {
+	if (s->stripe)
+		s = stripe_member(s, 0);
 	if (cap && !blob)
 		return hmm_err(-EINVAL, "store %s: meta buffer is NULL", s->path);
 	if (cap && s->meta_len)
@@ -746,6 +871,19 @@ static int sync_file(struct hmm_store *s, const char *what)
 }
 
 int hmm_store_flush(struct hmm_store *s)
+{
+	struct hmm_sb nsb;
+	int err;
+
+	if (s->stripe)
+		return stripe_flush(s);
+	err = store_flush_commit(s, &nsb);
+	if (!err)
+		store_flush_settle(s, &nsb);
+	return err;
+}
+
+int store_flush_commit(struct hmm_store *s, struct hmm_sb *out)
 {
 	struct hmm_sb nsb = s->sb;
 	struct hmm_xent *v;
@@ -787,16 +925,19 @@ int hmm_store_flush(struct hmm_store *s)
 	 */
 	for (size_t i = 0; i < s->map.cap; i++)
 		s->map.v[i].on_disk = s->map.v[i].used;
-	if (err)
-		goto out;
-	s->sb = nsb;
+	*out = nsb;
+out:
+	free(buf);
+	free(v);
+	return err;
+}
+
+void store_flush_settle(struct hmm_store *s, const struct hmm_sb *nsb)
+{
+	s->sb = *nsb;
 	hmm_ext_release(&s->ext);
 	pthread_mutex_lock(&s->stat_lock);
 	s->st.flushes++;
 	pthread_mutex_unlock(&s->stat_lock);
 	refresh(s);
-out:
-	free(buf);
-	free(v);
-	return err;
 }

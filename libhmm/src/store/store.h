@@ -36,6 +36,15 @@
  *
  * Errors: 0 or -errno; hmm_last_error() names path and offset.  Never an
  * assert or abort on an I/O result.
+ *
+ * Striping: a path with commas, "a.store,b.store", names the ordered
+ * members of a striped store (stripe.h): each a complete store as above
+ * whose superblock records the set (uuid, index, count); extent key k
+ * lives on member ((k >> 32) + (uint32_t)k) % members; size is the
+ * total, shared out by extents; the meta blob is member 0's; a flush
+ * commits every member before any reuses a place, and an open rolls a
+ * member that got one flush further than the others back.  The API is
+ * the same; stats sum the members.
  */
 #ifndef HMM_STORE_H
 #define HMM_STORE_H
@@ -53,7 +62,8 @@ struct hmm_store;
 #define HMM_STORE_TRUNCATE	(1u << 3) /* format even when a valid store is there */
 
 struct hmm_store_config {
-	const char *path;	/* file or block device */
+	const char *path;	/* file or block device; "a,b,..." stripes
+				 * the store over them (below) */
 	uint64_t size;		/* bytes wanted; 0 = the file's current size */
 	uint32_t queue_depth;	/* io_uring entries; 0 = 32 */
 	uint32_t block_size;	/* allocation unit, power of two >= 4096; 0 = 4096 */
@@ -101,6 +111,10 @@ struct hmm_store_stats {
 	uint32_t inflight;		/* requests not completed */
 	uint64_t flush_bytes;		/* table + superblock bytes written
 					 * (not in write_bytes/write_ops) */
+	uint32_t members;		/* files or devices: 1, or a striped
+					 * store's (the rest summed over
+					 * them; direct, registered_* and
+					 * sqpoll only when all have it) */
 };
 
 /*
@@ -202,10 +216,15 @@ unsigned hmm_store_inflight(struct hmm_store *s);
 /* Length of extent key, or -ENOENT. */
 int64_t hmm_store_extent_len(struct hmm_store *s, uint64_t key);
 
-/* Byte offset in the file where extent key's data starts: 0 or -ENOENT
+/* Byte offset in the file (a striped store's: the member's,
+ * hmm_store_extent_path) where extent key's data starts: 0 or -ENOENT
  * (tests use it to damage an extent on purpose). */
 int hmm_store_extent_where(struct hmm_store *s, uint64_t key,
 			   uint64_t *file_off);
+
+/* The path of the file or device holding extent key (a striped store's
+ * member), or NULL when there is no such extent. */
+const char *hmm_store_extent_path(struct hmm_store *s, uint64_t key);
 
 /* Forget an extent; its space is reused after the next flush. */
 int hmm_store_extent_free(struct hmm_store *s, uint64_t key);

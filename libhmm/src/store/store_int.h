@@ -19,8 +19,25 @@
 #define ST_RING		0x52494e47u	/* an SQE is in the ring */
 #define ST_DONE		0x444f4e45u	/* completed; result is valid */
 
+/* the pinned pool a store makes when hmm_store_config.pool_bytes is 0 */
+#define STORE_DEF_POOL	(64ul << 20)
+
 /* internal ops: absolute file offsets, used by flush */
 #define OP_ABS_WRITE	16
+
+/*
+ * What stripe.c asks of one member it opens (store_open); a plain store
+ * has none (all 0).
+ */
+struct store_role {
+	int member;		/* 1: a member of a striped store */
+	uint16_t index, count;	/* its place in the set, the set's size */
+	uint64_t set_uuid;	/* recorded at format; checked at load */
+	int any_uuid;		/* load: accept any set uuid (member 0) */
+	uint64_t at_gen;	/* load this generation, not the newest, and
+				 * invalidate a newer superblock; 0: newest */
+	struct hmm_pool *pool;	/* the set's pool (not owned); NULL: own */
+};
 
 /*
  * Allocated by hmm_store_open, freed by hmm_store_close.  Everything
@@ -33,6 +50,11 @@ struct hmm_store {
 	int direct;		/* O_DIRECT in use */
 	int tmpfs;
 	uint32_t flags;		/* HMM_STORE_* */
+	struct hmm_stripe *stripe;	/* set: this is a striped store's
+					 * front (stripe.c); nothing below
+					 * is used then */
+	struct store_role role;
+	int created, formatted;	/* by this open: the file; a new store */
 	struct hmm_sb sb;	/* the live (last durable) superblock */
 	uint64_t blocks;	/* data area, in blocks */
 
@@ -60,7 +82,22 @@ struct hmm_store {
 	char note[384];
 };
 
+/* store.c: open one store (role NULL: plain); flush in two steps, so
+ * that a striped store releases no member's quarantine before every
+ * member's superblock is durable: commit writes the table and the
+ * superblock of generation + 1 into *nsb's slot, settle makes it live
+ * and frees the places the previous generation held. */
+int store_open(const struct hmm_store_config *cfg,
+	       const struct store_role *role, struct hmm_store **out);
+int store_flush_commit(struct hmm_store *s, struct hmm_sb *nsb);
+void store_flush_settle(struct hmm_store *s, const struct hmm_sb *nsb);
+
 /* store_io.c */
+/* Queue io (validated, RAW offsets counted from raw_base) without
+ * submitting it; store_kick submits the backlog.  The caller claimed. */
+int store_claim(struct hmm_store *s);
+int store_queue(struct hmm_store *s, struct hmm_io *io, uint64_t raw_base);
+int store_kick(struct hmm_store *s);
 int store_queue_abs_write(struct hmm_store *s, struct hmm_io *io);
 int store_drain(struct hmm_store *s);
 void store_release_place(struct hmm_store *s, const struct hmm_xent *e);

@@ -18,6 +18,7 @@
 #include "err.h"
 #include "fault_inject.h"
 #include "store_int.h"
+#include "stripe.h"
 
 #define ZERO_RETRIES	3
 
@@ -296,8 +297,9 @@ static void reap(struct hmm_store *s)
 	}
 }
 
-/* Validate one caller request and fill in its private fields. */
-static int prepare(struct hmm_store *s, struct hmm_io *io)
+/* Validate one caller request and fill in its private fields; RAW
+ * offsets count from base (a striped store's member: stripe.c). */
+static int prepare(struct hmm_store *s, struct hmm_io *io, uint64_t base)
 {
 	struct hmm_xent *e;
 	uint64_t nblk, blk;
@@ -314,14 +316,15 @@ static int prepare(struct hmm_store *s, struct hmm_io *io)
 	switch (io->op) {
 	case HMM_IO_READ_RAW:
 	case HMM_IO_WRITE_RAW:
-		if (io->off % 4096 || io->off > s->sb.data_bytes ||
-		    io->len > s->sb.data_bytes - io->off)
+		if (io->off % 4096 || io->off < base ||
+		    io->off - base > s->sb.data_bytes ||
+		    io->len > s->sb.data_bytes - (io->off - base))
 			return hmm_err(-EINVAL, "store %s: %s at %llu+%u: outside "
 				       "the data area (%llu bytes) or misaligned",
 				       s->path, op_name(io->op),
 				       (unsigned long long)io->off, io->len,
 				       (unsigned long long)s->sb.data_bytes);
-		io->s_off = s->sb.data_off + io->off;
+		io->s_off = s->sb.data_off + io->off - base;
 		return 0;
 	case HMM_IO_READ:
 		e = hmm_xmap_get(&s->map, io->key);
@@ -377,7 +380,7 @@ static void enqueue(struct hmm_store *s, struct hmm_io *io)
 	push_back(s, io);
 }
 
-static int claim(struct hmm_store *s)
+int store_claim(struct hmm_store *s)
 {
 	int err = s->sync_io ? 0 : hmm_uring_claim(&s->u);
 
@@ -395,7 +398,9 @@ int hmm_store_submit(struct hmm_store *s, struct hmm_io **ios, unsigned n)
 
 	if (!s || (n && !ios))
 		return hmm_err(-EINVAL, "store: submit: no store or requests");
-	err = claim(s);
+	if (s->stripe)
+		return stripe_submit(s, ios, n);
+	err = store_claim(s);
 	if (err)
 		return err;
 	for (i = 0; i < n; i++) {
@@ -404,10 +409,9 @@ int hmm_store_submit(struct hmm_store *s, struct hmm_io **ios, unsigned n)
 				      s->path, i);
 			break;
 		}
-		err = prepare(s, ios[i]);
+		err = store_queue(s, ios[i], 0);
 		if (err)
 			break;
-		enqueue(s, ios[i]);
 	}
 	perr = pump(s);
 	if (i == 0 && err)
@@ -417,9 +421,23 @@ int hmm_store_submit(struct hmm_store *s, struct hmm_io **ios, unsigned n)
 	return (int)i;
 }
 
+int store_queue(struct hmm_store *s, struct hmm_io *io, uint64_t raw_base)
+{
+	int err = prepare(s, io, raw_base);
+
+	if (!err)
+		enqueue(s, io);
+	return err;
+}
+
+int store_kick(struct hmm_store *s)
+{
+	return pump(s);
+}
+
 int store_queue_abs_write(struct hmm_store *s, struct hmm_io *io)
 {
-	int err = claim(s);
+	int err = store_claim(s);
 
 	if (err)
 		return err;
@@ -450,7 +468,9 @@ static int store_poll(struct hmm_store *s, unsigned min_complete,
 
 	if (!s)
 		return hmm_err(-EINVAL, "store: poll: no store");
-	err = claim(s);
+	if (s->stripe)
+		return stripe_poll(s, min_complete, timeout_ms, wake_fd);
+	err = store_claim(s);
 	if (err)
 		return err;
 	c0 = s->ncompleted;
@@ -538,5 +558,7 @@ int store_drain(struct hmm_store *s)
 
 unsigned hmm_store_inflight(struct hmm_store *s)
 {
+	if (s->stripe)
+		return stripe_inflight(s);
 	return __atomic_load_n(&s->inflight, __ATOMIC_RELAXED);
 }

@@ -126,6 +126,9 @@ void hmm_sb_encode(const struct hmm_sb *sb, void *slot)
 	PUT32(p, 96, sb->meta_len);
 	PUT32(p, 100, sb->table_crc);
 	PUT64(p, 104, sb->uuid);
+	PUT64(p, 112, sb->set_uuid);
+	memcpy(p + 120, &(uint16_t){ htole16(sb->set_index) }, 2);
+	memcpy(p + 122, &(uint16_t){ htole16(sb->set_count) }, 2);
 	PUT32(p, 124, hmm_crc32c(0, p, 124));
 }
 
@@ -142,6 +145,8 @@ static int sb_sane(const struct hmm_sb *sb, uint64_t file_bytes)
 		return 0;
 	if (sb->data_off + sb->data_bytes > file_bytes ||
 	    sb->data_off + sb->data_bytes < sb->data_off)
+		return 0;
+	if (sb->set_count && (sb->set_index >= sb->set_count || !sb->set_uuid))
 		return 0;
 	if (sb->nextents > sb->max_extents || sb->meta_len > sb->meta_cap ||
 	    hmm_table_bytes(sb->nextents, sb->meta_len) > sb->table_cap)
@@ -174,6 +179,9 @@ int hmm_sb_decode(const void *slot, uint64_t file_bytes, struct hmm_sb *sb)
 	sb->meta_len = get32(p, 96);
 	sb->table_crc = get32(p, 100);
 	sb->uuid = get64(p, 104);
+	sb->set_uuid = get64(p, 112);
+	sb->set_index = (uint16_t)get32(p, 120);
+	sb->set_count = (uint16_t)(get32(p, 120) >> 16);
 	return sb_sane(sb, file_bytes) ? 0 : -EBADMSG;
 }
 

@@ -13,6 +13,8 @@
  * over its first 124 bytes at byte 124.  The table is nextents entries
  * of 24 bytes (key u64, first block u64, length u32, crc32c u32; sorted
  * by key) followed by the meta blob; its crc32c is in the superblock.
+ * Bytes 112-123 name the striped store a member belongs to (set uuid
+ * u64, member index u16, member count u16; zero in a plain store).
  * The live superblock is the valid one with the highest generation
  * whose table's crc also matches.
  *
@@ -41,6 +43,9 @@ struct hmm_sb {
 	uint64_t nextents;
 	uint32_t meta_len, table_crc;
 	uint64_t uuid;		/* the same in both slots; chosen at format */
+	/* a member of a striped store (stripe.h); all 0 in a plain one */
+	uint64_t set_uuid;	/* the same in every member of the set */
+	uint16_t set_index, set_count;	/* this member's place; members */
 };
 
 /*

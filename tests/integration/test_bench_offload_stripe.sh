@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# test_bench_offload_stripe — `hmm-bench offload --stripe`: N files in
+# --dir or the paths given make the store's members (JSON store_members),
+# every file it made is gone after the run; a bad N and an existing
+# path are refused (exit 1), the existing file untouched.  Small sizes:
+# this checks the flag, it does not time.
+set -u
+. "$(dirname "$0")/../t.sh"
+bin=$B/bin/hmm-bench
+need "$bin"
+command -v fio >/dev/null || skip_all "needs fio (the bench's io floor)"
+scratch bench-offload-stripe
+
+run() {	# args...: the JSON line, or nothing
+	"$bin" offload --n 256K --chunk 64K --reps 1 --json "$@" 2>"$dir/err" |
+		grep '^{'
+}
+
+out=$(run --dir "$dir" --stripe 3)
+echo "# $out"
+ok $(echo "$out" | grep -q '"store_members":3'; echo $?) "--stripe 3: three members"
+ok $([ -z "$(ls -A "$dir" | grep -v '^err$')" ]; echo $?) "--stripe 3: no file left in --dir"
+out=$(run --dir "$dir" --stripe "$dir/x.store,$dir/y.store")
+ok $(echo "$out" | grep -q '"store_members":2'; echo $?) "--stripe PATH,PATH: two members"
+ok $([ ! -e "$dir/x.store" ] && [ ! -e "$dir/y.store" ]; echo $?) "the paths it made are removed"
+out=$(run --dir "$dir")
+ok $(echo "$out" | grep -q '"store_members":1'; echo $?) "no --stripe: one file"
+"$bin" offload --n 256K --chunk 64K --reps 1 --dir "$dir" --stripe 9 >/dev/null 2>"$dir/err"
+ok $([ $? = 1 ] && grep -q -- '--stripe' "$dir/err"; echo $?) "--stripe 9: refused"
+printf 'precious' >"$dir/keep"
+"$bin" offload --n 256K --chunk 64K --reps 1 --dir "$dir" --stripe "$dir/new.store,$dir/keep" >/dev/null 2>"$dir/err"
+ok $([ $? = 1 ] && grep -q "keep: exists" "$dir/err" && [ "$(cat "$dir/keep")" = precious ] && [ ! -e "$dir/new.store" ]; echo $?) "an existing path: refused, untouched, nothing left"
+t_done
