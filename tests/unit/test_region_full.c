@@ -14,7 +14,7 @@
  * The store is a sparse 17 GiB file (no disk space is taken beyond what
  * is written, about 16 MiB); it is unlinked on every exit, the watchdog's
  * too.  Skips where the file system cannot hold such a file, or where
- * userfaultfd is refused.
+ * userfaultfd is refused.  t: tsan
  */
 #include <fcntl.h>
 #include <setjmp.h>
@@ -35,7 +35,7 @@
 #define WATCHDOG_S	60
 
 static char path[4200];
-static volatile int finished;
+static int finished;		/* __atomic: main tells the watchdog */
 
 static void unlink_store(void)
 {
@@ -45,12 +45,13 @@ static void unlink_store(void)
 /* Fail, rather than hang, when the region spins; the file goes too. */
 static void *watchdog(void *arg)
 {
-	for (int i = 0; i < WATCHDOG_S * 10 && !finished; i++) {
+	for (int i = 0; i < WATCHDOG_S * 10 &&
+	     !__atomic_load_n(&finished, __ATOMIC_ACQUIRE); i++) {
 		struct timespec ts = { 0, 100 * 1000 * 1000 };
 
 		nanosleep(&ts, NULL);
 	}
-	if (finished)
+	if (__atomic_load_n(&finished, __ATOMIC_ACQUIRE))
 		return NULL;
 	t_ok(0, "the region neither filled the store nor failed within %d s "
 	     "(it spins)", WATCHDOG_S);
@@ -150,7 +151,7 @@ int main(void)
 	t_eq(bad, 0, "the 8 blocks before it keep their bytes");
 	t_eq(hmm_region_free(h, p), 0, "the region frees");
 	hmm_close(h);
-	finished = 1;
+	__atomic_store_n(&finished, 1, __ATOMIC_RELEASE);
 	pthread_join(wd, NULL);
 	return t_done();
 }
