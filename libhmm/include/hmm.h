@@ -187,7 +187,10 @@ void hmm_config_default(struct hmm_config *cfg);
  * extent size fits (regions' blocks too), and holds at least as much.
  * hmm_store_required(B, C) is the size that holds E = ceil(B / C)
  * chunks and their slack in whichever layout that size gets; past it a
- * write-back fails with -ENOSPC naming the store.
+ * write-back fails with -ENOSPC naming the store.  The slack suffices
+ * for any config.io_depth: a write-back the store has no room for yet
+ * waits for the I/O in flight (a completed rewrite frees its old place)
+ * and fails only when nothing is in flight.
  * 0 when chunk_bytes is not a multiple of 4096 or B is too large.
  * Pure; any thread.
  */

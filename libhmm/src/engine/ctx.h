@@ -156,6 +156,9 @@ struct hmm {
 					   of hmm_store_poll_wake */
 	int io_sleeping;		/* it sleeps there: queue writes efd */
 	int io_kicked;			/* efd written, not drained yet */
+	int io_no_room;			/* the head write found no room in
+					   the store: hold extent I/O until
+					   a completion frees some */
 
 	/* the device (dev.h) */
 	const struct hmm_dev_ops *dev;

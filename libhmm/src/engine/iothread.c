@@ -29,6 +29,17 @@
  * completes after 12 ms, one alone after 0.7 ms).  Keeping the ring
  * shallow makes reads complete in the order they were queued: the order
  * in which the policy needs them.
+ *
+ * Room: a rewrite takes a new place in the store while its old one is
+ * still named (copy-on-write), and the store's slack is only E/16
+ * chunks within [8, 64], often less than io_depth.  A write the store
+ * refuses with -ENOSPC while other I/O is in flight goes back to the
+ * head of h->ioq (h->io_no_room) and extent I/O waits for the next
+ * completion, which frees the old place of a rewrite; it is retried
+ * then.  Only a store with nothing in flight that still has no room is
+ * full: that write fails with the store's -ENOSPC detail.  So io_depth
+ * never needs slack of its own, and the wait is bounded by the I/O in
+ * flight.
  */
 #include <errno.h>
 #include <string.h>
@@ -120,6 +131,7 @@ static void iot_io_done(struct hmm_io *io)
 
 	pthread_mutex_lock(&h->lock);
 	h->io_inflight--;
+	h->io_no_room = 0;	/* it may have freed some: try again */
 	if (!iot_in_sync && io->op < HMM_IOREQ_FREE)
 		n = iot_take(h, next, 1);
 	pthread_mutex_unlock(&h->lock);
@@ -148,6 +160,21 @@ static void iot_sync_op(struct hmm *h, struct hmm_ioreq *r)
 	iot_io_done(&r->io);
 }
 
+/* The store has no room for ios[0] yet: put ios[0..n) back at the head
+ * of h->ioq, in order, until a completion (no lock held). */
+static void iot_hold(struct hmm *h, struct hmm_io **ios, unsigned n)
+{
+	pthread_mutex_lock(&h->lock);
+	while (n--) {
+		struct hmm_ioreq *r = hmm_container_of(ios[n],
+					struct hmm_ioreq, io);
+
+		hmm_list_add_tail(h->ioq.next, &r->link);	/* at the head */
+	}
+	h->io_no_room = 1;
+	pthread_mutex_unlock(&h->lock);
+}
+
 static void iot_submit(struct hmm *h, struct hmm_io **ios, unsigned n)
 {
 	unsigned done = 0, i;
@@ -165,6 +192,10 @@ static void iot_submit(struct hmm *h, struct hmm_io **ios, unsigned n)
 		if ((r == 0 || r == -EBUSY || r == -EAGAIN) &&
 		    hmm_store_poll(h->store, 1, 100) >= 0)
 			continue;	/* ring full: made room by reaping */
+		if (r == -ENOSPC && hmm_store_inflight(h->store)) {
+			iot_hold(h, ios + done, n - done);
+			return;		/* room comes back with a completion */
+		}
 		/* the first one was refused: fail it alone, go on */
 		ios[done]->result = r < 0 ? r : -EIO;
 		iot_io_done(ios[done]);
@@ -181,13 +212,15 @@ static int iot_ready(struct hmm *h)
 		return 0;
 	r = hmm_container_of(h->ioq.next, struct hmm_ioreq, link);
 	return r->io.op >= HMM_IOREQ_FREE ||
-	       hmm_store_inflight(h->store) < h->cfg.io_depth;
+	       (!h->io_no_room &&
+		hmm_store_inflight(h->store) < h->cfg.io_depth);
 }
 
 /*
  * Take requests from the head of h->ioq, in order: the synchronous ones
  * (unless async_only), extent I/Os while fewer than io_depth are in the
- * store; stop at the first that must wait.  Counts the most extent I/Os
+ * store and it has not said it has no room; stop at the first that must
+ * wait.  Counts the most extent I/Os
  * the store held at once (stats.io_inflight_peak).  h->lock held.
  */
 static unsigned iot_take(struct hmm *h, struct hmm_io **ios, int async_only)
@@ -200,7 +233,8 @@ static unsigned iot_take(struct hmm *h, struct hmm_io **ios, int async_only)
 
 		if (r->io.op >= HMM_IOREQ_FREE && async_only)
 			break;
-		if (r->io.op < HMM_IOREQ_FREE && busy >= h->cfg.io_depth)
+		if (r->io.op < HMM_IOREQ_FREE &&
+		    (busy >= h->cfg.io_depth || h->io_no_room))
 			break;
 		if (r->io.op < HMM_IOREQ_FREE && ++busy > h->st.io_inflight_peak)
 			h->st.io_inflight_peak = busy;
@@ -323,7 +357,7 @@ int hmm_iot_start(struct hmm *h, const struct hmm_config *cfg)
 	if (h->io_efd < 0)
 		return hmm_err(-errno, "store %s: eventfd for the I/O thread: "
 			       "%s", cfg->store_path, strerror(errno));
-	h->io_sleeping = h->io_kicked = h->io_stop = 0;
+	h->io_sleeping = h->io_kicked = h->io_stop = h->io_no_room = 0;
 	r = pthread_create(&h->io_thread, NULL, iot_main, &st);
 	if (r) {
 		close(h->io_efd);

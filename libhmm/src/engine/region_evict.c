@@ -6,7 +6,10 @@
  * staging mapping, leaving the range empty (an access now faults and
  * waits for the write); the block backend writes the staging pages and
  * they are unmapped.  A failed write puts the pages back (UFFDIO_COPY)
- * and keeps them resident.  Writes a backend defers (r->todo) are done
+ * and keeps them resident; one the store refuses for want of room
+ * (-ENOSPC) also ends the region's evictions (r->dead), so that a fault
+ * needing room fails at once instead of evicting block after block in
+ * vain.  Writes a backend defers (r->todo) are done
  * by the thread that needs the room, without h->lock (hmm_region_drain).
  */
 #include <errno.h>
@@ -57,7 +60,11 @@ void hmm_region_wb_done(struct hmm_ioreq *q)
 	struct hmm_region *r = wb->r;
 	struct hmm *h = r->h;
 	int err = q->io.result;
+	char detail[200];
 
+	/* the backend's detail (the store's path and why), set on this
+	 * thread by whoever failed the write */
+	snprintf(detail, sizeof(detail), "%s", err ? hmm_last_error() : "");
 	if (err) {
 		struct uffdio_copy cp = {
 			.dst = (uintptr_t)region_block_addr(r, wb->block),
@@ -72,12 +79,16 @@ void hmm_region_wb_done(struct hmm_ioreq *q)
 	r->evicting--;
 	if (err) {
 		r->state[wb->block] = RB_RESIDENT;
-		if (r->ops->gone_on_error && !r->dead)
-			r->dead = err;	/* its backend is gone: evict no more */
+		/* its backend is gone, or the store is full (the I/O thread
+		 * fails a write with -ENOSPC only when nothing in flight can
+		 * free room): evict no more, rather than write block after
+		 * block in vain while a fault waits for room */
+		if ((r->ops->gone_on_error || err == -ENOSPC) && !r->dead)
+			r->dead = err;
 		h->st.io_errors++;
 		hmm_async_error(h, err, "region %u block %u: %s write "
 				"failed: %s", r->id, wb->block, r->ops->name,
-				strerror(-err));
+				detail);
 	} else {
 		r->state[wb->block] = RB_STORED;
 		hmm_budget_give(h, HMM_TIER_HOST, RBLOCK);

@@ -105,8 +105,8 @@ static void region_fault(struct hmm_region *r, uint64_t addr)
 		err = hmm_budget_admit(h, &a);
 	}
 	if (err) {
-		region_broken(h, r, b, err, "no room and its backend is "
-			      "gone");
+		region_broken(h, r, b, err, "no room, and the region can "
+			      "evict no more");
 		pthread_mutex_unlock(&h->lock);
 		region_sigbus(r, b);
 		return;

@@ -79,7 +79,8 @@ struct hmm_region {
 	uint8_t *state;		/* per block, RB_* */
 	uint32_t hand;		/* clock hand for reclaim */
 	uint32_t evicting;	/* blocks in RB_EVICTING */
-	int dead;		/* -errno: the block backend is gone */
+	int dead;		/* -errno: the block backend is gone, or
+				   the store is full: no more evictions */
 	int uffd, stopfd;
 	int busfd;		/* empty memfd: mapped over BROKEN blocks */
 	pthread_t thr;
