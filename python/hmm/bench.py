@@ -21,9 +21,18 @@ when absent), ratio_hmm_over_inmem, ratio_hmm_over_deepspeed (target
 children get OMP_WAIT_POLICY=passive unless it is set), torch (its
 version), peak_rss_inmem, peak_rss_hmm,
 state_bytes, host_budget, and what the hmm run moved (activation_bytes a
-step, store_bytes_written) and the losses of each way.  A benchmark, not
-a test: the first step is a warm-up, the rest are timed.  Its scratch
-store is removed on every exit.
+step, store_bytes_written in all its steps), phases_s (forward, backward,
+optimizer) and cpu_s (the process's CPU time) a timed step per way, the
+hmm run's stall_s_hmm (a step's maps waiting for the host tier) and
+store_io_s_hmm (a step's time the store was busy), and the losses of
+each way.  With --reps N the ways run N times interleaved (every other
+repetition in reverse order); every figure is then the median of the
+repetitions', the ratios' ranges and each repetition's figures come
+under ratio_*_range and per_rep.  loadavg (at the start and the end),
+cpu_stall and io_stall (the share of the run in which some task waited
+for a CPU, for I/O: /proc/pressure) say how busy the machine was.  A
+benchmark, not a test: the first step is a warm-up, the rest are timed.
+Its scratch store is removed on every exit.
 """
 import argparse
 import json
@@ -139,7 +148,8 @@ def one_way(a):
     phase = [0.0, 0.0, 0.0]     # forward, backward, optimizer (timed steps)
     for s in range(a.steps):
         if s == 1:
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.process_time()
+            st0 = ctx.stats() if ctx is not None else None
             phase = [0.0, 0.0, 0.0]
         x, y = data[s, :, :-1], data[s, :, 1:]
         t = [time.perf_counter()]
@@ -165,9 +175,11 @@ def one_way(a):
         del logits, off
         losses.append(loss.item())
     dt = time.perf_counter() - t0
+    cpu = time.process_time() - c0
     res.update(threads=torch.get_num_threads(),
                tok_s=(a.steps - 1) * c["batch"] * c["ctx"] / dt,
-               step_s=dt / (a.steps - 1), losses=losses,
+               step_s=dt / (a.steps - 1), cpu_s=cpu / (a.steps - 1),
+               losses=losses,
                fwd_s=phase[0] / (a.steps - 1), bwd_s=phase[1] / (a.steps - 1),
                opt_s=phase[2] / (a.steps - 1),
                peak_rss=peak_rss())
@@ -176,7 +188,13 @@ def one_way(a):
         res.update(activation_bytes=packed,
                    store_bytes_written=st["store"]["bytes_in"],
                    store_bytes_read=st["store"]["bytes_out"],
-                   host_peak=st["host"]["peak"])
+                   host_peak=st["host"]["peak"],
+                   # a timed step's waits of maps for the host tier and
+                   # time the store was busy
+                   stall_s=(st["host"]["stall_s"] - st0["host"]["stall_s"])
+                   / (a.steps - 1),
+                   store_io_s=(st["store"]["io_s"] - st0["store"]["io_s"])
+                   / (a.steps - 1))
         del opt
         ctx.close()
     print(json.dumps(res))
@@ -236,35 +254,79 @@ def main():
                     help="torch's and the kernels' threads in every way "
                     "(default $HK_THREADS, else 2)")
     ap.add_argument("--ways", default="inmem,hmm,deepspeed")
+    ap.add_argument("--reps", type=int, default=1,
+                    help="repetitions, the ways interleaved (every other "
+                    "rep in reverse); the figures are their medians "
+                    "(default 1)")
     ap.add_argument("--way", help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.steps < 2:
         ap.error("--steps: at least 2 (one warm-up, one timed)")
+    if a.reps < 1:
+        ap.error("--reps: at least 1")
     if a.way:
         return one_way(a)
     top = tempfile.mkdtemp(prefix="hmm-bench.", dir=a.dir)
-    runs = {}
+    ways = a.ways.split(",")
+    reps = []
     # the same threads everywhere; OpenMP threads that spin while they
     # wait made torch 2-4x slower on a loaded 2-core machine
     env = dict(os.environ, HK_THREADS=str(a.threads))
     env.setdefault("OMP_WAIT_POLICY", "passive")
+    load = [os.getloadavg()[0]]
+    psi0, t0 = stall_us(), time.monotonic()
     try:
-        for w in a.ways.split(","):
-            r = subprocess.run([sys.executable, "-m", "hmm.bench", "--way", w,
-                                "--dir", top, "--steps", str(a.steps),
-                                "--budget-frac", str(a.budget_frac),
-                                "--min-bytes", str(a.min_bytes),
-                                *([] if a.overlap else ["--no-overlap"]),
-                                "--threads", str(a.threads)],
-                               stdout=subprocess.PIPE, text=True, env=env)
-            if r.returncode:
-                sys.exit("hmm.bench: the %s run failed (exit %d)"
-                         % (w, r.returncode))
-            runs[w] = json.loads(r.stdout.strip().splitlines()[-1])
+        for r in range(a.reps):
+            runs = {}
+            # interleaved, every other rep in reverse: a drift in the
+            # machine's load weighs on every way alike
+            for w in (ways if r % 2 == 0 else ways[::-1]):
+                runs[w] = run_way(a, w, top, env)
+            reps.append(summary(a, runs))
     finally:
         shutil.rmtree(top, True)
+    load.append(os.getloadavg()[0])
+    psi1, wall = stall_us(), (time.monotonic() - t0) * 1e6
+    out = {k: median([s[k] for s in reps]) for k in reps[0]}
+    if a.reps > 1:
+        out["ratio_hmm_over_inmem_range"] = span(
+            [s["ratio_hmm_over_inmem"] for s in reps])
+        out["ratio_hmm_over_deepspeed_range"] = span(
+            [s["ratio_hmm_over_deepspeed"] for s in reps])
+        out["per_rep"] = [{k: s[k] for k in REP_KEYS} for s in reps]
+    out.update(reps=a.reps, loadavg=load,
+               cpu_stall=(psi1[0] - psi0[0]) / wall if psi0[0] is not None
+               else None,
+               io_stall=(psi1[1] - psi0[1]) / wall if psi0[1] is not None
+               else None)
+    print(json.dumps(out))
+
+
+REP_KEYS = ("tok_s_inmem", "tok_s_hmm", "tok_s_deepspeed",
+            "ratio_hmm_over_inmem", "ratio_hmm_over_deepspeed",
+            "peak_rss_inmem", "peak_rss_hmm")
+
+
+def run_way(a, w, top, env):
+    """One way in its own process: its JSON line."""
+    r = subprocess.run([sys.executable, "-m", "hmm.bench", "--way", w,
+                        "--dir", top, "--steps", str(a.steps),
+                        "--budget-frac", str(a.budget_frac),
+                        "--min-bytes", str(a.min_bytes),
+                        *([] if a.overlap else ["--no-overlap"]),
+                        "--threads", str(a.threads)],
+                       stdout=subprocess.PIPE, text=True, env=env)
+    if r.returncode:
+        sys.exit("hmm.bench: the %s run failed (exit %d)"
+                 % (w, r.returncode))
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+def summary(a, runs):
+    """The summary of one repetition's runs."""
     get = lambda w, k: runs.get(w, {}).get(k)  # noqa: E731
-    out = dict(tok_s_inmem=get("inmem", "tok_s"), tok_s_hmm=get("hmm", "tok_s"),
+    out = dict(tok_s_inmem=get("inmem", "tok_s"),
+               tok_s_hmm=get("hmm", "tok_s"),
                tok_s_deepspeed=get("deepspeed", "tok_s"))
     out["ratio_hmm_over_inmem"] = (out["tok_s_hmm"] / out["tok_s_inmem"]
                                    if out["tok_s_hmm"] and out["tok_s_inmem"]
@@ -278,6 +340,7 @@ def main():
                state_bytes=get("inmem", "state_bytes") or
                get("hmm", "state_bytes"),
                host_budget=get("hmm", "host_budget"),
+               host_peak=get("hmm", "host_peak"),
                activation_bytes=get("hmm", "activation_bytes"),
                store_bytes_written=get("hmm", "store_bytes_written"),
                steps=a.steps, params=get("inmem", "params"),
@@ -285,9 +348,47 @@ def main():
                get("hmm", "torch"),
                phases_s={w: [r.get(k) for k in ("fwd_s", "bwd_s", "opt_s")]
                          for w, r in runs.items() if r.get("tok_s")},
+               cpu_s={w: r.get("cpu_s") for w, r in runs.items()
+                      if r.get("tok_s")},
+               stall_s_hmm=get("hmm", "stall_s"),
+               store_io_s_hmm=get("hmm", "store_io_s"),
                deepspeed_error=get("deepspeed", "error"),
                losses={w: r.get("losses") for w, r in runs.items()})
-    print(json.dumps(out))
+    return out
+
+
+def stall_us():
+    """(cpu, io): the microseconds in which some task waited for a CPU,
+    for I/O (/proc/pressure's "some" totals); None where absent."""
+    out = []
+    for kind in ("cpu", "io"):
+        try:
+            with open("/proc/pressure/" + kind) as f:
+                out.append(int(f.readline().rsplit("total=", 1)[1]))
+        except (OSError, IndexError, ValueError):
+            out.append(None)
+    return out
+
+
+def median(xs):
+    """The median of the numbers in xs (nested: element by element; the
+    rest, the first of xs); None where every one is None."""
+    if isinstance(xs[0], dict):
+        return {k: median([x.get(k) for x in xs]) for k in xs[0]}
+    if isinstance(xs[0], list) and all(isinstance(x, list) for x in xs):
+        return [median(list(col)) for col in zip(*xs)]
+    nums = sorted(x for x in xs if isinstance(x, (int, float)) and
+                  not isinstance(x, bool))
+    if not nums:
+        return xs[0]
+    k = len(nums)
+    m = nums[k // 2] if k % 2 else (nums[k // 2 - 1] + nums[k // 2]) / 2
+    return round(m) if all(isinstance(x, int) for x in nums) else m
+
+
+def span(xs):
+    nums = [x for x in xs if x is not None]
+    return [min(nums), max(nums)] if nums else None
 
 
 if __name__ == "__main__":

@@ -1,9 +1,11 @@
 #!/usr/bin/python3
 # SPDX-License-Identifier: MIT
 """test_bench — `python3 -m hmm.bench` runs its ways and prints the
-summary the issue asks for (not a timing test: two steps, figures only
-checked for being there and sane), with the hmm way's first loss equal
-to the in-memory one, and leaves no file behind.  Embedded only."""
+summary the issue asks for (not a timing test: two steps, two
+repetitions, figures only checked for being there and sane, the ratio
+the median of the repetitions'), with the hmm way's first loss equal
+to the in-memory one, refuses --reps 0, and leaves no file behind.
+Embedded only."""
 import json
 import os
 import subprocess
@@ -19,10 +21,15 @@ d = tap.scratch("bench")
 os.mkdir(d)
 env = dict(os.environ, PYTHONPATH=os.path.dirname(
     os.path.dirname(os.path.abspath(hmm.__file__))))
+bad = subprocess.run([sys.executable, "-m", "hmm.bench", "--reps", "0",
+                      "--dir", d], stderr=subprocess.PIPE, text=True,
+                     timeout=60, env=env)
+ok(bad.returncode == 2 and "--reps: at least 1" in bad.stderr,
+   "--reps 0 is refused, naming --reps (%s)" % bad.stderr.strip()[-60:])
 r = subprocess.run([sys.executable, "-m", "hmm.bench", "--steps", "2",
-                    "--dir", d], stdout=subprocess.PIPE, text=True,
-                   timeout=280, env=env)
-ok(r.returncode == 0, "python3 -m hmm.bench --steps 2 exits 0")
+                    "--reps", "2", "--dir", d], stdout=subprocess.PIPE,
+                   text=True, timeout=280, env=env)
+ok(r.returncode == 0, "python3 -m hmm.bench --steps 2 --reps 2 exits 0")
 try:
     out = json.loads(r.stdout)
 except ValueError:
@@ -44,6 +51,17 @@ try:
 except ImportError:
     ok(out.get("tok_s_deepspeed", 0) is None, "no deepspeed: its figure "
        "is null (%s)" % out.get("deepspeed_error"))
+reps = out.get("per_rep", [])
+rat = sorted(x.get("ratio_hmm_over_inmem") or 0 for x in reps)
+ok(len(reps) == 2 and out.get("reps") == 2 and
+   abs(out.get("ratio_hmm_over_inmem", -1) - sum(rat) / 2) < 1e-9 and
+   out.get("ratio_hmm_over_inmem_range") == rat,
+   "two repetitions, the ratio their median (%s of %s)"
+   % (out.get("ratio_hmm_over_inmem"), rat))
+ok(all(out.get("cpu_s", {}).get(w, 0) > 0 for w in ("inmem", "hmm")) and
+   out.get("stall_s_hmm", -1) >= 0 and len(out.get("loadavg", [])) == 2,
+   "CPU time per way, the hmm way's stalls and the load are there (%s)"
+   % out.get("cpu_s"))
 losses = out.get("losses", {})
 ok(losses.get("inmem", [0])[0] == losses.get("hmm", [1])[0],
    "the first loss is the same both ways")
