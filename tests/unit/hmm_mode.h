@@ -12,8 +12,10 @@
 #ifndef HMM_MODE_H
 #define HMM_MODE_H
 
+#include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -100,6 +102,41 @@ static inline void hmm_test_mode(struct hmm_config *cfg)
 	if (!hmm_mode_pid_)
 		hmm_mode_start_(cfg);
 	cfg->daemon = hmm_mode_addr_;
+}
+
+/*
+ * Write (write = 1) or check bytes of t from offset 0, chunk bytes at a
+ * time through hmm_map, against t_fill(seed): 0 when every byte was as
+ * expected (or written), 1 on the first chunk that differs, or the
+ * map's -errno.
+ */
+static inline int hmm_test_pass(struct hmm_tensor *t, uint64_t bytes,
+				uint64_t chunk, uint64_t seed, int write)
+{
+	uint8_t *want = malloc(bytes ? bytes : 1);
+	int bad = 0;
+
+	if (!want)
+		return -ENOMEM;
+	t_fill(want, bytes, seed);
+	for (uint64_t o = 0; o < bytes && !bad; o += chunk) {
+		uint64_t len = bytes - o < chunk ? bytes - o : chunk;
+		void *p;
+		int r = hmm_map(t, o, len, HMM_TIER_HOST,
+				write ? HMM_DISCARD : HMM_READ, &p);
+
+		if (r) {
+			bad = r;
+			break;
+		}
+		if (write)
+			memcpy(p, want + o, len);
+		else
+			bad = memcmp(p, want + o, len) != 0;
+		hmm_unmap(t, p);
+	}
+	free(want);
+	return bad;
 }
 
 #endif /* HMM_MODE_H */

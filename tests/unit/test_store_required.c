@@ -20,29 +20,11 @@
 
 static struct hmm *h;
 
-/* Fill (or check) bytes of t chunk by chunk, the host holding a few. */
+/* Fill (or check) bytes of t chunk by chunk (hmm_mode.h). */
 static int pass(struct hmm_tensor *t, uint64_t bytes, uint64_t seed,
 		int write)
 {
-	static uint8_t want[NCHUNK * CHUNK];
-	int bad = 0;
-
-	t_fill(want, bytes, seed);
-	for (uint64_t o = 0; o < bytes && !bad; o += CHUNK) {
-		uint64_t len = bytes - o < CHUNK ? bytes - o : CHUNK;
-		void *p;
-		int r = hmm_map(t, o, len, HMM_TIER_HOST,
-				write ? HMM_DISCARD : HMM_READ, &p);
-
-		if (r)
-			return r;
-		if (write)
-			memcpy(p, want + o, len);
-		else
-			bad = memcmp(p, want + o, len) != 0;
-		hmm_unmap(t, p);
-	}
-	return bad;
+	return hmm_test_pass(t, bytes, CHUNK, seed, write);
 }
 
 static int fill(struct hmm_tensor *t, uint64_t bytes, uint64_t seed)
