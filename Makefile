@@ -195,9 +195,11 @@ $(LIBHMM_A): $(call obj,$(LIBHMM_SRC))
 $(LIBHMM_EMB_A): $(call obj,$(LIBHMM_EMB_SRC))
 $(HK_A): $(call obj,$(HK_SRC))
 $(BIND_A): $(call obj,$(BIND_SRC))
-$(B)/lib/%.a:
+# an archive is made anew when the Makefile changes too: its list of
+# objects may have (an object added that is older than the archive)
+$(B)/lib/%.a: Makefile
 	@mkdir -p $(@D)
-	rm -f $@ && ar rcs $@ $^
+	rm -f $@ && ar rcs $@ $(filter %.o,$^)
 
 $(LIBHMM_SO): $(call obj,$(LIBHMM_SRC)) libhmm/libhmm.map
 	@mkdir -p $(@D)

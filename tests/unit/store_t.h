@@ -3,6 +3,11 @@
 #ifndef HMM_TESTS_STORE_T_H
 #define HMM_TESTS_STORE_T_H
 
+#include <signal.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
 #include "t.h"
 #include "err.h"
 #include "fault_inject.h"
@@ -46,6 +51,49 @@ static inline char *st_path(const char *name)
 
 	snprintf(out, sizeof(p[0]), "%.4000s/%.200s", t_tmpdir(), name);
 	return out;
+}
+
+/*
+ * A crash test's kill: fork child(path, fd), which flushes round after
+ * round and writes each finished round's number to fd; after it has
+ * reported 2 + iter % 4 rounds, sleep a random 0-3 ms (from *seed) and
+ * SIGKILL it.  *last is the last round it reported.  1 when the kill
+ * ended it, 0 (with a diagnostic) when it had exited first.
+ */
+static inline int st_kill_child(void (*child)(const char *, int),
+				const char *path, uint64_t *seed, int iter,
+				uint64_t *last)
+{
+	struct timespec ts = { 0, (long)(t_rand(seed) % 3000000) };
+	int pfd[2], status;
+	uint64_t r;
+	pid_t pid;
+
+	*last = 0;
+	if (pipe(pfd))
+		t_fail_all("pipe");
+	pid = fork();
+	if (pid < 0)
+		t_fail_all("fork");
+	if (pid == 0) {
+		child(path, pfd[1]);
+		_exit(1);	/* it flushes until killed */
+	}
+	close(pfd[1]);
+	while (*last < (uint64_t)(2 + iter % 4) &&
+	       read(pfd[0], &r, sizeof(r)) == sizeof(r))
+		*last = r;
+	nanosleep(&ts, NULL);
+	kill(pid, SIGKILL);
+	waitpid(pid, &status, 0);
+	while (read(pfd[0], &r, sizeof(r)) == sizeof(r))
+		*last = r;	/* reports that made it before the kill */
+	close(pfd[0]);
+	if (!WIFSIGNALED(status)) {
+		t_diag("child exited %d before the kill", WEXITSTATUS(status));
+		return 0;
+	}
+	return 1;
 }
 
 #endif

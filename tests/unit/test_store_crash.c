@@ -123,33 +123,13 @@ static void child_b(const char *path, int fd)
 
 static int part_b_once(const char *path, uint64_t seed, int iter)
 {
-	int pfd[2], ok = 1, status;
-	uint64_t last = 0, r, m = 0, want;
+	uint64_t last, m = 0, want;
 	struct hmm_store *s;
-	pid_t pid;
+	int ok = 1;
 	void *b;
-	struct timespec ts = { 0, (long)(t_rand(&seed) % 3000000) };
 
-	if (pipe(pfd))
-		t_fail_all("pipe");
-	pid = fork();
-	if (pid == 0)
-		child_b(path, pfd[1]);
-	close(pfd[1]);
-	while (last < (uint64_t)(2 + iter % 4) &&
-	       read(pfd[0], &r, sizeof(r)) == sizeof(r))
-		last = r;
-	nanosleep(&ts, NULL);
-	kill(pid, SIGKILL);
-	waitpid(pid, &status, 0);
-	while (read(pfd[0], &r, sizeof(r)) == sizeof(r))
-		last = r;	/* reports that made it before the kill */
-	close(pfd[0]);
-	if (!WIFSIGNALED(status)) {
-		t_diag("child exited %d before the kill", WEXITSTATUS(status));
+	if (!st_kill_child(child_b, path, &seed, iter, &last))
 		return 0;
-	}
-
 	s = st_open(path, 0, 0, 8);
 	b = hmm_pool_alloc(hmm_store_pool(s), 16 * 4096);
 	if (hmm_store_meta_get(s, &m, sizeof(m)) != sizeof(m))

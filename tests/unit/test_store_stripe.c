@@ -294,32 +294,13 @@ static void child_loop(const char *path, int fd)
 
 static int kill_once(const char *path, uint64_t seed, int iter, int *rolled)
 {
-	int pfd[2], ok = 1, status;
-	uint64_t last = 0, r, m = 0;
+	uint64_t last, m = 0;
 	struct hmm_store *s;
-	struct timespec ts = { 0, (long)(t_rand(&seed) % 3000000) };
-	pid_t pid;
+	int ok = 1;
 	void *b;
 
-	if (pipe(pfd))
-		t_fail_all("pipe");
-	pid = fork();
-	if (pid == 0)
-		child_loop(path, pfd[1]);
-	close(pfd[1]);
-	while (last < (uint64_t)(2 + iter % 4) &&
-	       read(pfd[0], &r, sizeof(r)) == sizeof(r))
-		last = r;
-	nanosleep(&ts, NULL);
-	kill(pid, SIGKILL);
-	waitpid(pid, &status, 0);
-	while (read(pfd[0], &r, sizeof(r)) == sizeof(r))
-		last = r;
-	close(pfd[0]);
-	if (!WIFSIGNALED(status)) {
-		t_diag("child exited %d before the kill", WEXITSTATUS(status));
+	if (!st_kill_child(child_loop, path, &seed, iter, &last))
 		return 0;
-	}
 	s = st_open(path, 0, 0, 8);
 	b = hmm_pool_alloc(hmm_store_pool(s), MAXB);
 	*rolled += strstr(hmm_store_note(s), "dropped") != NULL;
