@@ -561,15 +561,15 @@ static int setup_io(struct hmm_store *s, const struct hmm_store_config *cfg)
 	int err;
 
 	if (s->role.pool) {
-		s->pool = s->role.pool;		/* the set's */
+		s->pool = s->role.pool;	/* the set's: stripe.c notes it */
 	} else {
 		err = hmm_pool_new(cfg->pool_bytes ? cfg->pool_bytes : DEF_POOL,
 				   cfg->numa_node, cfg->pool_flags, &s->pool);
 		if (err)
 			return err;
+		if (!hmm_pool_locked(s->pool))
+			note(s, "pool not mlock'd (RLIMIT_MEMLOCK)");
 	}
-	if (!s->role.pool && !hmm_pool_locked(s->pool))
-		note(s, "pool not mlock'd (RLIMIT_MEMLOCK)");
 	err = hmm_uring_init(&s->u, depth, s->fd,
 			     !!(cfg->flags & HMM_STORE_SQPOLL));
 	if (err == -EPERM || err == -ENOSYS || err == -EACCES) {

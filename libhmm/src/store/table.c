@@ -127,8 +127,7 @@ void hmm_sb_encode(const struct hmm_sb *sb, void *slot)
 	PUT32(p, 100, sb->table_crc);
 	PUT64(p, 104, sb->uuid);
 	PUT64(p, 112, sb->set_uuid);
-	memcpy(p + 120, &(uint16_t){ htole16(sb->set_index) }, 2);
-	memcpy(p + 122, &(uint16_t){ htole16(sb->set_count) }, 2);
+	PUT32(p, 120, sb->set_index | (uint32_t)sb->set_count << 16);
 	PUT32(p, 124, hmm_crc32c(0, p, 124));
 }
 
