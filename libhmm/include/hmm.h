@@ -391,7 +391,8 @@ int hmm_step_end(struct hmm *h);
 struct hmm_tier_stats {
 	uint64_t capacity;	/* budget, bytes */
 	uint64_t resident;	/* bytes allocated to chunks now */
-	uint64_t peak;		/* highest resident ever */
+	uint64_t peak;		/* highest resident ever (on the host,
+				   with host_spare) */
 	uint64_t pinned;	/* bytes of pinned chunks now */
 	uint64_t bytes_in;	/* copied into this tier */
 	uint64_t bytes_out;	/* copied out of this tier */
@@ -430,7 +431,11 @@ struct hmm_stats {
 	uint64_t kernel_threads; /* config.kernel_threads resolved */
 	uint64_t store_buffers_registered; /* 1: the pool is registered
 				   with io_uring (fixed buffers) */
-	uint64_t reserved[1];
+	uint64_t host_spare;	/* bytes of dropped host chunks' pages kept
+				   for the next chunks read in (at most 32
+				   MiB): counted in the host budget and its
+				   peak, not in its resident; freed before
+				   anything is evicted for room */
 };
 
 /* Fill *st.  Returns 0.  Any thread. */

@@ -29,9 +29,8 @@ static const char *const io_names[] = {
 
 /* ---- resident memory --------------------------------------------------- */
 
-/* c no longer has memory at tier (already released): the bookkeeping. */
-static void chunk_forget(struct hmm *h, struct hmm_chunk *c, int tier,
-			 const char *what)
+void hmm_chunk_forget(struct hmm *h, struct hmm_chunk *c, int tier,
+		      const char *what)
 {
 	c->res &= ~TB(tier);
 	c->valid &= ~TB(tier);
@@ -43,96 +42,24 @@ static void chunk_forget(struct hmm *h, struct hmm_chunk *c, int tier,
 	pthread_cond_broadcast(&h->cond);
 }
 
+/* Release c's memory at tier; on the host its pages may be parked in a
+ * spare slot instead (recycle.c), still counted as used. */
 void hmm_chunk_drop(struct hmm *h, struct hmm_chunk *c, int tier)
 {
+	int spared = 0;
+
 	if (tier == HMM_TIER_HOST && c->t->host_fd >= 0)	/* tensor.c */
 		fallocate(c->t->host_fd, FALLOC_FL_PUNCH_HOLE |
 			  FALLOC_FL_KEEP_SIZE, hmm_chunk_off(c), c->alloc);
-	else if (tier == HMM_TIER_HOST)
+	else if (tier == HMM_TIER_HOST && !(spared = hmm_spare_put(h, c)))
 		madvise(chunk_host(c), c->alloc, MADV_DONTNEED);
-	else
+	else if (tier != HMM_TIER_HOST)
 		h->dev->depopulate(h->dev_priv, chunk_dev(c), c->alloc);
-	chunk_forget(h, c, tier, tier == HMM_TIER_HOST ? "drop host" :
-		     "drop device");
-}
-
-/*
- * Page recycling on the host.  Dropping a chunk frees its pages and the
- * chunk read in its place faults in fresh ones, which the kernel zeroes
- * first: 2 MiB cleared for every 2 MiB read, on the I/O thread (inside
- * io_uring_enter), about a quarter of the whole process's CPU time in
- * hmm-bench tensors.  So when c is about to be filled by a copy and the
- * host is full, the policy's victim, when it is clean and as large,
- * hands its pages over instead: mremap(MREMAP_DONTUNMAP) moves them (a
- * page-table move, no copy) and leaves the victim's range empty, as
- * MADV_DONTNEED would.  The resident bytes stay exactly what the budget
- * counts.  Anonymous host ranges only (a memfd's pages belong to its
- * offsets); any refusal (an old kernel, the map count limit) falls back
- * to the plain drop.  Returns 1 when c's range now has the pages.
- *
- * Each move splits the two chunks' ranges out of their tensors' VMAs
- * (moved pages keep their own offsets: the pieces never merge back), so
- * a process could run into vm.max_map_count (65530) and then fail its
- * other mmaps.  The chunks split so far, process-wide, are counted
- * (own_vma); past RECYCLE_SPLIT_MAX (each adds at most two VMAs) only
- * chunks already split recycle among themselves.  Freeing a tensor
- * gives its split chunks back (hmm_chunk_forget_vmas).
- */
-#define RECYCLE_SPLIT_MAX	16384
-static unsigned long recycle_split;	/* __atomic, every context */
-
-void hmm_chunk_forget_vmas(struct hmm_tensor *t)
-{
-	unsigned long n = 0;
-	uint32_t i;
-
-	for (i = 0; i < t->nchunks; i++) {
-		n += t->chunks[i].own_vma;
-		t->chunks[i].own_vma = 0;
-	}
-	if (n)
-		__atomic_sub_fetch(&recycle_split, n, __ATOMIC_RELAXED);
-}
-
-/* Room in the split count for c and v?  Takes it when there is. */
-static int recycle_take_split(struct hmm_chunk *c, struct hmm_chunk *v)
-{
-	unsigned long add = !c->own_vma + !v->own_vma;
-
-	if (!add)
-		return 1;
-	if (__atomic_add_fetch(&recycle_split, add, __ATOMIC_RELAXED) <=
-	    RECYCLE_SPLIT_MAX)
-		return 1;
-	__atomic_sub_fetch(&recycle_split, add, __ATOMIC_RELAXED);
-	return 0;
-}
-
-static int chunk_recycle(struct hmm *h, struct hmm_chunk *c, uint64_t limit)
-{
-	struct hmm_tier *T = &h->tier[HMM_TIER_HOST];
-	uint64_t cost = hmm_chunk_cost(c, HMM_TIER_HOST);
-	struct hmm_chunk *v;
-	void *p;
-
-	if (c->t->host_fd >= 0 || T->used - T->pending_free + cost <= T->cap)
-		return 0;	/* a memfd, or room without an eviction */
-	v = hmm_policy_victim(h, HMM_TIER_HOST, limit);
-	if (!v || v->alloc != c->alloc || v->t->host_fd >= 0 ||
-	    !(v->zero || (v->valid & ~TB(HMM_TIER_HOST))))
-		return 0;	/* none, another size, or dirty */
-	if (!recycle_take_split(c, v))
-		return 0;	/* enough VMAs split already */
-	p = mremap(chunk_host(v), v->alloc, c->alloc, MREMAP_MAYMOVE |
-		   MREMAP_FIXED | MREMAP_DONTUNMAP, chunk_host(c));
-	if (p != chunk_host(c)) {
-		__atomic_sub_fetch(&recycle_split, !c->own_vma + !v->own_vma,
-				   __ATOMIC_RELAXED);
-		return 0;
-	}
-	c->own_vma = v->own_vma = 1;
-	chunk_forget(h, v, HMM_TIER_HOST, "recycle host");
-	return 1;
+	hmm_chunk_forget(h, c, tier, spared ? "spare host" :
+			 tier == HMM_TIER_HOST ? "drop host" : "drop device");
+	if (spared)	/* the slot holds what c held */
+		hmm_budget_take(h, HMM_TIER_HOST,
+				hmm_chunk_cost(c, HMM_TIER_HOST));
 }
 
 /* Make c resident at tier; fill: a copy will overwrite all of it. */
@@ -143,8 +70,10 @@ static int chunk_res(struct hmm *h, struct hmm_chunk *c, int tier,
 
 	if (c->res & TB(tier))
 		return HMM_READY;
+	if (tier == HMM_TIER_HOST && fill && hmm_spare_get(h, c))
+		goto taken;	/* the slot's bytes, counted already */
 	if (tier == HMM_TIER_HOST && fill)
-		chunk_recycle(h, c, limit);
+		hmm_recycle_victim(h, c, limit);
 	r = hmm_budget_room(h, tier, hmm_chunk_cost(c, tier), limit);
 	if (r != HMM_READY)
 		return r;
@@ -156,6 +85,7 @@ static int chunk_res(struct hmm *h, struct hmm_chunk *c, int tier,
 				       hmm_last_error());
 	}
 	hmm_budget_take(h, tier, hmm_chunk_cost(c, tier));
+taken:
 	c->res |= TB(tier);
 	c->valid &= ~TB(tier);
 	hmm_list_add_tail(&h->tier[tier].lru, &c->lru[tier]);

@@ -135,6 +135,18 @@ int hmm_chunk_evictable(struct hmm *h, struct hmm_chunk *c, int tier);
 void hmm_chunk_written(struct hmm *h, struct hmm_chunk *c, int tier);
 int hmm_chunk_writeback(struct hmm *h, struct hmm_chunk *c);
 void hmm_chunk_want(struct hmm *h, struct hmm_chunk *c, int tier);
+/* c no longer has memory at tier (already released): the bookkeeping. */
+void hmm_chunk_forget(struct hmm *h, struct hmm_chunk *c, int tier,
+		      const char *what);
+
+/* recycle.c, h->lock held: host pages passed from a dropped chunk to
+ * the next one filled by a copy.  Each returns 1 when pages moved. */
+int hmm_recycle_victim(struct hmm *h, struct hmm_chunk *c, uint64_t limit);
+int hmm_spare_put(struct hmm *h, struct hmm_chunk *c);	/* c's to a slot */
+int hmm_spare_get(struct hmm *h, struct hmm_chunk *c);	/* a slot's to c */
+void hmm_spare_fini(struct hmm *h);
+uint64_t hmm_spare_bytes(const struct hmm *h);	/* parked, in used */
+extern const struct hmm_reclaimer hmm_spare_reclaimer;
 /* t's host range is about to be unmapped: its split VMAs go with it. */
 void hmm_chunk_forget_vmas(struct hmm_tensor *t);
 

@@ -221,6 +221,7 @@ int hmm_ctx_new(const struct hmm_config *cfg, struct hmm **out)
 	if (!h)
 		return hmm_err(-ENOMEM, "hmm_open: no memory for the context");
 	ctx_init(h, cfg);
+	hmm_budget_register(h, &hmm_spare_reclaimer);	/* first: free */
 	hmm_budget_register(h, &hmm_policy_reclaimer);
 	hmm_budget_register(h, &hmm_region_reclaimer);
 	trace = cfg->trace_path ? cfg->trace_path : getenv("HMM_TRACE");
@@ -251,6 +252,7 @@ void hmm_ctx_free(struct hmm *h)
 	if (h->dev)
 		h->dev->close(h->dev_priv);
 	hmm_policy_fini(h);
+	hmm_spare_fini(h);
 	hmm_trace_close(h);
 	free(h->tensors);
 	pthread_cond_destroy(&h->io_cond);

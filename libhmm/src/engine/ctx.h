@@ -165,6 +165,15 @@ struct hmm {
 	void *dev_priv;
 	uint64_t dev_gran;		/* device allocation unit */
 
+	/* pages of dropped host chunks kept for the next read (recycle.c) */
+	struct hmm_spare {
+		char *map, *base;	/* the range; base 2 MiB-aligned */
+		uint64_t map_len;
+		unsigned cap, n;	/* slots; slots [0, n) hold pages */
+		int failed;		/* the range could not be made */
+		uint64_t parked, reused;	/* chunks, since open */
+	} spare;
+
 	/* reclaimers (budget.h), registered at hmm_ctx_new */
 	const struct hmm_reclaimer *reclaimers[HMM_RECLAIMERS];
 	unsigned nreclaimers;

@@ -3,7 +3,7 @@
 #include <errno.h>
 #include <string.h>
 
-#include "ctx.h"
+#include "chunk.h"
 #include "err.h"
 #include "store.h"
 
@@ -13,7 +13,7 @@ void hmm_stats_tier(struct hmm *h, int i, struct hmm_tier_stats *ts)
 
 	*ts = T->st;
 	ts->capacity = T->cap;
-	ts->resident = T->used;
+	ts->resident = T->used - (i == HMM_TIER_HOST ? hmm_spare_bytes(h) : 0);
 	ts->peak = T->peak;
 	ts->pinned = T->pinned;
 }
@@ -30,6 +30,7 @@ int hmm_engine_stats(struct hmm *h, struct hmm_stats *st)
 	st->chunks = h->live_chunks;
 	st->io_depth = h->cfg.io_depth;
 	st->kernel_threads = h->cfg.kernel_threads;
+	st->host_spare = hmm_spare_bytes(h);
 	pthread_mutex_unlock(&h->lock);
 	if (h->store) {	/* store stats may be read from any thread */
 		struct hmm_store_stats ss;
