@@ -45,8 +45,10 @@ int hmm_budget_room(struct hmm *h, int tier, uint64_t bytes, uint64_t limit)
 			return HMM_READY;
 		if (T->used - T->pending_free + bytes <= T->cap)
 			return HMM_AGAIN;
+		h->in_reclaim++;	/* what they drop is not parked */
 		for (i = 0; i < h->nreclaimers && r == HMM_NOTHING; i++)
 			r = h->reclaimers[i]->reclaim(h, tier, bytes, limit);
+		h->in_reclaim--;
 		if (r == HMM_READY)
 			continue;	/* something went, or is going */
 		if (r == HMM_NOTHING)

@@ -177,6 +177,7 @@ struct hmm {
 	/* reclaimers (budget.h), registered at hmm_ctx_new */
 	const struct hmm_reclaimer *reclaimers[HMM_RECLAIMERS];
 	unsigned nreclaimers;
+	unsigned in_reclaim;		/* hmm_budget_room is asking them */
 
 	struct hmm_sched sched;
 	struct hmm_list wantq;		/* chunks whose prefetch waits */

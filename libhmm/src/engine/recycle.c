@@ -19,7 +19,8 @@
  *    filled needs room and the policy's victim is clean and as large,
  *    the victim's pages go straight to it.
  *  - Spare slots (hmm_spare_*): a chunk dropped while the host budget
- *    has room (an eviction the trainer asked for: hk_offload's pipeline
+ *    has room and no reclaimer is making room (an eviction the trainer
+ *    asked for, or a write-back's end: hk_offload's pipeline
  *    evicts each piece behind it and never fills the budget, so the
  *    first way never applies there) parks its pages in a slot of the
  *    context's spare range, and the next chunk filled by a copy takes
@@ -173,8 +174,8 @@ int hmm_spare_put(struct hmm *h, struct hmm_chunk *c)
 	uint64_t cost = hmm_chunk_cost(c, HMM_TIER_HOST);
 
 	if (c->t->host_fd >= 0 || c->alloc != h->chunk_bytes ||
-	    T->used + cost > T->cap || T->waiters || spare_reserve(h) ||
-	    h->spare.n == h->spare.cap)
+	    h->in_reclaim || T->used + cost > T->cap || T->waiters ||
+	    spare_reserve(h) || h->spare.n == h->spare.cap)
 		return 0;	/* a memfd, a short chunk, room wanted, full */
 	if (move_pages(chunk_host(c), spare_slot(h, h->spare.n), c->alloc,
 		       c, NULL))
