@@ -24,10 +24,11 @@
  *    evicts each piece behind it and never fills the budget, so the
  *    first way never applies there) parks its pages in a slot of the
  *    context's spare range, and the next chunk filled by a copy takes
- *    them.  Parked pages stay counted in the host budget's "used" (so
- *    "resident" counts them: they are the process's memory), and the
- *    spares are the first reclaimer (hmm_spare_reclaimer): any admission
- *    that needs room frees them before anything is evicted.
+ *    them.  Parked pages stay counted in the host budget's "used" and
+ *    peak (they are the process's memory); hmm_stats reports them as
+ *    host_spare, apart from the chunks' "resident".  The spares are the
+ *    first reclaimer (hmm_spare_reclaimer): any admission that needs
+ *    room frees them before anything is evicted.
  *
  * Only chunks filled by a copy (store read, device-to-host copy, or a
  * never-written chunk's memset) take recycled pages: every byte is
