@@ -8,7 +8,8 @@
  * the daemon gets SIGTERM at exit.  Otherwise it changes nothing.
  * hmm_test_skip(what, why) prints a TAP skip line for a check that cannot
  * hold in this mode; hmm_test_config() fills the usual store config;
- * hmm_test_region() opens a context with a region or skips the test.
+ * hmm_test_region() opens a context with a region or skips the test;
+ * hmm_test_pass() and hmm_test_same() write or check a tensor's bytes.
  * Include after t.h.  Single-threaded setup only.
  */
 #ifndef HMM_MODE_H
@@ -160,6 +161,14 @@ static inline int hmm_test_pass(struct hmm_tensor *t, uint64_t bytes,
 	}
 	free(want);
 	return bad;
+}
+
+/* 1 when the whole of t (bytes long) maps at the host in one piece and
+ * reads as t_fill(seed), else 0. */
+static inline int hmm_test_same(struct hmm_tensor *t, uint64_t bytes,
+				uint64_t seed)
+{
+	return hmm_test_pass(t, bytes, bytes, seed, 0) == 0;
 }
 
 #endif /* HMM_MODE_H */

@@ -28,6 +28,7 @@
 
 #include "store_t.h"
 #include "hmm.h"
+#include "hmm_mode.h"
 #include "loopdev.h"
 
 #define MAXB	(16 * 4096)
@@ -438,21 +439,8 @@ static void generation_gap(void)
 	hmm_store_close(s);
 }
 
-/* The public API: tensors evicted to a 2-member store and read back. */
-static int tensor_same(struct hmm_tensor *t, uint64_t bytes, uint64_t seed)
-{
-	static uint8_t want[1 << 20];
-	void *p;
-	int ok;
-
-	if (hmm_map(t, 0, HMM_ALL, HMM_TIER_HOST, HMM_READ, &p))
-		return 0;
-	t_fill(want, bytes, seed);
-	ok = !memcmp(p, want, bytes);
-	hmm_unmap(t, p);
-	return ok;
-}
-
+/* The public API: tensors evicted to a 2-member store and read back
+ * (hmm_mode.h's hmm_test_same). */
 static void public_api(void)
 {
 	const char *path = set_path("api", 2);
@@ -482,7 +470,7 @@ static void public_api(void)
 		hmm_unmap(t[i], p);
 	}
 	for (int i = 0; i < 8; i++)
-		ok &= tensor_same(t[i], n, 70 + i);
+		ok &= hmm_test_same(t[i], n, 70 + i);
 	t_ok(ok, "8 MiB of tensors through a 2 MiB budget: exact");
 	hmm_stats(h, &hs);
 	t_ok(hs.tier[HMM_TIER_STORE].resident > 0, "evicted to the store");
@@ -508,7 +496,7 @@ static void public_api(void)
 
 		snprintf(name, sizeof(name), "t%d", i);
 		ok &= hmm_tensor_open(h, name, &t[i]) == 0 &&
-		      tensor_same(t[i], n, 70 + i);
+		      hmm_test_same(t[i], n, 70 + i);
 	}
 	t_ok(ok, "reopened with STORE_KEEP: every tensor exact");
 	hmm_close(h);
