@@ -7,7 +7,10 @@
  * quota is then the whole budget), and sets cfg.daemon to it;
  * the daemon gets SIGTERM at exit.  Otherwise it changes nothing.
  * hmm_test_skip(what, why) prints a TAP skip line for a check that cannot
- * hold in this mode; hmm_test_config() fills the usual store config.  Include after t.h.  Single-threaded setup only.
+ * hold in this mode; hmm_test_config() fills the usual store config;
+ * hmm_test_region() opens a context with a region or skips the test;
+ * hmm_test_pass() and hmm_test_same() write or check a tensor's bytes.
+ * Include after t.h.  Single-threaded setup only.
  */
 #ifndef HMM_MODE_H
 #define HMM_MODE_H
@@ -94,6 +97,27 @@ static inline void hmm_test_config(struct hmm_config *cfg, char *path,
 		cfg->chunk_bytes = chunk;
 }
 
+/*
+ * Open *h with cfg and make a region of bytes in it: the region's
+ * address.  A failed hmm_open or hmm_region_new fails the test, except
+ * that a libhmm without userfaultfd (-ENOSYS, -EPERM) skips it.
+ */
+static inline void *hmm_test_region(const struct hmm_config *cfg,
+				    uint64_t bytes, struct hmm **h)
+{
+	void *p;
+	int r;
+
+	if (hmm_open(cfg, h))
+		t_fail_all("hmm_open: %s", hmm_last_error());
+	r = hmm_region_new(*h, bytes, &p);
+	if (r == -ENOSYS || r == -EPERM)
+		t_skip_all("userfaultfd unavailable: %s", hmm_last_error());
+	if (r)
+		t_fail_all("region: %s", hmm_last_error());
+	return p;
+}
+
 /* Set cfg up for the mode in HMM_TEST_MODE (see above). */
 static inline void hmm_test_mode(struct hmm_config *cfg)
 {
@@ -137,6 +161,14 @@ static inline int hmm_test_pass(struct hmm_tensor *t, uint64_t bytes,
 	}
 	free(want);
 	return bad;
+}
+
+/* 1 when the whole of t (bytes long) maps at the host in one piece and
+ * reads as t_fill(seed), else 0. */
+static inline int hmm_test_same(struct hmm_tensor *t, uint64_t bytes,
+				uint64_t seed)
+{
+	return hmm_test_pass(t, bytes, bytes, seed, 0) == 0;
 }
 
 #endif /* HMM_MODE_H */

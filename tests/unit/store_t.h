@@ -4,6 +4,8 @@
 #define HMM_TESTS_STORE_T_H
 
 #include <signal.h>
+#include <stdlib.h>
+#include <string.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -41,6 +43,34 @@ static inline int st_io(struct hmm_store *s, uint32_t op, uint64_t key,
 	if (r < 0)
 		return r;
 	return hmm_store_wait(s, &io);
+}
+
+/* Write len bytes of t_fill(seed) at key (b: a buffer of the store's
+ * pool, at least len bytes); st_io's result. */
+static inline int st_put(struct hmm_store *s, void *b, uint64_t key,
+			 uint32_t len, uint64_t seed)
+{
+	t_fill(b, len, seed);
+	return st_io(s, HMM_IO_WRITE, key, 0, b, len);
+}
+
+/* 1 when key's extent is len bytes long and reads back (into b) as
+ * t_fill(seed), else 0. */
+static inline int st_same(struct hmm_store *s, void *b, uint64_t key,
+			  uint32_t len, uint64_t seed)
+{
+	uint8_t *want;
+	int ok;
+
+	if (hmm_store_extent_len(s, key) != len)
+		return 0;
+	memset(b, 0, len);
+	if (st_io(s, HMM_IO_READ, key, 0, b, len) || !(want = malloc(len)))
+		return 0;
+	t_fill(want, len, seed);
+	ok = !memcmp(b, want, len);
+	free(want);
+	return ok;
 }
 
 static inline char *st_path(const char *name)

@@ -105,14 +105,7 @@ int main(void)
 	hmm_test_config(&cfg, path, sizeof(path), 64 << 20, BUDGET, 0);
 	hmm_test_mode(&cfg);	/* HMM_TEST_MODE=shared: through hmmd */
 	sh = hmm_test_shared();
-	if (hmm_open(&cfg, &h))
-		t_fail_all("hmm_open: %s", hmm_last_error());
-	r = hmm_region_new(h, RBYTES, &vp);
-	if (r == -ENOSYS || r == -EPERM)
-		t_skip_all("userfaultfd unavailable: %s", hmm_last_error());
-	if (r)
-		t_fail_all("region: %s", hmm_last_error());
-	p = vp;
+	p = hmm_test_region(&cfg, RBYTES, &h);
 
 	/* untouched memory reads as zeros */
 	t_ok(p[12345] == 0 && p[RBYTES / 8 - 1] == 0, "fresh region reads 0");

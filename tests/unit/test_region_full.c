@@ -98,7 +98,6 @@ int main(void)
 	struct hmm *h;
 	pthread_t wd;
 	uint64_t *p;
-	void *vp;
 	int fd, r;
 
 	if (hmm_test_shared())
@@ -117,14 +116,7 @@ int main(void)
 	close(fd);		/* all zeros: a new store, formatted sparse */
 	if (pthread_create(&wd, NULL, watchdog, NULL))
 		t_fail_all("watchdog thread");
-	if (hmm_open(&cfg, &h))
-		t_fail_all("hmm_open: %s", hmm_last_error());
-	r = hmm_region_new(h, RBYTES, &vp);
-	if (r == -ENOSYS || r == -EPERM)
-		t_skip_all("userfaultfd unavailable: %s", hmm_last_error());
-	if (r)
-		t_fail_all("region: %s", hmm_last_error());
-	p = vp;
+	p = hmm_test_region(&cfg, RBYTES, &h);
 
 	for (b = 0; b < nblocks; b++)
 		if (write_block(p, b))

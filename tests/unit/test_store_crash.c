@@ -20,27 +20,6 @@ static uint32_t len_of(uint64_t round, int k)
 	return 4096u * (1 + (round + k) % 16);
 }
 
-static int write_key(struct hmm_store *s, void *b, uint64_t key,
-		     uint32_t len, uint64_t seed)
-{
-	t_fill(b, len, seed);
-	return st_io(s, HMM_IO_WRITE, key, 0, b, len);
-}
-
-static int same(struct hmm_store *s, void *b, uint64_t key, uint32_t len,
-		uint64_t seed)
-{
-	static uint8_t want[16 * 4096];
-
-	if (hmm_store_extent_len(s, key) != len)
-		return 0;
-	memset(b, 0, len);
-	if (st_io(s, HMM_IO_READ, key, 0, b, len))
-		return 0;
-	t_fill(want, len, seed);
-	return !memcmp(b, want, len);
-}
-
 /* Part A: one flush, then unflushed overwrites, new keys, a free. */
 static void child_a(const char *path, int fd)
 {
@@ -49,13 +28,13 @@ static void child_a(const char *path, int fd)
 	int bad = 0;
 
 	for (int k = 0; k < NKEYS; k++)
-		bad |= write_key(s, b, k, len_of(0, k), 1000 + k);
+		bad |= st_put(s, b, k, len_of(0, k), 1000 + k);
 	bad |= hmm_store_meta_set(s, "flushed", 8);
 	bad |= hmm_store_flush(s);
 	for (int k = 0; k < 4; k++)
-		bad |= write_key(s, b, k, len_of(1, k), 2000 + k);
+		bad |= st_put(s, b, k, len_of(1, k), 2000 + k);
 	for (int k = 100; k < 104; k++)
-		bad |= write_key(s, b, k, 8192, 3000 + k);
+		bad |= st_put(s, b, k, 8192, 3000 + k);
 	bad |= hmm_store_extent_free(s, 7);
 	bad |= hmm_store_meta_set(s, "unflushed", 10);
 	if (write(fd, &bad, sizeof(bad)) != sizeof(bad))
@@ -93,7 +72,7 @@ static void part_a(void)
 	t_eq(st.extents, NKEYS, "reopen: exactly the flushed extents");
 	t_eq(st.generation, 2, "reopen: generation of the flush");
 	for (int k = 0; k < NKEYS; k++)
-		ok &= same(s, b, k, len_of(0, k), 1000 + k);
+		ok &= st_same(s, b, k, len_of(0, k), 1000 + k);
 	t_ok(ok, "every flushed extent byte-exact (overwritten ones too)");
 	ok = 1;
 	for (int k = 100; k < 104; k++)
@@ -112,7 +91,7 @@ static void child_b(const char *path, int fd)
 
 	for (uint64_t r = 1;; r++) {
 		for (int k = 0; k < NKEYS; k++)
-			if (write_key(s, b, k, len_of(r, k), r * 100 + k))
+			if (st_put(s, b, k, len_of(r, k), r * 100 + k))
 				_exit(1);
 		if (hmm_store_meta_set(s, &r, sizeof(r)) || hmm_store_flush(s))
 			_exit(1);
@@ -141,7 +120,7 @@ static int part_b_once(const char *path, uint64_t seed, int iter)
 		ok = 0;
 	}
 	for (int k = 0; k < NKEYS && ok; k++)
-		if (!same(s, b, k, len_of(want, k), want * 100 + k)) {
+		if (!st_same(s, b, k, len_of(want, k), want * 100 + k)) {
 			t_diag("round %llu key %d differs: %s",
 			       (unsigned long long)want, k, hmm_last_error());
 			ok = 0;
@@ -162,7 +141,7 @@ static void part_b(void)
 	for (int k = 0; k < NKEYS; k++) {
 		void *b = hmm_pool_alloc(hmm_store_pool(s), 16 * 4096);
 
-		write_key(s, b, k, len_of(0, k), k);
+		st_put(s, b, k, len_of(0, k), k);
 	}
 	hmm_store_flush(s);
 	hmm_store_close(s);

@@ -28,6 +28,7 @@
 
 #include "store_t.h"
 #include "hmm.h"
+#include "hmm_mode.h"
 #include "loopdev.h"
 
 #define MAXB	(16 * 4096)
@@ -79,27 +80,6 @@ static uint32_t len_of(uint64_t round, int k)
 	return 4096u * (1 + (round + k) % 16);
 }
 
-static int put(struct hmm_store *s, void *b, uint64_t key, uint32_t len,
-	       uint64_t seed)
-{
-	t_fill(b, len, seed);
-	return st_io(s, HMM_IO_WRITE, key, 0, b, len);
-}
-
-static int same(struct hmm_store *s, void *b, uint64_t key, uint32_t len,
-		uint64_t seed)
-{
-	static uint8_t want[MAXB];
-
-	if (hmm_store_extent_len(s, key) != len)
-		return 0;
-	memset(b, 0, len);
-	if (st_io(s, HMM_IO_READ, key, 0, b, len))
-		return 0;
-	t_fill(want, len, seed);
-	return !memcmp(b, want, len);
-}
-
 static int count_key(void *arg, uint64_t key, uint32_t len)
 {
 	uint64_t *last = arg;
@@ -126,7 +106,7 @@ static void round_trip(unsigned n)
 	int ok = 1;
 
 	for (int i = 0; i < 24; i++)
-		ok &= put(s, b, key_of(i), len_of(n, i), 100 * n + i) == 0;
+		ok &= st_put(s, b, key_of(i), len_of(n, i), 100 * n + i) == 0;
 	t_ok(ok, "%u members: 24 writes", n);
 	for (int i = 0; i < 24; i++)
 		for (unsigned m = 0; m < n; m++)
@@ -139,7 +119,7 @@ static void round_trip(unsigned n)
 	     hits[0], hits[1], hits[2], hits[3]);
 	ok = 1;
 	for (int i = 0; i < 24; i++)
-		ok &= same(s, b, key_of(i), len_of(n, i), 100 * n + i);
+		ok &= st_same(s, b, key_of(i), len_of(n, i), 100 * n + i);
 	t_ok(ok, "%u members: read back exact", n);
 	hmm_store_stats(s, &st);
 	t_eq(st.members, n, "stats: %u members", n);
@@ -182,7 +162,7 @@ static void round_trip(unsigned n)
 	t_eq(st.extents, 24, "reopen: 24 extents");
 	ok = 1;
 	for (int i = 0; i < 24; i++)
-		ok &= same(s, b, key_of(i), len_of(n, i), 100 * n + i);
+		ok &= st_same(s, b, key_of(i), len_of(n, i), 100 * n + i);
 	t_ok(ok, "%u members: reopened exact", n);
 	{
 		char m[16] = { 0 };
@@ -204,12 +184,12 @@ static void torn_flush(const char *path, const char *m0, const char *m1,
 	int ok = 1, err;
 
 	for (int i = 0; i < 12; i++)
-		ok &= put(s, b, key_of(i), 8 * 4096, 500 + i) == 0;
+		ok &= st_put(s, b, key_of(i), 8 * 4096, 500 + i) == 0;
 	ok &= hmm_store_meta_set(s, "G2", 3) == 0;
 	ok &= hmm_store_flush(s) == 0;		/* generation 2 */
 	/* replace and free: member 0's old places are quarantined */
 	for (int i = 0; i < 12; i++)
-		ok &= put(s, b, key_of(i), 8 * 4096, 600 + i) == 0;
+		ok &= st_put(s, b, key_of(i), 8 * 4096, 600 + i) == 0;
 	ok &= hmm_store_extent_free(s, key_of(11)) == 0;
 	ok &= hmm_store_meta_set(s, "G3", 3) == 0;
 	t_ok(ok, "generation 2 flushed, then every extent rewritten");
@@ -223,7 +203,7 @@ static void torn_flush(const char *path, const char *m0, const char *m1,
 	     "the error names member 1");
 	/* reuse whatever member 0 freed: it must not have freed G2's */
 	for (int i = 100; i < 400; i++)
-		put(s, b, key_of(i), 4096, 9000 + i);	/* room or not */
+		st_put(s, b, key_of(i), 4096, 9000 + i); /* room or not */
 	hmm_store_close(s);			/* no flush: crash-like */
 
 	s = st_open(path, 0, 0, 8);
@@ -233,7 +213,7 @@ static void torn_flush(const char *path, const char *m0, const char *m1,
 	t_eq(st.extents, 12, "reopen: generation 2's 12 extents");
 	ok = 1;
 	for (int i = 0; i < 12; i++)
-		ok &= same(s, b, key_of(i), 8 * 4096, 500 + i);
+		ok &= st_same(s, b, key_of(i), 8 * 4096, 500 + i);
 	t_ok(ok, "generation 2 bit-exact on both members");
 	t_ok(hmm_store_extent_len(s, key_of(100)) == -ENOENT,
 	     "later writes absent");
@@ -260,7 +240,7 @@ static void torn_flush(const char *path, const char *m0, const char *m1,
 	/* the set goes on: flush 3 for real, reopen consistent */
 	ok = 1;
 	for (int i = 0; i < 6; i++)
-		ok &= put(s, b, key_of(i), 4 * 4096, 700 + i) == 0;
+		ok &= st_put(s, b, key_of(i), 4 * 4096, 700 + i) == 0;
 	ok &= hmm_store_flush(s) == 0;
 	hmm_store_close(s);
 	s = st_open(path, 0, 0, 8);
@@ -268,8 +248,8 @@ static void torn_flush(const char *path, const char *m0, const char *m1,
 	hmm_store_stats(s, &st);
 	t_eq(st.generation, 3, "next flush: generation 3");
 	for (int i = 0; i < 12; i++)
-		ok &= i < 6 ? same(s, b, key_of(i), 4 * 4096, 700 + i)
-			    : same(s, b, key_of(i), 8 * 4096, 500 + i);
+		ok &= i < 6 ? st_same(s, b, key_of(i), 4 * 4096, 700 + i)
+			    : st_same(s, b, key_of(i), 8 * 4096, 500 + i);
 	t_ok(ok && !strstr(hmm_store_note(s), "dropped"),
 	     "generation 3 exact, nothing dropped");
 	hmm_store_close(s);
@@ -283,7 +263,7 @@ static void child_loop(const char *path, int fd)
 
 	for (uint64_t r = 1;; r++) {
 		for (int k = 0; k < 9; k++)
-			if (put(s, b, key_of(k), len_of(r, k), r * 100 + k))
+			if (st_put(s, b, key_of(k), len_of(r, k), r * 100 + k))
 				_exit(1);
 		if (hmm_store_meta_set(s, &r, sizeof(r)) || hmm_store_flush(s))
 			_exit(1);
@@ -311,7 +291,7 @@ static int kill_once(const char *path, uint64_t seed, int iter, int *rolled)
 		ok = 0;
 	}
 	for (int k = 0; k < 9 && ok; k++)
-		if (!same(s, b, key_of(k), len_of(m, k), m * 100 + k)) {
+		if (!st_same(s, b, key_of(k), len_of(m, k), m * 100 + k)) {
 			t_diag("round %llu key %d differs: %s",
 			       (unsigned long long)m, k, hmm_last_error());
 			ok = 0;
@@ -329,7 +309,7 @@ static void kills(const char *path, uint64_t size, int times)
 
 	hmm_store_meta_set(s, &zero, sizeof(zero));
 	for (int k = 0; k < 9; k++)
-		put(s, b, key_of(k), len_of(0, k), k);
+		st_put(s, b, key_of(k), len_of(0, k), k);
 	hmm_store_flush(s);
 	hmm_store_close(s);
 	for (int i = 0; i < times; i++)
@@ -365,7 +345,7 @@ static void refusals(void)
 	buf = hmm_pool_alloc(hmm_store_pool(s), MAXB);
 	ok = 1;
 	for (int i = 0; i < 6; i++)
-		ok &= put(s, buf, key_of(i), 4096, 40 + i) == 0;
+		ok &= st_put(s, buf, key_of(i), 4096, 40 + i) == 0;
 	ok &= hmm_store_flush(s) == 0;
 	hmm_store_close(s);
 	s = st_open(cd, 8 << 20, HMM_STORE_CREATE, 8);
@@ -396,7 +376,7 @@ static void refusals(void)
 	buf = hmm_pool_alloc(hmm_store_pool(s), MAXB);
 	ok = 1;
 	for (int i = 0; i < 6; i++)
-		ok &= same(s, buf, key_of(i), 4096, 40 + i);
+		ok &= st_same(s, buf, key_of(i), 4096, 40 + i);
 	t_ok(ok, "after every refusal the set opens intact");
 
 	/* a damaged extent on member 1 */
@@ -433,15 +413,16 @@ static void generation_gap(void)
 	struct hmm_store *s = st_open(gs, 8 << 20, HMM_STORE_CREATE, 8);
 	char cmd[3 * 4400];
 	void *b = hmm_pool_alloc(hmm_store_pool(s), MAXB);
-	int ok = put(s, b, key_of(1), 4096, 31) == 0 && hmm_store_flush(s) == 0;
+	int ok = st_put(s, b, key_of(1), 4096, 31) == 0 &&
+		 hmm_store_flush(s) == 0;
 
 	hmm_store_close(s);
 	snprintf(cmd, sizeof(cmd), "cp '%s' '%s.old'", g1, g1);
 	ok &= system(cmd) == 0;
 	s = st_open(gs, 0, 0, 8);
 	b = hmm_pool_alloc(hmm_store_pool(s), MAXB);
-	ok &= put(s, b, key_of(1), 4096, 32) == 0 && hmm_store_flush(s) == 0 &&
-	      hmm_store_flush(s) == 0;
+	ok &= st_put(s, b, key_of(1), 4096, 32) == 0 &&
+	      hmm_store_flush(s) == 0 && hmm_store_flush(s) == 0;
 	hmm_store_close(s);
 	snprintf(cmd, sizeof(cmd), "mv '%s' '%s.new' && cp '%s.old' '%s'", g1,
 		 g1, g1, g1);
@@ -453,26 +434,13 @@ static void generation_gap(void)
 	s = st_open(gs, 0, 0, 8);
 	b = hmm_pool_alloc(hmm_store_pool(s), MAXB);
 	hmm_store_stats(s, &st);
-	t_ok(ok && st.generation == 4 && same(s, b, key_of(1), 4096, 32),
+	t_ok(ok && st.generation == 4 && st_same(s, b, key_of(1), 4096, 32),
 	     "with member 1's own file back: generation 4, exact");
 	hmm_store_close(s);
 }
 
-/* The public API: tensors evicted to a 2-member store and read back. */
-static int tensor_same(struct hmm_tensor *t, uint64_t bytes, uint64_t seed)
-{
-	static uint8_t want[1 << 20];
-	void *p;
-	int ok;
-
-	if (hmm_map(t, 0, HMM_ALL, HMM_TIER_HOST, HMM_READ, &p))
-		return 0;
-	t_fill(want, bytes, seed);
-	ok = !memcmp(p, want, bytes);
-	hmm_unmap(t, p);
-	return ok;
-}
-
+/* The public API: tensors evicted to a 2-member store and read back
+ * (hmm_mode.h's hmm_test_same). */
 static void public_api(void)
 {
 	const char *path = set_path("api", 2);
@@ -502,7 +470,7 @@ static void public_api(void)
 		hmm_unmap(t[i], p);
 	}
 	for (int i = 0; i < 8; i++)
-		ok &= tensor_same(t[i], n, 70 + i);
+		ok &= hmm_test_same(t[i], n, 70 + i);
 	t_ok(ok, "8 MiB of tensors through a 2 MiB budget: exact");
 	hmm_stats(h, &hs);
 	t_ok(hs.tier[HMM_TIER_STORE].resident > 0, "evicted to the store");
@@ -528,7 +496,7 @@ static void public_api(void)
 
 		snprintf(name, sizeof(name), "t%d", i);
 		ok &= hmm_tensor_open(h, name, &t[i]) == 0 &&
-		      tensor_same(t[i], n, 70 + i);
+		      hmm_test_same(t[i], n, 70 + i);
 	}
 	t_ok(ok, "reopened with STORE_KEEP: every tensor exact");
 	hmm_close(h);

@@ -16,20 +16,6 @@
 static struct hmm_config cfg;
 static char path[4200];
 
-static int check(struct hmm_tensor *t, uint64_t seed)
-{
-	static uint8_t want[TB];
-	void *p;
-	int ok;
-
-	if (hmm_map(t, 0, HMM_ALL, HMM_TIER_HOST, HMM_READ, &p))
-		return 0;
-	t_fill(want, TB, seed);
-	ok = !memcmp(p, want, TB);
-	hmm_unmap(t, p);
-	return ok;
-}
-
 static void fill(struct hmm_tensor *t, uint64_t seed)
 {
 	void *p;
@@ -82,8 +68,8 @@ int main(void)
 	t_eq(hmm_tensor_bytes(w), TB, "w's size");
 	hmm_stats(h, &st);
 	t_eq(st.tier[HMM_TIER_HOST].resident, 0, "nothing read yet");
-	t_ok(check(w, 1), "w is the checkpoint's contents, not the later "
-	     "write");
+	t_ok(hmm_test_same(w, TB, 1), "w is the checkpoint's contents, not "
+	     "the later write");
 	t_eq(hmm_tensor_open(h, "w", &x), -ENOENT, "w cannot be opened twice");
 	t_eq(hmm_tensor_open(h, "zeros", &z), 0, "open zeros");
 	t_ok(hmm_tensor_dtype(z) == HMM_DTYPE_F32 && hmm_tensor_ndim(z) == 2 &&
@@ -107,11 +93,11 @@ int main(void)
 	h = reopen();
 	t_eq(hmm_tensor_open(h, "b", &b), 0, "b survived a flush while "
 	     "unopened");
-	t_ok(check(b, 2), "b exact");
+	t_ok(hmm_test_same(b, TB, 2), "b exact");
 	t_eq(hmm_tensor_open(h, "w", &w), 0, "w again");
-	t_ok(check(w, 4), "w has the second checkpoint");
+	t_ok(hmm_test_same(w, TB, 4), "w has the second checkpoint");
 	t_eq(hmm_tensor_open(h, "new", &x), 0, "new");
-	t_ok(check(x, 9), "new exact (no key collision with b)");
+	t_ok(hmm_test_same(x, TB, 9), "new exact (no key collision with b)");
 	t_eq(hmm_tensor_free(x), 0, "free new");
 	t_eq(hmm_flush(h), 0, "flush without it");
 	hmm_close(h);
@@ -120,7 +106,7 @@ int main(void)
 	t_eq(hmm_tensor_open(h, "new", &x), -ENOENT, "a freed tensor is gone "
 	     "after the next flush");
 	t_eq(hmm_tensor_open(h, "b", &b), 0, "b still there");
-	t_ok(check(b, 2), "b exact");
+	t_ok(hmm_test_same(b, TB, 2), "b exact");
 	hmm_close(h);
 
 	cfg.chunk_bytes = 128 << 10;

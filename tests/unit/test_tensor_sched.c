@@ -35,36 +35,61 @@ static int layer_ok(const uint8_t *p, int l)
 	return 1;
 }
 
+/*
+ * Open h with cfg (its budget, chunk size, policy and prefetch depth)
+ * over a 32 MiB store t_tmpdir()/store<tag> (cfg->store_path points into
+ * path), and make the L layers ts[], LBYTES each, every byte of layer l
+ * set to l + 1.  The two runs below start so.
+ */
+static struct hmm *layers_open(struct hmm_config *cfg, char *path,
+			       size_t len, const char *tag,
+			       struct hmm_tensor *ts[L])
+{
+	char name[16];
+	int64_t n = LBYTES;
+	struct hmm *h;
+	void *p;
+
+	snprintf(path, len, "%s/store%s", t_tmpdir(), tag);
+	cfg->store_path = path;
+	cfg->store_size = 32 << 20;
+	if (hmm_open(cfg, &h))
+		t_fail_all("hmm_open: %s", hmm_last_error());
+	for (int l = 0; l < L; l++) {
+		snprintf(name, sizeof(name), "layer%d", l);
+		if (hmm_tensor_new(h, name, HMM_DTYPE_U8, 1, &n, &ts[l]) ||
+		    hmm_map(ts[l], 0, HMM_ALL, HMM_TIER_HOST, HMM_DISCARD, &p))
+			t_fail_all("layer %d: %s", l, hmm_last_error());
+		memset(p, l + 1, LBYTES);
+		hmm_unmap(ts[l], p);
+	}
+	return h;
+}
+
+static void layers_close(struct hmm *h, struct hmm_tensor *ts[L])
+{
+	for (int l = 0; l < L; l++)
+		hmm_tensor_free(ts[l]);
+	hmm_close(h);
+}
+
 static int run_policy(uint32_t policy, int change_at, struct run *out)
 {
 	struct hmm_tensor *ts[L];
 	struct hmm_config cfg;
 	struct hmm_stats st0, st;
 	struct hmm *h;
-	char path[4200], name[16];
-	int64_t n = LBYTES;
+	char path[4200], tag[16];
 	void *p;
 
-	snprintf(path, sizeof(path), "%s/store%u", t_tmpdir(), policy);
+	snprintf(tag, sizeof(tag), "%u", policy);
 	hmm_config_default(&cfg);
-	cfg.store_path = path;
-	cfg.store_size = 32 << 20;
 	cfg.host_budget = L * LBYTES / 2;
 	cfg.chunk_bytes = CHUNK;
 	cfg.policy = policy;
 	cfg.prefetch_depth = 4;
 	hmm_test_mode(&cfg);
-	if (hmm_open(&cfg, &h))
-		t_fail_all("hmm_open: %s", hmm_last_error());
-	for (int l = 0; l < L; l++) {
-		snprintf(name, sizeof(name), "layer%d", l);
-		if (hmm_tensor_new(h, name, HMM_DTYPE_U8, 1, &n, &ts[l]))
-			t_fail_all("tensor: %s", hmm_last_error());
-		if (hmm_map(ts[l], 0, HMM_ALL, HMM_TIER_HOST, HMM_DISCARD, &p))
-			t_fail_all("map: %s", hmm_last_error());
-		memset(p, l + 1, LBYTES);
-		hmm_unmap(ts[l], p);
-	}
+	h = layers_open(&cfg, path, sizeof(path), tag, ts);
 	for (int l = 0; l < L; l++)
 		hmm_evict(ts[l], 0, HMM_ALL, HMM_TIER_HOST);
 	hmm_wait(h, NULL);
@@ -100,9 +125,7 @@ static int run_policy(uint32_t policy, int change_at, struct run *out)
 	out->prefetch_hits = st.prefetch_hits;
 	t_ok(st.tier[HMM_TIER_HOST].peak <= cfg.host_budget,
 	     "policy %u: host peak within budget", policy);
-	for (int l = 0; l < L; l++)
-		hmm_tensor_free(ts[l]);
-	hmm_close(h);
+	layers_close(h, ts);
 	return 0;
 }
 
@@ -121,28 +144,15 @@ static uint64_t run_unmap_retry(int *bad)
 	struct hmm_config cfg;
 	struct hmm_stats st0, st;
 	struct hmm *h;
-	char path[4200], name[16];
-	int64_t n = LBYTES;
+	char path[4200];
 	void *p;
 
-	snprintf(path, sizeof(path), "%s/store-unmap", t_tmpdir());
 	hmm_config_default(&cfg);
-	cfg.store_path = path;
-	cfg.store_size = 32 << 20;
 	cfg.host_budget = LBYTES + CHUNK;
 	cfg.chunk_bytes = CHUNK;
 	cfg.policy = HMM_POLICY_SCHEDULE;
 	cfg.prefetch_depth = LBYTES / CHUNK;
-	if (hmm_open(&cfg, &h))
-		t_fail_all("hmm_open: %s", hmm_last_error());
-	for (int l = 0; l < L; l++) {
-		snprintf(name, sizeof(name), "layer%d", l);
-		if (hmm_tensor_new(h, name, HMM_DTYPE_U8, 1, &n, &ts[l]) ||
-		    hmm_map(ts[l], 0, HMM_ALL, HMM_TIER_HOST, HMM_DISCARD, &p))
-			t_fail_all("layer %d: %s", l, hmm_last_error());
-		memset(p, l + 1, LBYTES);
-		hmm_unmap(ts[l], p);
-	}
+	h = layers_open(&cfg, path, sizeof(path), "-unmap", ts);
 	*bad = 0;
 	for (int s = 0; s < 4; s++) {
 		if (s == 1)
@@ -162,9 +172,7 @@ static uint64_t run_unmap_retry(int *bad)
 	hmm_stats(h, &st);
 	t_ok(st.tier[HMM_TIER_HOST].peak <= cfg.host_budget,
 	     "one layer and a chunk: host peak within budget");
-	for (int l = 0; l < L; l++)
-		hmm_tensor_free(ts[l]);
-	hmm_close(h);
+	layers_close(h, ts);
 	return st.tier[HMM_TIER_HOST].misses - st0.tier[HMM_TIER_HOST].misses;
 }
 

@@ -50,6 +50,10 @@ FILE *bench_child_open(char *const argv[], pid_t *pid);
  * not exit normally. */
 int bench_child_close(FILE *f, pid_t pid);
 
+/* Run fio with argv (argv[0] "fio") as a bench child: all it wrote, its
+ * JSON and anything it said on stderr, as a string to free; NULL when
+ * it did not run or did not exit 0 (fio.c). */
+char *bench_fio_run(char *const argv[]);
 /* Seconds fio takes to move io_bytes over the first size bytes of file
  * (made if absent; the caller removes it): blocks of bs, readpct% reads,
  * O_DIRECT, io_uring, the faster of queue depth 16 and 64 (fio.c).

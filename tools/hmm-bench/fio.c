@@ -1,39 +1,72 @@
 // SPDX-License-Identifier: MIT
 /*
- * fio.c — the I/O floor: fio moving bytes the way a store does (bench.h).
+ * fio.c — fio for hmm-bench (bench.h): the one way its subcommands run
+ * it, as a bench child (scratch.c), so that a signal which ends
+ * hmm-bench stops fio before the scratch file is removed and fio cannot
+ * make that file again; and the I/O floor, fio moving bytes the way a
+ * store does.
  */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "bench.h"
 
+char *bench_fio_run(char *const argv[])
+{
+	char *out = NULL, *n;
+	size_t len = 0, cap = 0, k;
+	FILE *f;
+	pid_t pid;
+
+	f = bench_child_open(argv, &pid);
+	if (!f)
+		return NULL;
+	for (;;) {
+		if (len + 4096 + 1 > cap) {
+			n = realloc(out, cap = cap * 2 + 8192);
+			if (!n)
+				break;
+			out = n;
+		}
+		k = fread(out + len, 1, 4096, f);
+		if (!k)
+			break;
+		len += k;
+	}
+	if (bench_child_close(f, pid) != 0 || !out) {
+		free(out);
+		return NULL;
+	}
+	out[len] = 0;
+	return out;
+}
+
 static double fio_qd_s(const char *file, int64_t bs, int64_t size,
 		       int64_t io_bytes, int readpct, int qd)
 {
-	char cmd[8192], buf[4096];
+	char a[6][4200];
+	char *argv[] = { "fio", "--name=floor", a[0], "--ioengine=io_uring",
+			 "--direct=1", "--rw=rw", a[1], a[2], a[3], a[4], a[5],
+			 "--numjobs=1", "--output-format=json", NULL };
+	char *out, *k;
 	double ms = -1;
-	FILE *f;
 
-	if (snprintf(cmd, sizeof(cmd),
-		     "fio --name=floor --filename='%s' --ioengine=io_uring "
-		     "--direct=1 --rw=rw --rwmixread=%d --bs=%lld --iodepth=%d "
-		     "--size=%lld --io_size=%lld --numjobs=1 "
-		     "--output-format=json 2>/dev/null", file, readpct,
-		     (long long)bs, qd, (long long)size,
-		     (long long)io_bytes) >= (int)sizeof(cmd) ||
-	    strchr(file, '\''))
+	if (snprintf(a[0], sizeof(a[0]), "--filename=%s", file) >=
+	    (int)sizeof(a[0]))
 		return -1;
-	f = popen(cmd, "r");
-	if (!f)
+	snprintf(a[1], sizeof(a[1]), "--rwmixread=%d", readpct);
+	snprintf(a[2], sizeof(a[2]), "--bs=%lld", (long long)bs);
+	snprintf(a[3], sizeof(a[3]), "--iodepth=%d", qd);
+	snprintf(a[4], sizeof(a[4]), "--size=%lld", (long long)size);
+	snprintf(a[5], sizeof(a[5]), "--io_size=%lld", (long long)io_bytes);
+	out = bench_fio_run(argv);
+	if (!out)
 		return -1;
-	while (fgets(buf, sizeof(buf), f)) {
-		char *k = strstr(buf, "\"job_runtime\"");
-
-		if (k && ms < 0 && sscanf(strchr(k, ':') + 1, "%lf", &ms) != 1)
-			ms = -1;
-	}
-	if (pclose(f) != 0)
-		return -1;
+	k = strstr(out, "\"job_runtime\"");
+	if (!k || sscanf(strchr(k, ':') + 1, "%lf", &ms) != 1)
+		ms = -1;
+	free(out);
 	return ms > 0 ? ms / 1e3 : -1;
 }
 

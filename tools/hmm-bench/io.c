@@ -161,44 +161,31 @@ static double parse_bw(const char *js, const char *dir)
 	return strtod(p + 1, NULL);
 }
 
-/* Run fio once in direction rw; MB/s or < 0. */
+/* Run fio once in direction rw (fio.c: a bench child); MB/s or < 0. */
 static double run_fio(struct io_opts *o, const char *rw, uint64_t offset)
 {
-	char cmd[2048], *out = NULL;
-	size_t len = 0, cap = 0;
-	FILE *f;
+	char a[6][4200];
+	char *argv[] = { "fio", "--name=hmmbench", a[0], "--ioengine=io_uring",
+			 "--direct=1", a[1], a[2], a[3], a[4], a[5],
+			 "--numjobs=1", "--randrepeat=0",
+			 "--output-format=json", NULL, NULL };
+	char *out;
 	double bw;
 
-	snprintf(cmd, sizeof(cmd),
-		 "fio --name=hmmbench --filename='%s' --ioengine=io_uring "
-		 "--direct=1 --rw=%s --bs=%lld --iodepth=%d --size=%lld "
-		 "--offset=%llu --numjobs=1 --randrepeat=0 %s "
-		 "--output-format=json 2>/dev/null", o->file, rw,
-		 (long long)o->bs, o->qd, (long long)o->size,
-		 (unsigned long long)offset,
-		 o->sqpoll ? "--sqthread_poll=1" : "");
-	f = popen(cmd, "r");
-	if (!f)
+	if (snprintf(a[0], sizeof(a[0]), "--filename=%s", o->file) >=
+	    (int)sizeof(a[0]))
 		return -1;
-	for (;;) {
-		if (len + 4096 + 1 > cap) {
-			char *n = realloc(out, cap = cap * 2 + 8192);
-
-			if (!n)
-				break;
-			out = n;
-		}
-		size_t k = fread(out + len, 1, 4096, f);
-
-		if (!k)
-			break;
-		len += k;
-	}
-	if (pclose(f) != 0 || !out) {
-		free(out);
+	snprintf(a[1], sizeof(a[1]), "--rw=%s", rw);
+	snprintf(a[2], sizeof(a[2]), "--bs=%lld", (long long)o->bs);
+	snprintf(a[3], sizeof(a[3]), "--iodepth=%d", o->qd);
+	snprintf(a[4], sizeof(a[4]), "--size=%lld", (long long)o->size);
+	snprintf(a[5], sizeof(a[5]), "--offset=%llu",
+		 (unsigned long long)offset);
+	if (o->sqpoll)
+		argv[13] = "--sqthread_poll=1";
+	out = bench_fio_run(argv);
+	if (!out)
 		return -1;
-	}
-	out[len] = 0;
 	bw = parse_bw(out, strcmp(rw, "write") ? "read" : "write");
 	free(out);
 	return bw <= 0 ? -1 : bw / 1e6;

@@ -98,16 +98,13 @@ static int bench_scale(int argc, char **argv)
 		for (int k = 0; k < NPRESET; k++) {
 			struct row *w = &row[k];
 
-			/* the store goes where hmm-train puts its temporary
-			 * one (build/tmp or $TMPDIR), removed at its exit */
-			snprintf(args, sizeof(args), "--preset %s --steps %d "
-				 "--host-budget /%d", presets[k].name, steps,
-				 presets[k].div);
 			snprintf(args, sizeof(args), "--preset %s --steps %d "
 				 "--host-budget 1T", presets[k].name, steps);
 			if (run_train(bin, args, &w->s))
 				return 1;
 			w->mem[r] = w->s.step_s;
+			/* the store goes where hmm-train puts its temporary
+			 * one (build/tmp or $TMPDIR), removed at its exit */
 			snprintf(args, sizeof(args), "--preset %s --steps %d "
 				 "--host-budget /%d", presets[k].name, steps,
 				 presets[k].div);
