@@ -115,7 +115,7 @@ static inline void t_fail_all(const char *fmt, ...)
 	va_end(ap);
 	printf("\nBail out!\n");
 	fflush(stdout);
-	t_failed_ = 1;			/* keeps t_tmpdir() for a look */
+	t_failed_ = 1;			/* HMM_TEST_KEEP: keep t_tmpdir() */
 	exit(1);
 }
 
@@ -133,9 +133,11 @@ static inline int t_done(void)
 /*
  * t_tmpdir(): a fresh directory on a real (non-tmpfs) file system so
  * O_DIRECT works: $HMM_TEST_DIR if set, else build/tmp under the
- * current directory.  Removed at exit by the process that made it when
- * no check failed (stores are large: runs must not pile them up); kept,
- * and named, when one did.
+ * current directory.  Removed at exit by the process that made it,
+ * failed or not (stores are large and the disk is shared: runs must not
+ * pile them up); with HMM_TEST_KEEP set, kept and named when a check
+ * failed.  A test killed by a signal cannot remove it: tests/run gives
+ * each test a folder of its own and removes that.
  */
 static char t_tmpdir_[4096];
 static pid_t t_tmpdir_pid_;
@@ -146,7 +148,7 @@ static inline void t_tmpdir_rm_(void)
 
 	if (!t_tmpdir_[0] || getpid() != t_tmpdir_pid_)
 		return;			/* a forked child's exit */
-	if (t_failed_) {
+	if (t_failed_ && getenv("HMM_TEST_KEEP")) {
 		printf("# kept %s\n", t_tmpdir_);
 		return;
 	}
