@@ -5,21 +5,22 @@
  * launch geometry, barriers and warp exchanges are checked against the
  * CPU references where no GPU is (tests/integration/test_gpu_emu.sh).
  *
- * Each thread of a block is a fiber (ucontext) with its own stack;
- * a scheduler runs every fiber until it finishes or reaches a
- * synchronisation point: __syncthreads() (every live thread of the
- * block), __syncwarp() and the shuffles (every live lane of the warp).
- * A barrier that can never complete — threads of a block waiting at
- * different barriers, a warp exchange missing lanes that exited — is
- * reported and aborts: that is a hang or undefined behaviour on a GPU.
- * __shared__ arrays are static (blocks run one after another), in one
- * section filled with a NaN pattern (0xff bytes) before each block, so
- * a read of shared memory no thread of the block wrote shows up as
- * NaN.  The tensor-core mma (attn_mma.cu's mma16816) is computed from
- * the lanes' fragments as the PTX ISA lays them out (hk_emu_mma16816),
- * so fragment handling is checked too.  Not emulated: timing, memory ordering between
- * threads outside barriers (every fiber sees every write at once), and
- * anything about the real hardware (register limits, occupancy).
+ * Each thread of a block is a fiber with its own stack (a register
+ * switch of our own on x86-64, ucontext elsewhere); a scheduler runs
+ * every fiber until it finishes or reaches a synchronisation point:
+ * __syncthreads() (every live thread of the block), __syncwarp() and
+ * the shuffles (every live lane of the warp).  A barrier that can never
+ * complete — threads of a block waiting at different barriers, a warp
+ * exchange missing lanes that exited — is reported and aborts: that is
+ * a hang or undefined behaviour on a GPU.  __shared__ arrays are static
+ * (blocks run one after another), in one section filled with a NaN
+ * pattern (0xff bytes) before each block, so a read of shared memory
+ * no thread of the block wrote shows up as NaN.  The tensor-core mma
+ * (attn_mma.cu's mma16816) is computed from the lanes' fragments as the
+ * PTX ISA lays them out (hk_emu_mma16816), so fragment handling is
+ * checked too.  Not emulated: timing, memory ordering between threads
+ * outside barriers (every fiber sees every write at once), and anything
+ * about the real hardware (register limits, occupancy).
  *
  * Include this before the kernels' sources, with tests/gpu/emu first
  * on the include path (its cuda_runtime.h and cuda_bf16.h stand in for
@@ -60,6 +61,10 @@ struct dim3 {
 	}
 };
 
+struct float4 {
+	float x, y, z, w;
+};
+
 /* what the running fiber sees */
 static uint3 threadIdx, blockIdx;
 static dim3 blockDim, gridDim;
@@ -89,18 +94,51 @@ enum { RUN, AT_BLOCK, AT_WARP, DONE };
 enum { STACK = 256 << 10, MAXT = 1024 };
 
 struct fiber {
+#ifdef __x86_64__
+	void *sp;
+#else
 	ucontext_t ctx;
+#endif
 	int state;
 	unsigned tid;
+	unsigned xgen;		/* warp exchanges done: the buffer's parity */
 };
 
+#ifdef __x86_64__
+/*
+ * A switch without swapcontext's signal-mask system calls (a launch
+ * makes millions): callee-saved registers on the old stack, its stack
+ * pointer to *from, then the same from to.  A new fiber's stack holds
+ * six zeros and the address of trampoline() to return to, with the
+ * alignment of a function just called.
+ */
+extern "C" void hk_emu_switch(void **from, void *to);
+__asm__(".text\n"
+	".globl hk_emu_switch\n"
+	".hidden hk_emu_switch\n"
+	".type hk_emu_switch, @function\n"
+	"hk_emu_switch:\n"
+	"	pushq %rbp\n	pushq %rbx\n	pushq %r12\n"
+	"	pushq %r13\n	pushq %r14\n	pushq %r15\n"
+	"	movq %rsp, (%rdi)\n"
+	"	movq %rsi, %rsp\n"
+	"	popq %r15\n	popq %r14\n	popq %r13\n"
+	"	popq %r12\n	popq %rbx\n	popq %rbp\n"
+	"	ret\n"
+	".size hk_emu_switch, .-hk_emu_switch\n");
+
+static void *sched_sp;
+#else
 static ucontext_t sched;
+#endif
 static fiber fibers[MAXT];
 static char *stacks[MAXT];
 static fiber *cur;
 static std::function<void()> body;
-static uint32_t xch[MAXT / 32][32][4];	/* per warp, per lane: a word each */
-static uint32_t xchb[MAXT / 32][32][2];
+/* per warp, per lane, two buffers: a lane that reaches the next
+ * exchange first writes the other one, so one barrier an exchange */
+static uint32_t xch[2][MAXT / 32][32][4];
+static uint32_t xchb[2][MAXT / 32][32][2];
 static long launches, syncs;
 
 static void fail(const char *what)
@@ -110,18 +148,57 @@ static void fail(const char *what)
 	abort();
 }
 
+static inline void to_sched(void)
+{
+#ifdef __x86_64__
+	hk_emu_switch(&cur->sp, sched_sp);
+#else
+	swapcontext(&cur->ctx, &sched);
+#endif
+}
+
+static inline void to_fiber(fiber *f)
+{
+#ifdef __x86_64__
+	hk_emu_switch(&sched_sp, f->sp);
+#else
+	swapcontext(&sched, &f->ctx);
+#endif
+}
+
 static void trampoline()
 {
 	body();
 	cur->state = DONE;
-	swapcontext(&cur->ctx, &sched);
+	to_sched();
+	abort();	/* never resumed */
+}
+
+static void fiber_init(fiber *f, char *stack)
+{
+#ifdef __x86_64__
+	uintptr_t top = ((uintptr_t)stack + STACK) & ~(uintptr_t)15;
+	void **sp = (void **)top;
+
+	*--sp = NULL;			/* trampoline()'s return address */
+	*--sp = (void *)trampoline;	/* where the switch returns to */
+	for (int i = 0; i < 6; i++)
+		*--sp = NULL;		/* rbp rbx r12 r13 r14 r15 */
+	f->sp = sp;
+#else
+	getcontext(&f->ctx);
+	f->ctx.uc_stack.ss_sp = stack;
+	f->ctx.uc_stack.ss_size = STACK;
+	f->ctx.uc_link = NULL;
+	makecontext(&f->ctx, trampoline, 0);
+#endif
 }
 
 static inline void wait_at(int st)
 {
 	syncs++;
 	cur->state = st;
-	swapcontext(&cur->ctx, &sched);
+	to_sched();
 }
 
 /* Runs one block to completion; aborts on a barrier that cannot end. */
@@ -132,12 +209,9 @@ static void run_block(unsigned n)
 
 		if (!stacks[t] && !(stacks[t] = (char *)malloc(STACK)))
 			fail("no memory for a stack");
-		getcontext(&f->ctx);
-		f->ctx.uc_stack.ss_sp = stacks[t];
-		f->ctx.uc_stack.ss_size = STACK;
-		f->ctx.uc_link = NULL;
-		makecontext(&f->ctx, trampoline, 0);
+		fiber_init(f, stacks[t]);
 		f->state = RUN;
+		f->xgen = 0;
 		f->tid = t;
 	}
 	for (;;) {
@@ -149,7 +223,7 @@ static void run_block(unsigned n)
 				continue;
 			cur = &fibers[t];
 			threadIdx.x = t, threadIdx.y = 0, threadIdx.z = 0;
-			swapcontext(&sched, &cur->ctx);
+			to_fiber(cur);
 		}
 		cur = NULL;
 		for (unsigned t = 0; t < n; t++) {
@@ -178,9 +252,16 @@ static void run_block(unsigned n)
 				continue;	/* others still at a block barrier */
 			if (done) {
 				cur = &fibers[w * 32];
-				fail("a warp exchange (full mask) with lanes "
-				     "that have exited");
+				fail("a full-mask warp exchange with lanes "
+				     "that have exited (or that skipped "
+				     "exchanges: divergent shuffles)");
 			}
+			for (unsigned t = w * 32 + 1; t < w * 32 + lanes; t++)
+				if (fibers[t].xgen != fibers[w * 32].xgen) {
+					cur = &fibers[t];
+					fail("lanes of a warp at different "
+					     "exchanges (divergent shuffles)");
+				}
 			for (unsigned t = w * 32; t < w * 32 + lanes; t++)
 				fibers[t].state = RUN;
 			released = 1;
@@ -246,22 +327,22 @@ static inline void __syncwarp(unsigned mask = 0xffffffffu)
 {
 	if (mask != 0xffffffffu)
 		hk_emu::fail("__syncwarp with a partial mask");
+	hk_emu::cur->xgen++;	/* counted as an exchange: lanes must agree */
 	hk_emu::wait_at(hk_emu::AT_WARP);
 }
 
-/* every lane posts its word, all read their source lane's */
+/* every lane posts its word, all read their source lane's (a lane that
+ * goes on to the next exchange writes the other buffer) */
 static inline uint32_t hk_emu_shfl(unsigned mask, uint32_t v, int src)
 {
 	unsigned t = hk_emu::cur->tid, w = t / 32, lane = t % 32;
-	uint32_t r;
+	unsigned x = hk_emu::cur->xgen++ & 1;
 
 	if (mask != 0xffffffffu)
 		hk_emu::fail("shuffle with a partial mask");
-	hk_emu::xch[w][lane][0] = v;
+	hk_emu::xch[x][w][lane][0] = v;
 	hk_emu::wait_at(hk_emu::AT_WARP);
-	r = hk_emu::xch[w][src & 31][0];
-	hk_emu::wait_at(hk_emu::AT_WARP);
-	return r;
+	return hk_emu::xch[x][w][src & 31][0];
 }
 
 static inline float __shfl_xor_sync(unsigned m, float v, int o)
@@ -295,28 +376,27 @@ static inline void hk_emu_mma16816(float c[4], const uint32_t a[4],
 				   const uint32_t b[2])
 {
 	unsigned t = hk_emu::cur->tid, w = t / 32, lane = t % 32;
+	unsigned x = hk_emu::cur->xgen++ & 1;
+	uint32_t (*ra)[4] = hk_emu::xch[x][w], (*rb)[2] = hk_emu::xchb[x][w];
 	float A[16][16], B[16][8];
 
 	for (int i = 0; i < 4; i++)
-		hk_emu::xch[w][lane][i] = a[i];
-	hk_emu::xchb[w][lane][0] = b[0];
-	hk_emu::xchb[w][lane][1] = b[1];
+		ra[lane][i] = a[i];
+	rb[lane][0] = b[0];
+	rb[lane][1] = b[1];
 	hk_emu::wait_at(hk_emu::AT_WARP);
 	for (int l = 0; l < 32; l++) {
 		int g = l / 4, tt = l % 4;
 
 		for (int h = 0; h < 2; h++) {
-			A[g][2 * tt + h] = hk_emu_bf(hk_emu::xch[w][l][0], h);
-			A[g + 8][2 * tt + h] = hk_emu_bf(hk_emu::xch[w][l][1], h);
-			A[g][2 * tt + 8 + h] = hk_emu_bf(hk_emu::xch[w][l][2], h);
-			A[g + 8][2 * tt + 8 + h] =
-				hk_emu_bf(hk_emu::xch[w][l][3], h);
-			B[2 * tt + h][g] = hk_emu_bf(hk_emu::xchb[w][l][0], h);
-			B[2 * tt + 8 + h][g] =
-				hk_emu_bf(hk_emu::xchb[w][l][1], h);
+			A[g][2 * tt + h] = hk_emu_bf(ra[l][0], h);
+			A[g + 8][2 * tt + h] = hk_emu_bf(ra[l][1], h);
+			A[g][2 * tt + 8 + h] = hk_emu_bf(ra[l][2], h);
+			A[g + 8][2 * tt + 8 + h] = hk_emu_bf(ra[l][3], h);
+			B[2 * tt + h][g] = hk_emu_bf(rb[l][0], h);
+			B[2 * tt + 8 + h][g] = hk_emu_bf(rb[l][1], h);
 		}
 	}
-	hk_emu::wait_at(hk_emu::AT_WARP);
 	{
 		int g = lane / 4, tt = lane % 4;
 

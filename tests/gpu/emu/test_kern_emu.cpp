@@ -298,7 +298,7 @@ static void layers(int n, int d, int V, int T)
 	free(db), free(rdg), free(rdb);
 }
 
-/* ---- attention ------------------------------------------------------------ */
+/* ---- attention ---------------------------------------------------------- */
 
 struct acase {
 	int B, H, Hkv, Nq, Nk, d, causal, dtype, bs;
