@@ -492,8 +492,10 @@ static void attention(const struct acase *c, int mma)
 int main(void)
 {
 	static const struct acase simt[] = {
-		/* hmm-train's tiny preset's shape: B 4, 2 heads of 32, T 32 */
+		/* hmm-train's presets: tiny (B 4, 2 heads of 32, T 32) and
+		 * default's head (64 wide, T 128; 2 of its 6 heads, B 1) */
 		{ 4, 2, 2, 32, 32, 32, 1, HK_F32, 0 },
+		{ 1, 2, 2, 128, 128, 64, 1, HK_F32, 0 },
 		{ 1, 2, 2, 21, 21, 48, 1, HK_F32, 0 },
 		{ 1, 4, 2, 19, 11, 33, 1, HK_F32, 0 },	/* Nq > Nk: dead rows */
 		{ 2, 2, 1, 13, 40, 80, 0, HK_F32, 0 },
