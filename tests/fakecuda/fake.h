@@ -80,6 +80,8 @@ struct fk_managed {
 	unsigned char *at_dev;	/* 1: resident at the device */
 	unsigned char *rmostly;	/* CU_MEM_ADVISE_SET_READ_MOSTLY */
 	unsigned char *accby;	/* bit 0 the device, bit 1 the host */
+	int plain;		/* cuMemAlloc_v2's: device memory, not
+				   managed (no advice, no prefetch) */
 };
 #define FK_LOC_NONE	(-2)	/* CU_DEVICE_INVALID */
 #define FK_LOC_CPU	(-1)	/* CU_DEVICE_CPU */
@@ -95,10 +97,13 @@ struct fk_op {
 	size_t n;
 	struct fk_event *ev;	/* FK_OP_EVENT */
 	unsigned long gen;	/* the record it completes */
+	void (*fn)(void *);	/* FK_OP_CALL: fn(arg), lock held */
+	void *arg;
 };
 #define FK_OP_H2D	0
 #define FK_OP_D2H	1
 #define FK_OP_EVENT	2
+#define FK_OP_CALL	3	/* a kernel or a product (launch.c) */
 
 /* cuStreamCreate'd; its worker runs ops in order.  Freed by
  * cuStreamDestroy_v2 after the worker drained and exited. */
@@ -171,6 +176,9 @@ void fk_managed_leaks(int free_them);
 int fk_managed_ok(uintptr_t p, size_t n);
 /* stream.c: is ps NULL or a live stream? (lock held) */
 int fk_stream_ok(void *ps);
+/* stream.c: fn(arg) in stream order on ps (the NULL stream: after every
+ * stream drained, at once); lock held, as fn runs. */
+CUresult fk_stream_call(void *ps, void (*fn)(void *), void *arg);
 
 #pragma GCC visibility pop
 

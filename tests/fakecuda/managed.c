@@ -6,8 +6,8 @@
  * range attribute queries cuMemRangeGetAttribute(s).
  *
  * An allocation is anonymous host memory, so its pointer works on the
- * host and in a "kernel" (the fake has none: tests touch it from the
- * host).  Each 4 KiB page records where it is resident (host or the
+ * host and in a kernel (launch.c runs them on the host too).
+ * Each 4 KiB page records where it is resident (host or the
  * device), the last location it was prefetched to, its preferred
  * location, read-mostly and accessed-by advice: what the attribute
  * queries report, so that a test can check where a library moved its
@@ -66,7 +66,7 @@ static CUresult range(uintptr_t p, size_t n, struct fk_managed **m,
 						~(FK_PAGE - 1);
 
 	*m = n ? managed_find(lo, hi - lo) : NULL;
-	if (!*m)
+	if (!*m || (*m)->plain)
 		return fk_bad(CUDA_ERROR_INVALID_VALUE, "%#llx + %zu is not "
 			      "(all) managed memory of one allocation",
 			      ULL(p), n);
@@ -115,19 +115,20 @@ static void managed_free(struct fk_managed *m)
 	*pm = m->next;
 	for (i = 0; i < m->npages; i++)
 		fk.st.managed_dev -= m->at_dev[i] ? FK_PAGE : 0;
-	fk.st.managed_bytes -= m->size;
+	if (!m->plain)
+		fk.st.managed_bytes -= m->size;
 	munmap((void *)m->base, m->size);
 	free(m->last);
 	free(m);
 }
 
+static CUresult alloc(unsigned long long *dptr, size_t bytes,
+		      unsigned flags, int plain);
+
 CUresult cuMemAllocManaged(unsigned long long *dptr, size_t bytes,
 			   unsigned flags)
 {
 	CUresult r = fk_begin("cuMemAllocManaged", FK_CTX);
-	struct fk_managed *m;
-	size_t size, np;
-	void *p;
 
 	if (r)
 		return fk_end(r);
@@ -139,6 +140,35 @@ CUresult cuMemAllocManaged(unsigned long long *dptr, size_t bytes,
 				     (void *)dptr, bytes, flags));
 	if (fk.nomanaged)
 		return fk_end(CUDA_ERROR_NOT_SUPPORTED);
+	return fk_end(alloc(dptr, bytes, flags, 0));
+}
+
+/*
+ * cuMemAlloc_v2: plain device memory (hmm-train's activations, kernels
+ * run by launch.c).  Here it is anonymous host memory like a managed
+ * allocation, freed by cuMemFree_v2 the same way, but no advice,
+ * prefetch or range query takes it, and it is in no managed count.
+ */
+CUresult cuMemAlloc_v2(unsigned long long *dptr, size_t bytes)
+{
+	CUresult r = fk_begin("cuMemAlloc_v2", FK_CTX);
+
+	if (r)
+		return fk_end(r);
+	if (!dptr || !bytes)
+		return fk_end(fk_bad(CUDA_ERROR_INVALID_VALUE, "dptr %p, "
+				     "bytesize %zu (not 0)", (void *)dptr,
+				     bytes));
+	return fk_end(alloc(dptr, bytes, CU_MEM_ATTACH_GLOBAL, 1));
+}
+
+static CUresult alloc(unsigned long long *dptr, size_t bytes,
+		      unsigned flags, int plain)
+{
+	struct fk_managed *m;
+	size_t size, np;
+	void *p;
+
 	size = (bytes + FK_PAGE - 1) & ~(FK_PAGE - 1);
 	np = size / FK_PAGE;
 	m = calloc(1, sizeof(*m));
@@ -151,7 +181,7 @@ CUresult cuMemAllocManaged(unsigned long long *dptr, size_t bytes,
 			munmap(p, size);
 		free(m ? m->last : NULL);
 		free(m);
-		return fk_end(CUDA_ERROR_OUT_OF_MEMORY);
+		return CUDA_ERROR_OUT_OF_MEMORY;
 	}
 	m->pref = m->last + np;
 	m->at_dev = (unsigned char *)m->pref + np;
@@ -163,11 +193,13 @@ CUresult cuMemAllocManaged(unsigned long long *dptr, size_t bytes,
 	m->size = size;
 	m->flags = flags;
 	m->npages = np;
+	m->plain = plain;
 	m->next = fk.managed;
 	fk.managed = m;
-	fk.st.managed_bytes += size;
+	if (!plain)
+		fk.st.managed_bytes += size;
 	*dptr = m->base;
-	return fk_end(CUDA_SUCCESS);
+	return CUDA_SUCCESS;
 }
 
 CUresult cuMemFree_v2(unsigned long long dptr)
@@ -180,8 +212,9 @@ CUresult cuMemFree_v2(unsigned long long dptr)
 	m = managed_find(dptr, 1);
 	if (!m || m->base != dptr)
 		return fk_end(fk_bad(CUDA_ERROR_INVALID_VALUE, "%#llx is not "
-				     "the start of an allocation (the fake "
-				     "has only managed ones)", ULL(dptr)));
+				     "the start of an allocation (cuMemAlloc"
+				     "Managed's or cuMemAlloc_v2's)",
+				     ULL(dptr)));
 	managed_free(m);
 	return fk_end(CUDA_SUCCESS);
 }

@@ -13,7 +13,9 @@
  * A queued copy whose device range was unmapped, or whose host range was
  * unregistered, by the time it runs is a violation and a sticky
  * CUDA_ERROR_ILLEGAL_ADDRESS for the context, as a real fault would be.
- * Everything under fk.lock (fake.h); workers hold it while they copy.
+ * A kernel launch or a cuBLAS product (launch.c) is an FK_OP_CALL run
+ * in the same order.  Everything under fk.lock (fake.h); workers hold
+ * it while they copy or run a call.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -111,6 +113,9 @@ static void *stream_main(void *arg)
 		if (op->kind == FK_OP_EVENT) {
 			if (op->gen > op->ev->done)
 				op->ev->done = op->gen;
+		} else if (op->kind == FK_OP_CALL) {
+			if (!fk.sticky)
+				op->fn(op->arg);
 		} else {
 			op_copy(op);
 		}
@@ -147,7 +152,7 @@ static CUresult push(struct fk_stream *s, int kind, uintptr_t dst,
 
 	if (!op)
 		return CUDA_ERROR_OUT_OF_MEMORY;
-	*op = (struct fk_op){ NULL, kind, dst, src, n, ev, gen };
+	*op = (struct fk_op){ NULL, kind, dst, src, n, ev, gen, NULL, NULL };
 	if (s->tail)
 		s->tail->next = op;
 	else
@@ -155,6 +160,27 @@ static CUresult push(struct fk_stream *s, int kind, uintptr_t dst,
 	s->tail = op;
 	pthread_cond_broadcast(&fk.cond);
 	return CUDA_SUCCESS;
+}
+
+CUresult fk_stream_call(void *ps, void (*fn)(void *), void *arg)
+{
+	struct fk_stream *s = stream_find(ps);
+	CUresult r;
+
+	if (ps && !s)
+		return fk_bad(CUDA_ERROR_INVALID_HANDLE, "stream %p", ps);
+	if (!s) {
+		drain(NULL);
+		if (!fk.sticky)
+			fn(arg);
+		return fk.sticky;
+	}
+	r = push(s, FK_OP_CALL, 0, 0, 0, NULL, 0);
+	if (!r) {
+		s->tail->fn = fn;
+		s->tail->arg = arg;
+	}
+	return r;
 }
 
 /* ---- streams ----------------------------------------------------------- */
@@ -225,6 +251,16 @@ CUresult cuStreamSynchronize(void *p)
 		return fk_end(fk_bad(CUDA_ERROR_INVALID_HANDLE, "stream %p",
 				     p));
 	drain(s);
+	return fk_end(fk.sticky);
+}
+
+CUresult cuCtxSynchronize(void)
+{
+	CUresult r = fk_begin("cuCtxSynchronize", FK_CTX);
+
+	if (r)
+		return fk_end(r);
+	drain(NULL);
 	return fk_end(fk.sticky);
 }
 

@@ -3,7 +3,8 @@
 # non-zero at once (before any training or store) naming what is
 # missing: the driver (no libcuda.so.1), a GPU (the fake driver with
 # FAKECUDA_NODEV=1: cuInit fails; =2: no devices), or cuBLAS (the fake
-# driver, which cuBLAS cannot initialise on; or no libcublas.so.13, .12 or .so).
+# driver, which cuBLAS cannot initialise on; or no libcublas.so.13, .12 or .so),
+# or the kernels (the fake and its cuBLAS, but no FAKECUDA_KERNELS).
 # Bad --device / --device-budget values exit 2, a budget below what one
 # layer's backward pins too (the plan needs no GPU), and so does
 # --offload-activations with --device cuda.  Where the probe succeeds
@@ -20,7 +21,7 @@ fake=$(abs "$B/tests/fakecuda")
 # run ENV... : hmm-train --device cuda in $dir, TMPDIR=$dir (where a
 # default store would appear)
 run() {
-	(cd "$dir" && env TMPDIR="$dir" "$@" timeout 60 "$bin" --device cuda --preset tiny --steps 2 >out 2>err)
+	(cd "$dir" && env TMPDIR="$PWD" "$@" timeout 60 "$bin" --device cuda --preset tiny --steps 2 >out 2>err)
 	rc=$?
 	sed 's/^/# /' "$dir/err" | grep -v summary
 }
@@ -40,14 +41,17 @@ if [ -e "$fake/libcuda.so.1" ]; then
 	ok $([ $rc = 1 ] && grep -q 'no cuBLAS: ' "$dir/err"; echo $?) "a driver and a GPU (the fake), cuBLAS unusable or absent: exit 1 naming cuBLAS"
 	run LD_LIBRARY_PATH="$fake" HMM_CUBLAS=/nonexistent/libcublas.so.99
 	ok $([ $rc = 1 ] && grep -q 'no cuBLAS: dlopen /nonexistent/libcublas.so.99 (\$HMM_CUBLAS)' "$dir/err"; echo $?) "HMM_CUBLAS naming no library: exit 1 naming it"
-	# past the probe, the GPU step's own loader on the fake: it has the
-	# memory calls but not the launch ones, and must say so, not crash
+	# past the probe (the fake's own cuBLAS), the GPU step's loader on
+	# a fake without kernels (no FAKECUDA_KERNELS): it must say so, not
+	# crash (test_train_emu.sh runs the step with them)
+	run LD_LIBRARY_PATH="$fake" HMM_CUBLAS="$fake/libcuda.so.1" FAKECUDA_KERNELS=
+	ok $([ $rc = 1 ] && grep -q "cuModuleLoadData of hmm-train's kernels" "$dir/err"; echo $?) "the fake without kernels: exit 1 naming cuModuleLoadData"
 	plan=$B/tests/unit/test_gpu_plan
-	if [ -x "$plan" ]; then
-		LD_LIBRARY_PATH="$fake" "$plan" cuModuleLoadData >"$dir/out" 2>&1
+	if [ -x "$plan" ]; then	# its library has no fatbin: nothing left open
+		LD_LIBRARY_PATH="$fake" "$plan" "no kernels" >"$dir/out" 2>&1
 		rc=$?
 		sed 's/^/# /' "$dir/out" | grep 'gpu_lib_open'
-		ok $([ $rc = 0 ]; echo $?) "the step's loader on the fake driver: -ENODEV naming cuModuleLoadData, nothing left open"
+		ok $([ $rc = 0 ]; echo $?) "the step's loader without kernels, on the fake driver: -ENODEV saying so, nothing left open"
 		rm -f "$dir/out"
 	fi
 fi

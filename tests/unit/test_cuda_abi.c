@@ -7,7 +7,9 @@
  * entry point's parameter list.  No GPU needed: this is the check that
  * dev_cuda.c talks to a real driver the way cuda.h says, on machines
  * that have none.  Built with cuda.h where the Makefile finds one
- * (HMM_HAVE_CUDA_H), skipped otherwise.
+ * (HMM_HAVE_CUDA_H), skipped otherwise.  Then hmm-train's cuBLAS list
+ * (tools/hmm-train/gpu_cublas.h: what cuda.c and gpu_lib.c dlsym) the
+ * same way against cublas_v2.h, where the toolkit beside cuda.h has it.
  */
 #include "t.h"
 
@@ -24,6 +26,13 @@ int main(void)
 #define HMM_CUDA_ABI_LISTS_ONLY
 #include "cuda_abi.h"
 #include <cuda.h>
+
+#if __has_include(<cublas_v2.h>)
+#define HAVE_CUBLAS_H
+#define HMM_CUBLAS_ABI_LISTS_ONLY
+#include "../../tools/hmm-train/gpu_cublas.h"
+#include <cublas_v2.h>
+#endif
 
 #define STR(x)	#x
 #define XSTR(x)	STR(x)	/* after cuda.h's renames (cuMemGetInfo_v2...) */
@@ -81,6 +90,16 @@ static void layouts(void)
 					  CUresult (*) params),		\
 	     #name " takes " #params);
 
+#ifdef HAVE_CUBLAS_H
+/* the same for cuBLAS: name expands to cublas_v2.h's symbol */
+#define CUBLAS_CALL(field, name, sym, params)				\
+	t_ok(!strcmp(XSTR(name), sym), #name " is the symbol %s "	\
+	     "(cublas_v2.h: %s)", sym, XSTR(name));			\
+	t_ok(__builtin_types_compatible_p(__typeof__(&name),		\
+					  cublasStatus_t (*) params),	\
+	     #name " takes " #params);
+#endif
+
 int main(void)
 {
 	t_diag("cuda.h CUDA_VERSION %d", CUDA_VERSION);
@@ -89,6 +108,18 @@ int main(void)
 	HMM_CU_CALLS(CALL)
 	HMM_CU_MANAGED_CALLS(CALL)
 	HMM_CU_LAUNCH_CALLS(CALL)
+#ifdef HAVE_CUBLAS_H
+	t_diag("cublas_v2.h CUBLAS_VERSION %d", CUBLAS_VERSION);
+	SAME_SIZE(int, cublasStatus_t);
+	SAME_SIZE(int, cublasOperation_t);
+	SAME_SIZE(void *, cublasHandle_t);
+	t_ok(__builtin_types_compatible_p(cudaStream_t, CUstream),
+	     "cudaStream_t is the driver's CUstream");
+	HMM_CUBLAS_VALUES(VALUE)
+	HMM_CUBLAS_CALLS(CUBLAS_CALL)
+#else
+	t_ok(1, "# SKIP no cublas_v2.h beside cuda.h: gpu_cublas.h unchecked");
+#endif
 	return t_done();
 }
 

@@ -104,14 +104,15 @@ static void check_arena(const struct gpt_config *c, uint64_t act_bytes)
 
 /* cublasSgemm_v2's contract on host memory: column-major, op(A) m x k,
  * op(B) k x n, C m x n; 7 (CUBLAS_STATUS_INVALID_VALUE) on a bad shape */
-static int cm_sgemm(void *h, int ta, int tb, int m, int n, int k,
-		    const float *alpha, const float *A, int lda,
-		    const float *B, int ldb, const float *beta, float *C,
-		    int ldc)
+static cublasStatus_t cm_sgemm(cublasHandle_t h, cublasOperation_t ta,
+			       cublasOperation_t tb, int m, int n, int k,
+			       const float *alpha, const float *A, int lda,
+			       const float *B, int ldb, const float *beta,
+			       float *C, int ldc)
 {
 	if (m < 0 || n < 0 || k < 0 || lda < (ta ? k : m) || lda < 1 ||
 	    ldb < (tb ? n : k) || ldb < 1 || ldc < m || ldc < 1)
-		return 7;
+		return CUBLAS_STATUS_INVALID_VALUE;
 	for (int i = 0; i < m; i++)
 		for (int j = 0; j < n; j++) {
 			double s = 0;
@@ -131,7 +132,7 @@ static void check_gemm(void)
 {
 	static const int dims[][3] = { { 5, 7, 3 }, { 1, 4, 9 }, { 6, 1, 2 },
 				       { 8, 12, 16 } };
-	struct gpu_blas b = { .Sgemm = cm_sgemm };
+	struct hmm_cublas b = { .Sgemm = cm_sgemm };
 	float A[400], B[400], C[400], R[400];
 	uint64_t seed = 7;
 	int bad = 0, calls = 0;

@@ -63,6 +63,7 @@ static int uvm_setup(CUcontext *ctx, CUmodule *mod)
 {
 	void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
 	int n = 0, managed = 0, conc = 0;
+	CUresult r;
 	size_t i;
 
 	if (!hb_uvm_fatbin)
@@ -89,12 +90,24 @@ static int uvm_setup(CUcontext *ctx, CUmodule *mod)
 				  dev) || !managed || !conc)
 		return SKIP("needs a GPU with managed memory and concurrent "
 			    "access\n");
-	if (cu.DevicePrimaryCtxRetain(ctx, dev) || cu.CtxSetCurrent(*ctx))
+	if (cu.DevicePrimaryCtxRetain(ctx, dev))
 		return SKIP("needs a GPU: no context on device 0\n");
-	if (cu.ModuleLoadData(mod, hb_uvm_fatbin) ||
-	    cu.ModuleGetFunction(&sweep_fn, *mod, "hb_uvm_sweep")) {
+	if (cu.CtxSetCurrent(*ctx)) {
+		cu.DevicePrimaryCtxRelease(dev);
+		return SKIP("needs a GPU: no context on device 0\n");
+	}
+	r = cu.ModuleLoadData(mod, hb_uvm_fatbin);
+	if (r || (r = cu.ModuleGetFunction(&sweep_fn, *mod, "hb_uvm_sweep"))) {
+		const char *s = NULL;
+
+		cu.GetErrorString(r, &s);
 		fprintf(stderr, "hmm-bench uvm: the sweep kernel does not load "
-			"on this GPU (built for sm_80 and sm_90a)\n");
+			"on this GPU (built for sm_80 and sm_90a): %s: %s "
+			"(%d)\n", *mod ? "cuModuleGetFunction hb_uvm_sweep" :
+			"cuModuleLoadData", s ? s : "unknown error", r);
+		if (*mod)
+			cu.ModuleUnload(*mod);
+		cu.DevicePrimaryCtxRelease(dev);
 		return 1;
 	}
 	return 0;
@@ -253,7 +266,7 @@ static int bench_uvm(int argc, char **argv)
 	struct hmm_stats st;
 	int passes = 3, json = 0, i, r;
 	CUcontext ctx;
-	CUmodule mod;
+	CUmodule mod = NULL;
 
 	for (i = 1; i < argc; i++) {
 		if (!strcmp(argv[i], "--json"))
@@ -280,18 +293,17 @@ static int bench_uvm(int argc, char **argv)
 		return r;
 	/* leave devmem free: the rest of the GPU is ballast */
 	cu.MemGetInfo(&freeb, &total);
-	if (freeb < (uint64_t)devmem) {
+	r = 1;
+	if (freeb < (uint64_t)devmem)
 		fprintf(stderr, "hmm-bench uvm: %llu bytes free on the GPU, "
 			"less than --device-mem\n", (unsigned long long)freeb);
-		return 1;
-	}
-	if (freeb - devmem > 64 * MiB &&
-	    cu.MemAlloc(&ballast, freeb - devmem)) {
+	else if (freeb - devmem > 64 * MiB &&
+		 cu.MemAlloc(&ballast, freeb - devmem))
 		fprintf(stderr, "hmm-bench uvm: cannot hold the ballast\n");
-		return 1;
-	}
+	else
+		r = 0;
 	ws = (uint64_t)devmem * 3 / 2 / block * block;
-	r = run_managed(ws, block, passes, 0, &fault_s) ||
+	r = r || run_managed(ws, block, passes, 0, &fault_s) ||
 	    run_managed(ws, block, passes, 1, &advise_s) ||
 	    run_hmm(ws, block, (uint64_t)devmem / 10 * 8, passes, &hmm_s, &st);
 	if (ballast)

@@ -3,9 +3,8 @@
  * cuda.c — hmm-train --device cuda: the driver, a GPU and cuBLAS, each
  * loaded and checked at run time (cuda.h).  The driver's types are
  * libhmm's one copy of its ABI (cuda_abi.h, held against cuda.h by
- * test_cuda_abi); cuBLAS's three entry points are declared here with its
- * documented signatures (cublas_api.h: cublasStatus_t is an int enum,
- * cublasHandle_t a pointer).
+ * test_cuda_abi); cuBLAS's are gpu_cublas.h's (held against cublas_v2.h by
+ * the same test).
  */
 #include <dlfcn.h>
 #include <errno.h>
@@ -14,6 +13,7 @@
 
 #include "cuda.h"
 #include "cuda_abi.h"
+#include "gpu_cublas.h"
 
 static int cu_fail(void *lib, char *why, size_t n, const char *what,
 		   CUresult r)
@@ -86,31 +86,32 @@ static int probe_cublas(char *why, size_t n, int *version)
 {
 	const char *so;
 	void *lib = cublas_dlopen(&so, why, n);
-	int (*create)(void **), (*destroy)(void *), (*ver)(void *, int *);
-	void *h = NULL;
-	int st;
+	struct hmm_cublas b;
+	cublasHandle_t h = NULL;
+	cublasStatus_t st;
 
 	if (!lib)
 		return -ENODEV;
-	*(void **)&create = dlsym(lib, "cublasCreate_v2");
-	*(void **)&destroy = dlsym(lib, "cublasDestroy_v2");
-	*(void **)&ver = dlsym(lib, "cublasGetVersion_v2");
-	if (!create || !destroy || !ver) {
+	*(void **)&b.Create = dlsym(lib, "cublasCreate_v2");
+	*(void **)&b.Destroy = dlsym(lib, "cublasDestroy_v2");
+	*(void **)&b.GetVersion = dlsym(lib, "cublasGetVersion_v2");
+	if (!b.Create || !b.Destroy || !b.GetVersion) {
 		snprintf(why, n, "no cuBLAS: %s lacks cublasCreate_v2, "
 			 "cublasDestroy_v2 or cublasGetVersion_v2", so);
 		dlclose(lib);
 		return -ENODEV;
 	}
-	st = create(&h);
+	st = b.Create(&h);
 	if (st) {
 		snprintf(why, n, "no cuBLAS: cublasCreate_v2: status %d%s", st,
-			 st == 1 ? " (CUBLAS_STATUS_NOT_INITIALIZED: the "
-			 "driver or the GPU is not usable)" : "");
+			 st == CUBLAS_STATUS_NOT_INITIALIZED ?
+			 " (CUBLAS_STATUS_NOT_INITIALIZED: the driver or the "
+			 "GPU is not usable)" : "");
 		dlclose(lib);
 		return -ENODEV;
 	}
-	ver(h, version);
-	destroy(h);
+	b.GetVersion(h, version);
+	b.Destroy(h);
 	dlclose(lib);
 	return 0;
 }

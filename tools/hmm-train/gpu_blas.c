@@ -14,15 +14,17 @@
 
 #include "gpu_priv.h"
 
-int gpu_gemm(const struct gpu_blas *b, void *handle, int ta, int tb, int M,
-	     int N, int K, float alpha, CUdeviceptr A, int lda, CUdeviceptr B,
-	     int ldb, float beta, CUdeviceptr C, int ldc)
+int gpu_gemm(const struct hmm_cublas *b, cublasHandle_t handle, int ta,
+	     int tb, int M, int N, int K, float alpha, CUdeviceptr A, int lda,
+	     CUdeviceptr B, int ldb, float beta, CUdeviceptr C, int ldc)
 {
-	/* CUBLAS_OP_N 0, CUBLAS_OP_T 1 (cublas_api.h) */
-	int st = b->Sgemm(handle, tb ? 1 : 0, ta ? 1 : 0, N, M, K, &alpha,
-			  (const float *)(uintptr_t)B, ldb,
-			  (const float *)(uintptr_t)A, lda, &beta,
-			  (float *)(uintptr_t)C, ldc);
+	cublasStatus_t st;
+
+	st = b->Sgemm(handle, tb ? CUBLAS_OP_T : CUBLAS_OP_N,
+		      ta ? CUBLAS_OP_T : CUBLAS_OP_N, N, M, K, &alpha,
+		      (const float *)(uintptr_t)B, ldb,
+		      (const float *)(uintptr_t)A, lda, &beta,
+		      (float *)(uintptr_t)C, ldc);
 
 	return st ? gpu_fail(-EIO, "cublasSgemm_v2 for %dx%dx%d (ta %d, tb "
 			     "%d): status %d", M, N, K, ta, tb, st) : 0;

@@ -2,7 +2,7 @@
 /*
  * gpu_lib.c — hmm-train's GPU libraries, loaded at run time (gpu_priv.h):
  * the driver's calls (cuda_abi.h's lists: libhmm's one copy of its ABI),
- * cuBLAS's four, a handle on its stream, and the kernels of the fatbin
+ * cuBLAS's (gpu_cublas.h's list), a handle on its stream, and the kernels of the fatbin
  * embedded by gpu_fatbin.S.  Each missing piece fails with its name.
  */
 #include <dlfcn.h>
@@ -76,10 +76,10 @@ static int load_driver(struct gpu_lib *l)
 static int load_cublas(struct gpu_lib *l)
 {
 	static const struct { const char *sym; size_t off; } syms[] = {
-		{ "cublasCreate_v2", offsetof(struct gpu_blas, Create) },
-		{ "cublasDestroy_v2", offsetof(struct gpu_blas, Destroy) },
-		{ "cublasSetStream_v2", offsetof(struct gpu_blas, SetStream) },
-		{ "cublasSgemm_v2", offsetof(struct gpu_blas, Sgemm) },
+#define S(field, name, sym, params) \
+		{ sym, offsetof(struct hmm_cublas, field) },
+		HMM_CUBLAS_CALLS(S)
+#undef S
 	};
 	const char *so;
 	char why[256];

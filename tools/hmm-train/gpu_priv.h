@@ -10,6 +10,7 @@
 
 #include "cuda_abi.h"
 #include "gpu.h"
+#include "gpu_cublas.h"
 
 /* The widest head the CUDA attention takes (attn_simt.cuh's rows). */
 #define GPU_HEAD_MAX	256
@@ -34,23 +35,10 @@ struct gpu_arena {
 void gpu_arena_carve(const struct gpt_config *c, CUdeviceptr base,
 		     struct gpu_arena *a);
 
-/* cuBLAS's entry points used, with cublas_api.h's signatures (its
- * handle is a pointer, its statuses and operations ints, a stream is
- * the driver's CUstream: cudaStream_t is the same type). */
-struct gpu_blas {
-	int (*Create)(void **handle);
-	int (*Destroy)(void *handle);
-	int (*SetStream)(void *handle, CUstream stream);
-	int (*Sgemm)(void *handle, int transa, int transb, int m, int n,
-		     int k, const float *alpha, const float *A, int lda,
-		     const float *B, int ldb, const float *beta, float *C,
-		     int ldc);
-};
-
 /* blas.h's gemm() through b->Sgemm on device pointers: 0 or -EIO. */
-int gpu_gemm(const struct gpu_blas *b, void *handle, int ta, int tb, int M,
-	     int N, int K, float alpha, CUdeviceptr A, int lda, CUdeviceptr B,
-	     int ldb, float beta, CUdeviceptr C, int ldc);
+int gpu_gemm(const struct hmm_cublas *b, cublasHandle_t handle, int ta,
+	     int tb, int M, int N, int K, float alpha, CUdeviceptr A, int lda,
+	     CUdeviceptr B, int ldb, float beta, CUdeviceptr C, int ldc);
 
 #define GK_KERNELS(X)							\
 	X(embed_fwd, "gk_embed_fwd") X(wte_bwd, "gk_wte_bwd")		\
@@ -72,8 +60,8 @@ struct gpu_lib {
 #undef F
 		CUresult (*MemFree)(CUdeviceptr);
 	} cu;
-	struct gpu_blas blas;
-	void *handle;			/* cuBLAS's */
+	struct hmm_cublas blas;		/* gpu_cublas.h's calls */
+	cublasHandle_t handle;
 	CUdevice dev;
 	CUcontext ctx;			/* device 0's primary context */
 	CUstream stream;		/* every kernel and product runs here */

@@ -44,6 +44,8 @@ __device__ __forceinline__ void mma16816(float c[4], const uint32_t a[4],
 		     : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
 		     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]),
 		       "r"(b[1]));
+#elif defined(HK_CUDA_EMU)	/* tests/gpu/emu: the PTX layout on the CPU */
+	hk_emu_mma16816(c, a, b);
 #endif
 }
 
@@ -450,6 +452,7 @@ dkdv_mma(struct args a, const __nv_bfloat16 *q, const __nv_bfloat16 *k,
 }
 
 /* ---- launchers ---------------------------------------------------------- */
+#ifndef HK_CUDA_EMU	/* tests/gpu/emu runs the kernels above, not these */
 
 int hk_attn_mma_d_ok(int d)
 {
@@ -521,3 +524,4 @@ cudaError_t hk_attn_mma_bwd(const struct args &g, const void *q,
 	}
 	return cudaGetLastError();
 }
+#endif /* HK_CUDA_EMU */

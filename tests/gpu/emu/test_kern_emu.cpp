@@ -1,0 +1,527 @@
+// SPDX-License-Identifier: MIT
+/*
+ * test_kern_emu — the CUDA kernels that have never run on a GPU, run on
+ * the CPU under cuda_emu.h (fibers for threads, real barriers and warp
+ * exchanges, NaN-poisoned shared memory, the PTX mma layout), against
+ * the CPU references, with the launch shapes their callers use:
+ *  - hmm-train's gpu_kern.cu (gpu_step.c's shapes: 256 threads an
+ *    elementwise block, 8 rows (warps) a row block) against layers.c
+ *    and model.c's loops: LayerNorm forward and backward, bias and
+ *    residual, GELU, softmax cross-entropy, embedding forward and
+ *    backward, the qkv/heads packing; sizes with tails (rows not a
+ *    multiple of 8, widths not of 32);
+ *  - kernels/core/cuda's SIMT attention (attn_simt.cuh: fwd_simt,
+ *    d_rows, bwd_dq, bwd_dkdv) against hk_attn_fwd/bwd: causal with
+ *    Nq != Nk, GQA, paged K/V, d not a multiple of 32, d 256, bf16;
+ *  - the tensor-core kernels (attn_mma.cu: fwd_mma, dq_mma, dkdv_mma at
+ *    d 32, 64, 80, 96, 128) against the CPU's bf16 attention, with
+ *    test_attn_gpu's tolerance.
+ * Every array a kernel touches ends 0..15 bytes before a PROT_NONE page
+ * (gmalloc), so a read or write past its end faults as it may on a GPU.
+ * Tolerances: max |emu - cpu| <= tol * max |cpu| (+1e-6): 2e-5 fp32
+ * (other summation orders), 2e-2 bf16 (P and dS rounded to bf16 before
+ * their products, as on the GPU).  Built and run by
+ * tests/integration/test_gpu_emu.sh (g++; no GPU, no CUDA toolkit).
+ */
+#include "cuda_emu.h"
+
+#include "../../../tools/hmm-train/gpu_kern.cu"
+#include "../../../kernels/core/cuda/attn_mma.cu"
+
+extern "C" {
+#include "layers.h"
+#include "t.h"
+}
+#include "hk_attn.h"
+
+#include <sys/mman.h>
+
+#include <map>
+
+extern "C" int hk_attn_resolve(const struct hk_attn *a, struct hk_attn *out);
+
+#define TPB	256	/* gpu_step.c's elementwise block */
+#define WPB	8	/* gpu_step.c's rows (warps) per row block */
+
+static uint64_t seed = 12345;
+
+/* bytes ending at most 15 bytes before an inaccessible page, 16-byte
+ * aligned as a device allocation; gfree() unmaps */
+static std::map<void *, std::pair<void *, size_t>> gmaps;
+
+static void *gmalloc(size_t bytes)
+{
+	size_t need = (bytes + 15) / 16 * 16, len = (need + 4095) / 4096 * 4096;
+	char *m = (char *)mmap(NULL, len + 4096, PROT_READ | PROT_WRITE,
+			       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	void *p;
+
+	if (m == MAP_FAILED || mprotect(m + len, 4096, PROT_NONE))
+		t_fail_all("mmap %zu bytes", bytes);
+	p = m + len - need;
+	gmaps[p] = std::make_pair((void *)m, len + 4096);
+	return p;
+}
+
+static void gfree(void *p)
+{
+	auto it = gmaps.find(p);
+
+	if (it == gmaps.end())
+		return;
+	munmap(it->second.first, it->second.second);
+	gmaps.erase(it);
+}
+#define malloc(n)	gmalloc(n)
+#define calloc(n, s)	gmalloc((size_t)(n) * (s))	/* mmap: zeros */
+#define free(p)		gfree((void *)(p))
+
+static float rnd(void)
+{
+	return (float)((t_rand(&seed) >> 40) / (double)(1 << 23) - 1.0);
+}
+
+static float *vec(size_t n, float amp)
+{
+	float *p = (float *)malloc(n * sizeof(float));
+
+	for (size_t i = 0; i < n; i++)
+		p[i] = amp * rnd();
+	return p;
+}
+
+static float *copy(const float *x, size_t n)
+{
+	float *p = (float *)malloc(n * sizeof(float));
+
+	memcpy(p, x, n * sizeof(float));
+	return p;
+}
+
+static unsigned ew(size_t n)
+{
+	return (unsigned)((n + TPB - 1) / TPB);
+}
+
+static unsigned rows(size_t n)
+{
+	return (unsigned)((n + WPB - 1) / WPB);
+}
+
+/* max |x - r| <= tol * max |r| + 1e-6, NaN failing */
+static int close_to(const char *what, const float *x, const float *r,
+		    size_t n, double tol)
+{
+	double mx = 0, err = 0;
+	size_t at = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		double e = isnan(x[i]) || isnan(r[i]) ? INFINITY :
+			   fabs((double)x[i] - r[i]);
+
+		mx = fabs(r[i]) > mx ? fabs(r[i]) : mx;
+		if (e > err)
+			err = e, at = i;
+	}
+	return t_ok(err <= tol * mx + 1e-6, "%s: max err %.3g at %zu (max "
+		    "%.3g)", what, err, at, mx);
+}
+
+/* ---- gpu_kern.cu against layers.c ---------------------------------------- */
+
+static void layers(int n, int d, int V, int T)
+{
+	size_t nd = (size_t)n * d;
+	float *x = vec(nd, 2), *g = vec(d, 1), *b = vec(d, 0.5f);
+	float *y = vec(nd, 1), *ry = vec(nd, 1);
+	float *mean = vec(n, 1), *rstd = vec(n, 1);
+	float *rmean = vec(n, 1), *rrstd = vec(n, 1);
+	float *dy = vec(nd, 1), *dx = vec(nd, 1), *rdx = copy(dx, nd);
+	float *dg = vec(d, 1), *db = vec(d, 1), *rdg = vec(d, 1), *rdb = vec(d, 1);
+	int acc = 1;
+	char what[80];
+
+	snprintf(what, sizeof(what), "n %d d %d", n, d);
+	/* LayerNorm forward */
+	hk_emu::launch(dim3(rows(n)), dim3(32 * WPB), [&] {
+		gk_ln_fwd(y, mean, rstd, x, g, b, n, d);
+	});
+	ln_fwd(ry, rmean, rrstd, x, g, b, n, d);
+	close_to("gk_ln_fwd y", y, ry, nd, 2e-5);
+	close_to("gk_ln_fwd mean", mean, rmean, n, 2e-5);
+	close_to("gk_ln_fwd rstd", rstd, rrstd, n, 2e-5);
+
+	/* LayerNorm backward: dg, db written, dx accumulated */
+	hk_emu::launch(dim3(ew(d)), dim3(TPB), [&] {
+		gk_ln_bwd_dgdb(dg, db, dy, x, rmean, rrstd, n, d);
+	});
+	hk_emu::launch(dim3(rows(n)), dim3(32 * WPB), [&] {
+		gk_ln_bwd_dx(dx, dy, x, rmean, rrstd, g, n, d, acc);
+	});
+	memset(rdg, 0, d * sizeof(float));
+	memset(rdb, 0, d * sizeof(float));
+	ln_bwd(rdx, rdg, rdb, dy, x, rmean, rrstd, g, n, d, 1);
+	close_to("gk_ln_bwd_dx (accumulating)", dx, rdx, nd, 2e-5);
+	t_ok(!memcmp(dg, rdg, d * 4) && !memcmp(db, rdb, d * 4),
+	     "gk_ln_bwd_dgdb: dg, db the CPU's bits (rows in order)");
+
+	/* bias gradient, rows_init with and without a residual */
+	hk_emu::launch(dim3(ew(d)), dim3(TPB), [&] { gk_bias_grad(db, dy, n, d); });
+	bias_grad(rdb, dy, n, d);
+	t_ok(!memcmp(db, rdb, d * 4), "gk_bias_grad: the CPU's bits");
+	hk_emu::launch(dim3(ew(nd)), dim3(TPB), [&] {
+		gk_rows_init(y, b, x, n, d);
+	});
+	rows_init(ry, b, x, n, d);
+	t_ok(!memcmp(y, ry, nd * 4), "gk_rows_init with a residual: exact");
+	hk_emu::launch(dim3(ew(nd)), dim3(TPB), [&] {
+		gk_rows_init(y, b, NULL, n, d);
+	});
+	rows_init(ry, b, NULL, n, d);
+	t_ok(!memcmp(y, ry, nd * 4), "gk_rows_init without: exact");
+
+	/* GELU, backward in place as gpu_step.c runs it */
+	{
+		size_t nf = 4 * nd;
+		float *u = vec(nf, 3), *o = vec(nf, 1), *ro = vec(nf, 1);
+		float *d1 = vec(nf, 1), *rd1 = copy(d1, nf);
+
+		hk_emu::launch(dim3(ew(nf)), dim3(TPB), [&] {
+			gk_gelu_fwd(o, u, nf);
+		});
+		gelu_fwd(ro, u, nf);
+		close_to("gk_gelu_fwd", o, ro, nf, 2e-6);
+		hk_emu::launch(dim3(ew(nf)), dim3(TPB), [&] {
+			gk_gelu_bwd(d1, u, d1, nf);
+		});
+		gelu_bwd(rd1, u, rd1, nf);
+		close_to("gk_gelu_bwd (in place)", d1, rd1, nf, 2e-6);
+		free(u), free(o), free(ro), free(d1), free(rd1);
+	}
+
+	/* softmax cross-entropy: per-row losses, logits -> gradient */
+	{
+		float *l = vec((size_t)n * V, 4), *rl = copy(l, (size_t)n * V);
+		float *loss = vec(n, 1);
+		int *tgt = (int *)malloc(n * sizeof(int));
+		double s = 0, ref;
+
+		for (int r = 0; r < n; r++)
+			tgt[r] = (int)(t_rand(&seed) % V);
+		hk_emu::launch(dim3(rows(n)), dim3(32 * WPB), [&] {
+			gk_xent(l, loss, tgt, n, V);
+		});
+		ref = xent_fwd_bwd(rl, rl, tgt, n, V);
+		for (int r = 0; r < n; r++)
+			s += loss[r];
+		t_ok(fabs(s / n - ref) <= 1e-5 * fabs(ref), "gk_xent: mean "
+		     "loss %.7f, CPU %.7f", s / n, ref);
+		close_to("gk_xent dlogits", l, rl, (size_t)n * V, 2e-5);
+		free(l), free(rl), free(loss), free(tgt);
+	}
+
+	/* embeddings: forward, and the backward's two sums (model.c) */
+	{
+		int Vv = V, Bn = n / T;
+		size_t nn = (size_t)Bn * T;
+		float *wte = vec((size_t)Vv * d, 1), *wpe = vec((size_t)T * d, 1);
+		float *xe = vec(nn * d, 1), *gte = vec((size_t)Vv * d, 1);
+		float *rgte = copy(gte, (size_t)Vv * d), *gpe = vec((size_t)T * d, 1);
+		float *rgpe = vec((size_t)T * d, 1), *dxe = vec(nn * d, 1);
+		int *tok = (int *)malloc(nn * sizeof(int)), bad = 0;
+		int nni = (int)nn;
+
+		for (size_t r = 0; r < nn; r++)
+			tok[r] = (int)(t_rand(&seed) % Vv);
+		hk_emu::launch(dim3(ew(nn * d)), dim3(TPB), [&] {
+			gk_embed_fwd(xe, wte, wpe, tok, nni, T, d);
+		});
+		for (size_t r = 0; r < nn; r++)
+			for (int c = 0; c < d; c++)
+				bad += xe[r * d + c] != wte[(size_t)tok[r] * d + c] +
+						       wpe[(r % T) * d + c];
+		t_eq(bad, 0, "gk_embed_fwd: wte[tok] + wpe[t], exact");
+		hk_emu::launch(dim3(ew(d)), dim3(TPB), [&] {
+			gk_wte_bwd(gte, dxe, tok, nni, d);
+		});
+		hk_emu::launch(dim3(ew((size_t)T * d)), dim3(TPB), [&] {
+			gk_wpe_bwd(gpe, dxe, nni, T, d);
+		});
+		memset(rgpe, 0, (size_t)T * d * 4);
+		for (size_t r = 0; r < nn; r++)	/* model.c's embed_bwd */
+			for (int c = 0; c < d; c++) {
+				rgte[(size_t)tok[r] * d + c] += dxe[r * d + c];
+				rgpe[(r % T) * d + c] += dxe[r * d + c];
+			}
+		t_ok(!memcmp(gte, rgte, (size_t)Vv * d * 4) &&
+		     !memcmp(gpe, rgpe, (size_t)T * d * 4),
+		     "gk_wte_bwd, gk_wpe_bwd: model.c's bits (repeated tokens "
+		     "summed in row order)");
+		free(wte), free(wpe), free(xe), free(gte), free(rgte);
+		free(gpe), free(rgpe), free(dxe), free(tok);
+	}
+
+	/* packing qkv rows into [B][H][T][hd] and back (attn.c's pack) */
+	{
+		int H = d % 3 == 0 ? 3 : 2, Bn = n / T, bad = 0;
+		int hd = d / H, ld = 3 * d, off = d, back = 0;
+		size_t nn = (size_t)Bn * T;
+		float *src = vec(nn * ld, 1), *dst = vec(nn * d, 1);
+		float *src2 = vec(nn * ld, 1), *src3 = copy(src2, nn * ld);
+
+		hk_emu::launch(dim3(ew(nn * d)), dim3(TPB), [&] {
+			gk_pack(dst, src, ld, off, Bn, T, d, H, back);
+		});
+		for (int bb = 0; bb < Bn; bb++)
+			for (int h = 0; h < H; h++)
+				for (int t = 0; t < T; t++)
+					for (int j = 0; j < hd; j++)
+						bad += dst[(((size_t)bb * H + h) * T + t) * hd + j] !=
+						       src[((size_t)bb * T + t) * ld + off + h * hd + j];
+		back = 1;
+		hk_emu::launch(dim3(ew(nn * d)), dim3(TPB), [&] {
+			gk_pack(dst, src2, ld, off, Bn, T, d, H, back);
+		});
+		for (size_t r = 0; r < nn; r++)
+			for (int c = 0; c < ld; c++) {
+				float want = c >= off && c < off + d ?
+					     src[r * ld + c] : src3[r * ld + c];
+
+				bad += src2[r * ld + c] != want;
+			}
+		t_eq(bad, 0, "gk_pack: %d heads, forward and back, exact", H);
+		free(src), free(dst), free(src2), free(src3);
+	}
+	t_diag("layers at %s done", what);
+	free(x), free(g), free(b), free(y), free(ry), free(mean), free(rstd);
+	free(rmean), free(rrstd), free(dy), free(dx), free(rdx), free(dg);
+	free(db), free(rdg), free(rdb);
+}
+
+/* ---- attention ---------------------------------------------------------- */
+
+struct acase {
+	int B, H, Hkv, Nq, Nk, d, causal, dtype, bs;
+};
+
+static uint16_t bf(float f)
+{
+	return __float2bfloat16_rn(f).x;
+}
+
+static void *arr(size_t n, int dtype, float amp)
+{
+	void *p = malloc(n * (dtype == HK_F32 ? 4 : 2));
+
+	for (size_t i = 0; i < n; i++) {
+		float x = amp * rnd();
+
+		if (dtype == HK_F32)
+			((float *)p)[i] = x;
+		else
+			((uint16_t *)p)[i] = bf(x);
+	}
+	return p;
+}
+
+static float *as_f32(const void *p, size_t n, int dtype)
+{
+	float *f = (float *)malloc(n * 4 + 4);
+
+	for (size_t i = 0; i < n; i++)
+		f[i] = dtype == HK_F32 ? ((const float *)p)[i] :
+		       __uint_as_float((uint32_t)((const uint16_t *)p)[i] << 16);
+	return f;
+}
+
+static int cmp_t(const char *name, const char *what, const void *x,
+		 const void *r, size_t n, int dtype, double tol)
+{
+	float *a = as_f32(x, n, dtype), *b = as_f32(r, n, dtype);
+	char w[200];
+	int ok;
+
+	snprintf(w, sizeof(w), "%s: %s", name, what);
+	ok = close_to(w, a, b, n, tol);
+	free(a), free(b);
+	return ok;
+}
+
+/* paged copy of dense K/V through a permuted table (test_attn_gpu's) */
+static void *page(const struct acase *c, const void *x, size_t esz,
+		  const int32_t *tab, int nb)
+{
+	size_t blk = (size_t)c->Hkv * c->bs * c->d * esz;
+	char *pool = (char *)calloc(c->B * nb + 1, blk);
+
+
+	for (int b = 0; b < c->B; b++)
+		for (int g = 0; g < c->Hkv; g++)
+			for (int t = 0; t < c->Nk; t++) {
+				size_t dst = ((size_t)tab[b * nb + t / c->bs] *
+					      c->Hkv + g) * c->bs + t % c->bs;
+				size_t src = ((size_t)b * c->Hkv + g) * c->Nk + t;
+
+				memcpy(pool + dst * c->d * esz,
+				       (const char *)x + src * c->d * esz,
+				       c->d * esz);
+			}
+	return pool;
+}
+
+static void attention(const struct acase *c, int mma)
+{
+	struct hk_attn a = {};
+	size_t esz = c->dtype == HK_F32 ? 4 : 2;
+	size_t nq = (size_t)c->B * c->H * c->Nq * c->d;
+	size_t nk = (size_t)c->B * c->Hkv * c->Nk * c->d;
+	size_t nr = (size_t)c->B * c->H * c->Nq;
+	void *q = arr(nq, c->dtype, 1.5f), *k = arr(nk, c->dtype, 1.5f);
+	void *v = arr(nk, c->dtype, 1), *dout = arr(nq, c->dtype, 1);
+	void *o = malloc(nq * esz), *dq = malloc(nq * esz);
+	void *dk = malloc(nk * esz), *dv = malloc(nk * esz);
+	void *eo = malloc(nq * esz), *edq = malloc(nq * esz);
+	void *edk = malloc(nk * esz), *edv = malloc(nk * esz);
+	float *lse = (float *)malloc(nr * 4), *elsev = (float *)malloc(nr * 4);
+	float *D = (float *)malloc(nr * 4);
+	const void *K = k, *V = v;
+	int32_t *tab = NULL;
+	double tol = c->dtype == HK_F32 ? 2e-5 : 2e-2;
+	char name[160];
+	int bad = 0;
+
+	snprintf(name, sizeof(name), "%s B%d H%d/%d Nq%d Nk%d d%d%s%s%s",
+		 mma ? "mma" : "simt", c->B, c->H, c->Hkv, c->Nq, c->Nk, c->d,
+		 c->causal ? " causal" : "", c->dtype == HK_BF16 ? " bf16" :
+		 " f32", c->bs ? " paged" : "");
+	a.B = c->B, a.H = c->H, a.Hkv = c->Hkv, a.Nq = c->Nq, a.Nk = c->Nk;
+	a.d = c->d, a.causal = c->causal, a.dtype = c->dtype;
+	if (hk_attn_fwd(&a, q, k, v, o, lse) ||
+	    hk_attn_bwd(&a, q, k, v, o, lse, dout, dq, dk, dv))
+		t_fail_all("CPU attention: %s", hk_attn_strerror());
+	memset(eo, 0xff, nq * esz), memset(edq, 0xff, nq * esz);
+	memset(edk, 0xff, nk * esz), memset(edv, 0xff, nk * esz);
+	if (c->bs) {
+		int nb = (c->Nk + c->bs - 1) / c->bs, tot = c->B * nb + 1;
+
+		tab = (int32_t *)malloc(tot * 4);
+		for (int i = 0; i < tot; i++)
+			tab[i] = (i * 7 + 3) % tot;
+		K = page(c, k, esz, tab, nb);
+		V = page(c, v, esz, tab, nb);
+		a.block_table = tab, a.block_size = c->bs, a.max_blocks = nb;
+	}
+	{
+		struct hk_attn r;
+		struct args g;
+
+		hk_attn_resolve(&a, &r);
+		g = make_args(&r);
+		if (!mma) {
+			unsigned th = 32 * S_ROWS;
+			dim3 gq((c->Nq + S_ROWS - 1) / S_ROWS, c->B * c->H);
+			dim3 gk((c->Nk + S_ROWS - 1) / S_ROWS, c->B * c->Hkv);
+
+			hk_emu::launch(gq, dim3(th), [&] {
+				fwd_simt(g, q, K, V, eo, elsev);
+			});
+			hk_emu::launch(dim3((unsigned)((nr + S_ROWS - 1) / S_ROWS)),
+				       dim3(th), [&] { d_rows(g, eo, dout, D); });
+			hk_emu::launch(gq, dim3(th), [&] {
+				bwd_dq(g, q, K, V, elsev, dout, D, edq);
+			});
+			hk_emu::launch(gk, dim3(th), [&] {
+				bwd_dkdv(g, q, K, V, elsev, dout, D, edk, edv);
+			});
+		} else {
+			typedef const __nv_bfloat16 *cb;
+			typedef __nv_bfloat16 *b16;
+			dim3 gq((c->Nq + ROWS - 1) / ROWS, c->B * c->H);
+			dim3 gk((c->Nk + ROWS - 1) / ROWS, c->B * c->Hkv);
+			dim3 th(32 * WARPS);
+
+			hk_emu::launch(dim3((unsigned)((nr + S_ROWS - 1) / S_ROWS)),
+				       dim3(32 * S_ROWS), [&] {
+				d_rows(g, o, dout, D);	/* the CPU's o */
+			});
+#define MMA_D(DD)							\
+			case DD:					\
+				hk_emu::launch(gq, th, [&] {		\
+					fwd_mma<DD>(g, (cb)q, (cb)K, (cb)V,	\
+						    (b16)eo, elsev);	\
+				});					\
+				hk_emu::launch(gq, th, [&] {		\
+					dq_mma<DD>(g, (cb)q, (cb)K, (cb)V,	\
+						   lse, (cb)dout, D, (b16)edq); \
+				});					\
+				hk_emu::launch(gk, th, [&] {		\
+					dkdv_mma<DD>(g, (cb)q, (cb)K, (cb)V,	\
+						     lse, (cb)dout, D, (b16)edk, \
+						     (b16)edv);		\
+				});					\
+				break;
+			switch (c->d) {
+			MMA_D(32) MMA_D(64) MMA_D(80) MMA_D(96) MMA_D(128)
+			default:
+				t_fail_all("mma case with d %d", c->d);
+			}
+#undef MMA_D
+		}
+	}
+	cmp_t(name, "o", eo, o, nq, c->dtype, tol);
+	for (size_t i = 0; i < nr; i++) {
+		if (isinf(lse[i]) || isinf(elsev[i]))
+			bad += !(lse[i] == elsev[i]);
+		else
+			bad += !(fabs(lse[i] - elsev[i]) <=
+				 (c->dtype == HK_F32 ? 1e-5 : 1e-3) *
+				 (1 + fabs(lse[i])));
+	}
+	t_eq(bad, 0, "%s: lse, -inf rows included", name);
+	cmp_t(name, "dq", edq, dq, nq, c->dtype, tol);
+	cmp_t(name, "dk", edk, dk, nk, c->dtype, tol);
+	cmp_t(name, "dv", edv, dv, nk, c->dtype, tol);
+	if (tab) {
+		free(tab), free((void *)K), free((void *)V);
+	}
+	free(q), free(k), free(v), free(dout), free(o), free(dq), free(dk);
+	free(dv), free(eo), free(edq), free(edk), free(edv), free(lse);
+	free(elsev), free(D);
+}
+
+int main(void)
+{
+	static const struct acase simt[] = {
+		/* hmm-train's presets: tiny (B 4, 2 heads of 32, T 32) and
+		 * default's head (64 wide, T 128; 2 of its 6 heads, B 1) */
+		{ 4, 2, 2, 32, 32, 32, 1, HK_F32, 0 },
+		{ 1, 2, 2, 128, 128, 64, 1, HK_F32, 0 },
+		{ 1, 2, 2, 21, 21, 48, 1, HK_F32, 0 },
+		{ 1, 4, 2, 19, 11, 33, 1, HK_F32, 0 },	/* Nq > Nk: dead rows */
+		{ 2, 2, 1, 13, 40, 80, 0, HK_F32, 0 },
+		{ 1, 1, 1, 9, 9, 256, 1, HK_F32, 0 },
+		{ 1, 4, 2, 20, 37, 64, 1, HK_F32, 8 },
+		{ 1, 2, 2, 17, 17, 40, 1, HK_BF16, 0 },
+	};
+	static const struct acase mma[] = {
+		{ 1, 2, 2, 70, 70, 64, 1, HK_BF16, 0 },
+		{ 1, 2, 1, 33, 100, 128, 0, HK_BF16, 0 },
+		{ 1, 2, 2, 50, 19, 80, 1, HK_BF16, 0 },	/* Nq > Nk */
+		{ 2, 1, 1, 17, 17, 32, 0, HK_BF16, 0 },
+		{ 1, 2, 2, 66, 66, 96, 1, HK_BF16, 0 },
+		{ 1, 4, 2, 35, 75, 32, 1, HK_BF16, 16 },
+	};
+
+	/* rows with tails: 37 = 4 x 9 + 1 is no multiple of 8, d 48 and
+	 * 40 none of 32, a vocabulary of 67 */
+	layers(36, 48, 67, 9);
+	layers(37, 40, 67, 37);
+	layers(128, 64, 256, 32);	/* the tiny preset: B 4, T 32 */
+	for (size_t i = 0; i < sizeof(simt) / sizeof(simt[0]); i++)
+		attention(&simt[i], 0);
+	for (size_t i = 0; i < sizeof(mma) / sizeof(mma[0]); i++)
+		attention(&mma[i], 1);
+	t_diag("%ld launches, %ld synchronisations emulated",
+	       hk_emu::launches, hk_emu::syncs);
+	return t_done();
+}
