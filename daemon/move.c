@@ -1,33 +1,41 @@
 // SPDX-License-Identifier: MIT
 /*
  * move.c — the requests that move a tensor's bytes between tiers:
- * PREFETCH, EVICT, WAIT (for those to finish) and FLUSH (the store made
- * durable).
+ * PREFETCH, EVICT, WRITEBACK (to the store, kept resident), WAIT (for
+ * those to finish) and FLUSH (the store made durable).
  */
 #include <errno.h>
 #include <stdlib.h>
 
 #include "request.h"
 
+/*
+ * EVICT and WRITEBACK are answered once their writes are done, with the
+ * first error they met (the engine's errors are its context's: answered
+ * here, no other client's WAIT takes them); PREFETCH at once.
+ */
 int hmmd_req_move(struct hmmd_req *q)
 {
 	const struct hmm_proto_range *m = &q->m->u.range;
-	int evict = q->m->hdr.type == HMM_PROTO_EVICT;
+	unsigned type = q->m->hdr.type;
+	const char *what = hmm_proto_type_name(type);
 	struct hmmd_tensor *dt = hmmd_tensor_get(q, m->id);
 	int ret;
 
 	if (!dt)
 		return hmmd_reply_err(q, -ENOENT, "%s: tensor %llu: not yours",
-				 evict ? "evict" : "prefetch",
-				 (unsigned long long)m->id);
-	ret = evict ? hmm_evict(dt->t, m->off, m->len, m->tier) :
-		      hmm_prefetch(dt->t, m->off, m->len, m->tier);
-	if (!ret && evict)
+				 what, (unsigned long long)m->id);
+	if (type == HMM_PROTO_EVICT)
+		ret = hmm_evict(dt->t, m->off, m->len, m->tier);
+	else if (type == HMM_PROTO_WRITEBACK)
+		ret = hmm_writeback(dt->t, m->off, m->len);
+	else
+		ret = hmm_prefetch(dt->t, m->off, m->len, m->tier);
+	if (!ret && type != HMM_PROTO_PREFETCH)
 		ret = hmm_wait(q->e->h, dt->t);
 	hmmd_tensor_drop(q, dt);
 	if (ret)
-		return hmmd_reply_err(q, ret, "%s: %s", evict ? "evict" :
-				 "prefetch", hmm_last_error());
+		return hmmd_reply_err(q, ret, "%s: %s", what, hmm_last_error());
 	return hmmd_reply_ok(q);
 }
 

@@ -70,7 +70,8 @@ int hmmd_request_nowait(struct hmmd_engine *e, struct hmmd_client *cl,
 	case HMM_PROTO_MAP:		return hmmd_req_map(&q);
 	case HMM_PROTO_UNMAP:		return hmmd_req_unmap(&q);
 	case HMM_PROTO_PREFETCH:
-	case HMM_PROTO_EVICT:		return hmmd_req_move(&q);
+	case HMM_PROTO_EVICT:
+	case HMM_PROTO_WRITEBACK:	return hmmd_req_move(&q);
 	case HMM_PROTO_FLUSH:		return hmmd_req_flush(&q);
 	case HMM_PROTO_STATS:
 	case HMM_PROTO_STATS2:		return hmmd_req_stats(&q);

@@ -8,7 +8,7 @@
  *   tensor.c   TENSOR_NEW, TENSOR_FREE, a tensor's last reference
  *   share.c    SHARE, ATTACH
  *   map.c      MAP, UNMAP
- *   move.c     PREFETCH, EVICT, WAIT, FLUSH
+ *   move.c     PREFETCH, EVICT, WRITEBACK, WAIT, FLUSH
  *   stats.c    STATS, STATS2, LIST
  *
  * with handle.c (a client's handles on tensors) and request.c (the
@@ -86,7 +86,8 @@ int hmmd_req_share(struct hmmd_req *q);		/* share.c */
 int hmmd_req_attach(struct hmmd_req *q);
 int hmmd_req_map(struct hmmd_req *q);		/* map.c */
 int hmmd_req_unmap(struct hmmd_req *q);
-int hmmd_req_move(struct hmmd_req *q);		/* move.c: PREFETCH, EVICT */
+int hmmd_req_move(struct hmmd_req *q);	/* move.c: PREFETCH, EVICT,
+						   WRITEBACK */
 int hmmd_req_wait(struct hmmd_req *q);
 int hmmd_req_flush(struct hmmd_req *q);
 int hmmd_req_stats(struct hmmd_req *q);		/* stats.c: STATS, STATS2 */

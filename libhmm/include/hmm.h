@@ -5,7 +5,8 @@
  * own process.
  *
  * Reading order: constants, the config, the context, tensors, map/unmap,
- * asynchronous prefetch/evict, steps, stats, errors, regions, DLPack.
+ * asynchronous prefetch/evict/writeback, steps, stats, errors, regions,
+ * DLPack.
  *
  * Model.  A tensor is split in chunks (default 2 MiB).  Each chunk has a
  * set of tiers holding a valid copy, pins per tier, and at most one I/O
@@ -358,10 +359,31 @@ int hmm_prefetch(struct hmm_tensor *t, uint64_t off, uint64_t len, int tier);
 int hmm_evict(struct hmm_tensor *t, uint64_t off, uint64_t len, int tier);
 
 /*
- * Wait until no prefetch, eviction or write-back of t (of every tensor
- * when t is NULL) is in flight.  Returns 0, or the first asynchronous
- * error since the last hmm_wait/hmm_flush (e.g. -EIO of a write-back;
- * the chunk stays dirty in memory).  Any thread.
+ * Start writing the dirty chunks of [off, off + len) of t that are at
+ * the host and not mapped to the store, and return at once: unlike
+ * hmm_evict they stay resident, and become clean when the write lands,
+ * so that the budget's policy later drops them without I/O when it
+ * needs the room (and a map finds them at the host meanwhile).  Skipped:
+ * chunks that are clean or never written, not at the host, mapped at
+ * the host (their bytes may still change: they are written at the next
+ * hmm_writeback, eviction or flush after the unmap), or with a copy in
+ * flight; a chunk whose earlier write-back failed is tried again.  A
+ * write's error is reported by the next hmm_wait or hmm_flush, naming
+ * the tensor; the chunk then stays dirty in memory, its bytes intact.
+ * len HMM_ALL = to the end.  Returns 0, -EINVAL (no tensor, or a range
+ * outside it: the detail names both), -ENODEV (no store tier), or in
+ * shared mode -EOPNOTSUPP (an hmmd older than protocol version 3) or an
+ * error talking to hmmd; there hmmd answers once the writes are done,
+ * as it does an eviction, so a write's error may come from this call.
+ * Any thread.
+ */
+int hmm_writeback(struct hmm_tensor *t, uint64_t off, uint64_t len);
+
+/*
+ * Wait until no prefetch, eviction or write-back (hmm_writeback's too)
+ * of t (of every tensor when t is NULL) is in flight.  Returns 0, or the
+ * first asynchronous error since the last hmm_wait/hmm_flush (e.g. -EIO
+ * of a write-back; the chunk stays dirty in memory).  Any thread.
  */
 int hmm_wait(struct hmm *h, struct hmm_tensor *t);
 

@@ -162,6 +162,15 @@ int hmm_evict(struct hmm_tensor *t, uint64_t off, uint64_t len, int tier)
 	return r < 0 ? r : t->h->be->evict(t, off, len, tier);
 }
 
+int hmm_writeback(struct hmm_tensor *t, uint64_t off, uint64_t len)
+{
+	/* a host range: the chunks it writes are the host's */
+	int r = range_check("hmm_writeback", t, off, &len,
+			    HMM_TIER_HOST);
+
+	return r < 0 ? r : t->h->be->writeback(t, off, len);
+}
+
 int hmm_wait(struct hmm *h, struct hmm_tensor *t)
 {
 	if (!h)

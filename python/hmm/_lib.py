@@ -62,6 +62,7 @@ _declare(lib, [
     ("hmm_unmap", ctypes.c_int, [vp, vp]),
     ("hmm_prefetch", ctypes.c_int, [vp, u64, u64, ctypes.c_int]),
     ("hmm_evict", ctypes.c_int, [vp, u64, u64, ctypes.c_int]),
+    ("hmm_writeback", ctypes.c_int, [vp, u64, u64]),
     ("hmm_wait", ctypes.c_int, [vp, vp]),
     ("hmm_flush", ctypes.c_int, [vp]),
     ("hmm_step_begin", ctypes.c_int, [vp]),

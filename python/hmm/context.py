@@ -247,6 +247,16 @@ class Tensor:
         check(lib.hmm_evict(self._handle(), off, length, _tier(tier)),
               "hmm tensor %s: evict" % self.name)
 
+    def writeback(self, off=0, n=None):
+        """Start writing the dirty, unmapped host chunks of [off, off +
+        n) (n None: to the end) to the store; returns at once.  They
+        stay resident and become clean, so the budget drops them without
+        I/O when it needs the room; a write's error comes from the next
+        ctx.wait() or flush() (in shared mode perhaps from this call)."""
+        check(lib.hmm_writeback(self._handle(), off,
+                                _lib.HMM_ALL if n is None else n),
+              "hmm tensor %s: writeback" % self.name)
+
     def residency(self):
         """Bytes per tier now: {"device": .., "host": .., "store": ..}."""
         b = (ctypes.c_uint64 * 3)()

@@ -322,13 +322,13 @@ static void test_isolation(const char *sock, const char *log)
 	memcpy(buf, msg, n);
 	refused(sock, buf, 5000, 0, -EMSGSIZE, "longer than 4096", "oversized");
 
-	msg[4] = 3;
-	refused(sock, msg, n, 0, -EPROTO, "field version: 3 not spoken",
-		"version 3");
+	msg[4] = 4;
+	refused(sock, msg, n, 0, -EPROTO, "field version: 4 not spoken",
+		"version 4");
 
-	n = hello(msg, 3, 3, 4);
-	refused(sock, msg, n, 3, -EPROTO, "client speaks versions 3..4",
-		"hello 3..4");
+	n = hello(msg, 3, 4, 5);
+	refused(sock, msg, n, 3, -EPROTO, "client speaks versions 4..5",
+		"hello 4..5");
 
 	/* a client that agreed on version 1 may not send WAIT (version 2) */
 	bad = client(sock);
@@ -341,6 +341,19 @@ static void test_isolation(const char *sock, const char *log)
 	want_error(bad, 2, -EPROTO, "of version 2, but hello agreed on 1",
 		   "wait after hello 1..1");
 	want_eof(bad, "wait after hello 1..1");
+
+	/* nor one that agreed on version 2 WRITEBACK (version 3) */
+	bad = client(sock);
+	n = hello(msg, 1, 1, 2);
+	send(bad, msg, n, 0);
+	want_type(bad, 1, HMM_PROTO_HELLO_REPLY, "hello 1..2");
+	n = hmm_proto_writeback_encode(msg, sizeof(msg), 2,
+				       &(struct hmm_proto_range){ 1, 0, 4096,
+				       HMM_TIER_HOST, 0 });
+	send(bad, msg, n, 0);
+	want_error(bad, 2, -EPROTO, "of version 3, but hello agreed on 2",
+		   "writeback after hello 1..2");
+	want_eof(bad, "writeback after hello 1..2");
 
 	n = hmm_proto_map_encode(msg, sizeof(msg), 4, &map);
 	refused(sock, msg, n, 4, -EPROTO, "message map: before hello",

@@ -3,7 +3,10 @@
 """test_activations — hmm.torch.offload_activations on a small
 transformer: gradients bit-identical with and without it, the saved
 tensors really went to the store (stats), small ones stayed, and every
-hmm tensor it made is freed once autograd is done.  Both modes."""
+hmm tensor it made is freed once autograd is done; written back and kept
+(the default) a budget that holds them reads nothing back, evicted
+(writeback=False) it reads them back, and a budget under them drops and
+reads some, the same bits every way.  Both modes."""
 import gc
 
 import tap
@@ -24,14 +27,15 @@ x = torch.randint(0, 256, (B, T))
 y = torch.randint(0, 256, (B, T))
 
 
-def grads(ctx=None, min_bytes=0, keep_bytes=0):
+def grads(ctx=None, min_bytes=0, keep_bytes=0, writeback=True):
     model.zero_grad(set_to_none=True)
     off = None
     if ctx is None:
         out = model(x)
     else:
         with hmm.torch.offload_activations(ctx, min_bytes=min_bytes,
-                                               keep_bytes=keep_bytes) as off:
+                                               keep_bytes=keep_bytes,
+                                               writeback=writeback) as off:
             out = model(x)
     loss = torch.nn.functional.cross_entropy(out.reshape(-1, 256),
                                              y.reshape(-1))
@@ -56,6 +60,27 @@ with tap.context(host_budget="8M", chunk_bytes="64K") as ctx:
     ok(st1["tensors"] == st0["tensors"], "every packed tensor freed after "
        "the backward (%d tensors, %d before)" % (st1["tensors"],
                                                 st0["tensors"]))
+    # written back and kept: a budget that holds them all reads nothing
+    # back; evicted instead, every one comes back from the store; the
+    # same bits either way
+    for wbk in (True, False):
+        st0 = ctx.stats()
+        loss2, g2, off = grads(ctx, min_bytes=16 << 10, writeback=wbk)
+        gc.collect()
+        st1 = ctx.stats()
+        wrote = st1["store"]["bytes_in"] - st0["store"]["bytes_in"]
+        read = st1["store"]["bytes_out"] - st0["store"]["bytes_out"]
+        ok(loss2 == loss0 and all(torch.equal(a, b) for a, b in
+                                  zip(g0, g2)),
+           "writeback=%s: loss and gradients bit-identical" % wbk)
+        ok(wrote >= off.packed_bytes, "writeback=%s: the store took them "
+           "(%d bytes)" % (wbk, wrote))
+        if wbk:
+            ok(read == 0, "kept resident: the backward read nothing "
+               "back (%d bytes)" % read)
+        else:
+            ok(read >= off.packed_bytes // 2, "evicted: the backward "
+               "read them back (%d of %d bytes)" % (read, off.packed_bytes))
     _, _, big = grads(ctx, min_bytes=1 << 30)
     ok(len(big.order) == 0, "nothing under min_bytes is packed")
     # a second backward over the same saved tensors (retain_graph)
@@ -99,4 +124,20 @@ with tap.context(host_budget="8M", chunk_bytes="64K") as ctx:
     gc.collect()
     ok(ctx.stats()["tensors"] == st0["tensors"], "every segment freed "
        "(%d tensors)" % ctx.stats()["tensors"])
+if not tap.DAEMON:
+    # a budget of 8 chunks, less than the 15 the activations fill: the
+    # budget drops written-back chunks and the backward reads them back
+    with tap.context(host_budget="512K", chunk_bytes="64K") as ctx:
+        st0 = ctx.stats()
+        loss3, g3, off = grads(ctx, min_bytes=16 << 10)
+        gc.collect()
+        st1 = ctx.stats()
+        read = st1["store"]["bytes_out"] - st0["store"]["bytes_out"]
+        ok(loss3 == loss0 and all(torch.equal(a, b) for a, b in
+                                  zip(g0, g3)),
+           "a budget under the activations: bit-identical gradients")
+        ok(0 < read, "dropped for room and read back (%d of %d bytes)"
+           % (read, off.packed_bytes))
+        ok(st1["host"]["peak"] <= 512 << 10, "the budget held (peak %d)"
+           % st1["host"]["peak"])
 tap.done()

@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: MIT
 """test_context — hmm.Context and hmm.Tensor: a config by name, bytes
 through map() as torch (DLPack, zero-copy) and numpy, evict to the store
-and back, flush and reopen, and every bad input an OSError with errno and
+and back, write back and keep resident, flush and reopen, and every bad input an OSError with errno and
 libhmm's detail.  Both modes (tap.py: HMM_TEST_DAEMON)."""
 import errno
 import gc
@@ -69,8 +69,35 @@ with tap.context(host_budget="16M") as ctx:
     with t.map("host", "r") as y:
         ok(float(y[1, 5]) == 1005.0, "prefetched back with its bytes")
     del y
+
+    # write back, keep resident: clean, so the evict after writes nothing
+    with t.map("host", "rw") as x:
+        x[2, 7] = -1.0
+    del x
+    before = ctx.stats()["store"]["bytes_in"]
+    t.writeback()
+    ctx.wait()
+    wrote = ctx.stats()["store"]["bytes_in"] - before
+    r = t.residency()
+    ok(wrote >= 12000, "writeback: the store took it (%d bytes)" % wrote)
+    ok(r["host"] >= 12000 and r["store"] >= 12000,
+       "and it stayed at the host (%s)" % r)
+    t.evict("host")
+    ctx.wait()
+    ok(ctx.stats()["store"]["bytes_in"] - before == wrote and
+       t.residency()["host"] == 0, "the evict after it wrote nothing")
+    with t.map("host", "r") as y:
+        ok(float(y[2, 7]) == -1.0 and float(y[2, 8]) == 2008.0,
+           "read back from the store with its bytes")
+    del y
+    raises(lambda: t.writeback(12000), errno.EINVAL, "w",
+           "writeback past the end")
+    raises(lambda: t.writeback(0, 0), errno.EINVAL, "w",
+           "writeback of 0 bytes")
     t.free()
     raises(lambda: t.evict(), errno.EBADF, "w", "a freed tensor")
+    raises(lambda: t.writeback(), errno.EBADF, "w", "writeback of a freed "
+           "tensor")
 
 if not tap.DAEMON:
     # a flush is a checkpoint: a context with store_keep reopens by name

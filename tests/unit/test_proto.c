@@ -28,6 +28,7 @@ static const unsigned types[] = {
 	HMM_PROTO_OK, HMM_PROTO_TENSOR_REPLY, HMM_PROTO_MAP_REPLY,
 	HMM_PROTO_STATS_REPLY, HMM_PROTO_LIST, HMM_PROTO_LIST_REPLY,
 	HMM_PROTO_WAIT, HMM_PROTO_STATS2, HMM_PROTO_STATS2_REPLY,
+	HMM_PROTO_WRITEBACK,
 };
 #define NTYPES (sizeof(types) / sizeof(types[0]))
 
@@ -72,6 +73,7 @@ static void sample(unsigned type, union hmm_proto_body *b)
 	case HMM_PROTO_UNMAP:
 	case HMM_PROTO_PREFETCH:
 	case HMM_PROTO_EVICT:
+	case HMM_PROTO_WRITEBACK:
 		b->range.id = 42;
 		b->range.off = 0x123456789aull;
 		b->range.len = 4096;
@@ -160,7 +162,8 @@ static void test_round_trip(void)
 			continue;
 		}
 		t_ok(!memcmp(buf, "HMMP", 4) &&
-		     le(buf + 4, 2) == (type == HMM_PROTO_WAIT ||
+		     le(buf + 4, 2) == (type == HMM_PROTO_WRITEBACK ? 3 :
+					type == HMM_PROTO_WAIT ||
 					type == HMM_PROTO_STATS2 ||
 					type == HMM_PROTO_STATS2_REPLY ? 2 : 1) &&
 		     le(buf + 6, 2) == type && le(buf + 8, 4) == 0 &&
@@ -293,16 +296,16 @@ static void test_framing(void)
 	buf[0] = 'X';
 	want(n, -EPROTO, "message header: field magic", "wrong magic");
 	buf[0] = 'H';
-	buf[4] = 3;
-	want(n, -EPROTO, "field version: 3 not spoken (1..2)", "version 3");
+	buf[4] = 4;
+	want(n, -EPROTO, "field version: 4 not spoken (1..3)", "version 4");
 	buf[4] = 2;
 	want(n, -EPROTO, "message map: field version: 2, but map is a "
 	     "message of version 1", "map in a version-2 header");
 	buf[4] = 0;
 	want(n, -EPROTO, "field version: 0", "version 0");
 	buf[4] = 1;
-	buf[6] = 16;
-	want(n, -EPROTO, "field type: 16 unknown", "type 16");
+	buf[6] = 17;
+	want(n, -EPROTO, "field type: 17 unknown", "type 17");
 	buf[6] = 0;
 	want(n, -EPROTO, "field type: 0 unknown", "type 0");
 	buf[6] = 0xff;
@@ -332,8 +335,8 @@ static void test_framing(void)
 	sample(HMM_PROTO_MAP, &b);
 	t_eq(hmm_proto_encode(buf, 63, HMM_PROTO_MAP, 0, 1, &b), -EMSGSIZE,
 	     "encode into 63 bytes: -EMSGSIZE");
-	t_eq(hmm_proto_encode(buf, sizeof(buf), 16, 0, 1, &b), -EPROTO,
-	     "encode type 16: -EPROTO");
+	t_eq(hmm_proto_encode(buf, sizeof(buf), 17, 0, 1, &b), -EPROTO,
+	     "encode type 17: -EPROTO");
 	t_eq(hmm_proto_encode(buf, sizeof(buf), HMM_PROTO_MAP,
 			      HMM_PROTO_F_FDS, 1, &b), -EPROTO,
 	     "encode map with FDS: -EPROTO");
@@ -415,17 +418,21 @@ static void test_fields(void)
 		     "hello with every feature bit: fine");
 		t_eq(hmm_proto_negotiate(&h), 1, "negotiate 1..1: 1");
 		h.version_max = 9;
-		t_eq(hmm_proto_negotiate(&h), 2, "negotiate 1..9: 2");
-		h.version_min = 3;
-		t_eq(hmm_proto_negotiate(&h), -EPROTO, "negotiate 3..9: -EPROTO");
-		t_ok(strstr(hmm_last_error(), "client speaks versions 3..9, "
-			    "daemon 1..2") != NULL, "detail: %s",
+		t_eq(hmm_proto_negotiate(&h), 3, "negotiate 1..9: 3");
+		h.version_max = 2;
+		t_eq(hmm_proto_negotiate(&h), 2, "negotiate 1..2: 2 (a "
+		     "version-2 client)");
+		h.version_max = 9;
+		h.version_min = 4;
+		t_eq(hmm_proto_negotiate(&h), -EPROTO, "negotiate 4..9: -EPROTO");
+		t_ok(strstr(hmm_last_error(), "client speaks versions 4..9, "
+			    "daemon 1..3") != NULL, "detail: %s",
 		     hmm_last_error());
 	}
 
 	/* hello_reply */
-	BADS(HMM_PROTO_HELLO_REPLY, b.hello_reply.version = 3, P,
-	     "message hello_reply: field version: 3 not spoken");
+	BADS(HMM_PROTO_HELLO_REPLY, b.hello_reply.version = 4, P,
+	     "message hello_reply: field version: 4 not spoken");
 	bad_wire(HMM_PROTO_HELLO_REPLY, 2, 2, 1, P, "field reserved0");
 	BADS(HMM_PROTO_HELLO_REPLY, b.hello_reply.features = 1u << 9, E,
 	     "field features: unknown bits 0x200");
@@ -526,6 +533,19 @@ static void test_fields(void)
 		 "message prefetch: field access");
 	bad_wire(HMM_PROTO_EVICT, 24, 4, HMM_TIER_STORE, E,
 		 "message evict: field tier: 2");
+	BADS(HMM_PROTO_WRITEBACK, b.range.tier = HMM_TIER_DEVICE, E,
+	     "message writeback: field tier: 0 is not host (1)");
+	bad_wire(HMM_PROTO_WRITEBACK, 24, 4, HMM_TIER_DEVICE, E,
+		 "message writeback: field tier: 0 is not host");
+	bad_wire(HMM_PROTO_WRITEBACK, 24, 4, HMM_TIER_STORE, E,
+		 "message writeback: field tier: 2");
+	BADS(HMM_PROTO_WRITEBACK, b.range.access = HMM_WRITE, E,
+	     "message writeback: field access: 0x2: must be 0 here");
+	bad_wire(HMM_PROTO_WRITEBACK, 0, 8, 0, E,
+		 "message writeback: field id: 0 names no tensor");
+	BADS(HMM_PROTO_WRITEBACK, b.range.len = 0, E,
+	     "message writeback: field len: 0");
+	bad_wire(HMM_PROTO_WRITEBACK, 8, 8, UINT64_MAX - 100, E, "overflows");
 	{
 		union hmm_proto_body b;
 
@@ -688,6 +708,42 @@ static void test_version2(void)
 	t_eq(le(buf + 4, 2), 2, "stats2: header version 2");
 }
 
+/* WRITEBACK is of version 3 (hmm_writeback): EVICT's 32-byte range at
+ * the same offsets, in a version-3 header, which no other type has. */
+static void test_version3(void)
+{
+	struct hmm_proto_range rg = { 42, 8192, HMM_ALL, HMM_TIER_HOST, 0 };
+	struct hmm_proto_range rg2;
+	struct hmm_proto_hdr h;
+	size_t i;
+	int n, others = 0;
+
+	n = hmm_proto_writeback_encode(buf, sizeof(buf), 5, &rg);
+	t_eq(n, HMM_PROTO_HDR_SIZE + 32, "writeback: 32 body bytes");
+	t_ok(le(buf + 4, 2) == 3 && le(buf + 6, 2) == HMM_PROTO_WRITEBACK &&
+	     le(buf + 32, 8) == 42 && le(buf + 40, 8) == 8192 &&
+	     le(buf + 48, 8) == HMM_ALL && le(buf + 56, 4) == HMM_TIER_HOST &&
+	     le(buf + 60, 4) == 0, "writeback: version 3, type 16; id, off, "
+	     "len (HMM_ALL), tier, access at 0, 8, 16, 24, 28");
+	memset(&rg2, 0xa5, sizeof(rg2));
+	t_ok(hmm_proto_writeback_decode(buf, n, &h, &rg2) == 0 &&
+	     h.version == 3 && h.seq == 5 && !memcmp(&rg, &rg2, sizeof(rg)),
+	     "writeback decodes to the same header and range");
+	t_eq(hmm_proto_evict_decode(buf, n, NULL, &rg2), -EPROTO,
+	     "evict_decode of a writeback: -EPROTO");
+	t_eq(hmm_proto_type_version(HMM_PROTO_WRITEBACK), 3,
+	     "writeback: version 3");
+	t_ok(hmm_proto_is_request(HMM_PROTO_WRITEBACK), "writeback is a "
+	     "request");
+	buf[4] = 2;
+	want(n, -EPROTO, "message writeback: field version: 2, but writeback "
+	     "is a message of version 3", "writeback in a version-2 header");
+	for (i = 0; i < NTYPES; i++)
+		others += types[i] != HMM_PROTO_WRITEBACK &&
+			  hmm_proto_type_version(types[i]) == 3;
+	t_eq(others, 0, "no other type is of version 3");
+}
+
 /* ---- the seed corpus for tests/fuzz/fuzz_proto ---------------------------- */
 
 static int write_corpus(const char *dir)
@@ -725,5 +781,6 @@ int main(int argc, char **argv)
 	test_fields();
 	test_garbage();
 	test_version2();
+	test_version3();
 	return t_done();
 }

@@ -2,7 +2,8 @@
 /*
  * test_tensor_abi — libhmm.so.0 exports the public API of hmm.h and
  * nothing else: every hmm.h function resolves, the engine's internals
- * (store, pool, error helper, chunk state) do not.  Skipped when the
+ * (store, pool, error helper, chunk state) do not; symbols added later
+ * carry the version node that added them.  Skipped when the
  * shared library is not built (sanitizer builds).
  */
 #include <dlfcn.h>
@@ -18,7 +19,16 @@ static const char *const api[] = {
 	"hmm_evict", "hmm_wait", "hmm_flush", "hmm_step_begin",
 	"hmm_step_end", "hmm_stats", "hmm_stats_json", "hmm_strerror",
 	"hmm_last_error", "hmm_region_new", "hmm_region_advise",
-	"hmm_region_free", "hmm_dlpack_export",
+	"hmm_region_free", "hmm_dlpack_export", "hmm_store_required",
+	"hmm_writeback",
+};
+
+/* Symbols at the version node that added them (libhmm.map): a node,
+ * once released, never changes. */
+static const char *const versioned[][2] = {
+	{ "hmm_map", "LIBHMM_0" },
+	{ "hmm_store_required", "LIBHMM_1" },
+	{ "hmm_writeback", "LIBHMM_2" },
 };
 
 static const char *const internal[] = {
@@ -43,6 +53,11 @@ int main(void)
 		t_skip_all("libhmm.so.0 not built here: %s", dlerror());
 	for (i = 0; i < sizeof(api) / sizeof(api[0]); i++)
 		t_ok(dlsym(so, api[i]) != NULL, "exports %s", api[i]);
+	for (i = 0; i < sizeof(versioned) / sizeof(versioned[0]); i++)
+		t_ok(dlvsym(so, versioned[i][0], versioned[i][1]) != NULL,
+		     "%s at version %s", versioned[i][0], versioned[i][1]);
+	t_ok(dlvsym(so, "hmm_writeback", "LIBHMM_1") == NULL,
+	     "hmm_writeback not in LIBHMM_1");
 	for (i = 0; i < sizeof(internal) / sizeof(internal[0]); i++)
 		t_ok(dlsym(so, internal[i]) == NULL, "hides %s", internal[i]);
 	dlclose(so);

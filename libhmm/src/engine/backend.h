@@ -51,6 +51,8 @@ struct hmm_backend {
 			int tier);
 	int (*evict)(struct hmm_tensor *t, uint64_t off, uint64_t len,
 		     int tier);
+	/* hmm_writeback: the range checked as a host range (no tier) */
+	int (*writeback)(struct hmm_tensor *t, uint64_t off, uint64_t len);
 	int (*wait)(struct hmm *h, struct hmm_tensor *t);
 	int (*flush)(struct hmm *h);
 	int (*stats)(struct hmm *h, struct hmm_stats *st);

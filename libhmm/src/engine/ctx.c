@@ -334,6 +334,7 @@ const struct hmm_backend hmm_engine_backend = {
 	.residency = hmm_engine_residency, .host_fd = hmm_engine_host_fd,
 	.map = hmm_engine_map, .unmap = hmm_engine_unmap,
 	.prefetch = hmm_engine_prefetch, .evict = hmm_engine_evict,
+	.writeback = hmm_engine_writeback,
 	.wait = hmm_engine_wait, .flush = hmm_engine_flush,
 	.stats = hmm_engine_stats,
 	.region_whole = hmm_region_uvm_whole,	/* uvm: managed memory */

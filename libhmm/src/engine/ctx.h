@@ -268,6 +268,7 @@ int hmm_engine_prefetch(struct hmm_tensor *t, uint64_t off, uint64_t len,
 			int tier);
 int hmm_engine_evict(struct hmm_tensor *t, uint64_t off, uint64_t len,
 		     int tier);
+int hmm_engine_writeback(struct hmm_tensor *t, uint64_t off, uint64_t len);
 int hmm_engine_wait(struct hmm *h, struct hmm_tensor *t);
 int hmm_engine_flush(struct hmm *h);
 int hmm_engine_stats(struct hmm *h, struct hmm_stats *st);

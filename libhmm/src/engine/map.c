@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 /*
- * map.c — the embedded engine's map/unmap, prefetch/evict, wait and
- * flush (backend.h; api.c has checked the arguments): the calls that
+ * map.c — the embedded engine's map/unmap, prefetch/evict/writeback,
+ * wait and flush (backend.h; api.c has checked the arguments): the calls that
  * drive the chunk state machine (chunk.c).
  */
 #include <errno.h>
@@ -282,6 +282,32 @@ int hmm_engine_evict(struct hmm_tensor *t, uint64_t off, uint64_t len,
 		return hmm_err(-EINVAL, "hmm_evict: tensor %s: no store tier "
 			       "to evict the host copy to", t->name);
 	for_range(t, off, len, tier, evict_one);
+	return 0;
+}
+
+/*
+ * Write back, keep resident: a dirty host chunk nobody maps and no copy
+ * holds starts its write to the store (hmm_chunk_writeback) and stays
+ * at the host, clean once the write lands, so that the policy drops it
+ * without I/O when the budget wants the room.  Clean, never-written,
+ * pinned, busy and host-less chunks are left as they are.
+ */
+static void writeback_one(struct hmm *h, struct hmm_chunk *c, int tier)
+{
+	(void)tier;
+	if (!(c->res & TB(HMM_TIER_HOST)) || !(c->valid & TB(HMM_TIER_HOST)) ||
+	    c->busy || c->pins[HMM_TIER_HOST] || c->zero ||
+	    (c->valid & TB(HMM_TIER_STORE)))
+		return;
+	hmm_chunk_writeback(h, c);
+}
+
+int hmm_engine_writeback(struct hmm_tensor *t, uint64_t off, uint64_t len)
+{
+	if (!t->h->store)
+		return hmm_err(-ENODEV, "hmm_writeback: tensor %s: no store "
+			       "tier (config.store_path is NULL)", t->name);
+	for_range(t, off, len, HMM_TIER_HOST, writeback_one);
 	return 0;
 }
 

@@ -256,6 +256,7 @@ PAIR(wait, HMM_PROTO_WAIT, struct hmm_proto_wait, wait)
 PAIR0(stats2, HMM_PROTO_STATS2)
 PAIR(stats2_reply, HMM_PROTO_STATS2_REPLY, struct hmm_proto_stats2_reply,
      stats2_reply)
+PAIR(writeback, HMM_PROTO_WRITEBACK, struct hmm_proto_range, range)
 
 /* ---- helpers ---------------------------------------------------------------- */
 

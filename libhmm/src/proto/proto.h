@@ -46,7 +46,7 @@
 
 #define HMM_PROTO_MAGIC		0x504d4d48u	/* "HMMP" as bytes on the wire */
 #define HMM_PROTO_VERSION_MIN	1		/* the versions this codec speaks */
-#define HMM_PROTO_VERSION_MAX	2
+#define HMM_PROTO_VERSION_MAX	3
 #define HMM_PROTO_HDR_SIZE	32
 #define HMM_PROTO_MSG_MAX	4096	/* no datagram is longer; receive into
 					   MSG_MAX + 1 bytes to see truncation */
@@ -69,16 +69,17 @@
  * client, any value; a reply carries the seq of its request.
  *
  * Versions.  version is the protocol version that defined the message's
- * type, exactly: 1 for every type of version 1, 2 for WAIT.  A type's
- * layout never changes; a later version adds types (a changed layout
- * would be a new type).  So every version-1 message is byte-identical in
- * both versions, a version-1 peer reads all of them, and a sender uses a
- * type of version 2 only once HELLO negotiated version 2 (hmmd closes a
- * connection that does otherwise).  The decoder refuses a header whose
+ * type, exactly: 1 for every type of version 1, 2 for WAIT, 3 for
+ * WRITEBACK.  A type's layout never changes; a later version adds types
+ * (a changed layout would be a new type).  So every version-1 message is
+ * byte-identical in every version, a version-1 peer reads all of them,
+ * and a sender uses a type of version N only once HELLO negotiated
+ * version N or later (hmmd closes a connection that does otherwise).  The decoder refuses a header whose
  * version is not its type's (-EPROTO, field version).
  *   version 1: HELLO .. LIST and their replies;
  *   version 2: WAIT (the client's prefetches and evictions finished),
- *              STATS2 / STATS2_REPLY (the engine's other counters too).
+ *              STATS2 / STATS2_REPLY (the engine's other counters too);
+ *   version 3: WRITEBACK (hmm_writeback: write back, keep resident).
  */
 struct hmm_proto_hdr {
 	uint32_t magic;
@@ -108,6 +109,7 @@ struct hmm_proto_hdr {
 #define HMM_PROTO_LIST		13	/* -> LIST_REPLY (hmmctl) */
 #define HMM_PROTO_WAIT		14	/* -> OK (version 2: I/O done) */
 #define HMM_PROTO_STATS2	15	/* -> STATS2_REPLY (version 2) */
+#define HMM_PROTO_WRITEBACK	16	/* -> OK (version 3: written) */
 /* Daemon to client (replies).  ERROR may answer any request. */
 #define HMM_PROTO_HELLO_REPLY	64
 #define HMM_PROTO_ERROR		65
@@ -314,6 +316,12 @@ struct hmm_proto_stats2_reply {
 	uint64_t region_faults, region_evictions, store_direct;
 };
 
+/* WRITEBACK (version 3), 32 bytes: the range of EVICT (struct
+ * hmm_proto_range), tier HMM_TIER_HOST (the chunks written are the
+ * host's; the device tier is kept for later), access 0.  Answered OK
+ * once the engine's write-backs of the range are done (as EVICT is), or
+ * ERROR with the first I/O error they met; the chunks stay resident. */
+
 /* OK, FLUSH, STATS, STATS2: empty bodies (no struct). */
 
 /* Any decoded message (hmm_proto_decode). */
@@ -326,7 +334,7 @@ struct hmm_proto_msg {
 		struct hmm_proto_tensor tensor;	/* TENSOR_NEW, TENSOR_REPLY */
 		struct hmm_proto_tensor_free tensor_free;
 		struct hmm_proto_range range;	/* MAP, UNMAP, PREFETCH,
-						   EVICT */
+						   EVICT, WRITEBACK */
 		struct hmm_proto_map_reply map_reply;
 		struct hmm_proto_stats_reply stats_reply;
 		struct hmm_proto_share share;
@@ -397,6 +405,7 @@ HMM_PROTO_PAIR(list_reply, struct hmm_proto_list_reply);
 HMM_PROTO_PAIR(wait, struct hmm_proto_wait);
 HMM_PROTO_PAIR0(stats2);
 HMM_PROTO_PAIR(stats2_reply, struct hmm_proto_stats2_reply);
+HMM_PROTO_PAIR(writeback, struct hmm_proto_range);
 
 /* ---- helpers ------------------------------------------------------------- */
 

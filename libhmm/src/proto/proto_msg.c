@@ -789,12 +789,27 @@ static int get_wait(struct rd *r, void *v, const char *msg)
 	return 0;
 }
 
+/* ---- writeback (version 3): EVICT's range, the host tier only ------------- */
+
+static int check_writeback(const void *v, const char *msg)
+{
+	const struct hmm_proto_range *m = v;
+	int ret = check_range_noaccess(v, msg);
+
+	if (!ret && m->tier != HMM_TIER_HOST)
+		ret = ferr(-EINVAL, msg, "tier", "%u is not host (%d)",
+			   m->tier, HMM_TIER_HOST);
+	return ret;
+}
+
 /* ---- the table (proto_wire.h) ------------------------------------------------ */
 
 #define REQ(T, n, sz, p, g, c)						\
 	[HMM_PROTO_##T] = { n, sz, 1, 1, 0, p, g, c }
 #define REQ2(T, n, sz, p, g, c)						\
 	[HMM_PROTO_##T] = { n, sz, 1, 2, 0, p, g, c }
+#define REQ3(T, n, sz, p, g, c)						\
+	[HMM_PROTO_##T] = { n, sz, 1, 3, 0, p, g, c }
 #define REP(T, n, sz, f, p, g, c)					\
 	[HMM_PROTO_##T] = { n, sz, 0, 1, f, p, g, c }
 #define REP2(T, n, sz, f, p, g, c)					\
@@ -820,6 +835,8 @@ const struct hmm_proto_mtype hmm_proto_mtypes[] = {
 	REQ(LIST, "list", 16, put_list, get_list, check_list),
 	REQ2(WAIT, "wait", 8, put_wait, get_wait, check_none),
 	REQ2(STATS2, "stats2", 0, NULL, NULL, NULL),
+	REQ3(WRITEBACK, "writeback", 32, put_range, get_range,
+	     check_writeback),
 	REP(HELLO_REPLY, "hello_reply", 48, HMM_PROTO_F_FDS, put_hello_reply,
 	    get_hello_reply, check_hello_reply),
 	REP(ERROR, "error", 264, 0, put_error, get_error, check_error),

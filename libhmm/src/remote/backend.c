@@ -20,6 +20,9 @@
  *    (hmmd keeps only tensors made persistent through its protocol);
  *  - hmm_wait() sends WAIT (protocol 2): hmmd answers once this client's
  *    prefetches and evictions are done, with the first error they met;
+ *  - hmm_writeback() sends WRITEBACK (protocol 3), which hmmd answers
+ *    once the writes are done, as it answers EVICT: their error comes
+ *    from the call itself (-EOPNOTSUPP from an older hmmd);
  *  - step markers are counted here only (hmmd's policy is LRU);
  *  - hmm_stats() is hmmd's engine counters (all clients, STATS2), with
  *    this context's step count, device tier and region counters;
@@ -217,6 +220,15 @@ static int remote_evict(struct hmm_tensor *t, uint64_t off, uint64_t len,
 		      hmm_client_evict(rt->c, rt->t.id, off, len, tier));
 }
 
+static int remote_writeback(struct hmm_tensor *t, uint64_t off, uint64_t len)
+{
+	struct hmm_remote_tensor *rt = hmm_remote_of(t);
+	double t0 = hmm_now();	/* before the call (see evict) */
+
+	return traced(t, "evict", "writeback in hmmd", off, len, 3, t0,
+		      hmm_client_writeback(rt->c, rt->t.id, off, len));
+}
+
 static int remote_wait(struct hmm *h, struct hmm_tensor *t)
 {
 	double t0 = hmm_now();
@@ -263,6 +275,7 @@ const struct hmm_backend hmm_remote_backend = {
 	.residency = remote_residency, .host_fd = remote_host_fd,
 	.map = remote_map, .unmap = remote_unmap,
 	.prefetch = remote_prefetch, .evict = remote_evict,
+	.writeback = remote_writeback,
 	.wait = remote_wait, .flush = remote_flush, .stats = remote_stats,
 	.region_whole = hmm_remote_region_whole,
 	.region_back = hmm_remote_region_back,

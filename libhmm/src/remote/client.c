@@ -638,6 +638,16 @@ int hmm_client_evict(struct hmm_client *c, uint64_t id, uint64_t off,
 	return move(c, HMM_PROTO_EVICT, id, off, len, tier);
 }
 
+int hmm_client_writeback(struct hmm_client *c, uint64_t id, uint64_t off,
+			 uint64_t len)
+{
+	if (c->version < 3)	/* an hmmd of version 1 or 2 has none */
+		return hmm_err(-EOPNOTSUPP, "writeback: hmmd speaks protocol "
+			       "version %u, WRITEBACK is of version 3",
+			       c->version);
+	return move(c, HMM_PROTO_WRITEBACK, id, off, len, HMM_TIER_HOST);
+}
+
 int hmm_client_flush(struct hmm_client *c)
 {
 	return simple(c, HMM_PROTO_FLUSH, NULL, HMM_PROTO_OK, NULL);

@@ -58,6 +58,11 @@ int hmm_client_prefetch(struct hmm_client *c, uint64_t id, uint64_t off,
 			uint64_t len, int tier);
 int hmm_client_evict(struct hmm_client *c, uint64_t id, uint64_t off,
 		     uint64_t len, int tier);
+/* WRITEBACK (protocol version 3): hmmd writes the range's dirty host
+ * chunks to its store, keeps them resident and answers when the writes
+ * are done (0, or the first I/O error); -EOPNOTSUPP with an older hmmd. */
+int hmm_client_writeback(struct hmm_client *c, uint64_t id, uint64_t off,
+			 uint64_t len);
 int hmm_client_flush(struct hmm_client *c);
 /* WAIT (protocol version 2): until the prefetches and evictions hmmd
  * runs for tensor id (0: every tensor this client holds) are done; 0, or

@@ -14,14 +14,19 @@ creates and frees a few segments instead of a tensor per saved tensor
 preset).  A saved tensor whose bytes were packed already (the same
 storage, offset, size and version, the first still alive: softmax's
 output and its reshape, 10% of the preset's bytes) shares them.  Once
-packed, the whole chunks older than the newest keep_bytes are evicted
-(the write-back runs on libhmm's I/O thread; pack does not wait).
+packed, the whole chunks older than the newest keep_bytes are written
+back (hmm_writeback: the write runs on libhmm's I/O thread, pack does
+not wait) and stay in host memory, clean: the host budget's LRU drops
+them for nothing when it needs the room, oldest first, which are the
+ones the backward wants last, and the backward finds the rest where
+they are instead of reading them back (writeback=False evicts them
+instead, as before hmm_writeback existed).
 unpack prefetches the ahead_bytes below the tensor it is asked for (the
-next ones the backward will want), maps the tensor's bytes and returns
-them in place as a tensor of the same shape, strides and dtype (the map
-lasts as long as that tensor; one that straddles two segments is copied
-out instead).  The bytes are the
-same, so the gradients are bit-identical.  A segment is freed once
+next ones the backward will want; those still resident cost nothing),
+maps the tensor's bytes and returns them in place as a tensor of the
+same shape, strides and dtype (the map lasts as long as that tensor;
+one that straddles two segments is copied out instead).  The bytes are
+the same, so the gradients are bit-identical.  A segment is freed once
 autograd has dropped every tensor saved in it.
 """
 import contextlib
@@ -64,7 +69,9 @@ class _Segment:
         self.base, self.size = base, size
         self.live = 0           # _Bytes with a piece here
         self.closed = False     # no more packing into it
-        self.evicted = 0        # [0, evicted) evicted (chunk-aligned)
+        self.written = 0        # [0, written) sent to the store (whole
+        #                         chunks, or to the end): written back
+        #                         and kept, or evicted
 
     def drop(self, off, n):
         """Bytes [off, off + n) are no longer wanted: the chunks they end
@@ -75,7 +82,7 @@ class _Segment:
         self.maybe_free()
         c = self.chunk
         lo = -(-off // c) * c
-        hi = min(self.evicted, -(-(off + n) // c) * c)
+        hi = min(self.written, -(-(off + n) // c) * c)
         if self.t is not None and lo < hi:
             try:
                 self.t.evict("host", lo, hi - lo)
@@ -166,18 +173,22 @@ class _Saved:
 
 class _Offloader:
     """The hooks' state: the arena's segments in packing order, the
-    newest keep_bytes of it left in host memory (the backward wants
-    those first), the older whole chunks evicted; in the backward up to
-    ahead_bytes below each unpacked tensor prefetched."""
+    newest keep_bytes of it left in host memory as they are (the
+    backward wants those first), the older whole chunks written back
+    and kept (hmm_writeback: the budget drops them for free when it
+    needs the room) or, with writeback False, evicted; in the backward
+    up to ahead_bytes below each unpacked tensor prefetched (what is
+    still resident costs nothing)."""
 
-    def __init__(self, ctx, min_bytes, keep_bytes, ahead_bytes):
+    def __init__(self, ctx, min_bytes, keep_bytes, ahead_bytes, writeback):
         self.ctx, self.min_bytes = ctx, min_bytes
         self.keep_bytes, self.ahead_bytes = keep_bytes, ahead_bytes
+        self.writeback = writeback
         self.chunk = ctx.chunk_bytes
         self.seg_bytes = SEG_CHUNKS * self.chunk
         self.segs = []          # in packing order
         self.pos = 0            # bytes packed, end of the arena
-        self.evict_seg = 0      # segs[:evict_seg] are evicted whole
+        self.evict_seg = 0      # segs[:evict_seg] are written whole
         self.order = []         # weak references to the _Saved, in order
         self.packed_bytes = 0   # bytes copied (a shared one once)
         self.shared = {}        # (ptr, n) -> (weak x, version, _Bytes)
@@ -212,18 +223,22 @@ class _Offloader:
 
     def _evict(self):
         """Start the write-back of the whole chunks below pos -
-        keep_bytes (after the forward, the last one too)."""
+        keep_bytes (after the forward, the last one too): kept resident
+        (writeback) or dropped once written (evict)."""
         limit = self.pos - self.keep_bytes
         while self.evict_seg < len(self.segs):
             seg = self.segs[self.evict_seg]
-            end = min(seg.size, self.pos - seg.base)   # written
+            end = min(seg.size, self.pos - seg.base)   # packed
             hi = min(end, limit - seg.base)
             if hi < seg.size and not (seg.closed and hi == end):
                 hi = hi // self.chunk * self.chunk  # whole chunks only
-            if hi > seg.evicted and seg.t is not None:
-                seg.t.evict("host", seg.evicted, hi - seg.evicted)
-                seg.evicted = hi
-            if seg.evicted < seg.size:
+            if hi > seg.written and seg.t is not None:
+                if self.writeback:
+                    seg.t.writeback(seg.written, hi - seg.written)
+                else:
+                    seg.t.evict("host", seg.written, hi - seg.written)
+                seg.written = hi
+            if seg.written < seg.size:
                 break
             self.evict_seg += 1
 
@@ -285,16 +300,20 @@ class _Offloader:
 
 @contextlib.contextmanager
 def offload_activations(ctx, min_bytes=1 << 20, keep_bytes=None,
-                        ahead_bytes=None):
+                        ahead_bytes=None, writeback=True):
     """with offload_activations(ctx): run the forward; the saved tensors
-    of at least min_bytes go to ctx (hmm tensors: the newest keep_bytes
-    stay in host memory, older ones are evicted to the store), and come
-    back in the backward with ahead_bytes prefetched (both default to a
-    quarter of the host budget).  Yields an object whose packed_bytes
-    counts the bytes offloaded."""
-    q = ctx.host_budget // 4
-    off = _Offloader(ctx, min_bytes, q if keep_bytes is None else keep_bytes,
-                     q if ahead_bytes is None else ahead_bytes)
+    of at least min_bytes go to ctx (hmm tensors: the newest keep_bytes,
+    by default half the host budget, stay in host memory as they are;
+    older ones are written to the store as they are packed and kept in
+    host memory until the budget needs the room, or with
+    writeback=False evicted), and come back in the backward with
+    ahead_bytes prefetched (default a quarter of the host budget).
+    Yields an object whose packed_bytes counts the bytes offloaded."""
+    b = ctx.host_budget
+    off = _Offloader(ctx, min_bytes,
+                     b // 2 if keep_bytes is None else keep_bytes,
+                     b // 4 if ahead_bytes is None else ahead_bytes,
+                     writeback)
     try:
         with torch.autograd.graph.saved_tensors_hooks(off.pack, off.unpack):
             yield off
