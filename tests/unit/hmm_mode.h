@@ -9,7 +9,8 @@
  * hmm_test_skip(what, why) prints a TAP skip line for a check that cannot
  * hold in this mode; hmm_test_config() fills the usual store config;
  * hmm_test_region() opens a context with a region or skips the test;
- * hmm_test_pass() and hmm_test_same() write or check a tensor's bytes.
+ * hmm_test_pass(), hmm_test_fill() and hmm_test_same() write or check a
+ * tensor's bytes.
  * Include after t.h.  Single-threaded setup only.
  */
 #ifndef HMM_MODE_H
@@ -169,6 +170,14 @@ static inline int hmm_test_same(struct hmm_tensor *t, uint64_t bytes,
 				uint64_t seed)
 {
 	return hmm_test_pass(t, bytes, bytes, seed, 0) == 0;
+}
+
+/* Write t's first bytes from t_fill(seed) in one map: 0 or the map's
+ * -errno (hmm_test_pass). */
+static inline int hmm_test_fill(struct hmm_tensor *t, uint64_t bytes,
+				uint64_t seed)
+{
+	return hmm_test_pass(t, bytes, bytes, seed, 1);
 }
 
 #endif /* HMM_MODE_H */

@@ -27,16 +27,6 @@
 
 static struct hmm *h;
 
-static int fill(struct hmm_tensor *t, uint64_t seed)
-{
-	void *p;
-
-	if (hmm_map(t, 0, HMM_ALL, HMM_TIER_HOST, HMM_DISCARD, &p))
-		return -1;
-	t_fill(p, TB, seed);
-	return hmm_unmap(t, p);
-}
-
 static int check(struct hmm_tensor *t, uint64_t seed)
 {
 	static uint8_t want[TB];
@@ -76,7 +66,8 @@ static int shared_main(struct hmm_config *cfg)
 	if (hmm_tensor_new(h, "alpha", HMM_DTYPE_U8, 1, &n, &a) ||
 	    hmm_tensor_new(h, "beta", HMM_DTYPE_U8, 1, &n, &b))
 		t_fail_all("tensor: %s", hmm_last_error());
-	t_ok(!fill(a, 1) && !fill(b, 2), "filled alpha and beta");
+	t_ok(!hmm_test_fill(a, TB, 1) && !hmm_test_fill(b, TB, 2),
+	     "filled alpha and beta");
 	r = hmm_evict(a, 0, HMM_ALL, HMM_TIER_HOST);
 	if (r == 0)
 		r = hmm_wait(h, a);
@@ -117,7 +108,8 @@ int main(void)
 	if (hmm_tensor_new(h, "alpha", HMM_DTYPE_U8, 1, &n, &a) ||
 	    hmm_tensor_new(h, "beta", HMM_DTYPE_U8, 1, &n, &b))
 		t_fail_all("tensor: %s", hmm_last_error());
-	t_ok(!fill(a, 1) && !fill(b, 2), "filled alpha and beta");
+	t_ok(!hmm_test_fill(a, TB, 1) && !hmm_test_fill(b, TB, 2),
+	     "filled alpha and beta");
 	evict(a);
 	evict(b);
 
@@ -136,7 +128,7 @@ int main(void)
 	t_eq(st.tier[HMM_TIER_HOST].pinned, 0, "the failed map left no pin");
 
 	/* a failed write-back */
-	t_ok(!fill(a, 3), "alpha rewritten (dirty)");
+	t_ok(!hmm_test_fill(a, TB, 3), "alpha rewritten (dirty)");
 	t_eq(hmm_fault_set("eio@1,eio@2,eio@3,eio@4"), 0, "inject eio on "
 	     "the next 4 store ops");
 	hmm_evict(a, 0, HMM_ALL, HMM_TIER_HOST);
@@ -149,7 +141,7 @@ int main(void)
 	t_eq(check(b, 2), 0, "beta intact");
 
 	/* ENOSPC on flush, then a clean flush */
-	t_ok(!fill(b, 4), "beta rewritten");
+	t_ok(!hmm_test_fill(b, TB, 4), "beta rewritten");
 	t_eq(hmm_fault_set("enospc@1"), 0, "inject enospc");
 	r = hmm_flush(h);
 	t_ok(r == -ENOSPC || r == -EIO, "flush fails: %s (%s)",

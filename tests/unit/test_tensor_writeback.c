@@ -50,16 +50,6 @@ static uint64_t host_bytes(struct hmm_tensor *t)
 	return b[HMM_TIER_HOST];
 }
 
-static int fill(struct hmm_tensor *t, uint64_t seed)
-{
-	void *p;
-
-	if (hmm_map(t, 0, HMM_ALL, HMM_TIER_HOST, HMM_DISCARD, &p))
-		return -1;
-	t_fill(p, TB, seed);
-	return hmm_unmap(t, p);
-}
-
 /* t's bytes equal want[0..TB): 0, 1 when they differ, or the map's error */
 static int same(struct hmm_tensor *t, const uint8_t *want)
 {
@@ -88,7 +78,7 @@ static void check_fault(struct hmm_tensor *a, uint8_t *want)
 	int r;
 
 	t_fill(want, TB, 1);
-	t_eq(fill(a, 1), 0, "alpha filled (4 dirty chunks)");
+	t_eq(hmm_test_fill(a, TB, 1), 0, "alpha filled (4 dirty chunks)");
 	if (!hmm_test_shared())
 		t_eq(hmm_fault_set("eio@1"), 0, "inject eio on the next "
 		     "store op");
@@ -123,7 +113,7 @@ static void check_keep(struct hmm_tensor *a, uint8_t *want)
 	uint64_t w0, b[HMM_TIERS];
 
 	t_fill(want, TB, 2);
-	t_eq(fill(a, 2), 0, "alpha rewritten (dirty)");
+	t_eq(hmm_test_fill(a, TB, 2), 0, "alpha rewritten (dirty)");
 	w0 = written();
 	t_eq(wb(a, 0, HMM_ALL), 0, "writeback and wait: 0");
 	t_eq(written() - w0, TB, "the store took the 4 chunks");
@@ -153,7 +143,7 @@ static void check_lru(struct hmm_tensor *a, uint8_t *want)
 	void *p;
 
 	t_fill(want, TB, 3);
-	t_eq(fill(a, 3), 0, "alpha rewritten");
+	t_eq(hmm_test_fill(a, TB, 3), 0, "alpha rewritten");
 	t_eq(wb(a, 0, HMM_ALL), 0, "written back");
 	if (hmm_tensor_new(h, "gamma", HMM_DTYPE_U8, 1, &n, &g))
 		t_fail_all("gamma: %s", hmm_last_error());
@@ -177,7 +167,7 @@ static void check_pinned(struct hmm_tensor *a, uint8_t *want)
 	void *vp;
 
 	t_fill(want, TB, 4);
-	t_eq(fill(a, 4), 0, "alpha rewritten");
+	t_eq(hmm_test_fill(a, TB, 4), 0, "alpha rewritten");
 	t_eq(hmm_map(a, CHUNK, CHUNK, HMM_TIER_HOST, HMM_WRITE, &vp), 0,
 	     "chunk 1 mapped for writing");
 	p = vp;
@@ -190,7 +180,7 @@ static void check_pinned(struct hmm_tensor *a, uint8_t *want)
 	t_eq(hmm_unmap(a, p), 0, "chunk 1 unmapped");
 	t_eq(wb(a, CHUNK + 5, 10), 0, "writeback of 10 bytes inside chunk 1");
 	t_eq(written() - w0, TB, "wrote chunk 1 whole, the rest clean");
-	t_eq(fill(a, 5), 0, "alpha rewritten");
+	t_eq(hmm_test_fill(a, TB, 5), 0, "alpha rewritten");
 	t_fill(want, TB, 5);
 	w0 = written();
 	t_eq(wb(a, CHUNK - 1, CHUNK + 2), 0, "writeback of [CHUNK - 1, +CHUNK "
@@ -213,7 +203,7 @@ static void check_bad(struct hmm_tensor *a, uint8_t *want)
 	uint64_t w0;
 
 	t_fill(want, TB, 6);
-	t_eq(fill(a, 6), 0, "alpha rewritten (dirty)");
+	t_eq(hmm_test_fill(a, TB, 6), 0, "alpha rewritten (dirty)");
 	w0 = written();
 	t_eq(hmm_writeback(a, TB, 1), -EINVAL, "offset at the end: -EINVAL");
 	t_ok(strstr(hmm_last_error(), "alpha") &&
