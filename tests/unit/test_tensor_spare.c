@@ -7,7 +7,7 @@
  * numbers, where /proc/self/pagemap shows them: root); a DISCARD map
  * gets zeros, never a parked chunk's bytes; an admission that needs room
  * frees parked pages before it evicts anything; the budget holds.  With
- * 2 MiB chunks (huge pages) and 64 KiB ones.  Embedded engine only:
+ * 2 MiB chunks (huge pages) and 64 KiB ones; HMM_SPARE=0 parks nothing.  Embedded engine only:
  * hmmd's host tier is memfds, whose pages are never parked.  t: tsan
  */
 #include <fcntl.h>
@@ -163,11 +163,35 @@ static void run(uint64_t chunk)
 	hmm_close(h);
 }
 
+/* HMM_SPARE=0: nothing parked, the bytes come back all the same */
+static void off(uint64_t chunk)
+{
+	struct hmm_config cfg;
+	struct hmm_tensor *a;
+	char path[4200];
+
+	setenv("HMM_SPARE", "0", 1);
+	hmm_test_config(&cfg, path, sizeof(path), 256 * chunk, 12 * chunk,
+			(uint32_t)chunk);
+	if (hmm_open(&cfg, &h))
+		t_fail_all("hmm_open: %s", hmm_last_error());
+	a = tensor("a", 4 * chunk);
+	t_eq(hmm_test_fill(a, 4 * chunk, 7), 0, "HMM_SPARE=0: a written");
+	evict(a);
+	t_eq(stats().host_spare, 0, "HMM_SPARE=0: nothing parked");
+	t_eq(stats().tier[HMM_TIER_HOST].resident, 0, "nor resident");
+	t_ok(hmm_test_same(a, 4 * chunk, 7), "a read back exact");
+	t_eq(hmm_tensor_free(a), 0, "freed");
+	hmm_close(h);
+	unsetenv("HMM_SPARE");
+}
+
 int main(void)
 {
 	if (hmm_test_shared())
 		t_skip_all("hmmd's host tier is memfds: nothing is parked");
 	run(2 << 20);
 	run(64 << 10);
+	off(2 << 20);
 	return t_done();
 }

@@ -44,9 +44,14 @@
  * already split recycle.  Freeing a tensor gives its split chunks back
  * (hmm_chunk_forget_vmas).  The spare range adds one VMA per slot.
  *
+ * HMM_SPARE=0 in the environment parks nothing (the victim handoff
+ * stays), so one build can be measured both ways.
+ *
  * Everything here runs with h->lock held.
  */
 #include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
 #include <sys/mman.h>
 
 #include "budget.h"
@@ -153,6 +158,10 @@ static int spare_reserve(struct hmm *h)
 		return 0;
 	if (h->spare.failed)
 		return -1;
+	if (getenv("HMM_SPARE") && !strcmp(getenv("HMM_SPARE"), "0")) {
+		h->spare.failed = 1;	/* off: to measure against */
+		return -1;
+	}
 	n = n < 2 ? 2 : n > SPARE_SLOTS ? SPARE_SLOTS : n;
 	len = n * h->chunk_bytes + HUGE_BYTES;
 	p = mmap(NULL, len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS |
