@@ -61,8 +61,9 @@
 static unsigned long split_count;	/* __atomic, every context */
 
 /* Spare slots: as many chunks as fit SPARE_BYTES, at least 2, at most
- * SPARE_SLOTS.  hk_offload's pipeline at io_depth 32 parked at most 9
- * chunks of 2 MiB at once (hmm-bench offload --n 64M). */
+ * SPARE_SLOTS.  hmm-bench offload --n 16M (64 MiB budget) parked 139
+ * chunks of 2 MiB against 117 plain drops with 16 slots, 159 against 97
+ * with 64: the budget's room, not the slots, bounds it there. */
 #define SPARE_BYTES	(32ull << 20)
 #define SPARE_SLOTS	16
 #define HUGE_BYTES	(2ull << 20)
