@@ -7,14 +7,14 @@
  * a permuted block table (bit-identical to dense on the GPU too).
  * Exits 77 without a CUDA device.
  *
- * Tolerances, max |gpu - cpu| over a tensor, relative to max |cpu|: fp32
- * 1e-4 (summation order and __expf); bf16 2e-2 (the tensor-core forward
+ * Tolerances, max |gpu - cpu| over a tensor, relative to max |cpu|
+ * (attn_check.h's attn_close, which test_kern_emu shares): fp32 1e-4
+ * (summation order and __expf); bf16 2e-2 (the tensor-core forward
  * rounds P to bf16 before P V, as FlashAttention-2 does, and the outputs
  * are bf16, 2^-8 relative each).
  */
 #include <cuda_runtime.h>
 #include <errno.h>
-#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,12 +22,9 @@
 
 #include "hk_attn.h"
 #include "t.h"
+#include "attn_check.h"
 
-struct gcase {
-	int B, H, Hkv, Nq, Nk, d, causal, dtype, bs;
-};
-
-static const struct gcase cases[] = {
+static const struct attn_case cases[] = {
 	{ 1, 2, 2, 65, 65, 64, 1, HK_F32, 0 },
 	{ 1, 4, 2, 100, 37, 80, 1, HK_F32, 0 },
 	{ 2, 2, 2, 130, 200, 33, 0, HK_F32, 0 },
@@ -59,18 +56,6 @@ static uint16_t to_bf16(float f)
 
 	memcpy(&u, &f, 4);
 	return (uint16_t)((u + 0x7fff + ((u >> 16) & 1)) >> 16);
-}
-
-static float from(const void *p, size_t i, int dtype)
-{
-	uint32_t u;
-	float f;
-
-	if (dtype == HK_F32)
-		return ((const float *)p)[i];
-	u = (uint32_t)((const uint16_t *)p)[i] << 16;
-	memcpy(&f, &u, 4);
-	return f;
 }
 
 /* Host buffer of n random values in dtype. */
@@ -108,58 +93,7 @@ static void *dev_back(const void *d, size_t bytes)
 	return h;
 }
 
-/* max |x - ref| <= tol * max |ref| (+ tiny), NaN failing. */
-static void cmp(const char *name, const char *what, const void *x,
-		const void *ref, size_t n, int dtype, double tol)
-{
-	double mx = 0, err = 0;
-
-	for (size_t i = 0; i < n; i++) {
-		double r = from(ref, i, dtype), v = from(x, i, dtype);
-
-		mx = fabs(r) > mx ? fabs(r) : mx;
-		err = isnan(v) ? INFINITY : fabs(v - r) > err ? fabs(v - r) : err;
-	}
-	t_ok(err <= tol * mx + 1e-6, "%s: %s max err %.3g (max %.3g)", name,
-	     what, err, mx);
-}
-
-static void cmp_lse(const char *name, const float *x, const float *ref,
-		    size_t n, double tol)
-{
-	int bad = 0;
-
-	for (size_t i = 0; i < n; i++) {
-		if (isinf(ref[i]) || isinf(x[i]))
-			bad += !(x[i] == ref[i]);
-		else
-			bad += !(fabs(x[i] - ref[i]) <= tol * (1 + fabs(ref[i])));
-	}
-	t_ok(!bad, "%s: lse matches, -inf rows included (%d off)", name, bad);
-}
-
-/* Block table and pool for a paged copy of dense K/V on the host. */
-static void *page(const struct gcase *c, const void *x, size_t esz,
-		  int32_t *tab, int nb)
-{
-	size_t blk = (size_t)c->Hkv * c->bs * c->d * esz;
-	char *pool = (char *)calloc(c->B * nb + 1, blk);
-
-	for (int b = 0; b < c->B; b++)
-		for (int g = 0; g < c->Hkv; g++)
-			for (int t = 0; t < c->Nk; t++) {
-				size_t dst = ((size_t)tab[b * nb + t / c->bs] *
-					      c->Hkv + g) * c->bs + t % c->bs;
-				size_t src = ((size_t)b * c->Hkv + g) * c->Nk + t;
-
-				memcpy(pool + dst * c->d * esz,
-				       (const char *)x + src * c->d * esz,
-				       c->d * esz);
-			}
-	return pool;
-}
-
-static void run_case(const struct gcase *c)
+static void run_case(const struct attn_case *c)
 {
 	struct hk_attn a = {};
 	size_t esz = c->dtype == HK_F32 ? 4 : 2;
@@ -211,11 +145,11 @@ static void run_case(const struct gcase *c)
 		void *gk = dev_back(DK, nk * esz), *gv = dev_back(DV, nk * esz);
 		float *gl = (float *)dev_back(L, nr * 4);
 
-		cmp(nm, "o", go, o, nq, c->dtype, tol);
-		cmp_lse(nm, gl, lse, nr, c->dtype == HK_F32 ? 1e-5 : 1e-3);
-		cmp(nm, "dq", gq, dq, nq, c->dtype, tol);
-		cmp(nm, "dk", gk, dk, nk, c->dtype, tol);
-		cmp(nm, "dv", gv, dv, nk, c->dtype, tol);
+		attn_close(nm, "o", go, o, nq, c->dtype, tol);
+		attn_lse_close(nm, gl, lse, nr, c->dtype);
+		attn_close(nm, "dq", gq, dq, nq, c->dtype, tol);
+		attn_close(nm, "dk", gk, dk, nk, c->dtype, tol);
+		attn_close(nm, "dv", gv, dv, nk, c->dtype, tol);
 		if (c->bs) {
 			int nb = (c->Nk + c->bs - 1) / c->bs, tot = c->B * nb + 1;
 			int32_t *tab = (int32_t *)malloc(tot * 4);
@@ -225,8 +159,8 @@ static void run_case(const struct gcase *c)
 
 			for (int i = 0; i < tot; i++)
 				tab[i] = (i * 7 + 3) % tot;	/* a permutation */
-			pk = page(c, k, esz, tab, nb);
-			pv = page(c, v, esz, tab, nb);
+			pk = attn_page(c, k, esz, tab, nb);
+			pv = attn_page(c, v, esz, tab, nb);
 			PK = dev_copy(pk, (size_t)tot * c->Hkv * c->bs * c->d * esz);
 			PV = dev_copy(pv, (size_t)tot * c->Hkv * c->bs * c->d * esz);
 			TAB = dev_copy(tab, tot * 4);

@@ -16,9 +16,9 @@ out=$B/tests/gpu-emu
 command -v "$CXX" >/dev/null 2>&1 || { echo "no C++ compiler ($CXX)" >&2; exit 77; }
 flags="-std=c++17 -O2 -g -Wall -Werror -fno-strict-aliasing -Wno-unused-function
        -Itests/gpu/emu -Ikernels/core -Itests -Itools/hmm-train -Iinclude"
-deps="tests/gpu/emu/*.h tests/gpu/emu/*.cpp tools/hmm-train/gpu_kern.cu
-      tools/hmm-bench/uvm_sweep.cu kernels/core/cuda/*.cu kernels/core/cuda/*.cuh
-      kernels/core/cuda/*.h"
+deps="tests/gpu/*.h tests/gpu/emu/*.h tests/gpu/emu/*.cpp
+      tools/hmm-train/gpu_kern.cu tools/hmm-bench/uvm_sweep.cu
+      kernels/core/cuda/*.cu kernels/core/cuda/*.cuh kernels/core/cuda/*.h"
 case ${1:-} in
 test_kern_emu)
 	libs="$B/lib/libhmmtrain.a $B/lib/libhk.a"

@@ -76,6 +76,9 @@ static void gfree(void *p)
 #define calloc(n, s)	gmalloc((size_t)(n) * (s))	/* mmap: zeros */
 #define free(p)		gfree((void *)(p))
 
+/* after the macros: attn_page's pool is gmalloc'ed too */
+#include "../attn_check.h"
+
 static float rnd(void)
 {
 	return (float)((t_rand(&seed) >> 40) / (double)(1 << 23) - 1.0);
@@ -108,23 +111,11 @@ static unsigned rows(size_t n)
 	return (unsigned)((n + WPB - 1) / WPB);
 }
 
-/* max |x - r| <= tol * max |r| + 1e-6, NaN failing */
+/* max |x - r| <= tol * max |r| + 1e-6, NaN failing (attn_check.h) */
 static int close_to(const char *what, const float *x, const float *r,
 		    size_t n, double tol)
 {
-	double mx = 0, err = 0;
-	size_t at = 0;
-
-	for (size_t i = 0; i < n; i++) {
-		double e = isnan(x[i]) || isnan(r[i]) ? INFINITY :
-			   fabs((double)x[i] - r[i]);
-
-		mx = fabs(r[i]) > mx ? fabs(r[i]) : mx;
-		if (e > err)
-			err = e, at = i;
-	}
-	return t_ok(err <= tol * mx + 1e-6, "%s: max err %.3g at %zu (max "
-		    "%.3g)", what, err, at, mx);
+	return attn_close(NULL, what, x, r, n, HK_F32, tol);
 }
 
 /* ---- gpu_kern.cu against layers.c ---------------------------------------- */
@@ -300,10 +291,6 @@ static void layers(int n, int d, int V, int T)
 
 /* ---- attention ---------------------------------------------------------- */
 
-struct acase {
-	int B, H, Hkv, Nq, Nk, d, causal, dtype, bs;
-};
-
 static uint16_t bf(float f)
 {
 	return __float2bfloat16_rn(f).x;
@@ -324,52 +311,7 @@ static void *arr(size_t n, int dtype, float amp)
 	return p;
 }
 
-static float *as_f32(const void *p, size_t n, int dtype)
-{
-	float *f = (float *)malloc(n * 4 + 4);
-
-	for (size_t i = 0; i < n; i++)
-		f[i] = dtype == HK_F32 ? ((const float *)p)[i] :
-		       __uint_as_float((uint32_t)((const uint16_t *)p)[i] << 16);
-	return f;
-}
-
-static int cmp_t(const char *name, const char *what, const void *x,
-		 const void *r, size_t n, int dtype, double tol)
-{
-	float *a = as_f32(x, n, dtype), *b = as_f32(r, n, dtype);
-	char w[200];
-	int ok;
-
-	snprintf(w, sizeof(w), "%s: %s", name, what);
-	ok = close_to(w, a, b, n, tol);
-	free(a), free(b);
-	return ok;
-}
-
-/* paged copy of dense K/V through a permuted table (test_attn_gpu's) */
-static void *page(const struct acase *c, const void *x, size_t esz,
-		  const int32_t *tab, int nb)
-{
-	size_t blk = (size_t)c->Hkv * c->bs * c->d * esz;
-	char *pool = (char *)calloc(c->B * nb + 1, blk);
-
-
-	for (int b = 0; b < c->B; b++)
-		for (int g = 0; g < c->Hkv; g++)
-			for (int t = 0; t < c->Nk; t++) {
-				size_t dst = ((size_t)tab[b * nb + t / c->bs] *
-					      c->Hkv + g) * c->bs + t % c->bs;
-				size_t src = ((size_t)b * c->Hkv + g) * c->Nk + t;
-
-				memcpy(pool + dst * c->d * esz,
-				       (const char *)x + src * c->d * esz,
-				       c->d * esz);
-			}
-	return pool;
-}
-
-static void attention(const struct acase *c, int mma)
+static void attention(const struct attn_case *c, int mma)
 {
 	struct hk_attn a = {};
 	size_t esz = c->dtype == HK_F32 ? 4 : 2;
@@ -388,7 +330,6 @@ static void attention(const struct acase *c, int mma)
 	int32_t *tab = NULL;
 	double tol = c->dtype == HK_F32 ? 2e-5 : 2e-2;
 	char name[160];
-	int bad = 0;
 
 	snprintf(name, sizeof(name), "%s B%d H%d/%d Nq%d Nk%d d%d%s%s%s",
 		 mma ? "mma" : "simt", c->B, c->H, c->Hkv, c->Nq, c->Nk, c->d,
@@ -407,8 +348,8 @@ static void attention(const struct acase *c, int mma)
 		tab = (int32_t *)malloc(tot * 4);
 		for (int i = 0; i < tot; i++)
 			tab[i] = (i * 7 + 3) % tot;
-		K = page(c, k, esz, tab, nb);
-		V = page(c, v, esz, tab, nb);
+		K = attn_page(c, k, esz, tab, nb);
+		V = attn_page(c, v, esz, tab, nb);
 		a.block_table = tab, a.block_size = c->bs, a.max_blocks = nb;
 	}
 	{
@@ -468,19 +409,11 @@ static void attention(const struct acase *c, int mma)
 #undef MMA_D
 		}
 	}
-	cmp_t(name, "o", eo, o, nq, c->dtype, tol);
-	for (size_t i = 0; i < nr; i++) {
-		if (isinf(lse[i]) || isinf(elsev[i]))
-			bad += !(lse[i] == elsev[i]);
-		else
-			bad += !(fabs(lse[i] - elsev[i]) <=
-				 (c->dtype == HK_F32 ? 1e-5 : 1e-3) *
-				 (1 + fabs(lse[i])));
-	}
-	t_eq(bad, 0, "%s: lse, -inf rows included", name);
-	cmp_t(name, "dq", edq, dq, nq, c->dtype, tol);
-	cmp_t(name, "dk", edk, dk, nk, c->dtype, tol);
-	cmp_t(name, "dv", edv, dv, nk, c->dtype, tol);
+	attn_close(name, "o", eo, o, nq, c->dtype, tol);
+	attn_lse_close(name, elsev, lse, nr, c->dtype);
+	attn_close(name, "dq", edq, dq, nq, c->dtype, tol);
+	attn_close(name, "dk", edk, dk, nk, c->dtype, tol);
+	attn_close(name, "dv", edv, dv, nk, c->dtype, tol);
 	if (tab) {
 		free(tab), free((void *)K), free((void *)V);
 	}
@@ -491,7 +424,7 @@ static void attention(const struct acase *c, int mma)
 
 int main(void)
 {
-	static const struct acase simt[] = {
+	static const struct attn_case simt[] = {
 		/* hmm-train's presets: tiny (B 4, 2 heads of 32, T 32) and
 		 * default's head (64 wide, T 128; 2 of its 6 heads, B 1) */
 		{ 4, 2, 2, 32, 32, 32, 1, HK_F32, 0 },
@@ -503,7 +436,7 @@ int main(void)
 		{ 1, 4, 2, 20, 37, 64, 1, HK_F32, 8 },
 		{ 1, 2, 2, 17, 17, 40, 1, HK_BF16, 0 },
 	};
-	static const struct acase mma[] = {
+	static const struct attn_case mma[] = {
 		{ 1, 2, 2, 70, 70, 64, 1, HK_BF16, 0 },
 		{ 1, 2, 1, 33, 100, 128, 0, HK_BF16, 0 },
 		{ 1, 2, 2, 50, 19, 80, 1, HK_BF16, 0 },	/* Nq > Nk */
