@@ -87,13 +87,23 @@ nvidia-smi --query-gpu=name,driver_version,memory.total,compute_cap \
 echo "# nvcc: $("${NVCC:-nvcc}" --version | tail -1)"
 
 secs_since() { awk -v a="$1" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }'; }
+# tally PASS|FAIL|SKIP TEXT: a check's verdict line ("FAIL TEXT"),
+# counted in $pass, $fail or $skip: every line the summary counts comes
+# through here (never in a pipeline or $(...), whose count would be lost)
+tally() {
+	case $1 in
+	PASS) pass=$((pass + 1)) ;;
+	FAIL) fail=$((fail + 1)) ;;
+	SKIP) skip=$((skip + 1)) ;;
+	esac
+	echo "$*"
+}
 # left LIMIT: lim = min(LIMIT, what is left of BUDGET); 1 (and a SKIP
 # line for $label) when under 15 seconds are left
 left() {
 	lim=$((BUDGET - ($(date +%s) - t_start)))
 	if [ "$lim" -lt 15 ]; then
-		skip=$((skip + 1))
-		echo "SKIP $label: out of time (BUDGET=$BUDGET s, $lim s left)"
+		tally SKIP "$label: out of time (BUDGET=$BUDGET s, $lim s left)"
 		return 1
 	fi
 	[ "$1" -lt "$lim" ] && lim=$1
@@ -116,8 +126,7 @@ builds() {
 	b_log=$LOGS/$1.make.log; shift
 	# shellcheck disable=SC2086,SC2048
 	if ! make -j"$(nproc)" B="$B" $* >"$b_log" 2>&1; then
-		skip=$((skip + 1))
-		echo "SKIP $label: does not build here (liburing-dev, libnuma-dev, libinih-dev?): see $b_log"
+		tally SKIP "$label: does not build here (liburing-dev, libnuma-dev, libinih-dev?): see $b_log"
 		grep -m3 -i 'error' "$b_log" | sed 's/^/# /'
 		return 1
 	fi
@@ -126,11 +135,11 @@ builds() {
 # status, and on a failure its first failed checks
 verdict() {
 	case $2 in
-	0) pass=$((pass + 1)); echo "PASS $1 ($3 s, $(grep -c '^ok' "$5") ok$(grep -m1 -o ', driver: .*' "$5"))" ;;
-	77) skip=$((skip + 1)); echo "SKIP $1: $(grep -m1 SKIP "$5")" ;;
-	124|137) fail=$((fail + 1)); echo "FAIL $1 (timed out after $4 s): see $5"
+	0) tally PASS "$1 ($3 s, $(grep -c '^ok' "$5") ok$(grep -m1 -o ', driver: .*' "$5"))" ;;
+	77) tally SKIP "$1: $(grep -m1 SKIP "$5")" ;;
+	124|137) tally FAIL "$1 (timed out after $4 s): see $5"
 	   tail -3 "$5" | sed 's/^/# /' ;;
-	*) fail=$((fail + 1)); echo "FAIL $1 ($3 s, rc $2): see $5"
+	*) tally FAIL "$1 ($3 s, rc $2): see $5"
 	   if grep -q '^not ok' "$5"; then
 		grep -A1 '^not ok' "$5" | head -10 | sed 's/^/# /'
 	   else
@@ -154,8 +163,7 @@ fi
 make -j"$(nproc)" -k B="$B" "$B/tests/unit/test_tensor_cuda" \
 	"$B/tests/unit/test_tensor_uvm" "$B/bin/hmmd" "$B/bin/hmm-train" \
 	"$B/bin/hmm-bench" >"$LOGS/make.rest.log" 2>&1
-pass=1
-echo "PASS make ($(($(date +%s) - t_start)) s)"
+tally PASS "make ($(($(date +%s) - t_start)) s)"
 
 # ---- the kernels' tests and benchmarks --------------------------------------
 for name in $(gpu_progs); do
@@ -167,9 +175,8 @@ for name in $(gpu_progs); do
 	rc=$? secs=$(secs_since "$t0")
 	case "$name:$rc" in
 	bench_*:0)
-		pass=$((pass + 1))
 		grep '^{' "$log" | sed "s/^/BENCH $name: /"
-		echo "PASS $name ($secs s)" ;;
+		tally PASS "$name ($secs s)" ;;
 	*) verdict "$name" $rc "$secs" "$lim" "$log" ;;
 	esac
 done
@@ -232,9 +239,8 @@ exact() { grep -o '"loss_hex":"[0-9a-fx.p+-]*"' "$1"; }
 label="hmm-train --device cuda"
 if builds hmm-train "$train"; then
 	if ! "$train" --help 2>&1 | grep -q -- '--device-budget'; then
-		skip=$((skip + 2))
-		echo "SKIP $label: this hmm-train has no --device option"
-		echo "SKIP $label (default preset): this hmm-train has no --device option"
+		tally SKIP "$label: this hmm-train has no --device option"
+		tally SKIP "$label (default preset): this hmm-train has no --device option"
 	elif left "$PER_TEST"; then
 		t0=$(date +%s.%N) rc=0
 		for budget in 4G 10M; do
@@ -259,27 +265,21 @@ if builds hmm-train "$train"; then
 			d = ($1 - $2) / $2; printf "%.2e", d < 0 ? -d : d }')
 		grep -m1 'device budget' "$LOGS/train.tiny.10M.log" | sed 's/^hmm-train: /# 10M: /'
 		if [ $rc != 0 ]; then
-			fail=$((fail + 1))
-			echo "FAIL $label ($secs s): see $LOGS/train.tiny.*.log"
+			tally FAIL "$label ($secs s): see $LOGS/train.tiny.*.log"
 		elif [ "$(losses "$G" | wc -l)" -lt 20 ] ||
 		     [ "$(exact "$G" | wc -l)" -lt 20 ] ||
 		     ! awk -v f="$first" -v l="$last" 'BEGIN { exit !(l < f) }'; then
-			fail=$((fail + 1))
-			echo "FAIL $label ($secs s): the loss did not fall over 20 steps ($first -> $last, $(losses "$G" | wc -l) steps)"
+			tally FAIL "$label ($secs s): the loss did not fall over 20 steps ($first -> $last, $(losses "$G" | wc -l) steps)"
 		elif ! [ "$(exact "$G")" = "$(exact "$LOGS/train.tiny.10M.json")" ]; then
-			fail=$((fail + 1))
-			echo "FAIL $label ($secs s): losses differ between device budgets 4G and 10M"
+			tally FAIL "$label ($secs s): losses differ between device budgets 4G and 10M"
 			paste "$SCRATCH/l.gpu" "$SCRATCH/l.10M" |
 				awk '$1 != $2 { print "# first at step " NR ": " $1 " at 4G, " $2 " at 10M"; exit }'
 		elif ! awk -v m="${far1:-1}" 'BEGIN { exit !(m <= 1e-5) }'; then
-			fail=$((fail + 1))
-			echo "FAIL $label ($secs s): step 1's loss (the forward at the initial parameters) is $far1 (relative) from --device cpu's, past 1e-5"
+			tally FAIL "$label ($secs s): step 1's loss (the forward at the initial parameters) is $far1 (relative) from --device cpu's, past 1e-5"
 		elif ! awk -v m="${far%% *}" 'BEGIN { exit !(m <= 1e-3) }'; then
-			fail=$((fail + 1))
-			echo "FAIL $label ($secs s): a step's loss is $far (relative) from --device cpu's, past 1e-3"
+			tally FAIL "$label ($secs s): a step's loss is $far (relative) from --device cpu's, past 1e-3"
 		else
-			pass=$((pass + 1))
-			echo "PASS $label ($secs s, loss $first -> $last, bit-identical at two device budgets, step 1 within $far1 and every step within $far of --device cpu)"
+			tally PASS "$label ($secs s, loss $first -> $last, bit-identical at two device budgets, step 1 within $far1 and every step within $far of --device cpu)"
 		fi
 		# the target: half of the parameters and gradients on the device
 		# (the everything-resident run's plan line, on stderr, says how
@@ -305,20 +305,16 @@ if builds hmm-train "$train"; then
 			if [ $late = 1 ]; then
 				:
 			elif [ $rc = 0 ] && [ "$r" != null ]; then
-				pass=$((pass + 1))
-				echo "PASS $label ($(secs_since "$t0") s, ratio $r, target <= 1.3)"
+				tally PASS "$label ($(secs_since "$t0") s, ratio $r, target <= 1.3)"
 			else
-				fail=$((fail + 1))
-				echo "FAIL $label ($(secs_since "$t0") s): see $LOGS/train.default.*.log"
+				tally FAIL "$label ($(secs_since "$t0") s): see $LOGS/train.default.*.log"
 			fi
 		fi
 	else
-		skip=$((skip + 1))
-		echo "SKIP hmm-train --device cuda (default preset): out of time"
+		tally SKIP "hmm-train --device cuda (default preset): out of time"
 	fi
 else
-	skip=$((skip + 1))
-	echo "SKIP hmm-train --device cuda (default preset): does not build here"
+	tally SKIP "hmm-train --device cuda (default preset): does not build here"
 fi
 
 # ---- unified memory 1.5x oversubscribed: faults, advice, hmm ----------------
@@ -330,13 +326,12 @@ if builds hmm-bench "$B/bin/hmm-bench" && left 240; then
 	run timeout -k 5 "$lim" "$B/bin/hmm-bench" uvm --device-mem 4G --json >"$log" 2>&1
 	rc=$? secs=$(secs_since "$t0")
 	case $rc in
-	0) pass=$((pass + 1))
-	   grep '^{' "$log" | sed "s/^/BENCH $label: /"
-	   echo "PASS $label ($secs s, target ratio_fault_over_hmm >= 2)" ;;
-	77) skip=$((skip + 1)); echo "SKIP $label: $(grep -m1 SKIP "$log")" ;;
-	124|137) fail=$((fail + 1)); echo "FAIL $label (timed out after $lim s): see $log"
+	0) grep '^{' "$log" | sed "s/^/BENCH $label: /"
+	   tally PASS "$label ($secs s, target ratio_fault_over_hmm >= 2)" ;;
+	77) tally SKIP "$label: $(grep -m1 SKIP "$log")" ;;
+	124|137) tally FAIL "$label (timed out after $lim s): see $log"
 	   tail -3 "$log" | sed 's/^/# /' ;;
-	*) fail=$((fail + 1)); echo "FAIL $label ($secs s, rc $rc): see $log"
+	*) tally FAIL "$label ($secs s, rc $rc): see $log"
 	   tail -5 "$log" | sed 's/^/# /' ;;
 	esac
 fi
