@@ -80,6 +80,15 @@ static int emu_load(void)
 
 #define FK_MODULE	((void *)&emu)	/* the one module handle */
 
+/* Between fk_begin and fk_end: CUDA_SUCCESS when mod is the module and
+ * it is loaded, else CUDA_ERROR_INVALID_HANDLE, counted as a violation. */
+static CUresult module_check(void *mod)
+{
+	if (mod != FK_MODULE || !emu.loaded)
+		return fk_bad(CUDA_ERROR_INVALID_HANDLE, "module %p", mod);
+	return CUDA_SUCCESS;
+}
+
 CUresult cuModuleLoadData(void **mod, const void *image)
 {
 	CUresult r = fk_begin("cuModuleLoadData", FK_CTX);
@@ -100,11 +109,10 @@ CUresult cuModuleUnload(void *mod)
 {
 	CUresult r = fk_begin("cuModuleUnload", FK_CTX);
 
+	if (!r)
+		r = module_check(mod);
 	if (r)
 		return fk_end(r);
-	if (mod != FK_MODULE || !emu.loaded)
-		return fk_end(fk_bad(CUDA_ERROR_INVALID_HANDLE, "module %p",
-				     mod));
 	emu.loaded--;
 	return fk_end(CUDA_SUCCESS);
 }
@@ -113,11 +121,10 @@ CUresult cuModuleGetFunction(void **f, void *mod, const char *name)
 {
 	CUresult r = fk_begin("cuModuleGetFunction", FK_CTX);
 
+	if (!r)
+		r = module_check(mod);
 	if (r)
 		return fk_end(r);
-	if (mod != FK_MODULE || !emu.loaded)
-		return fk_end(fk_bad(CUDA_ERROR_INVALID_HANDLE, "module %p",
-				     mod));
 	if (!f || !name)
 		return fk_end(fk_bad(CUDA_ERROR_INVALID_VALUE, "hfunc %p, "
 				     "name %p", (void *)f, (void *)name));
