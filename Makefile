@@ -295,7 +295,7 @@ $(O)/tools/hmm-train/gpu_fatbin.o: tools/hmm-train/gpu_fatbin.S $(HT_FATBIN)
 ifneq ($(HAVE_NVCC),)
 $(B)/bin/hmm-train: $(O)/tools/hmm-train/gpu_fatbin.o
 endif
-$(B)/tests/gpu/%: tests/gpu/%.cu $(CUDA_A) $(HK_A)
+$(B)/tests/gpu/%: tests/gpu/%.cu $(wildcard tests/gpu/*.h) $(CUDA_A) $(HK_A)
 	@mkdir -p $(@D)
 	$(NVCC) $(NVFLAGS) -Itests -o $@ $< $(CUDA_A) $(HK_A) -lpthread -lm
 
