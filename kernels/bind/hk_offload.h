@@ -52,9 +52,11 @@ struct hk_offload_adamw {
 	struct hk_adamw_args hp;
 	uint32_t chunk_bytes;	/* the context's hmm_config.chunk_bytes;
 				   0 = libhmm's default, 2 MiB */
-	uint32_t depth;		/* k: pieces read ahead; 0 = 2; at most
-				   what lets k + 2 pieces fit in the host
-				   budget */
+	uint32_t depth;		/* k: pieces read ahead; 0 = as many as
+				   fill the context's io_depth with
+				   reads, at least 2 (2 at libhmm's
+				   default io_depth); at most what lets
+				   k + 2 pieces fit in the host budget */
 	uint64_t start;		/* first element: 0, or a `done` to resume */
 	uint64_t done;		/* (out) elements [0, done) are stepped */
 	/*

@@ -79,7 +79,8 @@ class AdamW(torch.optim.Optimizer):
     """torch.optim.AdamW (decoupled weight decay; no amsgrad, no
     maximize) over fp32 CPU parameters (themselves the master weights,
     stepped in place), m and v in hmm tensors of ctx.  depth: the
-    pipeline's pieces read ahead (0 = 2); slice_bytes: the most of one
+    pipeline's pieces read ahead (0 = enough to fill the context's
+    io_depth with reads, at least 2); slice_bytes: the most of one
     parameter's m and v in one hmm tensor each (default host_budget / 16,
     at least one chunk, at most 16 MiB).  overlap=True steps each
     parameter in the backward, as soon as its gradient is complete
