@@ -25,6 +25,9 @@ ok $(echo "$out" | grep -q '"store_members":2'; echo $?) "--stripe PATH,PATH: tw
 ok $([ ! -e "$dir/x.store" ] && [ ! -e "$dir/y.store" ]; echo $?) "the paths it made are removed"
 out=$(run --dir "$dir")
 ok $(echo "$out" | grep -q '"store_members":1'; echo $?) "no --stripe: one file"
+ok $(echo "$out" | grep -Eq '"io_floor_qd":(16|64),' &&
+     echo "$out" | grep -Eq '"warmup_step_s":[0-9]'; echo $?) \
+	"the floor names its fio queue depth; the warm-up round is reported"
 "$bin" offload --n 256K --chunk 64K --reps 1 --dir "$dir" --stripe 9 >/dev/null 2>"$dir/err"
 ok $([ $? = 1 ] && grep -q -- '--stripe' "$dir/err"; echo $?) "--stripe 9: refused"
 printf 'precious' >"$dir/keep"

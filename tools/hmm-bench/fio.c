@@ -42,8 +42,8 @@ char *bench_fio_run(char *const argv[])
 	return out;
 }
 
-static double fio_qd_s(const char *file, int64_t bs, int64_t size,
-		       int64_t io_bytes, int readpct, int qd)
+double bench_fio_qd_s(const char *file, int64_t bs, int64_t size,
+		      int64_t io_bytes, int readpct, int qd)
 {
 	char a[6][4200];
 	char *argv[] = { "fio", "--name=floor", a[0], "--ioengine=io_uring",
@@ -73,8 +73,8 @@ static double fio_qd_s(const char *file, int64_t bs, int64_t size,
 double bench_fio_s(const char *file, int64_t bs, int64_t size,
 		   int64_t io_bytes, int readpct)
 {
-	double a = fio_qd_s(file, bs, size, io_bytes, readpct, 16);
-	double b = fio_qd_s(file, bs, size, io_bytes, readpct, 64);
+	double a = bench_fio_qd_s(file, bs, size, io_bytes, readpct, 16);
+	double b = bench_fio_qd_s(file, bs, size, io_bytes, readpct, 64);
 
 	if (a < 0 || b < 0)
 		return a < 0 ? b : a;
