@@ -294,7 +294,6 @@ int hmm_engine_evict(struct hmm_tensor *t, uint64_t off, uint64_t len,
  */
 static void writeback_one(struct hmm *h, struct hmm_chunk *c, int tier)
 {
-	(void)tier;
 	if (!(c->res & TB(HMM_TIER_HOST)) || !(c->valid & TB(HMM_TIER_HOST)) ||
 	    c->busy || c->pins[HMM_TIER_HOST] || c->zero ||
 	    (c->valid & TB(HMM_TIER_STORE)))
