@@ -54,9 +54,11 @@ int bench_child_close(FILE *f, pid_t pid);
  * JSON and anything it said on stderr, as a string to free; NULL when
  * it did not run or did not exit 0 (fio.c). */
 char *bench_fio_run(char *const argv[]);
+/* The queue depths an I/O floor tries: 16 and 64 (fio.c). */
+extern const int bench_fio_qd[2];
 /* Seconds fio takes to move io_bytes over the first size bytes of file
  * (made if absent; the caller removes it): blocks of bs, readpct% reads,
- * O_DIRECT, io_uring, the faster of queue depth 16 and 64 (fio.c).
+ * O_DIRECT, io_uring, the faster of bench_fio_qd's two (fio.c).
  * -1 when fio does not run. */
 double bench_fio_s(const char *file, int64_t bs, int64_t size,
 		   int64_t io_bytes, int readpct);

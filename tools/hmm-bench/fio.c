@@ -70,11 +70,15 @@ double bench_fio_qd_s(const char *file, int64_t bs, int64_t size,
 	return ms > 0 ? ms / 1e3 : -1;
 }
 
+const int bench_fio_qd[2] = { 16, 64 };
+
 double bench_fio_s(const char *file, int64_t bs, int64_t size,
 		   int64_t io_bytes, int readpct)
 {
-	double a = bench_fio_qd_s(file, bs, size, io_bytes, readpct, 16);
-	double b = bench_fio_qd_s(file, bs, size, io_bytes, readpct, 64);
+	double a = bench_fio_qd_s(file, bs, size, io_bytes, readpct,
+				  bench_fio_qd[0]);
+	double b = bench_fio_qd_s(file, bs, size, io_bytes, readpct,
+				  bench_fio_qd[1]);
 
 	if (a < 0 || b < 0)
 		return a < 0 ? b : a;

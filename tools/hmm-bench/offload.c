@@ -251,7 +251,7 @@ static int bench_offload(int argc, char **argv)
 	struct hmm *h;
 	struct opts o;
 	char store[4096], scratch[4096];
-	static const int qd[2] = { 16, 64 };
+	const int *qd = bench_fio_qd;
 	double *ts, *tq[2], *tc, fq[2], step_s, io_s, c_s, fl;
 	double warm_io = 0, warm_s = 0;
 	float *mem[4];
