@@ -152,6 +152,7 @@ static char *spare_slot(struct hmm *h, unsigned i)
 static int spare_reserve(struct hmm *h)
 {
 	uint64_t n = SPARE_BYTES / h->chunk_bytes;
+	const char *env = getenv("HMM_SPARE");
 	uint64_t len;
 	char *p;
 
@@ -159,7 +160,7 @@ static int spare_reserve(struct hmm *h)
 		return 0;
 	if (h->spare.failed)
 		return -1;
-	if (getenv("HMM_SPARE") && !strcmp(getenv("HMM_SPARE"), "0")) {
+	if (env && !strcmp(env, "0")) {
 		h->spare.failed = 1;	/* off: to measure against */
 		return -1;
 	}
