@@ -2,8 +2,10 @@
 # test_bench_offload_stripe — `hmm-bench offload --stripe`: N files in
 # --dir or the paths given make the store's members (JSON store_members),
 # every file it made is gone after the run; a bad N and an existing
-# path are refused (exit 1), the existing file untouched.  Small sizes:
-# this checks the flag, it does not time.
+# path are refused (exit 1), the existing file untouched; --segment cuts
+# the states into that many parameters' segments (JSON segments), and a
+# segment of 0 is a usage error.  Small sizes: this checks the flags, it
+# does not time.
 set -u
 . "$(dirname "$0")/../t.sh"
 bin=$B/bin/hmm-bench
@@ -28,6 +30,13 @@ ok $(echo "$out" | grep -q '"store_members":1'; echo $?) "no --stripe: one file"
 ok $(echo "$out" | grep -Eq '"io_floor_qd":(16|64),' &&
      echo "$out" | grep -Eq '"warmup_step_s":[0-9]'; echo $?) \
 	"the floor names its fio queue depth; the warm-up round is reported"
+out=$(run --dir "$dir" --segment 96K)
+ok $(echo "$out" | grep -q '"segments":3,' &&
+     echo "$out" | grep -Eq '"step_s":[0-9.e-]+,"io_floor_s":[0-9.e-]+,' &&
+     [ -z "$(ls -A "$dir" | grep -v '^err$')" ]; echo $?) \
+	"--segment 96K: 256K parameters in 3 segments, timed, nothing left"
+"$bin" offload --n 256K --chunk 64K --reps 1 --dir "$dir" --segment 0 >/dev/null 2>"$dir/err"
+ok $([ $? = 2 ] && grep -q -- '--segment PARAMS' "$dir/err"; echo $?) "--segment 0: a usage error"
 "$bin" offload --n 256K --chunk 64K --reps 1 --dir "$dir" --stripe 9 >/dev/null 2>"$dir/err"
 ok $([ $? = 1 ] && grep -q -- '--stripe' "$dir/err"; echo $?) "--stripe 9: refused"
 printf 'precious' >"$dir/keep"

@@ -62,9 +62,10 @@ extern const int bench_fio_qd[2];
  * -1 when fio does not run. */
 double bench_fio_s(const char *file, int64_t bs, int64_t size,
 		   int64_t io_bytes, int readpct);
-/* The same at queue depth qd alone. */
-double bench_fio_qd_s(const char *file, int64_t bs, int64_t size,
-		      int64_t io_bytes, int readpct, int qd);
+/* The same at queue depth qd alone, over the size bytes of file from
+ * offset off (a file shorter than off + size is made that long). */
+double bench_fio_qd_s(const char *file, int64_t bs, int64_t off,
+		      int64_t size, int64_t io_bytes, int readpct, int qd);
 
 /* A JSON object on one line: bench_json_begin(f), then fields, then end. */
 void bench_json_begin(FILE *f, const char *bench);

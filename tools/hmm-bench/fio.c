@@ -42,13 +42,13 @@ char *bench_fio_run(char *const argv[])
 	return out;
 }
 
-double bench_fio_qd_s(const char *file, int64_t bs, int64_t size,
-		      int64_t io_bytes, int readpct, int qd)
+double bench_fio_qd_s(const char *file, int64_t bs, int64_t off,
+		      int64_t size, int64_t io_bytes, int readpct, int qd)
 {
-	char a[6][4200];
+	char a[7][4200];
 	char *argv[] = { "fio", "--name=floor", a[0], "--ioengine=io_uring",
 			 "--direct=1", "--rw=rw", a[1], a[2], a[3], a[4], a[5],
-			 "--numjobs=1", "--output-format=json", NULL };
+			 a[6], "--numjobs=1", "--output-format=json", NULL };
 	char *out, *k;
 	double ms = -1;
 
@@ -60,6 +60,7 @@ double bench_fio_qd_s(const char *file, int64_t bs, int64_t size,
 	snprintf(a[3], sizeof(a[3]), "--iodepth=%d", qd);
 	snprintf(a[4], sizeof(a[4]), "--size=%lld", (long long)size);
 	snprintf(a[5], sizeof(a[5]), "--io_size=%lld", (long long)io_bytes);
+	snprintf(a[6], sizeof(a[6]), "--offset=%lld", (long long)off);
 	out = bench_fio_run(argv);
 	if (!out)
 		return -1;
@@ -75,9 +76,9 @@ const int bench_fio_qd[2] = { 16, 64 };
 double bench_fio_s(const char *file, int64_t bs, int64_t size,
 		   int64_t io_bytes, int readpct)
 {
-	double a = bench_fio_qd_s(file, bs, size, io_bytes, readpct,
+	double a = bench_fio_qd_s(file, bs, 0, size, io_bytes, readpct,
 				  bench_fio_qd[0]);
-	double b = bench_fio_qd_s(file, bs, size, io_bytes, readpct,
+	double b = bench_fio_qd_s(file, bs, 0, size, io_bytes, readpct,
 				  bench_fio_qd[1]);
 
 	if (a < 0 || b < 0)

@@ -6,30 +6,57 @@
  * two floors measured in the same run:
  *	io_floor_s:      fio moving the same bytes (16 B/param read, 12
  *	                 written, mixed, O_DIRECT, io_uring, chunk-sized
- *	                 blocks) over a file beside the store, at queue
- *	                 depth 16 and at 64 each round: the lower of the
- *	                 two depths' medians (not each round's faster
- *	                 run: on a disk whose speed drifts, the least of
- *	                 two samples is lower than a typical one, which
- *	                 the one step per round is measured against);
+ *	                 blocks, each block once) over a file beside the
+ *	                 store, at queue depth 16 and at 64 each round:
+ *	                 the lower of the two depths' medians (not each
+ *	                 round's faster run: on a disk whose speed drifts,
+ *	                 the least of two samples is lower than a typical
+ *	                 one);
  *	compute_floor_s: hk_adamw_step() over the same n in memory
  *	                 (over at most 64M of them, scaled by n / that:
  *	                 the step is linear in n, and 16 B a parameter of
  *	                 a billion would not fit beside the host budget).
  * The store is sized by hmm_store_required(); the store and fio's file
  * are removed on every exit, failures and signals included.
- * They alternate with the offloaded step --reps times, the step last
- * in even rounds and first in odd ones (whatever runs first leaves the
- * disk writes to finish that slow what follows); medians.
+ *
+ * The states are cut into segments of at most --segment parameters
+ * (default 64M), each its own p, g, m, v tensors, as a model's states
+ * are many tensors each stepped by itself (hmm-train steps one
+ * hk_offload_adamw per parameter tensor).  A round steps every segment,
+ * and right beside each segment's step runs fio moving that segment's
+ * bytes at the two queue depths; the three take turns at going first,
+ * second and last from one segment and round to the next.  A round's
+ * step and floors are the sums over its segments.  Why: the build
+ * machine's virtual disk is rate-limited with bursts (a step alone at
+ * 1G parameters, four in a row: 62.7, 72.5, 23.2 and 14.1 s; reads come
+ * in steps of 150 MB/s, with stalls of seconds that complete nothing),
+ * so its speed changes over tens of seconds; a whole step at 1G is a
+ * minute or more, and a step set against fio runs a minute away
+ * measured the disk's mood as much as hmm.  Segments of a few seconds,
+ * each beside its floor, see the same disk.  The step pays for it (its
+ * pipeline fills and drains once a segment), fio does not (4 segments
+ * of a file against one pass: 0.87-0.91 of its time).
+ *
+ * The same disk serves bytes touched seconds before much faster than
+ * older ones: interleaved fio runs of 1.75 GiB each, over regions of a
+ * 14 GiB file, took 0.8-1.2 s where most of the region had been touched
+ * by the run before, and 1.7-3.1 s where it had been touched a minute
+ * or more before.  A run that moves 28 B a parameter through a region of
+ * 16 (as before) touches 0.75 of it twice within seconds; the step reads
+ * each byte once, a round after it wrote it.  So fio moves each
+ * segment's 28 B a parameter once through a region of that size (not
+ * 28 B over 16, which wrapped), in a file of 28 B a parameter, and its
+ * run at 64 uses the region half a round away from its run at 16 (one
+ * region both ways with one segment).
+ * --reps rounds; medians of the rounds' sums.
  *	ratio = step_s / max(io_floor_s, compute_floor_s)
- * One round of fio and the step runs first, untimed in the medians
- * (reported as warmup_*): the first pass over bytes just written runs
- * at a fraction of the disk's speed on the build machine's virtual
- * disk, fio alone as much as hmm (a 4 GiB fallocated file filled with
- * O_DIRECT writes: fio's first mixed pass 16.8 s, the next three 6.7,
- * 5.0 and 6.8 s), while fio's own file is fresh from fio's layout; so
- * the first step paid for the state's fill and fio never did.  In
- * steady state each pays for the other's writes alike.
+ * One round runs first, untimed in the medians (reported as warmup_*):
+ * the first pass over bytes just written runs at a fraction of the
+ * disk's speed on the build machine's virtual disk, fio alone as much
+ * as hmm (a 4 GiB fallocated file filled with O_DIRECT writes: fio's
+ * first mixed pass 16.8 s, the next three 6.7, 5.0 and 6.8 s).  fio's
+ * file is written whole before that round, as the store's states are
+ * by their fill, so both start from bytes just written.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -44,6 +71,7 @@
 #include "hmm.h"
 
 #define COMPUTE_N	(64ll << 20)	/* the in-memory floor's n, at most */
+#define SEG_N		(64ll << 20)	/* --segment's default */
 
 /*
  * config.io_depth for the step's context, unless --io-depth says.  The
@@ -63,7 +91,7 @@
 #define IO_DEPTH	64
 
 struct opts {
-	int64_t n, chunk, budget;
+	int64_t n, chunk, budget, seg;
 	int depth, io_depth, reps, json;
 	const char *dir;
 	const char *stripe;	/* --stripe: N, or PATH,PATH,... */
@@ -93,11 +121,24 @@ static void fill_tensor(struct hmm *h, struct hmm_tensor *t, uint64_t bytes,
 		die("fill", hmm_last_error());
 }
 
-/* fio at queue depth qd over `file`: 28 n bytes, 16/28 of them reads. */
-static double fio_s(const struct opts *o, const char *file, int qd)
+/* One segment of the states: its tensors and its step's arguments. */
+struct seg {
+	int64_t first, n;		/* its parameters in the whole */
+	struct hmm_tensor *t[4];	/* p, g, m, v */
+	struct hk_offload_adamw off;
+};
+
+/*
+ * fio at queue depth qd moving segment g's bytes (28 B a parameter,
+ * 16/28 of them reads) once through region `region` of `file`, which
+ * is 28 B times o->seg parameters long: each block is read or written
+ * once, as the step reads each byte once and writes to other places.
+ */
+static double fio_s(const struct opts *o, const char *file, int qd,
+		    int region, const struct seg *g)
 {
-	double s = bench_fio_qd_s(file, o->chunk, 16 * o->n, 28 * o->n, 57,
-				  qd);
+	double s = bench_fio_qd_s(file, o->chunk, 28 * o->seg * region,
+				  28 * g->n, 28 * g->n, 57, qd);
 
 	if (s < 0)
 		die("fio", "did not run (is fio installed?)");
@@ -134,7 +175,8 @@ static int usage(void)
 {
 	fprintf(stderr,
 		"usage: hmm-bench offload [--n PARAMS] [--budget B] [--depth K] "
-		"[--io-depth Q] [--chunk B] [--dir DIR] [--reps N] [--json]\n"
+		"[--io-depth Q] [--chunk B] [--segment PARAMS] [--dir DIR] "
+		"[--reps N] [--json]\n"
 		"  --n PARAMS  parameters (default 8M: p, g, m, v = 128 MiB)\n"
 		"  --budget B  host budget (default a quarter of the states,\n"
 		"              at most 1G)\n"
@@ -143,6 +185,9 @@ static int usage(void)
 		"  --io-depth Q  config.io_depth, store I/Os in flight "
 		"(default 64)\n"
 		"  --chunk B   libhmm chunk bytes (default 2M)\n"
+		"  --segment PARAMS  parameters per segment, each its own "
+		"tensors\n              and stepped beside its own fio "
+		"floor (default 64M)\n"
 		"  --dir DIR   where the store and fio's file go "
 		"(default $HMM_TEST_DIR or build/tmp)\n"
 		"  --stripe N  stripe the store over N files in DIR (1..8)\n"
@@ -154,6 +199,7 @@ static int usage(void)
 static int parse(int argc, char **argv, struct opts *o)
 {
 	*o = (struct opts){ .n = 8 << 20, .chunk = 2 << 20, .depth = 0,
+			    .seg = SEG_N,
 			    .io_depth = IO_DEPTH, .reps = 3,
 			    .dir = getenv("HMM_TEST_DIR") };
 	if (!o->dir)
@@ -172,6 +218,9 @@ static int parse(int argc, char **argv, struct opts *o)
 		else if (!strcmp(a, "--chunk") && v &&
 			 (o->chunk = bench_parse_size(v)) > 0 &&
 			 !(o->chunk % 4096))
+			i++;
+		else if (!strcmp(a, "--segment") && v &&
+			 (o->seg = bench_parse_size(v)) > 0)
 			i++;
 		else if (!strcmp(a, "--depth") && v && (o->depth = atoi(v)) > 0)
 			i++;
@@ -241,22 +290,78 @@ static void store_remove(const char *paths)
 		bench_scratch_remove(p);	/* a device was never added */
 }
 
-static int bench_offload(int argc, char **argv)
+/* Cut the states into segments of o->seg parameters, make and fill each
+ * one's tensors.  Returns how many. */
+static int make_segs(struct hmm *h, const struct opts *o, struct seg **out)
 {
 	static const char *const nm[4] = { "p", "g", "m", "v" };
-	struct hmm_tensor *t[4];
-	struct hk_offload_adamw off;
+	int64_t seg = o->seg;
+	int ns = (int)((o->n + seg - 1) / seg);
+	struct seg *g = calloc(ns, sizeof(*g));
+	char name[32];
+
+	if (!g)
+		die("calloc", strerror(ENOMEM));
+	for (int i = 0; i < ns; i++) {
+		g[i].first = i * seg;
+		g[i].n = o->n - g[i].first < seg ? o->n - g[i].first : seg;
+		for (int k = 0; k < 4; k++) {
+			snprintf(name, sizeof(name), "%s.%d", nm[k], i);
+			if (hmm_tensor_new(h, name, HMM_DTYPE_F32, 1, &g[i].n,
+					   &g[i].t[k]))
+				die("tensor", hmm_last_error());
+			fill_tensor(h, g[i].t[k], 4 * g[i].n, o->chunk,
+				    k == 3 ? 1e-4f : 0.01f);
+		}
+		g[i].off = (struct hk_offload_adamw){
+			.param = g[i].t[0], .grad = g[i].t[1],
+			.exp_avg = g[i].t[2], .exp_avg_sq = g[i].t[3],
+			.hp = { .lr = 1e-3, .beta1 = 0.9, .beta2 = 0.999,
+				.eps = 1e-8, .weight_decay = 0.01,
+				.name = "bench" },
+			.chunk_bytes = (uint32_t)o->chunk,
+			.depth = (uint32_t)o->depth,
+		};
+	}
+	*out = g;
+	return ns;
+}
+
+/*
+ * Round r (-1: the warm-up): every segment's step (x[0]) and its fio at
+ * the two queue depths (x[1], x[2]), each summed over the segments.  The
+ * three rotate: in segment i of round r the first to run is
+ * (r + 1 + i) mod 3, so over three rounds (or three segments) each runs
+ * first, second and last once.
+ */
+static void round_run(struct hmm *h, const struct opts *o, const char *file,
+		      struct seg *g, int ns, int r, double x[3])
+{
+	x[0] = x[1] = x[2] = 0;
+	for (int i = 0; i < ns; i++)
+		for (int j = 0; j < 3; j++) {
+			int w = (r + 1 + i + j) % 3;
+
+			x[w] += w ? fio_s(o, file, bench_fio_qd[w - 1],
+					  (i + (w - 1) * (ns / 2)) % ns, &g[i])
+				  : timed_step(h, &g[i].off, r + 2);
+		}
+}
+
+static int bench_offload(int argc, char **argv)
+{
 	struct hmm_config cfg;
 	struct hmm_stats st;
 	struct hmm *h;
+	struct seg *g;
 	struct opts o;
 	char store[4096], scratch[4096];
 	const int *qd = bench_fio_qd;
 	double *ts, *tq[2], *tc, fq[2], step_s, io_s, c_s, fl;
-	double warm_io = 0, warm_s = 0;
+	double warm[3];
 	float *mem[4];
 	int64_t nc;
-	int err, members, best;
+	int err, members, best, ns;
 
 	if (parse(argc, argv, &o))
 		return 2;
@@ -264,10 +369,10 @@ static int bench_offload(int argc, char **argv)
 		o.budget = 4 * o.n < (1ll << 30) ? 4 * o.n : 1ll << 30;
 	nc = o.n < COMPUTE_N ? o.n : COMPUTE_N;
 	mkdir(o.dir, 0755);
+	members = store_paths(&o, store, sizeof(store));
 	if (snprintf(scratch, sizeof(scratch), "%s/hmm-bench-offload.fio",
 		     o.dir) >= (int)sizeof(scratch))
 		die("--dir", "path too long");
-	members = store_paths(&o, store, sizeof(store));
 	if (!access(scratch, F_OK))
 		die(scratch, "exists: not this run's to overwrite or remove");
 	if (bench_scratch_add(scratch))
@@ -280,48 +385,37 @@ static int bench_offload(int argc, char **argv)
 	cfg.io_depth = (uint32_t)o.io_depth;
 	if ((err = hmm_open(&cfg, &h)))
 		die("hmm_open", hmm_last_error());
+	/* whole pieces of every tensor, at most n */
+	o.seg = (o.seg + o.chunk / 4 - 1) / (o.chunk / 4) * (o.chunk / 4);
+	if (o.seg > o.n)
+		o.seg = o.n;
+	ns = make_segs(h, &o, &g);
 	for (int k = 0; k < 4; k++) {
-		if (hmm_tensor_new(h, nm[k], HMM_DTYPE_F32, 1, &o.n, &t[k]))
-			die("tensor", hmm_last_error());
-		fill_tensor(h, t[k], 4 * o.n, o.chunk, k == 3 ? 1e-4f : 0.01f);
 		mem[k] = malloc(4 * nc);
 		if (!mem[k])
 			die("malloc", strerror(ENOMEM));
 		for (int64_t i = 0; i < nc; i++)
 			mem[k][i] = k == 3 ? 1e-4f : 0.01f;
 	}
-	off = (struct hk_offload_adamw){
-		.param = t[0], .grad = t[1],
-		.exp_avg = t[2], .exp_avg_sq = t[3],
-		.hp = { .lr = 1e-3, .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8,
-			.weight_decay = 0.01, .name = "bench" },
-		.chunk_bytes = (uint32_t)o.chunk, .depth = (uint32_t)o.depth,
-	};
+	/* fio's file written whole, as the states were by their fill */
+	if (bench_fio_qd_s(scratch, o.chunk, 0, 28 * o.seg * ns,
+			   28 * o.seg * ns, 0, qd[1]) < 0)
+		die("fio", "did not run (is fio installed?)");
 	ts = calloc(o.reps, sizeof(double));
 	tc = calloc(o.reps, sizeof(double));
 	for (int q = 0; q < 2; q++)
 		tq[q] = calloc(o.reps, sizeof(double));
 	if (!ts || !tc || !tq[0] || !tq[1])
 		die("calloc", strerror(ENOMEM));
-	for (int r = -1; r < o.reps; r++) {	/* -1: the warm-up round */
-		int step_first = r >= 0 && (r & 1);
-		double f[2], t = 0;
+	round_run(h, &o, scratch, g, ns, -1, warm);
+	for (int r = 0; r < o.reps; r++) {
+		double x[3];
 
-		if (step_first)
-			t = timed_step(h, &off, r + 2);
-		for (int q = 0; q < 2; q++)
-			f[q] = fio_s(&o, scratch, qd[q]);
-		if (!step_first)
-			t = timed_step(h, &off, r + 2);
-		if (r < 0) {
-			warm_io = f[0] < f[1] ? f[0] : f[1];
-			warm_s = t;
-			continue;
-		}
+		round_run(h, &o, scratch, g, ns, r, x);
 		tc[r] = compute_s(mem, nc, r + 2) * ((double)o.n / nc);
-		tq[0][r] = f[0];
-		tq[1][r] = f[1];
-		ts[r] = t;
+		ts[r] = x[0];
+		tq[0][r] = x[1];
+		tq[1][r] = x[2];
 	}
 	bench_scratch_remove(scratch);
 	hmm_stats(h, &st);
@@ -341,19 +435,21 @@ static int bench_offload(int argc, char **argv)
 	io_s = fq[best];
 	c_s = bench_median(tc, o.reps);
 	fl = io_s > c_s ? io_s : c_s;
-	printf("offload n=%lld depth=%d io_depth=%llu chunk=%lld host "
-	       "budget %lld MiB, states %lld MiB: step %.3f s; io floor "
-	       "%.3f s (fio at queue depth %d, %.0f MB/s; %.3f s at %d); "
-	       "compute floor %.3f s; ratio %.3f "
+	printf("offload n=%lld in %d segment%s depth=%d io_depth=%llu "
+	       "chunk=%lld host budget %lld MiB, states %lld MiB: step "
+	       "%.3f s; io floor %.3f s (fio at queue depth %d, %.0f MB/s; "
+	       "%.3f s at %d); compute floor %.3f s; ratio %.3f "
 	       "(untimed warm-up: step %.3f s, io floor %.3f s)\n",
-	       (long long)o.n, o.depth, (unsigned long long)st.io_depth,
-	       (long long)o.chunk, (long long)(cfg.host_budget >> 20),
+	       (long long)o.n, ns, ns > 1 ? "s" : "", o.depth,
+	       (unsigned long long)st.io_depth, (long long)o.chunk,
+	       (long long)(cfg.host_budget >> 20),
 	       (long long)(16 * o.n >> 20), step_s, io_s, qd[best],
 	       28.0 * o.n / io_s / 1e6, fq[!best], qd[!best], c_s,
-	       step_s / fl, warm_s, warm_io);
+	       step_s / fl, warm[0], warm[1 + (warm[2] < warm[1])]);
 	if (o.json) {
 		bench_json_begin(stdout, "offload");
 		bench_json_int(stdout, "n", o.n);
+		bench_json_int(stdout, "segments", ns);
 		bench_json_int(stdout, "depth", o.depth);
 		bench_json_int(stdout, "io_depth", (int64_t)st.io_depth);
 		bench_json_int(stdout, "prefetch_hits",
@@ -365,14 +461,17 @@ static int bench_offload(int argc, char **argv)
 		bench_json_int(stdout, "io_floor_qd", qd[best]);
 		bench_json_num(stdout, "compute_floor_s", c_s);
 		bench_json_num(stdout, "ratio", step_s / fl);
-		bench_json_num(stdout, "warmup_step_s", warm_s);
-		bench_json_num(stdout, "warmup_io_floor_s", warm_io);
+		bench_json_num(stdout, "warmup_step_s", warm[0]);
+		bench_json_num(stdout, "warmup_io_floor_s",
+			       warm[1 + (warm[2] < warm[1])]);
 		bench_json_end(stdout);
 	}
-	for (int k = 0; k < 4; k++) {
-		hmm_tensor_free(t[k]);
+	for (int i = 0; i < ns; i++)
+		for (int k = 0; k < 4; k++)
+			hmm_tensor_free(g[i].t[k]);
+	for (int k = 0; k < 4; k++)
 		free(mem[k]);
-	}
+	free(g);
 	hmm_close(h);
 	store_remove(store);
 	free(ts);
