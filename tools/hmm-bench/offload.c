@@ -123,7 +123,7 @@ static void fill_tensor(struct hmm *h, struct hmm_tensor *t, uint64_t bytes,
 
 /* One segment of the states: its tensors and its step's arguments. */
 struct seg {
-	int64_t first, n;		/* its parameters in the whole */
+	int64_t n;			/* its parameters */
 	struct hmm_tensor *t[4];	/* p, g, m, v */
 	struct hk_offload_adamw off;
 };
@@ -290,21 +290,25 @@ static void store_remove(const char *paths)
 		bench_scratch_remove(p);	/* a device was never added */
 }
 
-/* Cut the states into segments of o->seg parameters, make and fill each
- * one's tensors.  Returns how many. */
-static int make_segs(struct hmm *h, const struct opts *o, struct seg **out)
+/* Cut the states into segments of o->seg parameters (rounded up to
+ * whole pieces of every tensor, at most n), make and fill each one's
+ * tensors.  Returns how many. */
+static int make_segs(struct hmm *h, struct opts *o, struct seg **out)
 {
 	static const char *const nm[4] = { "p", "g", "m", "v" };
-	int64_t seg = o->seg;
-	int ns = (int)((o->n + seg - 1) / seg);
-	struct seg *g = calloc(ns, sizeof(*g));
+	int64_t per = o->chunk / 4;	/* a piece's parameters */
+	int64_t seg = (o->seg + per - 1) / per * per;
+	int ns;
+	struct seg *g;
 	char name[32];
 
+	o->seg = seg = seg < o->n ? seg : o->n;
+	ns = (int)((o->n + seg - 1) / seg);
+	g = calloc(ns, sizeof(*g));
 	if (!g)
 		die("calloc", strerror(ENOMEM));
 	for (int i = 0; i < ns; i++) {
-		g[i].first = i * seg;
-		g[i].n = o->n - g[i].first < seg ? o->n - g[i].first : seg;
+		g[i].n = o->n - i * seg < seg ? o->n - i * seg : seg;
 		for (int k = 0; k < 4; k++) {
 			snprintf(name, sizeof(name), "%s.%d", nm[k], i);
 			if (hmm_tensor_new(h, name, HMM_DTYPE_F32, 1, &g[i].n,
@@ -358,7 +362,7 @@ static int bench_offload(int argc, char **argv)
 	char store[4096], scratch[4096];
 	const int *qd = bench_fio_qd;
 	double *ts, *tq[2], *tc, fq[2], step_s, io_s, c_s, fl;
-	double warm[3];
+	double warm[3], warm_io;
 	float *mem[4];
 	int64_t nc;
 	int err, members, best, ns;
@@ -385,10 +389,6 @@ static int bench_offload(int argc, char **argv)
 	cfg.io_depth = (uint32_t)o.io_depth;
 	if ((err = hmm_open(&cfg, &h)))
 		die("hmm_open", hmm_last_error());
-	/* whole pieces of every tensor, at most n */
-	o.seg = (o.seg + o.chunk / 4 - 1) / (o.chunk / 4) * (o.chunk / 4);
-	if (o.seg > o.n)
-		o.seg = o.n;
 	ns = make_segs(h, &o, &g);
 	for (int k = 0; k < 4; k++) {
 		mem[k] = malloc(4 * nc);
@@ -418,6 +418,7 @@ static int bench_offload(int argc, char **argv)
 		tq[1][r] = x[2];
 	}
 	bench_scratch_remove(scratch);
+	warm_io = warm[1] < warm[2] ? warm[1] : warm[2];
 	hmm_stats(h, &st);
 	printf("  libhmm: %llu prefetches, %llu prefetch hits, host "
 	       "misses %llu, host stall %.3f s, store io busy %.3f s, "
@@ -445,7 +446,7 @@ static int bench_offload(int argc, char **argv)
 	       (long long)(cfg.host_budget >> 20),
 	       (long long)(16 * o.n >> 20), step_s, io_s, qd[best],
 	       28.0 * o.n / io_s / 1e6, fq[!best], qd[!best], c_s,
-	       step_s / fl, warm[0], warm[1 + (warm[2] < warm[1])]);
+	       step_s / fl, warm[0], warm_io);
 	if (o.json) {
 		bench_json_begin(stdout, "offload");
 		bench_json_int(stdout, "n", o.n);
@@ -462,8 +463,7 @@ static int bench_offload(int argc, char **argv)
 		bench_json_num(stdout, "compute_floor_s", c_s);
 		bench_json_num(stdout, "ratio", step_s / fl);
 		bench_json_num(stdout, "warmup_step_s", warm[0]);
-		bench_json_num(stdout, "warmup_io_floor_s",
-			       warm[1 + (warm[2] < warm[1])]);
+		bench_json_num(stdout, "warmup_io_floor_s", warm_io);
 		bench_json_end(stdout);
 	}
 	for (int i = 0; i < ns; i++)
