@@ -10,8 +10,12 @@
 # after a failure and after SIGTERM.  DeepSpeed's aio ceiling
 # (read/write_ds_MBps, read/write_ratio_ds_4k) is null, with a note,
 # where its venv has no python or its python cannot run it; a SIGTERM
-# while that python runs stops it too, so it cannot make its file again.  Small sizes: this checks the tool,
-# it does not time.
+# while that python runs stops it too, so it cannot make its file again.
+# fio runs on each kind's own page size: a fake fio on PATH records the
+# GLIBC_TUNABLES it was given (glibc.malloc.hugetlb=1 for the huge
+# cells, added to what the caller had; nothing added for the 4k ones),
+# and each kind's ratio is against its own fio.  Small sizes: this
+# checks the tool, it does not time.
 set -u
 . "$(dirname "$0")/../t.sh"
 bin=$B/bin/hmm-bench
@@ -93,6 +97,22 @@ ok $([ $? = 2 ]; echo $?) "a block size that is not a multiple of 4096: exit 2"
 ok $([ $? = 2 ]; echo $?) "an unknown --pages kind: exit 2"
 "$bin" io --pages 4k,4k --size 1M >/dev/null 2>&1
 ok $([ $? = 2 ]; echo $?) "a --pages kind twice: exit 2"
+mkdir -p "$dir/fakefio"
+cat > "$dir/fakefio/fio" <<'EOF2'
+#!/bin/sh
+# 1000 MB/s on 4 KiB pages, 2000 on THP; says what it was given
+bw=1000000000
+case ":${GLIBC_TUNABLES:-}:" in *:glibc.malloc.hugetlb=1:*) bw=2000000000;; esac
+echo "${GLIBC_TUNABLES:-none}" >> "$FAKEFIO_LOG"
+printf '{"jobs" : [ { "read" : { "bw_bytes" : %s }, "write" : { "bw_bytes" : %s } } ]}\n' $bw $bw
+EOF2
+chmod +x "$dir/fakefio/fio"
+out=$(PATH="$dir/fakefio:$PATH" FAKEFIO_LOG="$dir/fio.log" GLIBC_TUNABLES=glibc.malloc.check=0 "$bin" io --file "$dir/f" --size 16M --bs 1M --qd 4 --rw read --pages 4k,huge --reps 5 --json 2>"$dir/err" | tail -1)
+echo "# $out"
+ok $([ "$(grep -cx 'glibc.malloc.check=0:glibc.malloc.hugetlb=1' "$dir/fio.log")" = 5 ] && [ "$(grep -cx 'glibc.malloc.check=0' "$dir/fio.log")" = 5 ] && [ "$(wc -l < "$dir/fio.log")" = 10 ]; echo $?) "fio once a round per page size: THP added to the caller's tunables for huge, nothing added for 4k"
+ok $(echo "$out" | awk -F'"read_fio_MBps":|"read_fio_huge_MBps":|"read_4k_MBps":|"read_huge_MBps":|"read_ratio_4k":|"read_ratio_huge":' '{ split($2,a,","); split($3,b,","); split($4,c,","); split($5,d,","); split($6,e,","); split($7,f,",");
+	# key order in the line: 4k_MBps, ratio_4k, huge_MBps, ratio_huge, fio_MBps, fio_huge_MBps
+	exit !(e[1] == 1000 && f[1] == 2000 && b[1] > 0 && (b[1] - a[1] / 1000) ^ 2 < 1e-6 && (d[1] - c[1] / 2000) ^ 2 < 1e-6) }'; echo $?) "each kind's ratio is against fio on its own page size"
 if command -v fio >/dev/null; then
 	out=$("$bin" io --file "$dir/f" --size 32M --bs 1M --qd 8 --json 2>"$dir/err")
 	rc=$?

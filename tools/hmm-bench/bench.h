@@ -41,19 +41,22 @@ int bench_scratch_add(const char *path);
 void bench_scratch_empty(int fd);
 /* Remove it now and forget it. */
 void bench_scratch_remove(const char *path);
-/* Run argv (argv[0] looked up on PATH) in its own process group, its
- * stdout and stderr into the stream returned (NULL: could not start).
+/* Run argv (argv[0] looked up on PATH) in its own process group, with
+ * environment envp (NULL: this process's), its stdout and stderr into
+ * the stream returned (NULL: could not start).
  * On the exits above the group is killed and reaped before any scratch
  * file is removed (scratch.c; at most 4 at once). */
-FILE *bench_child_open(char *const argv[], pid_t *pid);
+FILE *bench_child_open(char *const argv[], char *const envp[], pid_t *pid);
 /* Close f (may be NULL), wait for pid: its exit status, -1 when it did
  * not exit normally. */
 int bench_child_close(FILE *f, pid_t pid);
 
 /* Run fio with argv (argv[0] "fio") as a bench child: all it wrote, its
  * JSON and anything it said on stderr, as a string to free; NULL when
- * it did not run or did not exit 0 (fio.c). */
-char *bench_fio_run(char *const argv[]);
+ * it did not run or did not exit 0.  huge: fio's buffers on transparent
+ * huge pages where the system gives them, as hmm's are (fio.c says why);
+ * 0: on 4 KiB pages, fio's default. */
+char *bench_fio_run(char *const argv[], int huge);
 /* The queue depths an I/O floor tries: 16 and 64 (fio.c). */
 extern const int bench_fio_qd[2];
 /* Seconds fio takes to move io_bytes over the first size bytes of file

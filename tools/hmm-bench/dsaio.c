@@ -51,7 +51,7 @@ int ds_aio_run(const char *python, const char *file, int64_t size,
 	snprintf(s_size, sizeof(s_size), "%lld", (long long)size);
 	snprintf(s_bs, sizeof(s_bs), "%lld", (long long)bs);
 	snprintf(s_qd, sizeof(s_qd), "%d", qd);
-	f = bench_child_open(argv, &pid);
+	f = bench_child_open(argv, NULL, &pid);
 	if (!f)
 		return -1;
 	while (fgets(line, sizeof(line), f)) {

@@ -12,7 +12,12 @@
  * pool on the page size under test (HMM_POOL_NOHUGE for 4 KiB pages).
  * Theirs: fio --ioengine=io_uring --direct=1 over the store's data area
  * (--offset = the data area's start), its own malloc'd buffers, JSON
- * output parsed for bw_bytes.
+ * output parsed for bw_bytes.  fio runs once a round for each page size
+ * the kinds use, its buffers on that size (THP through glibc's malloc
+ * tunable for huge: fio.c), and each kind is set against fio on its own
+ * page size: on the build machine's virtio disk the page size alone
+ * moved fio's 2 MiB I/O 2x (fio.c), so ours on huge pages against fio
+ * on 4 KiB pages measured the pages, not the store.
  *
  * One untimed sequential write pass first makes every block real (a
  * fresh fallocate'd file reads as zeros without touching the disk).
@@ -161,8 +166,10 @@ static double parse_bw(const char *js, const char *dir)
 	return strtod(p + 1, NULL);
 }
 
-/* Run fio once in direction rw (fio.c: a bench child); MB/s or < 0. */
-static double run_fio(struct io_opts *o, const char *rw, uint64_t offset)
+/* Run fio once in direction rw (fio.c: a bench child), its buffers on
+ * huge pages or not; MB/s or < 0. */
+static double run_fio(struct io_opts *o, const char *rw, uint64_t offset,
+		      int huge)
 {
 	char a[6][4200];
 	char *argv[] = { "fio", "--name=hmmbench", a[0], "--ioengine=io_uring",
@@ -183,7 +190,7 @@ static double run_fio(struct io_opts *o, const char *rw, uint64_t offset)
 		 (unsigned long long)offset);
 	if (o->sqpoll)
 		argv[13] = "--sqthread_poll=1";
-	out = bench_fio_run(argv);
+	out = bench_fio_run(argv, huge);
 	if (!out)
 		return -1;
 	bw = parse_bw(out, strcmp(rw, "write") ? "read" : "write");
@@ -486,11 +493,12 @@ out:
 }
 
 struct results {
-	double *ours[NDIRS][NKINDS], *fio[NDIRS];	/* [rep] */
+	double *ours[NDIRS][NKINDS], *fio[NDIRS][2];	/* [rep]; [pg] */
 	double *ds[NDIRS];	/* [rep]: DeepSpeed's aio, NAN: none */
 	double dm[NDIRS];	/* its median, NAN: none */
 	double dratio[NDIRS];	/* median of each round's ours 4k / ds */
-	double om[NDIRS][NKINDS], fm[NDIRS];		/* medians */
+	double om[NDIRS][NKINDS], fm[NDIRS][2];		/* medians */
+	int pg[2];	/* fio runs on 4 KiB pages, on huge pages */
 	double ratio[NDIRS][NKINDS];	/* median of each round's ours/fio */
 	struct cell_info ci[NKINDS];
 };
@@ -511,8 +519,9 @@ static void report(struct io_opts *o, struct results *R)
 			       o->extent ? " (extents+crc32c)" : "",
 			       R->om[d][k]);
 			if (o->fio)
-				printf(", fio %.0f MB/s, ratio %.3f", R->fm[d],
-				       R->ratio[d][k]);
+				printf(", fio (%s pages) %.0f MB/s, ratio "
+				       "%.3f", kind & 1 ? "huge" : "4 KiB",
+				       R->fm[d][kind & 1], R->ratio[d][k]);
 			if (kind == 0 && !isnan(R->dm[d]))
 				printf(", DeepSpeed aio %.0f MB/s, ratio %.3f",
 				       R->dm[d], R->dratio[d]);
@@ -552,9 +561,14 @@ static void report(struct io_opts *o, struct results *R)
 				 kind_name[o->kinds[k]]);
 			bench_json_num(stdout, key, R->ratio[d][k]);
 		}
-		if (o->fio) {
+		if (o->fio && R->pg[0]) {
 			snprintf(key, sizeof(key), "%s_fio_MBps", o->dirs[d]);
-			bench_json_num(stdout, key, R->fm[d]);
+			bench_json_num(stdout, key, R->fm[d][0]);
+		}
+		if (o->fio && R->pg[1]) {
+			snprintf(key, sizeof(key), "%s_fio_huge_MBps",
+				 o->dirs[d]);
+			bench_json_num(stdout, key, R->fm[d][1]);
 		}
 		snprintf(key, sizeof(key), "%s_ds_MBps", o->dirs[d]);
 		bench_json_num(stdout, key, R->dm[d]);	/* null: none */
@@ -564,7 +578,8 @@ static void report(struct io_opts *o, struct results *R)
 	if (o->ndirs == 1 && o->nkinds == 1) {	/* one cell: plain names */
 		bench_json_num(stdout, "ours_MBps", R->om[0][0]);
 		if (o->fio) {
-			bench_json_num(stdout, "fio_MBps", R->fm[0]);
+			bench_json_num(stdout, "fio_MBps",
+				       R->fm[0][o->kinds[0] & 1]);
 			bench_json_num(stdout, "ratio", R->ratio[0][0]);
 		}
 	}
@@ -680,9 +695,11 @@ static int run_all(struct io_opts *o, struct results *R)
 					return -1;
 				R->ours[d][k][i] = v;
 			}
-			if (o->fio) {
-				R->fio[d][i] = run_fio(o, o->dirs[d], off);
-				if (R->fio[d][i] < 0) {
+			for (int g = 0; o->fio && g < 2; g++) {
+				if (!R->pg[g])
+					continue;
+				R->fio[d][g][i] = run_fio(o, o->dirs[d], off, g);
+				if (R->fio[d][g][i] < 0) {
 					fprintf(stderr, "hmm-bench io: fio "
 						"failed\n");
 					return -1;
@@ -694,8 +711,10 @@ static int run_all(struct io_opts *o, struct results *R)
 			for (int k = 0; k < o->nkinds; k++)
 				printf(" %s %.0f", kind_name[o->kinds[k]],
 				       R->ours[d][k][i]);
-			if (o->fio)
-				printf(" fio %.0f", R->fio[d][i]);
+			for (int g = 0; o->fio && g < 2; g++)
+				if (R->pg[g])
+					printf(" fio%s %.0f", g ? "_huge" : "",
+					       R->fio[d][g][i]);
 			printf(" MB/s\n");
 			fflush(stdout);
 		}
@@ -706,13 +725,16 @@ static int run_all(struct io_opts *o, struct results *R)
 			double q[o->reps];
 
 			for (int i = 0; o->fio && i < o->reps; i++)
-				q[i] = R->ours[d][k][i] / R->fio[d][i];
+				q[i] = R->ours[d][k][i] /
+				       R->fio[d][o->kinds[k] & 1][i];
 			if (o->fio)
 				R->ratio[d][k] = bench_median(q, o->reps);
 			R->om[d][k] = bench_median(R->ours[d][k], o->reps);
 		}
-		if (o->fio)
-			R->fm[d] = bench_median(R->fio[d], o->reps);
+		for (int g = 0; o->fio && g < 2; g++)
+			if (R->pg[g])
+				R->fm[d][g] = bench_median(R->fio[d][g],
+							   o->reps);
 		ds_medians(o, R, d);
 	}
 	return 0;
@@ -742,10 +764,13 @@ static int bench_io(int argc, char **argv)
 		for (int k = 0; k < o.nkinds; k++)
 			if (!(R.ours[d][k] = calloc(o.reps, sizeof(double))))
 				goto out;
-		if (!(R.fio[d] = calloc(o.reps, sizeof(double))) ||
+		if (!(R.fio[d][0] = calloc(o.reps, sizeof(double))) ||
+		    !(R.fio[d][1] = calloc(o.reps, sizeof(double))) ||
 		    !(R.ds[d] = calloc(o.reps, sizeof(double))))
 			goto out;
 	}
+	for (int k = 0; k < o.nkinds; k++)
+		R.pg[o.kinds[k] & 1] = 1;
 	ds_setup(&o);
 	if (run_all(&o, &R))
 		goto out;
@@ -755,7 +780,8 @@ out:	/* made and ds_made are removed at the exit (scratch.c) */
 	for (int d = 0; d < NDIRS; d++) {
 		for (int k = 0; k < NKINDS; k++)
 			free(R.ours[d][k]);
-		free(R.fio[d]);
+		free(R.fio[d][0]);
+		free(R.fio[d][1]);
 		free(R.ds[d]);
 	}
 	return rc;

@@ -6,8 +6,10 @@
  * two floors measured in the same run:
  *	io_floor_s:      fio moving the same bytes (16 B/param read, 12
  *	                 written, mixed, O_DIRECT, io_uring, chunk-sized
- *	                 blocks, each block once) over a file beside the
- *	                 store, at queue depth 16 and at 64 each round:
+ *	                 blocks, each block once, from buffers on huge
+ *	                 pages as libhmm's are: fio.c says why) over a
+ *	                 file beside the store, at queue depth 16 and at
+ *	                 64 each round:
  *	                 the lower of the two depths' medians (not each
  *	                 round's faster run: on a disk whose speed drifts,
  *	                 the least of two samples is lower than a typical
@@ -37,13 +39,15 @@
  * pipeline fills and drains once a segment), fio does not (4 segments
  * of a file against one pass: 0.87-0.91 of its time).
  *
- * The same disk serves bytes touched seconds before much faster than
- * older ones: interleaved fio runs of 1.75 GiB each, over regions of a
- * 14 GiB file, took 0.8-1.2 s where most of the region had been touched
- * by the run before, and 1.7-3.1 s where it had been touched a minute
- * or more before.  A run that moves 28 B a parameter through a region of
- * 16 (as before) touches 0.75 of it twice within seconds; the step reads
- * each byte once, a round after it wrote it.  So fio moves each
+ * The same disk seemed to serve bytes touched seconds before much
+ * faster than older ones (interleaved fio runs of 1.75 GiB each, over
+ * regions of a 14 GiB file, took 0.8-1.2 s where most of the region had
+ * been touched by the run before, 1.7-3.1 s where it had been touched a
+ * minute or more before; a later test, 2 GiB read 2, 45 and 100 s after
+ * its write, found no order in the age).  Either way a run that moves
+ * 28 B a parameter through a region of 16 (as before) touches 0.75 of
+ * it twice within seconds, where the step reads each byte once, a round
+ * after it wrote it.  So fio moves each
  * segment's 28 B a parameter once through a region of that size (not
  * 28 B over 16, which wrapped), in a file of 28 B a parameter, and its
  * run at 64 uses the region half a round away from its run at 16 (one

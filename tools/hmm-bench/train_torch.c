@@ -102,7 +102,7 @@ int torch_gpt_run(const char *python, const struct torch_gpt *m, int steps,
 	/* torch's OpenMP threads sleep, not spin, between its ops */
 	setenv("OMP_WAIT_POLICY", "passive", 0);
 	/* its own process group, killed and reaped if hmm-bench is stopped */
-	f = bench_child_open(argv, &pid);
+	f = bench_child_open(argv, NULL, &pid);
 	if (!f)
 		return -1;
 	while (fgets(line, sizeof(line), f))
