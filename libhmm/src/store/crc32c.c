@@ -17,7 +17,7 @@
  * one to the register.  On the build machine (AMD EPYC, family 23,
  * where crc32 retires one 8-byte step per 3 cycles, so three streams
  * gain nothing) it ran 1.4x the three-stream path over 2 MiB buffers,
- * cold (6.8-7.4 against 4.9-5.1 GB/s) and in cache (7.7-8.9 against
+ * cold (6.8-7.4 against 4.8-5.1 GB/s) and in cache (8.3-8.9 against
  * 5.9-6.0), three interleaved runs; running the crc32 instruction over
  * a second part of the buffer in the same loop made it slower (7.7-7.9
  * in cache).  The store's I/O thread checksums every extent it moves:
