@@ -4,10 +4,13 @@
  * a flipped byte in an extent fails its read with -EIO (crc32c); a
  * damaged newest superblock or table falls back to the previous flush;
  * both superblocks damaged fails the open; a file that is not a store is
- * refused unless the caller asks to overwrite it.
+ * refused unless the caller asks to overwrite it; a caller that takes
+ * the crc32c itself (HMM_IOF_CRC_LATER, HMM_IOF_CRC_GIVEN) finds the
+ * same damage, and a crc it gives is the one stored.
  */
 #include <fcntl.h>
 
+#include "crc32c.h"
 #include "store_t.h"
 
 static void flip(const char *path, uint64_t off)
@@ -21,6 +24,61 @@ static void flip(const char *path, uint64_t off)
 	if (pwrite(fd, &c, 1, off) != 1 || fsync(fd))
 		t_fail_all("pwrite %s", path);
 	close(fd);
+}
+
+/* One request with flags, waited for; its result (or the submit's). */
+static int io_flags(struct hmm_store *s, struct hmm_io *io, uint32_t op,
+		    uint64_t key, void *buf, uint32_t flags, uint32_t crc)
+{
+	struct hmm_io *p = io;
+	int r;
+
+	*io = (struct hmm_io){ .op = op, .key = key, .buf = buf,
+			       .len = 16384, .flags = flags, .crc = crc };
+	r = hmm_store_submit(s, &p, 1);
+	return r < 0 ? r : hmm_store_wait(s, io);
+}
+
+/*
+ * The caller's crc32c (the engine's checksum thread): a read with
+ * HMM_IOF_CRC_LATER completes without a check and hmm_store_check
+ * finds the damage (extent 2 is damaged); a write with HMM_IOF_CRC_GIVEN
+ * stores the crc it is given, not one of its own.
+ */
+static void crc_by_caller(struct hmm_store *s, const char *path, uint8_t *b)
+{
+	struct hmm_store_stats st;
+	struct hmm_io io;
+	uint32_t crc;
+
+	hmm_store_stats(s, &st);
+	t_eq(io_flags(s, &io, HMM_IO_READ, 2, b, HMM_IOF_CRC_LATER, 0), 0,
+	     "damaged extent, CRC_LATER: the read itself succeeds");
+	t_eq(hmm_store_check(&io), -EIO, "and hmm_store_check finds it");
+	t_ok(strstr(hmm_last_error(), "crc32c") &&
+	     strstr(hmm_last_error(), path) && strstr(hmm_last_error(),
+						      "offset"),
+	     "detail: %s", hmm_last_error());
+	crc = st.crc_errors;
+	hmm_store_stats(s, &st);
+	t_eq(st.crc_errors, crc + 1, "counted in stats.crc_errors");
+	t_eq(io_flags(s, &io, HMM_IO_READ, 3, b, HMM_IOF_CRC_LATER, 0), 0,
+	     "an intact extent, CRC_LATER");
+	t_eq(hmm_store_check(&io), 0, "checks out");
+	t_eq(io_flags(s, &io, HMM_IO_READ, 3, b, 0, 0), 0, "a plain read");
+	t_eq(hmm_store_check(&io), -EINVAL,
+	     "hmm_store_check of a read without CRC_LATER: -EINVAL");
+
+	t_fill(b, 16384, 66);
+	crc = hmm_crc32c(0, b, 16384);
+	t_eq(io_flags(s, &io, HMM_IO_WRITE, 6, b, HMM_IOF_CRC_GIVEN, crc), 0,
+	     "a write with its crc given");
+	t_ok(st_same(s, b, 6, 16384, 66), "reads back and checks out");
+	t_fill(b, 16384, 67);
+	t_eq(io_flags(s, &io, HMM_IO_WRITE, 7, b, HMM_IOF_CRC_GIVEN, crc), 0,
+	     "a write given a wrong crc");
+	t_eq(st_io(s, HMM_IO_READ, 7, 0, b, 16384), -EIO,
+	     "its read fails: the store kept the crc it was given");
 }
 
 static int try_open(const char *path, uint32_t flags, struct hmm_store **s)
@@ -76,6 +134,7 @@ int main(void)
 		      !memcmp(b, want, 16384);
 	}
 	t_ok(ok, "the other extents read fine");
+	crc_by_caller(s, path, b);
 	hmm_store_close(s);
 
 	/* newest is gen 3 in slot 0 (format: 1 in slot 0, then 2, 3) */

@@ -217,6 +217,11 @@ static void chunk_copy_start(struct hmm *h, struct hmm_chunk *c, int io,
 		c->req.io.buf = chunk_host(c);
 		c->req.h = h;
 		c->req.done = chunk_store_done;
+		if (io == CH_IO_WRITE) {	/* summed first (crcthread.c) */
+			hmm_crc_queue(h, &c->req);
+			return;
+		}
+		c->req.io.flags = HMM_IOF_CRC_LATER;	/* checked there */
 		hmm_iot_queue(h, &c->req);
 		return;
 	}

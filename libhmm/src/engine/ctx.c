@@ -184,6 +184,7 @@ static void ctx_init(struct hmm *h, const struct hmm_config *cfg)
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
 	pthread_cond_init(&h->cond, &ca);
 	pthread_cond_init(&h->io_cond, &ca);
+	pthread_cond_init(&h->crc_cond, &ca);
 	pthread_condattr_destroy(&ca);
 	pthread_mutex_init(&h->trace_lock, NULL);
 	h->cfg = *cfg;
@@ -256,6 +257,7 @@ void hmm_ctx_free(struct hmm *h)
 	hmm_trace_close(h);
 	free(h->tensors);
 	pthread_cond_destroy(&h->io_cond);
+	pthread_cond_destroy(&h->crc_cond);
 	pthread_cond_destroy(&h->cond);
 	pthread_mutex_destroy(&h->lock);
 	pthread_mutex_destroy(&h->trace_lock);

@@ -160,6 +160,13 @@ struct hmm {
 					   the store: hold extent I/O until
 					   a completion frees some */
 
+	/* the checksum thread (crcthread.c): chunks' crc32c */
+	pthread_t crc_thread;
+	pthread_cond_t crc_cond;	/* crcq not empty, or stop */
+	struct hmm_list crcq;		/* writes to sum, reads to check */
+	unsigned crc_pending;		/* on crcq or being done */
+	int crc_stop, crc_started;
+
 	/* the device (dev.h) */
 	const struct hmm_dev_ops *dev;
 	void *dev_priv;
@@ -207,6 +214,11 @@ void hmm_iot_stop(struct hmm *h);
 void hmm_iot_queue(struct hmm *h, struct hmm_ioreq *r);	/* h->lock held */
 /* Queue r and wait for it (h->lock held; dropped while waiting). */
 int hmm_iot_sync(struct hmm *h, struct hmm_ioreq *r);
+
+/* ---- crcthread.c ------------------------------------------------------- */
+int hmm_crc_start(struct hmm *h);
+void hmm_crc_stop(struct hmm *h);
+void hmm_crc_queue(struct hmm *h, struct hmm_ioreq *r);	/* h->lock held */
 
 /* ---- policy.c ---------------------------------------------------------- */
 extern const struct hmm_reclaimer hmm_policy_reclaimer;

@@ -40,6 +40,13 @@
  * full: that write fails with the store's -ENOSPC detail.  So io_depth
  * never needs slack of its own, and the wait is bounded by the I/O in
  * flight.
+ *
+ * Checksums: none here for a chunk.  Its write reaches h->ioq only once
+ * the checksum thread has summed it (crcthread.c: HMM_IOF_CRC_GIVEN),
+ * and its read, submitted with HMM_IOF_CRC_LATER, goes back there from
+ * iot_io_done, after the refill, to be checked before its done().  So
+ * the thread does not stop (io_stop) while that thread holds a write it
+ * will be given (crc_pending), and it stops that thread after itself.
  */
 #include <errno.h>
 #include <string.h>
@@ -128,16 +135,22 @@ static void iot_io_done(struct hmm_io *io)
 	struct hmm *h = r->h;
 	struct hmm_io *next[IOT_BATCH];
 	unsigned n = 0;
+	int later;
 
 	pthread_mutex_lock(&h->lock);
 	h->io_inflight--;
 	h->io_no_room = 0;	/* it may have freed some: try again */
 	if (!iot_in_sync && io->op < HMM_IOREQ_FREE)
 		n = iot_take(h, next, 1);
+	later = io->op == HMM_IO_READ && (io->flags & HMM_IOF_CRC_LATER) &&
+		!io->result;
+	if (later)
+		hmm_crc_queue(h, r);	/* checked there, then done() */
 	pthread_mutex_unlock(&h->lock);
 	if (n)
 		iot_submit(h, next, n);
-	r->done(r);
+	if (!later)
+		r->done(r);
 }
 
 static void iot_sync_op(struct hmm *h, struct hmm_ioreq *r)
@@ -275,7 +288,9 @@ static void iot_loop(struct hmm *h)
 		pthread_mutex_lock(&h->lock);
 		iot_drain(h);
 		pending = hmm_store_inflight(h->store);
-		while (hmm_list_empty(&h->ioq) && !pending && !h->io_stop)
+		/* stopping waits for the writes the checksum thread holds */
+		while (hmm_list_empty(&h->ioq) && !pending &&
+		       (!h->io_stop || h->crc_pending))
 			pthread_cond_wait(&h->io_cond, &h->lock);
 		if (h->io_stop && hmm_list_empty(&h->ioq) && !pending) {
 			pthread_mutex_unlock(&h->lock);
@@ -358,8 +373,15 @@ int hmm_iot_start(struct hmm *h, const struct hmm_config *cfg)
 		return hmm_err(-errno, "store %s: eventfd for the I/O thread: "
 			       "%s", cfg->store_path, strerror(errno));
 	h->io_sleeping = h->io_kicked = h->io_stop = h->io_no_room = 0;
+	r = hmm_crc_start(h);
+	if (r) {
+		close(h->io_efd);
+		h->io_efd = -1;
+		return r;
+	}
 	r = pthread_create(&h->io_thread, NULL, iot_main, &st);
 	if (r) {
+		hmm_crc_stop(h);
 		close(h->io_efd);
 		h->io_efd = -1;
 		return hmm_err(-r, "store %s: cannot start the I/O thread",
@@ -371,6 +393,7 @@ int hmm_iot_start(struct hmm *h, const struct hmm_config *cfg)
 	pthread_mutex_unlock(&h->lock);
 	if (st.result < 0) {
 		pthread_join(h->io_thread, NULL);
+		hmm_crc_stop(h);
 		close(h->io_efd);
 		h->io_efd = -1;
 		h->store = NULL;
@@ -396,6 +419,7 @@ void hmm_iot_stop(struct hmm *h)
 	pthread_cond_signal(&h->io_cond);
 	pthread_mutex_unlock(&h->lock);
 	pthread_join(h->io_thread, NULL);
+	hmm_crc_stop(h);	/* it holds nothing now */
 	close(h->io_efd);
 	h->io_efd = -1;
 	h->io_started = 0;

@@ -149,11 +149,25 @@ const char *hmm_store_note(struct hmm_store *s);
 #define HMM_IO_WRITE_RAW 4	/* write len bytes at off of the data area */
 
 /*
+ * The crc32c of an extent is the store's thread's work unless the
+ * caller takes it (flags): 2 MiB take 0.2-0.4 ms of CPU, and a thread
+ * that checks every completion before it can submit the next leaves the
+ * disk idle (architecture.md, "Checksums off the I/O thread").
+ */
+#define HMM_IOF_CRC_GIVEN 1u	/* WRITE: io->crc is crc32c(buf, len),
+				   computed by the caller, and buf does not
+				   change until done() */
+#define HMM_IOF_CRC_LATER 2u	/* READ: the reap does not check the
+				   bytes; the caller calls hmm_store_check
+				   before it uses them */
+
+/*
  * One request, owned by the caller and untouched by the store between
  * done() and the next submit.  buf and len must be 4096-aligned (-EINVAL
  * otherwise).  For READ, len must equal the extent's length.  A WRITE of
  * a key creates or replaces that extent with len bytes (crc computed at
- * submission).  RAW ops bypass the table (benchmarks, tests).
+ * submission, or given: HMM_IOF_CRC_GIVEN).  RAW ops bypass the table
+ * (benchmarks, tests).
  */
 struct hmm_io {
 	uint32_t op;		/* HMM_IO_* (in) */
@@ -164,6 +178,8 @@ struct hmm_io {
 	int result;		/* (out) 0 or -errno, valid in done() */
 	void (*done)(struct hmm_io *io);	/* called from poll/wait; may be NULL */
 	void *priv;		/* caller's */
+	uint32_t flags;		/* HMM_IOF_* (in) */
+	uint32_t crc;		/* (in) with HMM_IOF_CRC_GIVEN */
 	/* store-private below */
 	uint64_t s_off;		/* where the bytes go or come from */
 	uint32_t s_done;	/* bytes transferred so far */
@@ -173,6 +189,8 @@ struct hmm_io {
 	struct hmm_io *s_next;	/* backlog link */
 	uint32_t s_fault;	/* HMM_FAULT_* chosen for this request */
 	uint32_t s_zero;	/* zero-byte completions in a row */
+	struct hmm_store *s_store;	/* the store (a stripe's member) that
+					   carried it */
 };
 
 /* Queue n requests and submit them in one batch.  Returns the number
@@ -210,6 +228,15 @@ int hmm_store_wait(struct hmm_store *s, struct hmm_io *io);
 
 /* Requests submitted and not yet completed. */
 unsigned hmm_store_inflight(struct hmm_store *s);
+
+/*
+ * Check the bytes of a READ submitted with HMM_IOF_CRC_LATER that
+ * completed with result 0 against the crc32c the table holds: 0, or
+ * -EIO naming the store (a stripe's member), the extent and the offset,
+ * counted in stats.crc_errors.  Any thread may call it, while the store
+ * is open; it touches nothing of the store's but its stats.
+ */
+int hmm_store_check(const struct hmm_io *io);
 
 /* ---- extents and the table ------------------------------------------ */
 

@@ -138,7 +138,7 @@ static uint64_t blk_of(struct hmm_store *s, struct hmm_io *io)
 	return (io->s_off - s->sb.data_off) / s->sb.block_size;
 }
 
-static int finish_read(struct hmm_store *s, struct hmm_io *io)
+static int finish_read(struct hmm_store *s, const struct hmm_io *io)
 {
 	uint32_t crc = hmm_crc32c(0, io->buf, io->len);
 
@@ -152,6 +152,16 @@ static int finish_read(struct hmm_store *s, struct hmm_io *io)
 		       s->path,
 		       (unsigned long long)io->key,
 		       (unsigned long long)io->s_off, crc, io->s_crc);
+}
+
+int hmm_store_check(const struct hmm_io *io)
+{
+	if (!io || !io->s_store || io->op != HMM_IO_READ ||
+	    !(io->flags & HMM_IOF_CRC_LATER) || io->s_state != ST_DONE ||
+	    io->result)
+		return hmm_err(-EINVAL, "store: check: not a completed read "
+			       "submitted with HMM_IOF_CRC_LATER");
+	return finish_read(io->s_store, io);
 }
 
 static void finish_write(struct hmm_store *s, struct hmm_io *io, int res)
@@ -199,7 +209,7 @@ static void finish(struct hmm_store *s, struct hmm_io *io, int res)
 			      "(extent %#llx): %s", s->path, op_name(io->op),
 			      io->len, (unsigned long long)(io->s_off + io->s_done),
 			      (unsigned long long)io->key, strerrordesc_np(-res));
-	else if (io->op == HMM_IO_READ)
+	else if (io->op == HMM_IO_READ && !(io->flags & HMM_IOF_CRC_LATER))
 		res = finish_read(s, io);
 	if (io->op == HMM_IO_WRITE)
 		finish_write(s, io, res);
@@ -363,7 +373,8 @@ static int prepare(struct hmm_store *s, struct hmm_io *io, uint64_t base)
 				       (unsigned long long)(s->ext.quar_units *
 							    s->sb.block_size));
 		io->s_off = s->sb.data_off + blk * s->sb.block_size;
-		io->s_crc = hmm_crc32c(0, io->buf, io->len);
+		io->s_crc = io->flags & HMM_IOF_CRC_GIVEN ? io->crc :
+			    hmm_crc32c(0, io->buf, io->len);
 		s->pending_writes++;
 		return 0;
 	}
@@ -425,8 +436,10 @@ int store_queue(struct hmm_store *s, struct hmm_io *io, uint64_t raw_base)
 {
 	int err = prepare(s, io, raw_base);
 
-	if (!err)
+	if (!err) {
+		io->s_store = s;
 		enqueue(s, io);
+	}
 	return err;
 }
 
