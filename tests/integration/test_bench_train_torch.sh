@@ -3,6 +3,7 @@
 # and the same GPT in Debian's torch and, with --json, ends with one
 # object holding both tok/s and their ratio (consistent with each other);
 # a --torch-venv (or $HMM_TORCH_VENV) without a python fails naming it;
+# torch runs with OMP_WAIT_POLICY=passive unless the caller set it;
 # --torch-venv without
 # --vs-torch is a usage error.  The tiny preset, 2 steps: this checks the
 # tool, it does not time.
@@ -29,6 +30,19 @@ ok $([ $rc = 1 ] && grep -q "$dir/novenv/bin/python could not run" "$dir/err"; e
 HMM_TORCH_VENV=$dir/envvenv "$bin" train --vs-torch --preset tiny --steps 2 --reps 1 --json >"$dir/out" 2>"$dir/err"
 rc=$?
 ok $([ $rc = 1 ] && grep -q "$dir/envvenv/bin/python could not run" "$dir/err"; echo $?) "HMM_TORCH_VENV without python: exit 1 naming it (rc $rc)"
+# torch's environment: OMP_WAIT_POLICY=passive unless the caller set it
+mkdir -p "$dir/fake/bin"
+cat >"$dir/fake/bin/python" <<EOF
+#!/bin/sh
+echo "\${OMP_WAIT_POLICY-unset}" >>"$dir/omp"
+echo "torch 0.0fake \${10} 100 90"
+EOF
+chmod +x "$dir/fake/bin/python"
+env -u OMP_WAIT_POLICY "$bin" train --vs-torch --torch-venv "$dir/fake" --preset tiny --steps 2 --reps 1 --json >"$dir/out" 2>"$dir/err"
+ok $([ $? = 0 ] && [ "$(sort -u "$dir/omp")" = passive ]; echo $?) "torch runs with OMP_WAIT_POLICY=passive ($(sort -u "$dir/omp" | tr '\n' ' '))"
+rm -f "$dir/omp"
+OMP_WAIT_POLICY=active "$bin" train --vs-torch --torch-venv "$dir/fake" --preset tiny --steps 2 --reps 1 --json >"$dir/out" 2>"$dir/err"
+ok $([ $? = 0 ] && [ "$(sort -u "$dir/omp")" = active ]; echo $?) "a caller's OMP_WAIT_POLICY=active is kept ($(sort -u "$dir/omp" | tr '\n' ' '))"
 "$bin" train --torch-venv "$dir" --json >/dev/null 2>"$dir/err"
 ok $([ $? = 2 ] && grep -q "usage" "$dir/err"; echo $?) "--torch-venv without --vs-torch: usage, exit 2"
 t_done

@@ -41,6 +41,12 @@ int bench_scratch_add(const char *path);
 void bench_scratch_empty(int fd);
 /* Remove it now and forget it. */
 void bench_scratch_remove(const char *path);
+/* This process's environment with name=value in it, for
+ * bench_child_open: where name is set already, join (non-NULL) appends
+ * value to it after join, NULL keeps it as it is.  An array of borrowed
+ * strings but for the one *mine points to (NULL if none); free both. */
+char **bench_env_with(const char *name, const char *value,
+		      const char *join, char **mine);
 /* Run argv (argv[0] looked up on PATH) in its own process group, with
  * environment envp (NULL: this process's), its stdout and stderr into
  * the stream returned (NULL: could not start).

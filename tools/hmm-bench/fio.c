@@ -32,29 +32,6 @@
 
 #define TUNE	"glibc.malloc.hugetlb=1"
 
-/* This process's environment with TUNE added to GLIBC_TUNABLES: an
- * array of borrowed strings but its last, which *mine is (free both). */
-static char **huge_env(char **mine)
-{
-	const char *old = getenv("GLIBC_TUNABLES");
-	size_t n = 0, k = 0;
-	char **e;
-
-	while (environ[n])
-		n++;
-	e = calloc(n + 2, sizeof(*e));
-	if (!e || asprintf(mine, "GLIBC_TUNABLES=%s%s" TUNE, old ? old : "",
-			   old && *old ? ":" : "") < 0) {
-		free(e);
-		return NULL;
-	}
-	for (size_t i = 0; i < n; i++)
-		if (strncmp(environ[i], "GLIBC_TUNABLES=", 15))
-			e[k++] = environ[i];
-	e[k] = *mine;
-	return e;
-}
-
 char *bench_fio_run(char *const argv[], int huge)
 {
 	char *out = NULL, *n, **env = NULL, *mine = NULL;
@@ -62,7 +39,7 @@ char *bench_fio_run(char *const argv[], int huge)
 	FILE *f;
 	pid_t pid;
 
-	if (huge && !(env = huge_env(&mine)))
+	if (huge && !(env = bench_env_with("GLIBC_TUNABLES", TUNE, ":", &mine)))
 		return NULL;
 	f = bench_child_open(argv, env, &pid);
 	free(env);

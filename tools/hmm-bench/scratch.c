@@ -97,6 +97,37 @@ void bench_scratch_remove(const char *path)
 		}
 }
 
+char **bench_env_with(const char *name, const char *value,
+		      const char *join, char **mine)
+{
+	const char *old = getenv(name);
+	size_t n = 0, k = 0, len = strlen(name);
+	char **e;
+	int r = 0;
+
+	while (environ[n])
+		n++;
+	e = calloc(n + 2, sizeof(*e));
+	if (!e)
+		return NULL;
+	*mine = NULL;
+	if (!old || !*old)
+		r = asprintf(mine, "%s=%s", name, value);
+	else if (join)
+		r = asprintf(mine, "%s=%s%s%s", name, old, join, value);
+	if (r < 0) {
+		free(e);
+		return NULL;
+	}
+	for (size_t i = 0; i < n; i++)
+		if (!*mine || strncmp(environ[i], name, len) ||
+		    environ[i][len] != '=')
+			e[k++] = environ[i];
+	if (*mine)
+		e[k] = *mine;
+	return e;
+}
+
 /*
  * posix_spawn, not fork: glibc's is a vfork (CLONE_VM), while fork copies
  * the page tables and write-protects every private page of this process,

@@ -95,14 +95,20 @@ int torch_gpt_run(const char *python, const struct torch_gpt *m, int steps,
 	FILE *f;
 	pid_t pid;
 	int got = 0, threads;
+	char **env, *mine;
 
 	memset(res, 0, sizeof(*res));
 	for (int i = 0; i < 8; i++)
 		snprintf(a[i], sizeof(a[i]), "%d", v[i]);
-	/* torch's OpenMP threads sleep, not spin, between its ops */
-	setenv("OMP_WAIT_POLICY", "passive", 0);
+	/* torch's OpenMP threads sleep, not spin, between its ops (unless
+	 * the caller says otherwise); in its environment, not hmm-bench's */
+	env = bench_env_with("OMP_WAIT_POLICY", "passive", NULL, &mine);
+	if (!env)
+		return -1;
 	/* its own process group, killed and reaped if hmm-bench is stopped */
-	f = bench_child_open(argv, NULL, &pid);
+	f = bench_child_open(argv, env, &pid);
+	free(env);
+	free(mine);
 	if (!f)
 		return -1;
 	while (fgets(line, sizeof(line), f))
