@@ -4,6 +4,7 @@
 # object holding both tok/s and their ratio (consistent with each other);
 # a --torch-venv (or $HMM_TORCH_VENV) without a python fails naming it;
 # torch runs with OMP_WAIT_POLICY=passive unless the caller set it;
+# a --store path with a space and a ';' reaches hmm-train as it is;
 # --torch-venv without
 # --vs-torch is a usage error.  The tiny preset, 2 steps: this checks the
 # tool, it does not time.
@@ -43,6 +44,11 @@ ok $([ $? = 0 ] && [ "$(sort -u "$dir/omp")" = passive ]; echo $?) "torch runs w
 rm -f "$dir/omp"
 OMP_WAIT_POLICY=active "$bin" train --vs-torch --torch-venv "$dir/fake" --preset tiny --steps 2 --reps 1 --json >"$dir/out" 2>"$dir/err"
 ok $([ $? = 0 ] && [ "$(sort -u "$dir/omp")" = active ]; echo $?) "a caller's OMP_WAIT_POLICY=active is kept ($(sort -u "$dir/omp" | tr '\n' ' '))"
+# hmm-train's arguments go to it as they are, with no shell between
+mkdir -p "$dir/a b"
+"$bin" train --preset tiny --steps 2 --reps 1 --store "$dir/a b/x;y.store" --json >"$dir/out" 2>"$dir/err"
+rc=$?
+ok $([ $rc = 0 ] && [ -s "$dir/a b/x;y.store" ] && grep -q '"bench":"train"' "$dir/out"; echo $?) "--store with a space and a ';' in its path: the store is there (rc $rc)"
 "$bin" train --torch-venv "$dir" --json >/dev/null 2>"$dir/err"
 ok $([ $? = 2 ] && grep -q "usage" "$dir/err"; echo $?) "--torch-venv without --vs-torch: usage, exit 2"
 t_done

@@ -68,7 +68,7 @@ static int bench_scale(int argc, char **argv)
 {
 	const char *dir = getenv("HMM_TEST_DIR");
 	int steps = 3, reps = 3, json = 0;
-	char bin[PATH_MAX], fio[PATH_MAX + 64], args[256];
+	char bin[PATH_MAX], fio[PATH_MAX + 64], nsteps[16], budget[16];
 	struct row row[NPRESET];
 
 	for (int i = 1; i < argc; i++) {
@@ -93,21 +93,22 @@ static int bench_scale(int argc, char **argv)
 		return 1;
 	}
 	sibling(bin, sizeof(bin));
+	snprintf(nsteps, sizeof(nsteps), "%d", steps);
 	memset(row, 0, sizeof(row));
 	for (int r = 0; r < reps; r++) {
 		for (int k = 0; k < NPRESET; k++) {
 			struct row *w = &row[k];
+			const char *args[] = { "--preset", presets[k].name,
+					       "--steps", nsteps,
+					       "--host-budget", budget, NULL };
 
-			snprintf(args, sizeof(args), "--preset %s --steps %d "
-				 "--host-budget 1T", presets[k].name, steps);
+			snprintf(budget, sizeof(budget), "1T");
 			if (run_train(bin, args, &w->s))
 				return 1;
 			w->mem[r] = w->s.step_s;
 			/* the store goes where hmm-train puts its temporary
 			 * one (build/tmp or $TMPDIR), removed at its exit */
-			snprintf(args, sizeof(args), "--preset %s --steps %d "
-				 "--host-budget /%d", presets[k].name, steps,
-				 presets[k].div);
+			snprintf(budget, sizeof(budget), "/%d", presets[k].div);
 			if (run_train(bin, args, &w->s))
 				return 1;
 			w->step[r] = w->s.step_s;

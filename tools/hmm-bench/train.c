@@ -139,8 +139,8 @@ static double loadavg(void)
 #define TORCH_MAX 2
 
 /* hmm-train in memory vs torch, rep by rep; see the head comment. */
-static int vs_torch(const char *bin, const char *args, int steps, int reps,
-		    const char *venv, int found, int json)
+static int vs_torch(const char *bin, const char *const args[], int steps,
+		    int reps, const char *venv, int found, int json)
 {
 	const char *py[TORCH_MAX] = { "/usr/bin/python3", NULL };
 	const char *key[TORCH_MAX] = { "torch", "torch2" };
@@ -230,7 +230,8 @@ static int bench_train(int argc, char **argv)
 	double off[16], mem[16], otok[16], mtok[16], ostall[16], peak = 0;
 	struct summary o = { 0 }, m = { 0 };
 	int64_t rss = 0;
-	char bin[PATH_MAX], a_off[PATH_MAX + 256], a_mem[160], peers[PATH_MAX];
+	char bin[PATH_MAX], peers[PATH_MAX], nsteps[16], nbatch[16];
+	const char *a_mem[9] = { NULL }, *a_off[9] = { NULL };
 	int found = 0;
 
 	for (int i = 1; i < argc; i++) {
@@ -264,13 +265,21 @@ static int bench_train(int argc, char **argv)
 		fprintf(stderr, "hmm-bench train: %s not found (make)\n", bin);
 		return 1;
 	}
-	snprintf(a_mem, sizeof(a_mem), "--preset %s --steps %d", preset, steps);
-	if (batch > 0)
-		snprintf(a_mem + strlen(a_mem), sizeof(a_mem) - strlen(a_mem),
-			 " --batch %d", batch);
-	snprintf(a_off, sizeof(a_off), "%s%s%s", a_mem, store ? " --store " : "",
-		 store ? store : "");
-	strcat(a_mem, " --host-budget 1T");
+	/* the same arguments, then in memory or with the store */
+	snprintf(nsteps, sizeof(nsteps), "%d", steps);
+	snprintf(nbatch, sizeof(nbatch), "%d", batch);
+	{
+		const char *common[] = { "--preset", preset, "--steps", nsteps,
+					 "--batch", nbatch };
+		int nc = batch > 0 ? 6 : 4;
+
+		for (int i = 0; i < nc; i++)
+			a_mem[i] = a_off[i] = common[i];
+		a_mem[nc] = "--host-budget";
+		a_mem[nc + 1] = "1T";
+		a_off[nc] = store ? "--store" : NULL;
+		a_off[nc + 1] = store;
+	}
 	if (torch && !venv)
 		venv = getenv("HMM_TORCH_VENV");
 	if (torch && !venv && torch_peers_venv(bin, peers, sizeof(peers)))

@@ -9,6 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "bench.h"
 #include "train_run.h"
 
 static double num(const char *line, const char *key)
@@ -21,16 +22,26 @@ static double num(const char *line, const char *key)
 	return p ? strtod(p + strlen(k), NULL) : -1;
 }
 
-int run_train(const char *bin, const char *args, struct summary *s)
+int run_train(const char *bin, const char *const args[], struct summary *s)
 {
-	char cmd[PATH_MAX + 512], line[4096], last[4096] = "";
+	char *argv[RUN_ARGS + 3], line[4096], last[4096] = "";
 	double rd0 = 0, wr0 = 0;
 	FILE *p;
+	pid_t pid;
+	int n = 0;
 
-	snprintf(cmd, sizeof(cmd), "'%s' --json %s 2>&1", bin, args);
-	p = popen(cmd, "r");
-	if (!p)
+	argv[n++] = (char *)bin;
+	argv[n++] = "--json";
+	while (*args && n < RUN_ARGS + 2)
+		argv[n++] = (char *)*args++;
+	argv[n] = NULL;
+	/* its own process group, killed and reaped before hmm-bench's
+	 * scratch files go (scratch.c); stderr with stdout, as 2>&1 did */
+	p = bench_child_open(argv, NULL, &pid);
+	if (!p) {
+		fprintf(stderr, "hmm-bench: %s could not start\n", bin);
 		return -1;
+	}
 	s->step_rd = s->step_wr = 0;
 	while (fgets(line, sizeof(line), p))
 		if (strstr(line, "\"summary\":true")) {
@@ -45,8 +56,11 @@ int run_train(const char *bin, const char *args, struct summary *s)
 		} else if (line[0] != '{') {
 			fprintf(stderr, "hmm-train: %s", line);
 		}
-	if (pclose(p) != 0 || !last[0]) {
-		fprintf(stderr, "hmm-bench: %s failed\n", cmd);
+	if (bench_child_close(p, pid) != 0 || !last[0]) {
+		fprintf(stderr, "hmm-bench: %s", bin);
+		for (int i = 1; argv[i]; i++)
+			fprintf(stderr, " %s", argv[i]);
+		fprintf(stderr, " failed\n");
 		return -1;
 	}
 	s->step_s = num(last, "step_s_median");

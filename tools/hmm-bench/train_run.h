@@ -18,9 +18,12 @@ struct summary {
 	struct torch_gpt shape;
 };
 
-/* Run hmm-train --json with args (hmm-train's stderr lines are copied
- * to stderr); fill s from its summary.  0 or -1 (said on stderr). */
-int run_train(const char *bin, const char *args, struct summary *s);
+/* Run hmm-train --json with args (a NULL-terminated list of at most
+ * RUN_ARGS, passed as they are: no shell) as a bench child (bench.h),
+ * its stderr lines copied to stderr; fill s from its summary.  0 or -1
+ * (said on stderr). */
+#define RUN_ARGS	16
+int run_train(const char *bin, const char *const args[], struct summary *s);
 
 /* The path of the hmm-train next to this binary, into buf. */
 void sibling(char *buf, size_t cap);
