@@ -118,12 +118,14 @@ static __thread int iot_in_sync;	/* running a synchronous store op */
 
 /*
  * The store's done() hook: refill the store from the queue, then hand
- * over to the request's own done.  The refill is here, not back in
- * iot_loop, because the store calls done() from its reap, after the
- * request's crc32c check (0.2-0.5 ms of CPU for 2 MiB): a layer's four
- * reads complete together, and the next four used to be submitted only
- * after all four checks, the disk idle meanwhile (a fifth of the time
- * in a Chrome trace of hmm-bench tensors).  Only extent I/Os are taken
+ * over to the request's own done (a chunk's read: to the checksum
+ * thread, which checks it first).  The refill is here, not back in
+ * iot_loop, because the store calls done() from its reap, one request
+ * after another (and, for a read without HMM_IOF_CRC_LATER, after its
+ * crc32c check, 0.2-0.5 ms of CPU for 2 MiB): a layer's four reads
+ * complete together, and the next four used to be submitted only after
+ * all four checks, the disk idle meanwhile (a fifth of the time in a
+ * Chrome trace of hmm-bench tensors).  Only extent I/Os are taken
  * here (a synchronous op, a flush, runs from iot_loop), and none from
  * within a synchronous op (a flush waits for its writes in its own
  * poll).  hmm_store_submit from done() queues into the store's backlog
