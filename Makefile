@@ -187,7 +187,7 @@ $(O)/tests/integration/test_hmmd_engine.o: INC := -Itests $(INC_proto) -I$(L)/re
 $(O)/tests/unit/test_cuda_abi.o: CPPFLAGS += $(if $(CUDA_H),-DHMM_HAVE_CUDA_H -isystem $(dir $(CUDA_H)))
 $(O)/%.o: %.c
 	@mkdir -p $(@D)
-	$(CC) $(CPPFLAGS) $(INC) $(CFLAGS) $(ISA) -MMD -MP -c -o $@ $<
+	$(CC) $(CPPFLAGS) $(INC) $(CFLAGS) $(ISA) -MMD -MP $(DEPNAMES) -c -o $@ $<
 $(O)/%_avx2.o: ISA := $(ISA_avx2)
 $(O)/%_avx512.o: ISA := $(ISA_avx512)
 $(O)/%_amx.o: ISA := $(ISA_amx)
@@ -351,4 +351,11 @@ clean:
 # Keep the objects of tests and tools between builds.
 .SECONDARY:
 
+# An object's .d names it by its absolute path and, under this folder,
+# by its relative one: a make run with B absolute (test_install,
+# test_service) rewrites the .d files of what it rebuilds, and a later
+# run with B relative did not match them, so it missed header changes
+# and linked stale objects (a struct hmm of two layouts, which hung).
+DEPNAMES = $(addprefix -MT ,$(sort $(abspath $@) \
+	   $(patsubst $(CURDIR)/%,%,$(abspath $@))))
 -include $(shell find $(O) -name '*.d' 2>/dev/null)
