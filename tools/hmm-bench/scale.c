@@ -100,15 +100,15 @@ static int bench_scale(int argc, char **argv)
 			struct row *w = &row[k];
 			const char *args[] = { "--preset", presets[k].name,
 					       "--steps", nsteps,
-					       "--host-budget", budget, NULL };
+					       "--host-budget", "1T", NULL };
 
-			snprintf(budget, sizeof(budget), "1T");
 			if (run_train(bin, args, &w->s))
 				return 1;
 			w->mem[r] = w->s.step_s;
 			/* the store goes where hmm-train puts its temporary
 			 * one (build/tmp or $TMPDIR), removed at its exit */
 			snprintf(budget, sizeof(budget), "/%d", presets[k].div);
+			args[5] = budget;
 			if (run_train(bin, args, &w->s))
 				return 1;
 			w->step[r] = w->s.step_s;

@@ -26,7 +26,6 @@
  * this was measured on.  h->crc_pending counts what it holds, so that
  * the I/O thread does not stop while a write it will be given is here.
  */
-#include <errno.h>
 #include <string.h>
 
 #include "chunk.h"

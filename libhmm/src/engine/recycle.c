@@ -69,7 +69,7 @@ static unsigned long split_count;	/* __atomic, every context */
  * and 64 reads in flight, 16 slots were too few: write-backs end in
  * bursts, and a 64M-parameter step (6 steps and the fill) parked 1782
  * chunks of the 3072 it read; 128 slots parked 3071, and the process's
- * system time fell from 2.4-2.7 s to 1.4-1.6 s.
+ * system time fell from 2.4-2.7 s to 1.0-1.6 s.
  */
 #define SPARE_BYTES	(32ull << 20)
 #define SPARE_SLOTS	1024
