@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # test_bench_offload_stripe — `hmm-bench offload --stripe`: N files in
 # --dir or the paths given make the store's members (JSON store_members),
-# every file it made is gone after the run; a bad N and an existing
-# path are refused (exit 1), the existing file untouched; --segment cuts
-# the states into that many parameters' segments (JSON segments), and a
-# segment of 0 is a usage error.  Small sizes: this checks the flags, it
+# every file it made is gone after the run; a bad N is a usage error
+# (exit 2) and an existing path is refused (exit 1), the existing file
+# untouched; --segment cuts the states into that many parameters'
+# segments (JSON segments), and a segment of 0 is a usage error.  Small sizes: this checks the flags, it
 # does not time.
 set -u
 . "$(dirname "$0")/../t.sh"
@@ -36,9 +36,9 @@ ok $(echo "$out" | grep -q '"segments":3,' &&
      [ -z "$(ls -A "$dir" | grep -v '^err$')" ]; echo $?) \
 	"--segment 96K: 256K parameters in 3 segments, timed, nothing left"
 "$bin" offload --n 256K --chunk 64K --reps 1 --dir "$dir" --segment 0 >/dev/null 2>"$dir/err"
-ok $([ $? = 2 ] && grep -q -- '--segment PARAMS' "$dir/err"; echo $?) "--segment 0: a usage error"
+ok $([ $? = 2 ] && grep -q -- '--segment 0: want a size' "$dir/err" && grep -q -- '--segment PARAMS' "$dir/err"; echo $?) "--segment 0: a usage error naming it"
 "$bin" offload --n 256K --chunk 64K --reps 1 --dir "$dir" --stripe 9 >/dev/null 2>"$dir/err"
-ok $([ $? = 1 ] && grep -q -- '--stripe' "$dir/err"; echo $?) "--stripe 9: refused"
+ok $([ $? = 2 ] && grep -q -- '--stripe 9: want N from 1 to 8' "$dir/err"; echo $?) "--stripe 9: a usage error naming it"
 printf 'precious' >"$dir/keep"
 "$bin" offload --n 256K --chunk 64K --reps 1 --dir "$dir" --stripe "$dir/new.store,$dir/keep" >/dev/null 2>"$dir/err"
 ok $([ $? = 1 ] && grep -q "keep: exists" "$dir/err" && [ "$(cat "$dir/keep")" = precious ] && [ ! -e "$dir/new.store" ]; echo $?) "an existing path: refused, untouched, nothing left"

@@ -44,6 +44,7 @@ bad "--preset huge" "an unknown preset" --preset huge
 bad "unexpected" "a stray argument" extra
 bad "--lr" "a bad --lr" --lr 7
 bad "--seed" "a bad --seed" --seed x
+bad "--seed 99999999999999999999" "a --seed past 2^63 (not clamped)" --seed 99999999999999999999
 bad "--threads x" "a bad --threads" --threads x
 bad "--io-depth 0" "--io-depth 0" --io-depth 0
 bad "--pool 2Q" "a bad --pool" --pool 2Q

@@ -378,18 +378,14 @@ static void report(const struct arr *a, int threads, const struct result *r,
 	bench_json_end(stdout);
 }
 
-static int usage(void)
-{
-	fprintf(stderr,
-		"usage: hmm-bench adamw [--n PARAMS] [--threads T] "
-		"[--reps N] [--json] [--vs-torch]\n"
-		"  --n PARAMS   parameters (default 64M: p, g, m, v = 1 GiB)\n"
-		"  --threads T  only T threads (default: 1, then every "
-		"online CPU)\n"
-		"  --reps N     interleaved runs of each (default 7)\n"
-		"  --vs-torch   also torch.optim.AdamW (/usr/bin/python3)\n");
-	return 2;
-}
+static const char usage[] =
+	"usage: hmm-bench adamw [--n PARAMS] [--threads T] [--reps N] "
+	"[--json] [--vs-torch]\n"
+	"  --n PARAMS   parameters (default 64M: p, g, m, v = 1 GiB)\n"
+	"  --threads T  only T threads, 1..64 (default: 1, then every "
+	"online CPU)\n"
+	"  --reps N     interleaved runs of each, 1..1000 (default 7)\n"
+	"  --vs-torch   also torch.optim.AdamW (/usr/bin/python3)\n";
 
 static float *alloc_filled(size_t n, float base, float step)
 {
@@ -411,25 +407,16 @@ static int bench_adamw(int argc, char **argv)
 	int threads = 0, reps = 7, json = 0, torch = 0, tset[2], nt;
 	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
 	struct arr a;
+	const struct bench_arg args[] = {
+		{ "--n", BA_SIZE, &n, 1, 1ll << 32 },
+		{ "--threads", BA_INT, &threads, 1, 64 },
+		{ "--reps", BA_INT, &reps, 1, 1000 },
+		{ "--json", BA_FLAG, &json },
+		{ "--vs-torch", BA_FLAG, &torch },
+		{ NULL }
+	};
 
-	for (int i = 1; i < argc; i++) {
-		const char *o = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-
-		if (!strcmp(o, "--json"))
-			json = 1;
-		else if (!strcmp(o, "--vs-torch"))
-			torch = 1;
-		else if (!strcmp(o, "--n") && v &&
-			 (n = bench_parse_size(v)) > 0)
-			i++;
-		else if (!strcmp(o, "--threads") && v &&
-			 (threads = atoi(v)) >= 1 && threads <= 64)
-			i++;
-		else if (!strcmp(o, "--reps") && v && (reps = atoi(v)) >= 1)
-			i++;
-		else
-			return usage();
-	}
+	bench_args("adamw", usage, argc, argv, args);
 	a = (struct arr){ .n = (size_t)n };
 	a.p = alloc_filled(a.n, 0.5f, 1e-4f);
 	a.g = alloc_filled(a.n, 1e-3f, 2e-6f);	/* > 0: v += g stays > 0 */

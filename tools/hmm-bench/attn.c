@@ -521,8 +521,15 @@ out:
 	return r;
 }
 
-static void usage(FILE *f)
+/* The usage, with the loop of each peak (peak_what), as one string. */
+static const char *usage(void)
 {
+	static char *buf;
+	size_t len;
+	FILE *f = open_memstream(&buf, &len);
+
+	if (!f)
+		return "usage: hmm-bench attn (out of memory)\n";
 	fprintf(f, "usage: hmm-bench attn [--B 1] [--H 8] [--N 2048] [--d 64|128]"
 	       " [--causal]\n"
 	       "                      [--dtype f32|bf16] [--threads N] "
@@ -545,6 +552,8 @@ static void usage(FILE *f)
 		"median over repetitions of t_f32 / t_bf16 (each repetition\n"
 		"runs f32 then bf16).  JSON: flop, flop_formula, peak, "
 		"peak_method.\n");
+	fclose(f);
+	return buf;
 }
 
 static int bench_attn(int argc, char **argv)
@@ -553,37 +562,27 @@ static int bench_attn(int argc, char **argv)
 			  .threads = hk_threads(), .reps = 5,
 			  .dtypes = { HK_F32, HK_BF16 }, .ndtypes = 2 };
 	int ds[2] = { 64, 128 }, nd = 2, r = 0;
+	const char *dtype = NULL;
+	const struct bench_arg args[] = {
+		{ "--B", BA_INT, &o.B, 1, 1024 },
+		{ "--H", BA_INT, &o.H, 1, 1024 },
+		{ "--N", BA_INT, &o.N, 1, 1 << 20 },
+		{ "--d", BA_INT, &o.d, 1, 256 },
+		{ "--threads", BA_INT, &o.threads, 1, 64 },
+		{ "--reps", BA_INT, &o.reps, 1, 1000 },
+		{ "--dtype", BA_STR, &dtype },
+		{ "--causal", BA_FLAG, &o.causal },
+		{ "--vs-torch", BA_FLAG, &o.vs_torch },
+		{ "--json", BA_FLAG, &o.json },
+		{ NULL }
+	};
 
-	for (int i = 1; i < argc; i++) {
-		const char *s = argv[i];
-		int *dst = !strcmp(s, "--B") ? &o.B : !strcmp(s, "--H") ? &o.H :
-			   !strcmp(s, "--N") ? &o.N : !strcmp(s, "--d") ? &o.d :
-			   !strcmp(s, "--threads") ? &o.threads :
-			   !strcmp(s, "--reps") ? &o.reps : NULL;
-
-		if (dst && i + 1 < argc) {
-			*dst = atoi(argv[++i]);
-		} else if (!strcmp(s, "--json")) {
-			o.json = 1;
-		} else if (!strcmp(s, "--vs-torch")) {
-			o.vs_torch = 1;
-		} else if (!strcmp(s, "--causal")) {
-			o.causal = 1;
-		} else if (!strcmp(s, "--dtype") && i + 1 < argc &&
-			   (!strcmp(argv[i + 1], "f32") ||
-			    !strcmp(argv[i + 1], "bf16"))) {
-			o.dtypes[0] = strcmp(argv[++i], "f32") ? HK_BF16 :
-				      HK_F32;
-			o.ndtypes = 1;
-		} else {
-			usage(strcmp(s, "--help") ? stderr : stdout);
-			return strcmp(s, "--help") ? 2 : 0;
-		}
-	}
-	if (o.B < 1 || o.H < 1 || o.N < 1 || o.d < 0 || o.d > 256 ||
-	    o.threads < 1 || o.reps < 1) {
-		usage(stderr);
-		return 2;
+	bench_args("attn", usage(), argc, argv, args);
+	if (dtype) {
+		if (strcmp(dtype, "f32") && strcmp(dtype, "bf16"))
+			bench_arg_bad("--dtype", dtype, "want f32 or bf16");
+		o.dtypes[0] = strcmp(dtype, "f32") ? HK_BF16 : HK_F32;
+		o.ndtypes = 1;
 	}
 	if (!hk_isa_supported(HK_ISA_AVX2)) {
 		fprintf(stderr, "hmm-bench attn: the FMA peak needs AVX2\n");

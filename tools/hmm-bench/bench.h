@@ -76,6 +76,30 @@ double bench_fio_s(const char *file, int64_t bs, int64_t size,
 double bench_fio_qd_s(const char *file, int64_t bs, int64_t off,
 		      int64_t size, int64_t io_bytes, int readpct, int qd);
 
+/* A subcommand's options (args.c): a table ended by { NULL }.  dst is
+ * an int (BA_FLAG: set to 1; BA_INT), an int64_t (BA_SIZE), a double
+ * (BA_NUM) or a const char * (BA_STR); lo and hi bound the numbers,
+ * inclusive, and a BA_SIZE is a multiple of mult where that is not 0.  --help and -h print usage on stdout and exit 0; an
+ * unknown option, a missing value or a bad one is named on stderr,
+ * the usage follows, and the process exits 2. */
+enum bench_arg_kind { BA_FLAG, BA_INT, BA_SIZE, BA_NUM, BA_STR };
+struct bench_arg {
+	const char *name;		/* "--reps" */
+	enum bench_arg_kind kind;
+	void *dst;
+	double lo, hi;
+	int64_t mult;
+};
+void bench_args(const char *cmd, const char *usage, int argc, char **argv,
+		const struct bench_arg *args);
+/* After bench_args: refuse what the table cannot judge, the same way
+ * ("hmm-bench CMD: FLAG VAL: why", the usage, exit 2; val may be NULL). */
+void bench_arg_bad(const char *flag, const char *val, const char *why)
+	__attribute__((noreturn));
+/* After bench_args: the text given for flag name, the last one; NULL
+ * when it was not given. */
+const char *bench_arg_val(const char *name);
+
 /* A JSON object on one line: bench_json_begin(f), then fields, then end. */
 void bench_json_begin(FILE *f, const char *bench);
 void bench_json_str(FILE *f, const char *key, const char *val);

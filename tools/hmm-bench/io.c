@@ -47,7 +47,6 @@
 #include <limits.h>
 #include <math.h>
 #include <fcntl.h>
-#include <getopt.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -198,22 +197,23 @@ static double run_fio(struct io_opts *o, const char *rw, uint64_t offset,
 	return bw <= 0 ? -1 : bw / 1e6;
 }
 
-static void usage(FILE *f)
-{
-	fprintf(f, "usage: hmm-bench io [--file F [--overwrite]] [--size BYTES] "
-		"[--bs BYTES] [--qd N]\n"
-		"                    [--rw read|write|randread|both] "
-		"[--pages KIND,...] [--reps N]\n"
-		"                    [--no-fio] [--sqpoll] [--extent] "
-		"[--unregistered] [--ds-venv DIR] [--json]\n"
-		"F (default: a scratch file in $TMPDIR or /var/tmp, removed at "
-		"exit) is\nformatted as a store; an existing non-empty F only "
-		"with --overwrite.\nKIND: 4k, huge (the store's own pool on those "
-		"pages), 4k_unreg, huge_unreg\n(a pool of ours, never registered); "
-		"default 4k,huge.\n"
-		"DIR: a venv with DeepSpeed (default $HMM_TORCH_VENV, else "
-		"build/peers):\nits aio is timed too, where it loads.\n");
-}
+static const char usage[] =
+	"usage: hmm-bench io [--file F [--overwrite]] [--size BYTES] "
+	"[--bs BYTES] [--qd N]\n"
+	"                    [--rw read|write|randread|both] "
+	"[--pages KIND,...] [--reps N]\n"
+	"                    [--no-fio] [--sqpoll] [--extent] "
+	"[--unregistered] [--ds-venv DIR] [--json]\n"
+	"F (default: a scratch file in $TMPDIR or /var/tmp, removed at "
+	"exit) is\nformatted as a store; an existing non-empty F only "
+	"with --overwrite.\nKIND: 4k, huge (the store's own pool on those "
+	"pages), 4k_unreg, huge_unreg\n(a pool of ours, never registered); "
+	"default 4k,huge.\n"
+	"BYTES: --bs 4K..1G, a multiple of 4K (default 1M); --size at "
+	"least --bs (default 1G);\nN: --qd 1..1024 (default 32), --reps "
+	"1..1000 (default 5, at least 5 with fio).\n"
+	"DIR: a venv with DeepSpeed (default $HMM_TORCH_VENV, else "
+	"build/peers):\nits aio is timed too, where it loads.\n";
 
 /* --rw: one direction, or both = read then write. */
 static int parse_rw(const char *s, struct io_opts *o)
@@ -256,57 +256,47 @@ static int parse_pages(const char *s, struct io_opts *o)
 	return o->nkinds ? 0 : -1;
 }
 
-static int parse(int argc, char **argv, struct io_opts *o)
+static void parse(int argc, char **argv, struct io_opts *o)
 {
-	static const struct option lo[] = {
-		{ "file", 1, 0, 'f' }, { "size", 1, 0, 's' },
-		{ "bs", 1, 0, 'b' }, { "qd", 1, 0, 'q' },
-		{ "rw", 1, 0, 'r' }, { "reps", 1, 0, 'n' },
-		{ "json", 0, 0, 'j' }, { "vs-fio", 0, 0, 'v' },
-		{ "no-fio", 0, 0, 'V' }, { "pages", 1, 0, 'P' },
-		{ "sqpoll", 0, 0, 'p' }, { "extent", 0, 0, 'e' },
-		{ "no-huge", 0, 0, 'g' }, { "unregistered", 0, 0, 'u' },
-		{ "overwrite", 0, 0, 'o' }, { "ds-venv", 1, 0, 'D' },
-		{ "help", 0, 0, 'h' }, { 0, 0, 0, 0 } };
-	int c, bad = 0;
+	const char *rw = "both", *pages = "both";
+	int vs_fio = 0, no_fio = 0, no_huge = 0;
+	const struct bench_arg args[] = {
+		{ "--file", BA_STR, &o->file },
+		{ "--size", BA_SIZE, &o->size, 4096, 1ll << 42 },
+		{ "--bs", BA_SIZE, &o->bs, 4096, 1 << 30, 4096 },
+		{ "--qd", BA_INT, &o->qd, 1, 1024 },
+		{ "--rw", BA_STR, &rw },
+		{ "--pages", BA_STR, &pages },
+		{ "--reps", BA_INT, &o->reps, 1, 1000 },
+		{ "--json", BA_FLAG, &o->json },
+		{ "--vs-fio", BA_FLAG, &vs_fio },	/* the default now */
+		{ "--no-fio", BA_FLAG, &no_fio },
+		{ "--sqpoll", BA_FLAG, &o->sqpoll },
+		{ "--extent", BA_FLAG, &o->extent },
+		{ "--no-huge", BA_FLAG, &no_huge },	/* = --pages 4k */
+		{ "--unregistered", BA_FLAG, &o->unreg },
+		{ "--overwrite", BA_FLAG, &o->overwrite },
+		{ "--ds-venv", BA_STR, &o->ds_venv },
+		{ NULL }
+	};
 
 	*o = (struct io_opts){ .size = 1ll << 30, .bs = 1 << 20, .qd = 32,
-			       .reps = 5, .fio = 1 };
-	parse_rw("both", o);
-	parse_pages("both", o);
-	optind = 1;
-	while ((c = getopt_long(argc, argv, "", lo, NULL)) != -1) {
-		switch (c) {
-		case 'f': o->file = optarg; break;
-		case 's': o->size = bench_parse_size(optarg); break;
-		case 'b': o->bs = bench_parse_size(optarg); break;
-		case 'q': o->qd = atoi(optarg); break;
-		case 'r': bad |= parse_rw(optarg, o); break;
-		case 'P': bad |= parse_pages(optarg, o); break;
-		case 'n': o->reps = atoi(optarg); break;
-		case 'j': o->json = 1; break;
-		case 'v': o->fio = 1; break;	/* the default now */
-		case 'V': o->fio = 0; break;
-		case 'p': o->sqpoll = 1; break;
-		case 'e': o->extent = 1; break;
-		case 'g': parse_pages("4k", o); break;
-		case 'u': o->unreg = 1; break;
-		case 'o': o->overwrite = 1; break;
-		case 'D': o->ds_venv = optarg; break;
-		case 'h': usage(stdout); exit(0);
-		default: return -1;
-		}
-	}
-	if (bad || optind < argc || o->bs < 4096 || o->bs % 4096 ||
-	    o->bs > (1 << 30) || o->size < o->bs || o->qd < 1 ||
-	    o->qd > 1024 || o->reps < 1)
-		return -1;
+			       .reps = 5 };
+	bench_args("io", usage, argc, argv, args);
+	o->fio = !no_fio;
+	if (parse_rw(rw, o))
+		bench_arg_bad("--rw", rw, "want read, write, randread or both");
+	if (parse_pages(no_huge ? "4k" : pages, o))
+		bench_arg_bad("--pages", pages, "want kinds from 4k, huge, "
+			      "4k_unreg, huge_unreg, each once, joined by ','");
+	if (o->size < o->bs)
+		bench_arg_bad("--size", bench_arg_val("--size"),
+			      "want at least --bs");
 	for (int k = 0; o->unreg && k < o->nkinds; k++)
 		o->kinds[k] |= 2;	/* --unregistered: our own pools */
 	if (o->fio && o->reps < 5)
 		o->reps = 5;	/* medians of at least five each */
 	o->size = o->size / o->bs * o->bs;
-	return 0;
 }
 
 /*
@@ -747,10 +737,7 @@ static int bench_io(int argc, char **argv)
 	char scratch[4096];
 	int rc = 1;
 
-	if (parse(argc, argv, &o)) {
-		usage(stderr);
-		return 2;
-	}
+	parse(argc, argv, &o);
 	if (o.fio && system("command -v fio >/dev/null 2>&1") != 0) {
 		fprintf(stderr, "hmm-bench io: fio not found (make deps, or "
 			"apt-get install fio; --no-fio runs without it)\n");

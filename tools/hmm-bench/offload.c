@@ -175,79 +175,55 @@ static double compute_s(float *a[4], size_t n, int64_t step)
 	return bench_now() - t0;
 }
 
-static int usage(void)
-{
-	fprintf(stderr,
-		"usage: hmm-bench offload [--n PARAMS] [--budget B] [--depth K] "
-		"[--io-depth Q] [--chunk B] [--segment PARAMS] [--dir DIR] "
-		"[--reps N] [--json]\n"
-		"  --n PARAMS  parameters (default 8M: p, g, m, v = 128 MiB)\n"
-		"  --budget B  host budget (default a quarter of the states,\n"
-		"              at most 1G)\n"
-		"  --depth K   pieces read ahead (default: as many as fill "
-		"the\n              io depth with reads, at least 2)\n"
-		"  --io-depth Q  config.io_depth, store I/Os in flight "
-		"(default 64)\n"
-		"  --chunk B   libhmm chunk bytes (default 2M)\n"
-		"  --segment PARAMS  parameters per segment, each its own "
-		"tensors\n              and stepped beside its own fio "
-		"floor (default 64M)\n"
-		"  --dir DIR   where the store and fio's file go "
-		"(default $HMM_TEST_DIR or build/tmp)\n"
-		"  --stripe N  stripe the store over N files in DIR (1..8)\n"
-		"  --stripe P[,P...]  or over these new files or block "
-		"devices\n");
-	return 2;
-}
+static const char usage[] =
+	"usage: hmm-bench offload [--n PARAMS] [--budget B] [--depth K] "
+	"[--io-depth Q] [--chunk B] [--segment PARAMS] [--dir DIR] "
+	"[--stripe N|P[,P...]] [--reps N] [--json]\n"
+	"  --n PARAMS  parameters (default 8M: p, g, m, v = 128 MiB)\n"
+	"  --budget B  host budget (default a quarter of the states,\n"
+	"              at most 1G)\n"
+	"  --depth K   pieces read ahead (default: as many as fill the\n"
+	"              io depth with reads, at least 2)\n"
+	"  --io-depth Q  config.io_depth, store I/Os in flight, 1..4096 "
+	"(default 64)\n"
+	"  --chunk B   libhmm chunk bytes, a multiple of 4K (default 2M)\n"
+	"  --segment PARAMS  parameters per segment, each its own tensors\n"
+	"              and stepped beside its own fio floor (default 64M)\n"
+	"  --dir DIR   where the store and fio's file go "
+	"(default $HMM_TEST_DIR or build/tmp)\n"
+	"  --stripe N  stripe the store over N files in DIR (1..8)\n"
+	"  --stripe P[,P...]  or over these new files or block devices\n"
+	"  --reps N    timed rounds, 1..100 (default 3)\n";
 
-static int parse(int argc, char **argv, struct opts *o)
+static void parse(int argc, char **argv, struct opts *o)
 {
+	const struct bench_arg args[] = {
+		{ "--n", BA_SIZE, &o->n, 1024, 1ll << 34 },
+		{ "--budget", BA_SIZE, &o->budget, 4096, 1ll << 40 },
+		{ "--chunk", BA_SIZE, &o->chunk, 4096, 1 << 30, 4096 },
+		{ "--segment", BA_SIZE, &o->seg, 1024, 1ll << 34 },
+		{ "--depth", BA_INT, &o->depth, 1, 4096 },
+		{ "--io-depth", BA_INT, &o->io_depth, 1, 4096 },
+		{ "--reps", BA_INT, &o->reps, 1, 100 },
+		{ "--dir", BA_STR, &o->dir },
+		{ "--stripe", BA_STR, &o->stripe },
+		{ "--json", BA_FLAG, &o->json },
+		{ NULL }
+	};
+
 	*o = (struct opts){ .n = 8 << 20, .chunk = 2 << 20, .depth = 0,
 			    .seg = SEG_N,
 			    .io_depth = IO_DEPTH, .reps = 3,
 			    .dir = getenv("HMM_TEST_DIR") };
 	if (!o->dir)
 		o->dir = "build/tmp";
-	for (int i = 1; i < argc; i++) {
-		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-
-		if (!strcmp(a, "--json"))
-			o->json = 1;
-		else if (!strcmp(a, "--n") && v &&
-			 (o->n = bench_parse_size(v)) > 0)
-			i++;
-		else if (!strcmp(a, "--budget") && v &&
-			 (o->budget = bench_parse_size(v)) > 0)
-			i++;
-		else if (!strcmp(a, "--chunk") && v &&
-			 (o->chunk = bench_parse_size(v)) > 0 &&
-			 !(o->chunk % 4096))
-			i++;
-		else if (!strcmp(a, "--segment") && v &&
-			 (o->seg = bench_parse_size(v)) > 0)
-			i++;
-		else if (!strcmp(a, "--depth") && v && (o->depth = atoi(v)) > 0)
-			i++;
-		else if (!strcmp(a, "--io-depth") && v &&
-			 (o->io_depth = atoi(v)) > 0)
-			i++;
-		else if (!strcmp(a, "--reps") && v && (o->reps = atoi(v)) > 0)
-			i++;
-		else if (!strcmp(a, "--dir") && v)
-			o->dir = argv[++i];
-		else if (!strcmp(a, "--stripe") && v)
-			o->stripe = argv[++i];
-		else
-			return usage();
-	}
-	return 0;
+	bench_args("offload", usage, argc, argv, args);
+	if (o->stripe && !o->stripe[strspn(o->stripe, "0123456789")] &&
+	    (atoi(o->stripe) < 1 || atoi(o->stripe) > 8))
+		bench_arg_bad("--stripe", o->stripe,
+			      "want N from 1 to 8, or paths P[,P...]");
 }
 
-/*
- * The store's path into buf: one file in --dir; --stripe N: N files
- * there; --stripe P[,P...]: those (a block device used as it is, a file
- * new, made and removed as scratch).  Returns the members.
- */
 static int store_paths(const struct opts *o, char *buf, size_t cap)
 {
 	char list[4096], *save = NULL, *p;
@@ -256,8 +232,6 @@ static int store_paths(const struct opts *o, char *buf, size_t cap)
 	size_t len = 0;
 	struct stat st;
 
-	if (o->stripe && !given && (n < 1 || n > 8))
-		die("--stripe", "N is 1..8, or paths PATH[,PATH...]");
 	if (given)
 		snprintf(list, sizeof(list), "%s", o->stripe);
 	else
@@ -371,8 +345,7 @@ static int bench_offload(int argc, char **argv)
 	int64_t nc;
 	int err, members, best, ns;
 
-	if (parse(argc, argv, &o))
-		return 2;
+	parse(argc, argv, &o);
 	if (!o.budget)
 		o.budget = 4 * o.n < (1ll << 30) ? 4 * o.n : 1ll << 30;
 	nc = o.n < COMPUTE_N ? o.n : COMPUTE_N;

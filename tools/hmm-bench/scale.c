@@ -40,16 +40,12 @@ struct row {
 	struct summary s;
 };
 
-static int usage(void)
-{
-	fprintf(stderr, "usage: hmm-bench scale [--steps N] [--reps N] "
-		"[--dir DIR] [--json]\n"
-		"  default at 1/4 of its state as host budget, large at 1/8, "
-		"350m at 1/16;\n"
-		"  step time, store bytes per step and their fio floor "
-		"(default: 3 steps, 3 reps)\n");
-	return 2;
-}
+static const char usage[] =
+	"usage: hmm-bench scale [--steps N] [--reps N] [--dir DIR] [--json]\n"
+	"  default at 1/4 of its state as host budget, large at 1/8, "
+	"350m at 1/16;\n"
+	"  step time, store bytes per step and their fio floor "
+	"(default: 3 steps, 2..100000; 3 reps, 1..16)\n";
 
 /* fio's time for bytes in the mix read:written, scaled from FIO_MAX. */
 static double floor_s(const char *file, double rd, double wr)
@@ -70,21 +66,15 @@ static int bench_scale(int argc, char **argv)
 	int steps = 3, reps = 3, json = 0;
 	char bin[PATH_MAX], fio[PATH_MAX + 64], nsteps[16], budget[16];
 	struct row row[NPRESET];
+	const struct bench_arg args[] = {
+		{ "--steps", BA_INT, &steps, 2, 100000 },
+		{ "--reps", BA_INT, &reps, 1, REPS_MAX },
+		{ "--dir", BA_STR, &dir },
+		{ "--json", BA_FLAG, &json },
+		{ NULL }
+	};
 
-	for (int i = 1; i < argc; i++) {
-		if (!strcmp(argv[i], "--json"))
-			json = 1;
-		else if (!strcmp(argv[i], "--steps") && i + 1 < argc &&
-			 (steps = atoi(argv[i + 1])) >= 2)
-			i++;
-		else if (!strcmp(argv[i], "--reps") && i + 1 < argc &&
-			 (reps = atoi(argv[i + 1])) >= 1 && reps <= REPS_MAX)
-			i++;
-		else if (!strcmp(argv[i], "--dir") && i + 1 < argc)
-			dir = argv[++i];
-		else
-			return usage();
-	}
+	bench_args("scale", usage, argc, argv, args);
 	if (!dir)
 		dir = "build/tmp";
 	if (snprintf(fio, sizeof(fio), "%s/hmm-bench-scale.fio", dir) >=

@@ -26,7 +26,6 @@
  */
 #include <errno.h>
 #include <fcntl.h>
-#include <getopt.h>
 #include <libgen.h>
 #include <limits.h>
 #include <signal.h>
@@ -251,24 +250,30 @@ static int sh_stats(const char *sock, struct hmm_proto_stats_reply *st)
 	return r;
 }
 
-static int parse(int argc, char **argv, struct sh_opts *o)
+static const char usage[] =
+	"usage: hmm-bench shared [--size 64M] [--slice 4M] [--host 32M] "
+	"[--passes 3] [--dir DIR] [--hmmd PATH] [--host-dir TMPFS | --memfd] "
+	"[--reps 3] [--json]\n"
+	"  (size a multiple of slice, slice of 4096, host >= slice; "
+	"passes 1..1000, reps 1..15)\n";
+
+static void parse(int argc, char **argv, struct sh_opts *o)
 {
-	static const struct option lo[] = {
-		{ "size", required_argument, NULL, 's' },
-		{ "slice", required_argument, NULL, 'l' },
-		{ "host", required_argument, NULL, 'H' },
-		{ "passes", required_argument, NULL, 'p' },
-		{ "dir", required_argument, NULL, 'd' },
-		{ "hmmd", required_argument, NULL, 'm' },
-		{ "host-dir", required_argument, NULL, 'D' },
-		{ "memfd", no_argument, NULL, 'F' },
-		{ "reps", required_argument, NULL, 'r' },
-		{ "json", no_argument, NULL, 'j' },
-		{ NULL, 0, NULL, 0 }
+	const struct bench_arg args[] = {
+		{ "--size", BA_SIZE, &o->size, 4096, 1ll << 40, 4096 },
+		{ "--slice", BA_SIZE, &o->slice, 4096, 1ll << 30, 4096 },
+		{ "--host", BA_SIZE, &o->host, 4096, 1ll << 40 },
+		{ "--passes", BA_INT, &o->passes, 1, 1000 },
+		{ "--dir", BA_STR, &o->dir },
+		{ "--hmmd", BA_STR, &o->hmmd },
+		{ "--host-dir", BA_STR, &o->host_dir },
+		{ "--memfd", BA_FLAG, &o->no_mount },
+		{ "--reps", BA_INT, &o->reps, 1, MAX_REPS },
+		{ "--json", BA_FLAG, &o->json },
+		{ NULL }
 	};
 	static char self[PATH_MAX], hmmd[PATH_MAX + 8];
 	ssize_t n;
-	int c;
 
 	o->size = 64 << 20;
 	o->slice = 4 << 20;
@@ -280,27 +285,13 @@ static int parse(int argc, char **argv, struct sh_opts *o)
 	self[n > 0 ? n : 0] = 0;
 	snprintf(hmmd, sizeof(hmmd), "%s/hmmd", dirname(self));
 	o->hmmd = hmmd;
-	optind = 1;
-	while ((c = getopt_long(argc, argv, "", lo, NULL)) != -1) {
-		switch (c) {
-		case 's': o->size = bench_parse_size(optarg); break;
-		case 'l': o->slice = bench_parse_size(optarg); break;
-		case 'H': o->host = bench_parse_size(optarg); break;
-		case 'p': o->passes = atoi(optarg); break;
-		case 'd': o->dir = optarg; break;
-		case 'm': o->hmmd = optarg; break;
-		case 'D': o->host_dir = optarg; break;
-		case 'F': o->no_mount = 1; break;
-		case 'r': o->reps = atoi(optarg); break;
-		case 'j': o->json = 1; break;
-		default: return -1;
-		}
-	}
-	if (optind < argc || o->size <= 0 || o->slice <= 0 ||
-	    o->slice % 4096 || o->size % o->slice || o->host < o->slice ||
-	    o->passes < 1 || o->reps < 1 || o->reps > MAX_REPS)
-		return -1;
-	return 0;
+	bench_args("shared", usage, argc, argv, args);
+	if (o->size % o->slice)
+		bench_arg_bad("--size", bench_arg_val("--size") ?: "64M",
+			      "want a multiple of --slice");
+	if (o->host < o->slice)
+		bench_arg_bad("--host", bench_arg_val("--host") ?: "32M",
+			      "want at least --slice");
 }
 
 static int bench_shared(int argc, char **argv)
@@ -318,13 +309,7 @@ static int bench_shared(int argc, char **argv)
 	int st2;
 
 	memset(&o, 0, sizeof(o));
-	if (parse(argc, argv, &o)) {
-		fprintf(stderr, "usage: hmm-bench shared [--size 64M] [--slice "
-			"4M] [--host 32M] [--passes 3] [--dir DIR] [--hmmd "
-			"PATH] [--host-dir TMPFS | --memfd] [--reps 3] [--json]\n  (size "
-			"a multiple of slice, slice of 4096, host >= slice)\n");
-		return 2;
-	}
+	parse(argc, argv, &o);
 	snprintf(sock, sizeof(sock), "%s/bench-shared.sock", o.dir);
 	snprintf(store, sizeof(store), "%s/bench-shared.store", o.dir);
 	snprintf(shm, sizeof(shm), "%s/bench-shared.shm", o.dir);

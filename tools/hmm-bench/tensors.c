@@ -27,7 +27,6 @@
  * read path costs over the raw store.
  */
 #include <errno.h>
-#include <getopt.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -308,26 +307,19 @@ static uint64_t belady_bytes(const struct opts *o)
 	return misses * (uint64_t)o->chunk;
 }
 
-static void usage(void)
-{
-	fprintf(stderr, "usage: hmm-bench tensors [--layers N] [--layer-size "
-		"SIZE] [--chunk SIZE] [--steps N]\n"
-		"  [--depth CHUNKS (0: libhmm's default)] [--compute-ratio R] "
-		"[--store PATH] [--reps N] [--json]\n"
-		"  [--trace-dir DIR (Chrome traces DIR/POLICY.json, the last "
-		"repetition's)]\n");
-}
+static const char usage[] =
+	"usage: hmm-bench tensors [--layers N] [--layer-size SIZE] "
+	"[--chunk SIZE] [--steps N]\n"
+	"  [--depth CHUNKS (0: libhmm's default)] [--compute-ratio R] "
+	"[--store PATH] [--reps N] [--json]\n"
+	"  [--trace-dir DIR (Chrome traces DIR/POLICY.json, the last "
+	"repetition's)]\n"
+	"  layers 4..4096 (16), layer-size (8M), chunk a multiple of 4K (2M), "
+	"steps 1..1000 (3),\n  depth 0..4096, compute-ratio 0..100 (0.9), "
+	"reps 1..9 (3)\n";
 
 static int bench_tensors(int argc, char **argv)
 {
-	static const struct option lo[] = {
-		{ "layers", 1, 0, 'L' }, { "layer-size", 1, 0, 's' },
-		{ "chunk", 1, 0, 'c' }, { "steps", 1, 0, 'n' },
-		{ "depth", 1, 0, 'd' }, { "compute-ratio", 1, 0, 'r' },
-		{ "store", 1, 0, 'S' }, { "json", 0, 0, 'j' },
-		{ "reps", 1, 0, 'R' }, { "trace-dir", 1, 0, 'T' },
-		{ "help", 0, 0, 'h' }, { 0 },
-	};
 	struct opts o = { .layers = 16, .steps = 3, .layer_bytes = 8 << 20,
 			  .chunk = 2 << 20, .compute_ratio = 0.9, .reps = 3 };
 	struct result res[3], all[MAXREP][3];
@@ -337,28 +329,21 @@ static int bench_tensors(int argc, char **argv)
 	int own;
 	int c, m, rep, nbw = 0, nraw = 0;
 	uint64_t must;
+	const struct bench_arg args[] = {
+		{ "--layers", BA_INT, &o.layers, 4, 4096 },
+		{ "--layer-size", BA_SIZE, &o.layer_bytes, 4096, 1ll << 40 },
+		{ "--chunk", BA_SIZE, &o.chunk, 4096, 1 << 30, 4096 },
+		{ "--steps", BA_INT, &o.steps, 1, 1000 },
+		{ "--depth", BA_INT, &o.depth, 0, 4096 },
+		{ "--compute-ratio", BA_NUM, &o.compute_ratio, 0, 100 },
+		{ "--store", BA_STR, &o.store },
+		{ "--reps", BA_INT, &o.reps, 1, MAXREP },
+		{ "--trace-dir", BA_STR, &o.trace_dir },
+		{ "--json", BA_FLAG, &o.json },
+		{ NULL }
+	};
 
-	while ((c = getopt_long(argc, argv, "", lo, NULL)) != -1) {
-		switch (c) {
-		case 'L': o.layers = atoi(optarg); break;
-		case 's': o.layer_bytes = bench_parse_size(optarg); break;
-		case 'c': o.chunk = bench_parse_size(optarg); break;
-		case 'n': o.steps = atoi(optarg); break;
-		case 'd': o.depth = atoi(optarg); break;
-		case 'r': o.compute_ratio = atof(optarg); break;
-		case 'S': o.store = optarg; break;
-		case 'j': o.json = 1; break;
-		case 'R': o.reps = atoi(optarg); break;
-		case 'T': o.trace_dir = optarg; break;
-		default: usage(); return c == 'h' ? 0 : 2;
-		}
-	}
-	if (o.layers < 4 || o.steps < 1 || o.layer_bytes <= 0 ||
-	    o.reps < 1 || o.reps > MAXREP ||
-	    o.chunk <= 0 || o.chunk % 4096) {
-		usage();
-		return 2;
-	}
+	bench_args("tensors", usage, argc, argv, args);
 	own = !o.store;		/* ours: removed when measured */
 	if (own) {
 		const char *d = getenv("HMM_TEST_DIR");

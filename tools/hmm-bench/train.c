@@ -111,17 +111,15 @@ static double fma_peak(void)
 	return p;
 }
 
-static void usage(FILE *f)
-{
-	fprintf(f, "usage: hmm-bench train [--preset NAME] [--steps N] "
-		"[--reps N] [--batch N] [--store PATH] [--json]\n"
-		"       hmm-bench train --vs-torch [--torch-venv DIR] [--preset "
-		"NAME] [--steps N] [--reps N] [--batch N] [--json]\n"
-		"  default preset at a quarter host budget vs unlimited, "
-		"interleaved (default: 10 steps, 3 reps);\n"
-		"  --vs-torch: in memory vs the same GPT in Debian's torch "
-		"(and DIR/bin/python's)\n");
-}
+static const char usage[] =
+	"usage: hmm-bench train [--preset NAME] [--steps N] [--reps N] "
+	"[--batch N] [--store PATH] [--json]\n"
+	"       hmm-bench train --vs-torch [--torch-venv DIR] [--preset "
+	"NAME] [--steps N] [--reps N] [--batch N] [--json]\n"
+	"  default preset at a quarter host budget vs unlimited, "
+	"interleaved (default: 10 steps, 2..100000; 3 reps, 1..16);\n"
+	"  --vs-torch: in memory vs the same GPT in Debian's torch "
+	"(and DIR/bin/python's)\n";
 
 static double loadavg(void)
 {
@@ -233,33 +231,21 @@ static int bench_train(int argc, char **argv)
 	char bin[PATH_MAX], peers[PATH_MAX], nsteps[16], nbatch[16];
 	const char *a_mem[9] = { NULL }, *a_off[9] = { NULL };
 	int found = 0;
+	const struct bench_arg args[] = {
+		{ "--preset", BA_STR, &preset },
+		{ "--steps", BA_INT, &steps, 2, 100000 },
+		{ "--reps", BA_INT, &reps, 1, 16 },
+		{ "--batch", BA_INT, &batch, 1, 4096 },
+		{ "--store", BA_STR, &store },
+		{ "--vs-torch", BA_FLAG, &torch },
+		{ "--torch-venv", BA_STR, &venv },
+		{ "--json", BA_FLAG, &json },
+		{ NULL }
+	};
 
-	for (int i = 1; i < argc; i++) {
-		if (!strcmp(argv[i], "--json"))
-			json = 1;
-		else if (!strcmp(argv[i], "--preset") && i + 1 < argc)
-			preset = argv[++i];
-		else if (!strcmp(argv[i], "--steps") && i + 1 < argc)
-			steps = atoi(argv[++i]);
-		else if (!strcmp(argv[i], "--reps") && i + 1 < argc)
-			reps = atoi(argv[++i]);
-		else if (!strcmp(argv[i], "--store") && i + 1 < argc)
-			store = argv[++i];
-		else if (!strcmp(argv[i], "--batch") && i + 1 < argc)
-			batch = atoi(argv[++i]);
-		else if (!strcmp(argv[i], "--vs-torch"))
-			torch = 1;
-		else if (!strcmp(argv[i], "--torch-venv") && i + 1 < argc)
-			venv = argv[++i];
-		else {
-			usage(strcmp(argv[i], "--help") ? stderr : stdout);
-			return strcmp(argv[i], "--help") ? 2 : 0;
-		}
-	}
-	if (steps < 2 || reps < 1 || reps > 16 || (venv && !torch)) {
-		usage(stderr);
-		return 2;
-	}
+	bench_args("train", usage, argc, argv, args);
+	if (venv && !torch)
+		bench_arg_bad("--torch-venv", venv, "only with --vs-torch");
 	sibling(bin, sizeof(bin));
 	if (access(bin, X_OK)) {
 		fprintf(stderr, "hmm-bench train: %s not found (make)\n", bin);

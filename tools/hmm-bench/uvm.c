@@ -250,12 +250,10 @@ static int run_hmm(uint64_t ws, uint64_t block, uint64_t budget, int passes,
 	return bad;
 }
 
-static int usage(FILE *f)
-{
-	fprintf(f, "usage: hmm-bench uvm [--device-mem SIZE (8G)] [--block "
-		"SIZE (64M)] [--passes N (3)] [--json]\n");
-	return f == stdout ? 0 : 2;
-}
+static const char usage[] =
+	"usage: hmm-bench uvm [--device-mem SIZE (8G)] [--block SIZE (64M)] "
+	"[--passes N (3)] [--json]\n"
+	"  device-mem at least 64M; block a multiple of 2M; passes 1..100\n";
 
 static int bench_uvm(int argc, char **argv)
 {
@@ -264,30 +262,18 @@ static int bench_uvm(int argc, char **argv)
 	double fault_s = 0, advise_s = 0, hmm_s = 0;
 	CUdeviceptr ballast = 0;
 	struct hmm_stats st;
-	int passes = 3, json = 0, i, r;
+	int passes = 3, json = 0, r;
 	CUcontext ctx;
 	CUmodule mod = NULL;
+	const struct bench_arg args[] = {
+		{ "--device-mem", BA_SIZE, &devmem, 64 * MiB, 1ll << 50 },
+		{ "--block", BA_SIZE, &block, 2 * MiB, 1ll << 40, 2 * MiB },
+		{ "--passes", BA_INT, &passes, 1, 100 },
+		{ "--json", BA_FLAG, &json },
+		{ NULL }
+	};
 
-	for (i = 1; i < argc; i++) {
-		if (!strcmp(argv[i], "--json"))
-			json = 1;
-		else if (!strcmp(argv[i], "--help"))
-			return usage(stdout);
-		else if (i + 1 < argc && !strcmp(argv[i], "--device-mem"))
-			devmem = bench_parse_size(argv[++i]);
-		else if (i + 1 < argc && !strcmp(argv[i], "--block"))
-			block = bench_parse_size(argv[++i]);
-		else if (i + 1 < argc && !strcmp(argv[i], "--passes"))
-			passes = atoi(argv[++i]);
-		else
-			return usage(stderr);
-	}
-	if (devmem < 64 * (int64_t)MiB || block < 2 * (int64_t)MiB ||
-	    block % (2 * MiB) || passes < 1 || passes > 100) {
-		fprintf(stderr, "hmm-bench uvm: --device-mem at least 64M, "
-			"--block a multiple of 2M, --passes 1..100\n");
-		return 2;
-	}
+	bench_args("uvm", usage, argc, argv, args);
 	r = uvm_setup(&ctx, &mod);
 	if (r)
 		return r;

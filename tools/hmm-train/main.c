@@ -6,6 +6,7 @@
  * line; train.c runs it.  See man/hmm-train.1.
  */
 #include <ctype.h>
+#include <errno.h>
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -75,8 +76,9 @@ static int parse_int(const char *s, int64_t *out)
 
 	if (!s || !isdigit((unsigned char)*s))
 		return -1;
+	errno = 0;
 	v = strtoll(s, &end, 10);
-	if (*end || v < 0)
+	if (*end || v < 0 || errno == ERANGE)
 		return -1;
 	*out = v;
 	return 0;
@@ -165,7 +167,7 @@ int main(int argc, char **argv)
 		case 'd': o.data = optarg; break;
 		case 'S':
 			if (parse_int(optarg, &v))
-				return bad("--seed", optarg, "want an integer");
+				return bad("--seed", optarg, "want an integer, 0 or more");
 			o.seed = v;
 			break;
 		case 'l':

@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# test_bench_args — every hmm-bench subcommand reads its flags alike
+# (tools/hmm-bench/args.c): --help and -h print the usage on stdout and
+# exit 0; an unknown option, a stray argument, a flag without its value
+# and a value out of range or with junk after it exit 2 with one line
+# that names the flag and the value, the usage after it, and nothing is
+# measured or left behind; --name=value is --name value.  Nothing here
+# runs a benchmark but one tiny adamw.
+set -u
+. "$(dirname "$0")/../t.sh"
+bin=$B/bin/hmm-bench
+need "$bin"
+scratch bench-args
+
+cmds="adamw attn io offload scale shared tensors train uvm"
+for c in $cmds; do
+	out=$("$bin" $c --help 2>"$dir/err"); rc=$?
+	ok $([ $rc = 0 ] && grep -q "^usage: hmm-bench $c" <<<"$out" && [ ! -s "$dir/err" ]; echo $?) "$c --help: usage on stdout, exit 0"
+	out=$("$bin" $c -h 2>/dev/null); rc=$?
+	ok $([ $rc = 0 ] && grep -q "^usage: hmm-bench $c" <<<"$out"; echo $?) "$c -h"
+done
+
+# bad CMD PATTERN ARGS...: exit 2, the first line of stderr matches
+# PATTERN (literally), the usage follows, nothing on stdout
+bad() {
+	local c=$1 pat=$2; shift 2
+	(cd "$dir" && "$bin" $c "$@" >out 2>err)
+	rc=$?
+	echo "# $c $*: $(head -1 "$dir/err")"
+	ok $([ $rc = 2 ] && head -1 "$dir/err" | grep -qF -- "$pat" && grep -q "^usage: hmm-bench $c" "$dir/err" && [ ! -s "$dir/out" ]; echo $?) "$c $*: exit 2 naming it"
+}
+for c in $cmds; do
+	bad $c "hmm-bench $c: --bogus: unknown option" --bogus
+	bad $c "hmm-bench $c: stray: unexpected argument" stray
+	bad $c "hmm-bench $c: --json=1: takes no value" --json=1
+done
+bad adamw "--reps: needs a value" --reps
+bad adamw "--reps 3x: want an integer from 1 to 1000" --reps 3x
+bad adamw "--threads 65: want an integer from 1 to 64" --threads 65
+bad adamw "--n 1.5M: want a size" --n 1.5M
+bad adamw "--n 99999999999999999999: want a size" --n 99999999999999999999
+bad attn "--d 0: want an integer from 1 to 256" --d 0
+bad attn "--dtype f16: want f32 or bf16" --dtype f16
+bad io "--bs 6000: want a size from 4K to 1G, a multiple of 4K" --bs 6000
+bad io "--rw sideways: want read, write, randread or both" --rw sideways
+bad io "--pages 4k,4k: want kinds" --pages 4k,4k
+bad io "--size 4K: want at least --bs" --size 4K
+bad offload "--chunk 5000: want" --chunk=5000
+bad offload "--io-depth 0: want an integer from 1 to 4096" --io-depth 0
+bad offload "--stripe 0: want N from 1 to 8" --stripe 0
+bad scale "--steps 1: want an integer from 2" --steps 1
+bad shared "--size 6M: want a multiple of --slice" --size 6M --slice 4M
+bad tensors "--compute-ratio nan: want a number from 0 to 100" --compute-ratio nan
+bad tensors "--layers 3: want an integer from 4" --layers 3
+bad train "--batch 0: want an integer from 1 to 4096" --batch 0
+bad train "--torch-venv v: only with --vs-torch" --torch-venv v
+bad uvm "--block 3M: want a size from 2M to 1T, a multiple of 2M" --block 3M
+ok $([ -z "$(ls -A "$dir" | grep -Ev '^(out|err)$')" ]; echo $?) "the refused runs made nothing"
+
+# --name=value is --name value; the last of a flag given twice wins
+out=$("$bin" adamw --n=64K --threads=2 --threads 1 --reps=1 --json 2>&1 | tail -1)
+echo "# $out"
+ok $(grep -q '"bench":"adamw","threads":1,' <<<"$out" && grep -q '"n":65536,' <<<"$out"; echo $?) "adamw --n=64K --threads=2 --threads 1: 64K parameters, 1 thread"
+t_done
