@@ -28,6 +28,7 @@
 int hmmd_metrics_listen(const char *addr)
 {
 	struct sockaddr_in sa = { .sin_family = AF_INET };
+	socklen_t salen = sizeof(sa);
 	char host[64];
 	const char *colon = strrchr(addr, ':');
 	char *end;
@@ -63,7 +64,10 @@ int hmmd_metrics_listen(const char *addr)
 		close(fd);
 		return err;
 	}
-	hmmd_log("metrics on http://%s/metrics", addr);
+	/* port 0: the kernel's pick, which is what a scraper needs */
+	if (!getsockname(fd, (struct sockaddr *)&sa, &salen))
+		port = ntohs(sa.sin_port);
+	hmmd_log("metrics on http://%s:%ld/metrics", host, port);
 	return fd;
 }
 

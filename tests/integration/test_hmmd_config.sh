@@ -32,18 +32,26 @@ ok $(grep -q 'client 1: stats seq' "$dir/log"; echo $?) "verbose = 1: every mess
 kill $pid; wait $pid 2>/dev/null
 
 # the store's I/O knobs, from the file and as flags: in force in the log
-# and the metrics (a port picked free by the kernel is not known ahead:
-# the log line is the check; metrics names are checked in the scrape)
+# and the metrics (port 0: the kernel picks one, and the log names it)
 printf '[hmmd]\nmodule = none\npool_bytes = 8M\nio_depth = 2\nqueue_depth = 16\n' >"$dir/io.conf"
 "$B/bin/hmmd" --config "$dir/io.conf" --socket "$dir/s" --store "$dir/st3" 2>"$dir/log" &
 pid=$!
 for i in $(seq 100); do [ -S "$dir/s" ] && break; sleep 0.05; done
 ok $(grep -q 'store pool 8388608 bytes.*, 2 I/Os in flight, queue depth 16' "$dir/log"; echo $?) "pool_bytes = 8M, io_depth = 2, queue_depth = 16 in force"
 kill $pid; wait $pid 2>/dev/null
-"$B/bin/hmmd" --module none --pool 12M --io-depth 3 --socket "$dir/s" --store "$dir/st4" 2>"$dir/log" &
+"$B/bin/hmmd" --module none --pool 12M --io-depth 3 --metrics 127.0.0.1:0 --socket "$dir/s" --store "$dir/st4" 2>"$dir/log" &
 pid=$!
 for i in $(seq 100); do [ -S "$dir/s" ] && break; sleep 0.05; done
 ok $(grep -q 'store pool 12582912 bytes.*, 3 I/Os in flight, queue depth 64' "$dir/log"; echo $?) "--pool 12M --io-depth 3: in force, queue depth by default"
+# --metrics PORT 0: the log names the port the kernel picked, and it answers
+port=$(sed -n 's|.*metrics on http://127.0.0.1:\([0-9]*\)/metrics.*|\1|p' "$dir/log")
+body=
+if [ -n "$port" ] && [ "$port" != 0 ] && exec 3<>"/dev/tcp/127.0.0.1/$port"; then
+	printf 'GET /metrics HTTP/1.0\r\n\r\n' >&3
+	body=$(timeout 5 cat <&3)
+	exec 3<&-
+fi
+ok $(grep -q '^hmm_store_io_depth 3' <<<"$body"; echo $?) "--metrics 127.0.0.1:0: the log names port $port, which serves the metrics"
 kill $pid; wait $pid 2>/dev/null
 "$B/bin/hmmd" --module none --io-depth 4097 --socket "$dir/s" --store "$dir/st5" 2>"$dir/log"
 ok $([ $? = 2 ] && grep -q 'io_depth: "4097" is not 0..4096' "$dir/log"; echo $?) "--io-depth 4097: exit 2, key and value named"
