@@ -56,6 +56,23 @@ kill $pid; wait $pid 2>/dev/null
 "$B/bin/hmmd" --module none --io-depth 4097 --socket "$dir/s" --store "$dir/st5" 2>"$dir/log"
 ok $([ $? = 2 ] && grep -q 'io_depth: "4097" is not 0..4096' "$dir/log"; echo $?) "--io-depth 4097: exit 2, key and value named"
 
+# hmmctl checks its words before it connects: exit 2 naming the word,
+# though no hmmd listens there
+ctlbad() {	# pattern args...
+	local pat=$1; shift
+	"$B/bin/hmmctl" --socket "$dir/none" "$@" 2>"$dir/log"
+	ok $([ $? = 2 ] && grep -qF -- "$pat" "$dir/log"; echo $?) "hmmctl $*: exit 2, before connecting"
+}
+ctlbad 'set-quota: HOST "lots": not a byte size' set-quota 1 lots
+ctlbad 'set-quota: CLIENT "x": not a client id' set-quota x 1M
+ctlbad 'set-quota: STORE "-1": not a byte size' set-quota 1 1M 0 -1
+ctlbad 'evict: tier "gpu": host or device' evict w gpu
+ctlbad 'stats: option "--yaml": only --json' stats --yaml
+ctlbad 'tensors: argument "x": unexpected' tensors x
+ctlbad 'evict: wants TENSOR' evict
+"$B/bin/hmmctl" --socket "$dir/none" status 2>"$dir/log"
+ok $([ $? = 1 ] && grep -q "$dir/none" "$dir/log"; echo $?) "hmmctl status with no hmmd: exit 1, the socket named"
+
 # bad values: exit 2 (config) or 1 (cannot run), the reason named
 printf '[hmmd]\nmodule_store_size = lots\n' >"$dir/bad.conf"
 "$B/bin/hmmd" --config "$dir/bad.conf" --socket "$dir/s" 2>"$dir/log"

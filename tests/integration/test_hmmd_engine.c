@@ -18,7 +18,8 @@
  *    after a client's FLUSH and kill -9 of hmmd, a restarted one finds
  *    what that flush saved, byte-exact;
  *  - own quotas: -EDQUOT at once; weights: bytes follow quota ratios;
- *  - hmmctl: status, clients, tensors, evict, stats --json, set-quota;
+ *  - hmmctl: status, clients, tensors, evict (by id and by name),
+ *    stats --json, set-quota, and its usage errors;
  *  - kill -9 of hmmd while a client waits in map: the map fails with
  *    -ENOTCONN / -ECONNRESET / -EPIPE within 5 s;
  *  - --metrics: Prometheus text over a loopback TCP connection.
@@ -385,6 +386,24 @@ static void test_hmmctl(struct hmm_client *a, uint64_t a_id, size_t bytes)
 	t_eq(code, 1, "set-quota of no such client: exit 1");
 	ctl("bogus", &code);
 	t_eq(code, 2, "unknown command: exit 2");
+	hmm_client_map(a, 1, 0, HMM_ALL, HMM_READ, &p);	/* all on host */
+	hmm_client_unmap(a, p);
+	ctl("evict w", &code);
+	t_eq(code, 0, "hmmctl evict w: a tensor by its name, to the store");
+	out = ctl("tensors", &code);
+	t_ok(code == 0 && tensor_row(out, "w", v) && v[2] == 0 &&
+	     v[3] == bytes, "after evict w: on the host 0, in the store %zu",
+	     bytes);
+	ctl("evict no-such-tensor", &code);
+	t_eq(code, 1, "evict of a name no tensor has: exit 1");
+	ctl("set-quota 99999999999999999999 1M", &code);
+	t_eq(code, 2, "set-quota of a client id past 64 bits: exit 2");
+	ctl("set-quota 1 99999999999T", &code);
+	t_eq(code, 2, "set-quota of a size past 64 bits: exit 2");
+	ctl("evict w gpu", &code);
+	t_eq(code, 2, "evict to a tier not host or device: exit 2");
+	ctl("status extra", &code);
+	t_eq(code, 2, "a stray argument: exit 2");
 }
 
 /* ---- quotas and back-pressure --------------------------------------------- */

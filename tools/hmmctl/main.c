@@ -13,8 +13,10 @@
  *
  * Seeing every client and tensor, setting another client's quota and
  * evicting another client's tensor take an administrator (uid 0 or
- * hmmd's own uid); others see themselves.  Exit status: 0, 1 when hmmd
- * refused or is unreachable, 2 on a usage error.
+ * hmmd's own uid); others see themselves.  TENSOR is an id or the name
+ * of the one listed tensor that has it.  Exit status: 0, 1 when hmmd
+ * refused or is unreachable, 2 on a usage error (found before hmmd is
+ * asked anything, the word named).
  */
 #include <errno.h>
 #include <getopt.h>
@@ -35,30 +37,30 @@ static void usage(FILE *f)
 "  clients                   connected clients, quotas and use\n"
 "  tensors                   tensors, residency per tier\n"
 "  stats [--json]            the engine's counters\n"
-"  set-quota CLIENT HOST [DEVICE [STORE]]   bytes (K, M, G suffixes)\n"
+"  set-quota CLIENT HOST [DEVICE [STORE]]   bytes (K, M, G, T suffixes)\n"
 "  evict TENSOR [host|device]               start an eviction, wait\n"
+"    (TENSOR: its id, or its name where one tensor has it)\n"
 "--socket: default $HMMD_SOCKET or /run/hmm/hmmd.sock\n");
 }
 
-static int size_arg(const char *s, uint64_t *out)
+/* A usage error naming the command, the word and why: exit status 2. */
+static int bad(const char *cmd, const char *what, const char *val,
+	       const char *why)
+{
+	fprintf(stderr, "hmmctl: %s: %s \"%s\": %s\n", cmd, what, val, why);
+	return 2;
+}
+
+/* A whole decimal number that fits 64 bits. */
+static int id_arg(const char *s, uint64_t *out)
 {
 	char *end;
-	unsigned long long v;
 
 	errno = 0;
-	v = strtoull(s, &end, 10);
-	if (errno || end == s || *s == '-')
+	if (*s < '0' || *s > '9')
 		return -1;
-	switch (*end) {
-	case 'K': case 'k': v <<= 10; end++; break;
-	case 'M': case 'm': v <<= 20; end++; break;
-	case 'G': case 'g': v <<= 30; end++; break;
-	case 'T': case 't': v <<= 40; end++; break;
-	}
-	if (*end)
-		return -1;
-	*out = v;
-	return 0;
+	*out = strtoull(s, &end, 10);
+	return errno || *end ? -1 : 0;
 }
 
 static int fail(const char *what)
@@ -177,6 +179,38 @@ static int cmd_list(struct hmm_client *c, uint32_t what)
 	}
 }
 
+/* TENSOR as given: its id, or the one tensor of that name hmmd lists. */
+static int tensor_id(struct hmm_client *c, const char *name, uint64_t *id)
+{
+	struct hmm_proto_list_reply l;
+	uint64_t cur = 1;
+	int found = 0;
+
+	if (!id_arg(name, id))
+		return 0;
+	for (;;) {
+		if (hmm_client_list(c, HMM_PROTO_LIST_TENSORS, cur, &l))
+			return fail("evict");
+		if (!l.id)
+			break;
+		if (!strncmp(l.name, name, sizeof(l.name)) &&
+		    strlen(name) < sizeof(l.name)) {
+			*id = l.id;
+			found++;
+		}
+		cur = l.id + 1;
+	}
+	if (found == 1)
+		return 0;
+	if (found)
+		fprintf(stderr, "hmmctl: evict: %d tensors are named \"%s\": "
+			"give its id (hmmctl tensors)\n", found, name);
+	else
+		fprintf(stderr, "hmmctl: evict: no tensor \"%s\" that hmmd "
+			"shows this user (hmmctl tensors)\n", name);
+	return 1;
+}
+
 int main(int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -184,11 +218,16 @@ int main(int argc, char **argv)
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 }
 	};
+	static const char *const quota_what[] = { "CLIENT", "HOST", "DEVICE",
+						  "STORE" };
+	static const int quota_tier[] = { -1, HMM_TIER_HOST, HMM_TIER_DEVICE,
+					  HMM_TIER_STORE };
 	const char *sock = getenv("HMMD_SOCKET");
 	struct hmm_proto_hello_reply rep;
+	uint64_t q[HMM_TIERS] = { 0 }, id = 0;
+	int o, ret, max_args, min_args = 0, json = 0, tier = HMM_TIER_HOST;
 	struct hmm_client *c;
 	const char *cmd;
-	int o, ret;
 
 	while ((o = getopt_long(argc, argv, "+s:h", opts, NULL)) != -1) {
 		switch (o) {
@@ -204,12 +243,49 @@ int main(int argc, char **argv)
 	cmd = argv[optind++];
 	argc -= optind;
 	argv += optind;
-	if (strcmp(cmd, "status") && strcmp(cmd, "clients") &&
-	    strcmp(cmd, "tensors") && strcmp(cmd, "stats") &&
-	    strcmp(cmd, "set-quota") && strcmp(cmd, "evict")) {
+	/* every word is checked before hmmd is asked anything */
+	if (!strcmp(cmd, "status") || !strcmp(cmd, "clients") ||
+	    !strcmp(cmd, "tensors")) {
+		max_args = 0;
+	} else if (!strcmp(cmd, "stats")) {
+		max_args = 1;
+	} else if (!strcmp(cmd, "set-quota")) {
+		min_args = 2;
+		max_args = 4;
+	} else if (!strcmp(cmd, "evict")) {
+		min_args = 1;
+		max_args = 2;
+	} else {
 		fprintf(stderr, "hmmctl: unknown command \"%s\"\n", cmd);
 		usage(stderr);
 		return 2;
+	}
+	if (argc > max_args)
+		return bad(cmd, "argument", argv[max_args], "unexpected");
+	if (argc < min_args) {
+		fprintf(stderr, "hmmctl: %s: wants %s\n", cmd,
+			!strcmp(cmd, "evict") ? "TENSOR [host|device]" :
+			"CLIENT HOST [DEVICE [STORE]]");
+		return 2;
+	}
+	if (!strcmp(cmd, "stats") && argc) {
+		if (strcmp(argv[0], "--json"))
+			return bad(cmd, "option", argv[0], "only --json");
+		json = 1;
+	}
+	for (int i = 0; !strcmp(cmd, "set-quota") && i < argc; i++) {
+		int t = quota_tier[i];
+
+		if (t < 0 ? id_arg(argv[i], &id) : hmm_size_parse(argv[i], &q[t]))
+			return bad(cmd, quota_what[i], argv[i], t < 0 ?
+				   "not a client id (hmmctl clients)" :
+				   "not a byte size (K, M, G, T suffixes)");
+	}
+	if (!strcmp(cmd, "evict") && argc == 2) {
+		if (strcmp(argv[1], "host") && strcmp(argv[1], "device"))
+			return bad(cmd, "tier", argv[1], "host or device");
+		tier = strcmp(argv[1], "host") ? HMM_TIER_DEVICE :
+		       HMM_TIER_HOST;
 	}
 	if (!sock)
 		sock = "/run/hmm/hmmd.sock";
@@ -217,51 +293,24 @@ int main(int argc, char **argv)
 	if (hmm_client_open(sock, (uint64_t[]){ 1, 1, 1 }, "hmmctl", &c,
 			    &rep))
 		return fail(sock);
-	ret = 2;
-	if (!strcmp(cmd, "status") && argc == 0) {
+	if (!strcmp(cmd, "status")) {
 		printf("hmmd on %s: protocol %u, chunk %u bytes, this is "
 		       "client %llu\n", sock, rep.version, rep.chunk_bytes,
 		       (unsigned long long)rep.client_id);
 		ret = cmd_stats(c, 0, 1);
-	} else if (!strcmp(cmd, "clients") && argc == 0) {
+	} else if (!strcmp(cmd, "clients")) {
 		ret = cmd_list(c, HMM_PROTO_LIST_CLIENTS);
-	} else if (!strcmp(cmd, "tensors") && argc == 0) {
+	} else if (!strcmp(cmd, "tensors")) {
 		ret = cmd_list(c, HMM_PROTO_LIST_TENSORS);
-	} else if (!strcmp(cmd, "stats") && argc <= 1) {
-		if (argc == 1 && strcmp(argv[0], "--json"))
-			fprintf(stderr, "hmmctl: stats: \"%s\"?\n", argv[0]);
-		else
-			ret = cmd_stats(c, argc == 1, 0);
-	} else if (!strcmp(cmd, "set-quota") && argc >= 2 && argc <= 4) {
-		uint64_t q[HMM_TIERS] = { 0 }, id;
-		char *end;
-		int bad = 0;
-
-		id = strtoull(argv[0], &end, 10);
-		bad = *end || end == argv[0] || size_arg(argv[1],
-							 &q[HMM_TIER_HOST]) ||
-		      (argc > 2 && size_arg(argv[2], &q[HMM_TIER_DEVICE])) ||
-		      (argc > 3 && size_arg(argv[3], &q[HMM_TIER_STORE]));
-		if (bad)
-			fprintf(stderr, "hmmctl: set-quota CLIENT HOST "
-				"[DEVICE [STORE]]: numbers, please\n");
-		else
-			ret = hmm_client_quota_set(c, id, q) ?
-			      fail("set-quota") : 0;
-	} else if (!strcmp(cmd, "evict") && argc >= 1 && argc <= 2) {
-		int tier = argc == 2 && !strcmp(argv[1], "device") ?
-			   HMM_TIER_DEVICE : HMM_TIER_HOST;
-		char *end;
-		uint64_t id = strtoull(argv[0], &end, 10);
-
-		if (*end || end == argv[0] || (argc == 2 &&
-		    strcmp(argv[1], "host") && strcmp(argv[1], "device")))
-			fprintf(stderr, "hmmctl: evict TENSOR [host|device]\n");
-		else
+	} else if (!strcmp(cmd, "stats")) {
+		ret = cmd_stats(c, json, 0);
+	} else if (!strcmp(cmd, "set-quota")) {
+		ret = hmm_client_quota_set(c, id, q) ? fail("set-quota") : 0;
+	} else {
+		ret = tensor_id(c, argv[0], &id);
+		if (!ret)
 			ret = hmm_client_evict(c, id, 0, HMM_ALL, tier) ?
 			      fail("evict") : 0;
-	} else {
-		usage(stderr);
 	}
 	hmm_client_close(c);
 	return ret;
