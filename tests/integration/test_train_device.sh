@@ -59,8 +59,8 @@ fi
 ok $([ $? = 2 ]; echo $?) "--device tpu: exit 2"
 "$bin" --device cuda --device-budget 0 >/dev/null 2>&1
 ok $([ $? = 2 ]; echo $?) "--device-budget 0: exit 2"
-"$bin" --device-budget 1G >/dev/null 2>&1
-ok $([ $? = 2 ]; echo $?) "--device-budget without --device cuda: exit 2"
+"$bin" --device-budget 1G >/dev/null 2>"$dir/err"
+ok $([ $? = 2 ] && grep -q -- '--device-budget 1G: only with --device cuda' "$dir/err"; echo $?) "--device-budget without --device cuda: exit 2, the value named"
 LD_LIBRARY_PATH=/nonexistent "$bin" --device cuda --preset tiny --device-budget 1M >/dev/null 2>"$dir/err"
 rc=$?
 ok $([ $rc = 2 ] && grep -q -- '--device-budget.*too small.*holds everything' "$dir/err"; echo $?) "--device-budget 1M (tiny needs 8M): exit 2 naming the least, before looking for a GPU"

@@ -130,6 +130,7 @@ int main(int argc, char **argv)
 	struct train_opts o = { .host_budget = -1, .seed = 1 };
 	const char *preset = "default", *device = "cpu";
 	int64_t v, dev_budget = 0;
+	const char *dev_budget_arg = NULL;
 	char *end;
 	int c;
 
@@ -206,6 +207,7 @@ int main(int argc, char **argv)
 		case 'G': device = optarg; break;
 		case 'g':
 			dev_budget = parse_size(optarg);
+			dev_budget_arg = optarg;
 			if (dev_budget <= 0)
 				return bad("--device-budget", optarg,
 					   "want a size like 512M or 4G");
@@ -229,7 +231,8 @@ int main(int argc, char **argv)
 	if (strcmp(device, "cpu") && strcmp(device, "cuda"))
 		return bad("--device", device, "want cpu or cuda");
 	if (dev_budget && strcmp(device, "cuda"))
-		return bad("--device-budget", "", "only with --device cuda");
+		return bad("--device-budget", dev_budget_arg,
+			   "only with --device cuda");
 	if (!strcmp(device, "cuda")) {
 		if (o.offload_acts)
 			return bad("--offload-activations", "", "not with "
