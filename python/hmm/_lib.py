@@ -108,6 +108,16 @@ def check(r, what="", detail=None):
     raise OSError(-r, "%s: %s" % (what, d) if what else d)
 
 
+def cstr(what, s):
+    """s as the C string libhmm reads: a str without NUL, else
+    OSError(EINVAL) naming what (a NUL would cut it short unseen)."""
+    if not isinstance(s, str):
+        raise OSError(_errno.EINVAL, "%s %r: not a str" % (what, s))
+    if "\0" in s:
+        raise OSError(_errno.EINVAL, "%s %r: holds a NUL byte" % (what, s))
+    return s.encode()
+
+
 def size_parse(s):
     """A byte size as hmm-train reads it ("2G", "64K", 4096) -> int."""
     if isinstance(s, int):

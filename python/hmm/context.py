@@ -12,6 +12,7 @@ import contextlib
 import ctypes
 import errno
 import json
+import operator
 import weakref
 
 from . import _lib
@@ -85,9 +86,10 @@ class Context:
             for k, v in config.items():
                 if v is None:
                     continue
-                b = str(v).encode()
+                b = _lib.cstr("hmm.Context: " + k, str(v))
                 keep.append(b)
-                check(lib.hmm_config_set(cfg, k.encode(), b), "hmm.Context")
+                check(lib.hmm_config_set(cfg, _lib.cstr("hmm.Context: key", k),
+                                         b), "hmm.Context")
             h = ctypes.c_void_p()
             check(lib.hmm_open(cfg, ctypes.byref(h)), "hmm.Context")
             self._h = h
@@ -109,8 +111,9 @@ class Context:
         """A tensor saved by an earlier context's flush() (this context
         opened with flags="store_keep")."""
         t = ctypes.c_void_p()
-        check(lib.hmm_tensor_open(self._handle(), name.encode(),
-                                  ctypes.byref(t)),
+        check(lib.hmm_tensor_open(self._handle(),
+                                  _lib.cstr("hmm.Context.open_tensor: name",
+                                            name), ctypes.byref(t)),
               "hmm.Context.open_tensor")
         return Tensor(self, t, name)
 
@@ -172,11 +175,22 @@ class Tensor:
 
     @classmethod
     def _new(cls, ctx, name, shape, code):
-        shape = tuple(int(s) for s in (shape if hasattr(shape, "__len__")
-                                       else (shape,)))
+        name_b = _lib.cstr("hmm.Context.tensor: name", name)
+        if isinstance(shape, (str, bytes)):
+            raise OSError(errno.EINVAL, "hmm.Context.tensor: tensor %s: "
+                          "shape %r: not integers" % (name, shape))
+        try:
+            shape = tuple(operator.index(s) for s in
+                          (shape if hasattr(shape, "__len__") else (shape,)))
+        except TypeError:
+            raise OSError(errno.EINVAL, "hmm.Context.tensor: tensor %s: "
+                          "shape %r: not integers" % (name, shape)) from None
+        if any(not -2**63 <= s < 2**63 for s in shape):
+            raise OSError(errno.EOVERFLOW, "hmm.Context.tensor: tensor %s: "
+                          "shape %r: past 64 bits" % (name, shape))
         arr = (ctypes.c_int64 * max(len(shape), 1))(*shape)
         t = ctypes.c_void_p()
-        check(lib.hmm_tensor_new(ctx._handle(), name.encode(), code,
+        check(lib.hmm_tensor_new(ctx._handle(), name_b, code,
                                  len(shape), arr, ctypes.byref(t)),
               "hmm.Context.tensor")
         return cls(ctx, t, name)

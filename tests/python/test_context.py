@@ -33,6 +33,16 @@ with tap.context(host_budget="16M") as ctx:
            "a zero dimension")
     raises(lambda: ctx.tensor("t", (4,), "complex64"), errno.EINVAL,
            "complex64", "an unknown dtype")
+    raises(lambda: ctx.tensor("t", "12"), errno.EINVAL, "'12'",
+           "a str as the shape (not (1, 2))")
+    raises(lambda: ctx.tensor("t", (4.5,)), errno.EINVAL, "4.5",
+           "a float dimension (not cut to 4)")
+    raises(lambda: ctx.tensor("t", (2 ** 70,)), errno.EOVERFLOW,
+           "past 64 bits", "a dimension past 64 bits")
+    raises(lambda: ctx.tensor("a\0b", (4,)), errno.EINVAL, "NUL",
+           "a name with a NUL (not cut to 'a')")
+    raises(lambda: hmm.Context(host_budget="16M\0junk"), errno.EINVAL,
+           "host_budget", "a config value with a NUL")
     t = ctx.tensor("w", (3, 1000), torch.float32)
     ok(t.shape == (3, 1000) and t.dtype == "float32" and t.nbytes == 12000,
        "a tensor's shape, dtype, bytes")
