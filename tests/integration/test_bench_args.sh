@@ -48,6 +48,8 @@ bad io "--size 4K: want at least --bs" --size 4K
 bad offload "--chunk 5000: want" --chunk=5000
 bad offload "--io-depth 0: want an integer from 1 to 4096" --io-depth 0
 bad offload "--stripe 0: want N from 1 to 8" --stripe 0
+bad offload '--dir "": want a value, not empty' --dir ""
+bad offload '--n "": want a size' --n=
 bad scale "--steps 1: want an integer from 2" --steps 1
 bad shared "--size 6M: want a multiple of --slice" --size 6M --slice 4M
 bad tensors "--compute-ratio nan: want a number from 0 to 100" --compute-ratio nan

@@ -41,9 +41,9 @@ const char *bench_arg_val(const char *name)
 
 void bench_arg_bad(const char *flag, const char *val, const char *why)
 {
-	if (val)
+	if (val)	/* an empty one shown as "" */
 		fprintf(stderr, "hmm-bench %s: %s %s: %s\n", cur_cmd, flag,
-			val, why);
+			*val ? val : "\"\"", why);
 	else
 		fprintf(stderr, "hmm-bench %s: %s: %s\n", cur_cmd, flag, why);
 	fputs(cur_usage, stderr);
@@ -100,6 +100,8 @@ static void take(const struct bench_arg *a, const char *val)
 		*(int *)a->dst = 1;
 		return;
 	case BA_STR:
+		if (!*val)
+			bench_arg_bad(a->name, val, "want a value, not empty");
 		*(const char **)a->dst = val;
 		return;
 	case BA_INT: {
