@@ -48,6 +48,15 @@ bad "--seed 99999999999999999999" "a --seed past 2^63 (not clamped)" --seed 9999
 bad "--threads x" "a bad --threads" --threads x
 bad "--io-depth 0" "--io-depth 0" --io-depth 0
 bad "--pool 2Q" "a bad --pool" --pool 2Q
+# an empty path was the cwd: --ckpt "" trained, then left .store and
+# .tmp there and failed
+scratch train-cli
+bin=$(cd "$(dirname "$bin")" && pwd)/${bin##*/}
+for f in --ckpt --store --data --report --resume; do
+	(cd "$dir" && "$bin" --preset tiny --steps 2 $f "" >out 2>err)
+	rc=$?
+	ok $([ $rc = 2 ] && grep -q -- "$f \"\": want a value" "$dir/err" && [ -z "$(ls -A "$dir" | grep -Ev '^(out|err)$')" ]; echo $?) "$f \"\": exit 2, nothing made in the cwd"
+done
 
 # the knobs: in the JSON summary and the header line, as in force
 s=$(sum --threads 1 --pool 8M --io-depth 2 --queue-depth 16 --host-budget 2M)

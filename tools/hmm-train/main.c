@@ -132,9 +132,15 @@ int main(int argc, char **argv)
 	int64_t v, dev_budget = 0;
 	const char *dev_budget_arg = NULL;
 	char *end;
-	int c;
+	int c, li = 0;
 
-	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "h", opts, &li)) != -1) {
+		char flag[32];
+
+		/* an empty path or word: "" would be read as the cwd */
+		snprintf(flag, sizeof(flag), "--%s", opts[li].name);
+		if (optarg && !*optarg)
+			return bad(flag, "\"\"", "want a value, not empty");
 		switch (c) {
 		case 'p': preset = optarg; break;
 		case 'n':
