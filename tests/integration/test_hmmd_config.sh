@@ -70,6 +70,7 @@ ctlbad 'evict: tier "gpu": host or device' evict w gpu
 ctlbad 'stats: option "--yaml": only --json' stats --yaml
 ctlbad 'tensors: argument "x": unexpected' tensors x
 ctlbad 'evict: wants TENSOR' evict
+ctlbad '--socket "": want a path' --socket "" status
 "$B/bin/hmmctl" --socket "$dir/none" status 2>"$dir/log"
 ok $([ $? = 1 ] && grep -q "$dir/none" "$dir/log"; echo $?) "hmmctl status with no hmmd: exit 1, the socket named"
 

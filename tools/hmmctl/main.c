@@ -231,7 +231,14 @@ int main(int argc, char **argv)
 
 	while ((o = getopt_long(argc, argv, "+s:h", opts, NULL)) != -1) {
 		switch (o) {
-		case 's': sock = optarg; break;
+		case 's':
+			if (!*optarg) {
+				fprintf(stderr, "hmmctl: --socket \"\": want "
+					"a path, not empty\n");
+				return 2;
+			}
+			sock = optarg;
+			break;
 		case 'h': usage(stdout); return 0;
 		default: usage(stderr); return 2;
 		}
