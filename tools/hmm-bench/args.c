@@ -7,7 +7,8 @@
  * wins, --help and -h print the usage on stdout and exit 0, and a bad
  * flag exits 2 with one line that names it and says what was wanted,
  * then the usage:
- *	hmm-bench offload: --n 0: want a size from 4K to 1T
+ *	hmm-bench offload: --n 0: want a size from 1K to 16G (K, M, G,
+ *	T: powers of 1024)
  * Integers are whole decimal numbers; sizes take K, M, G, T suffixes
  * (powers of 1024; hmm_size_parse); nothing trailing is ignored.
  */
@@ -69,10 +70,10 @@ static void fmt_size(char *b, size_t n, double v)
 
 static void range_bad(const struct bench_arg *a, const char *val)
 {
-	char why[192], lo[24], hi[24];
+	char why[192];
 
 	if (a->kind == BA_SIZE) {
-		char m[24];
+		char lo[24], hi[24], m[24];
 
 		fmt_size(lo, sizeof(lo), a->lo);
 		fmt_size(hi, sizeof(hi), a->hi);
