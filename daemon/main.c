@@ -71,6 +71,7 @@ static void usage(FILE *f)
 "            [--wait-ms MS] [--metrics 127.0.0.1:PORT] [--host-dir DIR]\n"
 "            [--module DEV] [--module-store PATH] [--format] [-v]\n"
 "            [--pool SIZE] [--io-depth N] [--queue-depth N]\n"
+"            [--store-size SIZE] [--module-store-size SIZE]\n"
 "  --config FILE  INI file, section [hmmd] (see daemon/hmmd.conf.example)\n"
 "  --socket PATH  listen here (default %s)\n"
 "  --store PATH   the store file or block device (persistent tensors)\n"

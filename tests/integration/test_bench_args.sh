@@ -52,6 +52,7 @@ bad offload '--dir "": want a value, not empty' --dir ""
 bad offload '--n "": want a size' --n=
 bad scale "--steps 1: want an integer from 2" --steps 1
 bad shared "--size 6M: want a multiple of --slice" --size 6M --slice 4M
+bad shared "--memfd: not with --host-dir" --host-dir /dev/shm --memfd
 bad tensors "--compute-ratio nan: want a number from 0 to 100" --compute-ratio nan
 bad tensors "--layers 3: want an integer from 4" --layers 3
 bad train "--batch 0: want an integer from 1 to 4096" --batch 0

@@ -286,6 +286,8 @@ static void parse(int argc, char **argv, struct sh_opts *o)
 	snprintf(hmmd, sizeof(hmmd), "%s/hmmd", dirname(self));
 	o->hmmd = hmmd;
 	bench_args("shared", usage, argc, argv, args);
+	if (o->host_dir && o->no_mount)
+		bench_arg_bad("--memfd", NULL, "not with --host-dir");
 	if (o->size % o->slice)
 		bench_arg_bad("--size", bench_arg_val("--size") ?: "64M",
 			      "want a multiple of --slice");
