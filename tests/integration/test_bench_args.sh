@@ -4,8 +4,10 @@
 # exit 0; an unknown option, a stray argument, a flag without its value
 # and a value out of range or with junk after it exit 2 with one line
 # that names the flag and the value, the usage after it, and nothing is
-# measured or left behind; --name=value is --name value.  Nothing here
-# runs a benchmark but one tiny adamw.
+# measured or left behind; --name=value is --name value.  A file named
+# by a flag (tensors --store, io --file) that holds data is refused and
+# left as it was.  Nothing here runs a benchmark but a tiny adamw and a
+# tiny tensors.
 set -u
 . "$(dirname "$0")/../t.sh"
 bin=$B/bin/hmm-bench
@@ -59,6 +61,19 @@ bad train "--batch 0: want an integer from 1 to 4096" --batch 0
 bad train "--torch-venv v: only with --vs-torch" --torch-venv v
 bad uvm "--block 3M: want a size from 2M to 1T, a multiple of 2M" --block 3M
 ok $([ -z "$(ls -A "$dir" | grep -Ev '^(out|err)$')" ]; echo $?) "the refused runs made nothing"
+
+# a file named by a flag: one holding data, or a device, is refused
+# untouched without --overwrite; a new path is made and removed at exit
+printf 'precious' >"$dir/keep"
+"$bin" tensors --store "$dir/keep" --layers 4 --steps 1 --reps 1 >/dev/null 2>"$dir/err"
+ok $([ $? = 2 ] && grep -q 'tensors: --store .*keep: holds data; not overwritten' "$dir/err" && [ "$(cat "$dir/keep")" = precious ]; echo $?) "tensors --store FILE with data: exit 2, the file untouched"
+"$bin" io --file "$dir/keep" --no-fio --size 1M --reps 1 >/dev/null 2>"$dir/err"
+ok $([ $? = 2 ] && grep -q 'io: --file .*keep: holds data' "$dir/err" && [ "$(cat "$dir/keep")" = precious ]; echo $?) "io --file FILE with data: exit 2, the file untouched"
+"$bin" tensors --store /dev/null --layers 4 --steps 1 --reps 1 >/dev/null 2>"$dir/err"
+ok $([ $? = 2 ] && grep -q 'not a regular file' "$dir/err"; echo $?) "tensors --store /dev/null: a device, refused"
+rm -f "$dir/keep"
+"$bin" tensors --store "$dir/new.store" --layer-size 1M --chunk 256K --layers 4 --steps 1 --reps 1 >/dev/null 2>"$dir/err"
+ok $([ $? = 0 ] && [ ! -e "$dir/new.store" ]; echo $?) "tensors --store NEW: measured, and the file it made is gone"
 
 # --name=value is --name value; the last of a flag given twice wins
 out=$("$bin" adamw --n=64K --threads=2 --threads 1 --reps=1 --json 2>&1 | tail -1)

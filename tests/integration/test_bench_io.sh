@@ -43,7 +43,7 @@ ok $(has "$out" read_4k_MBps read_huge_MBps && echo "$out" | grep -q '"path":"ex
 # the file: refused untouched, or --overwrite; scratch files go
 printf 'precious' >"$dir/keep"
 "$bin" io --file "$dir/keep" --size 16M --no-fio --reps 1 2>"$dir/err"
-ok $([ $? = 2 ] && grep -q "keep holds data: not overwritten" "$dir/err" && [ "$(cat "$dir/keep")" = precious ]; echo $?) "an existing non-empty --file: exit 2, untouched"
+ok $([ $? = 2 ] && grep -q "io: --file .*keep: holds data; not overwritten" "$dir/err" && [ "$(cat "$dir/keep")" = precious ]; echo $?) "an existing non-empty --file: exit 2, untouched"
 "$bin" io --file "$dir/keep" --overwrite --size 16M --bs 1M --qd 4 --rw read --pages 4k --no-fio --reps 1 >/dev/null 2>"$dir/err"
 ok $([ $? = 0 ] && [ -s "$dir/keep" ] && [ "$(head -c 8 "$dir/keep")" != precious ]; echo $?) "--overwrite formats it (and leaves it: it was not ours)"
 : >"$dir/empty"

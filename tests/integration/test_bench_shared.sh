@@ -2,7 +2,9 @@
 # test_bench_shared — `hmm-bench shared` runs two clients through one
 # hmmd and two embedded processes, and with --json its last line is one
 # object with both store rates, both host peaks and their ratios; bad
-# options exit 2.  Small sizes: this checks the tool, it does not time.
+# options exit 2; files of its names already in --dir are refused, and a
+# SIGTERM leaves neither hmmd nor its files.  Small sizes: this checks the
+# tool, it does not time.
 set -u
 . "$(dirname "$0")/../t.sh"
 bin=$B/bin/hmm-bench
@@ -29,6 +31,19 @@ last=$("$bin" shared --size 8M --slice 1M --host 4M --passes 1 --reps 1 --memfd 
 ok $(echo "$last" | grep -q '"host_tier":"memfd"'; echo $?) "--memfd: memfds"
 "$bin" shared --host-dir "$dir" --size 8M --slice 1M --host 4M --reps 1 --dir "$dir" --hmmd "$B/bin/hmmd" >/dev/null 2>&1
 ok $([ $? != 0 ]; echo $?) "--host-dir on a disk directory: hmmd refuses it, the bench fails"
+# a file of this run's names already there: refused, left untouched
+printf 'precious' >"$dir/bench-shared.store"
+"$bin" shared --size 8M --slice 1M --host 4M --reps 1 --memfd --dir "$dir" --hmmd "$B/bin/hmmd" >/dev/null 2>"$dir/err"
+ok $([ $? = 1 ] && grep -q 'bench-shared.store exists: not this run' "$dir/err" && [ "$(cat "$dir/bench-shared.store")" = precious ]; echo $?) "an existing bench-shared.store: refused, untouched"
+rm -f "$dir/bench-shared.store"
+# stopped by SIGTERM while it runs: hmmd stopped, nothing left
+"$bin" shared --size 64M --slice 1M --host 8M --passes 50 --reps 1 --memfd --dir "$dir" --hmmd "$B/bin/hmmd" >/dev/null 2>"$dir/err" &
+bpid=$!
+for i in $(seq 100); do [ -S "$dir/bench-shared.sock" ] && break; sleep 0.05; done
+sleep 0.5
+kill -TERM $bpid; wait $bpid 2>/dev/null
+sleep 0.3
+ok $([ -z "$(ls "$dir" | grep -v err)" ] && ! pgrep -f -- "--socket $dir/bench-shared.sock" >/dev/null; echo $?) "SIGTERM mid-run: hmmd gone, no store or socket left ($(ls "$dir" | grep -v err | tr '\n' ' '))"
 "$bin" shared --slice 1000 >/dev/null 2>&1
 ok $([ $? = 2 ]; echo $?) "a slice that is not a multiple of 4096: exit 2"
 t_done

@@ -39,6 +39,14 @@ int64_t bench_parse_size(const char *s);
 int bench_scratch_add(const char *path);
 /* Cut the file open as fd back to empty on those exits (one at most). */
 void bench_scratch_empty(int fd);
+/* A file the user named for this run to format (--file, --store): one
+ * that does not exist is made, and removed on those exits; an empty
+ * regular file is used and cut back to empty; one that holds data or is
+ * not a regular file (a device) only with overwrite, and is then left
+ * as the run leaves it.  0; 2 when refused, 1 when it cannot be made
+ * (said on stderr, naming cmd, flag and path). */
+int bench_user_file(const char *cmd, const char *flag, const char *path,
+		    int overwrite);
 /* Remove it now and forget it. */
 void bench_scratch_remove(const char *path);
 /* This process's environment with name=value in it, for
@@ -53,6 +61,10 @@ char **bench_env_with(const char *name, const char *value,
  * On the exits above the group is killed and reaped before any scratch
  * file is removed (scratch.c; at most 4 at once). */
 FILE *bench_child_open(char *const argv[], char *const envp[], pid_t *pid);
+/* Have pid, a child of ours leading its own process group (fork,
+ * setpgid), killed and reaped on those exits as bench_child_open's are.
+ * 0, or -1 when 4 are held. */
+int bench_child_add(pid_t pid);
 /* Close f (may be NULL), wait for pid: its exit status, -1 when it did
  * not exit normally. */
 int bench_child_close(FILE *f, pid_t pid);

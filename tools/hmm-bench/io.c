@@ -93,9 +93,10 @@ struct io_run {
 	struct hmm_store_stats st;	/* as opened */
 };
 
-/* The file this run made, or ""; it and DeepSpeed's scratch file are
- * removed at exit and on a signal (scratch.c), and an empty file it was
- * given is cut back to empty instead. */
+/* The scratch file this run made without --file, or ""; it, a --file
+ * it made and DeepSpeed's scratch file are removed at exit and on a
+ * signal, and an empty --file is cut back to empty instead (scratch.c,
+ * bench_user_file). */
 static char made[4096];
 static char ds_made[4096];	/* DeepSpeed's scratch file, or "" */
 
@@ -307,42 +308,10 @@ static void parse(int argc, char **argv, struct io_opts *o)
 static int pick_file(struct io_opts *o, char *buf, size_t len)
 {
 	const char *tmp = getenv("TMPDIR");
-	struct stat st;
 	int fd;
 
-	if (o->file) {
-		if (stat(o->file, &st) == 0) {
-			if ((!S_ISREG(st.st_mode) || st.st_size) &&
-			    !o->overwrite) {
-				fprintf(stderr, "hmm-bench io: %s %s: not "
-					"overwritten (--overwrite formats it; "
-					"without --file a scratch file is "
-					"used)\n", o->file, S_ISREG(st.st_mode) ?
-					"holds data" : "is not a regular file");
-				return 2;
-			}
-			if (S_ISREG(st.st_mode) && !st.st_size)
-				bench_scratch_empty(open(o->file,
-						    O_WRONLY | O_CLOEXEC));
-			return 0;	/* empty, or --overwrite */
-		}
-		if (errno != ENOENT) {
-			fprintf(stderr, "hmm-bench io: %s: %s\n", o->file,
-				strerror(errno));
-			return 1;
-		}
-		fd = open(o->file, O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC,
-			  0600);
-		if (fd < 0) {
-			fprintf(stderr, "hmm-bench io: %s: %s\n", o->file,
-				strerror(errno));
-			return 1;
-		}
-		snprintf(made, sizeof(made), "%s", o->file);
-		bench_scratch_add(made);
-		close(fd);
-		return 0;
-	}
+	if (o->file)
+		return bench_user_file("io", "--file", o->file, o->overwrite);
 	snprintf(buf, len, "%s/hmm-bench-io.XXXXXX", tmp && *tmp ? tmp :
 		 "/var/tmp");
 	fd = mkstemp(buf);

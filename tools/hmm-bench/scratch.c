@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -77,6 +78,39 @@ int bench_scratch_add(const char *path)
 	scratch[nscratch] = p;
 	nscratch = nscratch + 1;
 	return 0;
+}
+
+int bench_user_file(const char *cmd, const char *flag, const char *path,
+		    int overwrite)
+{
+	struct stat st;
+	int fd;
+
+	if (stat(path, &st) == 0) {
+		if ((!S_ISREG(st.st_mode) || st.st_size) && !overwrite) {
+			fprintf(stderr, "hmm-bench %s: %s %s: %s; not "
+				"overwritten (--overwrite formats it)\n", cmd,
+				flag, path, S_ISREG(st.st_mode) ?
+				"holds data" : "not a regular file");
+			return 2;
+		}
+		if (S_ISREG(st.st_mode) && !st.st_size)
+			bench_scratch_empty(open(path, O_WRONLY | O_CLOEXEC));
+		return 0;
+	}
+	if (errno == ENOENT) {
+		fd = open(path, O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0600);
+		if (fd >= 0) {
+			close(fd);
+			if (!bench_scratch_add(path))
+				return 0;
+			unlink(path);
+			errno = ENOMEM;
+		}
+	}
+	fprintf(stderr, "hmm-bench %s: %s %s: %s\n", cmd, flag, path,
+		strerror(errno));
+	return 1;
 }
 
 void bench_scratch_empty(int fd)
@@ -180,6 +214,17 @@ FILE *bench_child_open(char *const argv[], char *const envp[], pid_t *pid)
 		return NULL;
 	}
 	return f;
+}
+
+int bench_child_add(pid_t pid)
+{
+	for (int i = 0; i < MAX_CHILD; i++)
+		if (!child[i]) {
+			arm();
+			child[i] = pid;
+			return 0;
+		}
+	return -1;
 }
 
 int bench_child_close(FILE *f, pid_t pid)

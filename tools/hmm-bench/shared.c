@@ -182,11 +182,11 @@ static pid_t start_hmmd(const struct sh_opts *o, const char *sock,
 	snprintf(host, sizeof(host), "%lld", (long long)o->host);
 	snprintf(size, sizeof(size), "%lld",
 		 (long long)(o->size * 4 + (64 << 20)));
-	unlink(sock);
-	unlink(store);
 	pid = fork();
 	if (pid == 0) {
 		int fd = open("/dev/null", O_WRONLY);
+
+		setpgid(0, 0);	/* its own group, as scratch.c kills it */
 
 		if (fd >= 0)
 			dup2(fd, 2);
@@ -200,15 +200,23 @@ static pid_t start_hmmd(const struct sh_opts *o, const char *sock,
 			      host, NULL);
 		_exit(127);
 	}
+	if (pid > 0) {
+		setpgid(pid, pid);	/* whichever of the two runs first */
+		bench_child_add(pid);
+	}
 	for (t0 = bench_now(); pid > 0 && bench_now() - t0 < 20;
 	     usleep(20000)) {
 		if (stat(sock, &st) == 0)
 			return pid;
-		if (waitpid(pid, &status, WNOHANG) == pid)
+		if (waitpid(pid, &status, WNOHANG) == pid) {
+			bench_child_close(NULL, pid);	/* forget it */
 			return -1;	/* it refused its options */
+		}
 	}
-	if (pid > 0)
+	if (pid > 0) {
 		kill(pid, SIGKILL);
+		bench_child_close(NULL, pid);
+	}
 	return -1;
 }
 
@@ -298,7 +306,7 @@ static void parse(int argc, char **argv, struct sh_opts *o)
 
 static int bench_shared(int argc, char **argv)
 {
-	char sock[PATH_MAX], store[PATH_MAX], shm[PATH_MAX];
+	char sock[PATH_MAX], store[PATH_MAX], shm[PATH_MAX], ws[2][PATH_MAX];
 	struct hmm_proto_stats_reply st0, st;
 	double t_ind[MAX_REPS], t_sh[MAX_REPS], mb_ind[MAX_REPS];
 	double mb_sh[MAX_REPS], m_t_ind, m_t_sh, m_ind, m_sh;
@@ -308,13 +316,32 @@ static int bench_shared(int argc, char **argv)
 	struct sh_opts o;
 	const char *tier;
 	pid_t pid;
-	int st2;
 
 	memset(&o, 0, sizeof(o));
 	parse(argc, argv, &o);
 	snprintf(sock, sizeof(sock), "%s/bench-shared.sock", o.dir);
 	snprintf(store, sizeof(store), "%s/bench-shared.store", o.dir);
 	snprintf(shm, sizeof(shm), "%s/bench-shared.shm", o.dir);
+	/* the files this run makes: none may be there before (a run
+	 * stopped by SIGKILL leaves them; nothing here removes another's),
+	 * each removed on every exit */
+	for (i = 0; i < 4; i++) {
+		char *f = i == 0 ? sock : i == 1 ? store : ws[i - 2];
+
+		if (i >= 2)
+			snprintf(f, PATH_MAX, "%s/bench-shared-%d.store", o.dir,
+				 i - 2);
+		if (!access(f, F_OK)) {
+			fprintf(stderr, "hmm-bench shared: %s exists: not this "
+				"run's to overwrite or remove\n", f);
+			return 1;
+		}
+		if (bench_scratch_add(f)) {
+			fprintf(stderr, "hmm-bench shared: %s\n",
+				strerror(ENOMEM));
+			return 1;
+		}
+	}
 	if (!o.host_dir && !o.no_mount && (mounted = mount_huge(&o, shm)))
 		o.host_dir = shm;
 	tier = mounted ? "tmpfs huge=within_size (mounted here)" :
@@ -345,8 +372,7 @@ static int bench_shared(int argc, char **argv)
 		peak_ind = (double)ind[0].host_peak + ind[1].host_peak;
 	}
 	kill(pid, SIGTERM);
-	waitpid(pid, &st2, 0);
-	unlink(store);
+	bench_child_close(NULL, pid);
 out:
 	if (mounted && !umount2(shm, MNT_DETACH))
 		rmdir(shm);

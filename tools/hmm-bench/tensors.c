@@ -311,9 +311,12 @@ static const char usage[] =
 	"usage: hmm-bench tensors [--layers N] [--layer-size SIZE] "
 	"[--chunk SIZE] [--steps N]\n"
 	"  [--depth CHUNKS (0: libhmm's default)] [--compute-ratio R] "
-	"[--store PATH] [--reps N] [--json]\n"
+	"[--store PATH [--overwrite]] [--reps N] [--json]\n"
 	"  [--trace-dir DIR (Chrome traces DIR/POLICY.json, the last "
 	"repetition's)]\n"
+	"  PATH: made and removed at exit, or an empty file (emptied again); "
+	"one holding\n  data or a device only with --overwrite, and then "
+	"left formatted\n"
 	"  layers 4..4096 (16), layer-size (8M), chunk a multiple of 4K (2M), "
 	"steps 1..1000 (3),\n  depth 0..4096, compute-ratio 0..100 (0.9), "
 	"reps 1..9 (3)\n";
@@ -327,7 +330,7 @@ static int bench_tensors(int argc, char **argv)
 	double bwm, bwc, rawc, rawm, floor_s, bound_s;
 	char key[64], path[4200];
 	int own;
-	int c, m, rep, nbw = 0, nraw = 0;
+	int c, m, rep, nbw = 0, nraw = 0, overwrite = 0;
 	uint64_t must;
 	const struct bench_arg args[] = {
 		{ "--layers", BA_INT, &o.layers, 4, 4096 },
@@ -337,6 +340,7 @@ static int bench_tensors(int argc, char **argv)
 		{ "--depth", BA_INT, &o.depth, 0, 4096 },
 		{ "--compute-ratio", BA_NUM, &o.compute_ratio, 0, 100 },
 		{ "--store", BA_STR, &o.store },
+		{ "--overwrite", BA_FLAG, &overwrite },
 		{ "--reps", BA_INT, &o.reps, 1, MAXREP },
 		{ "--trace-dir", BA_STR, &o.trace_dir },
 		{ "--json", BA_FLAG, &o.json },
@@ -344,6 +348,11 @@ static int bench_tensors(int argc, char **argv)
 	};
 
 	bench_args("tensors", usage, argc, argv, args);
+	if (overwrite && !o.store)
+		bench_arg_bad("--overwrite", NULL, "only with --store");
+	if (o.store && (c = bench_user_file("tensors", "--store", o.store,
+					    overwrite)))
+		return c;
 	own = !o.store;		/* ours: removed when measured */
 	if (own) {
 		const char *d = getenv("HMM_TEST_DIR");
