@@ -3,7 +3,8 @@
 # a place that cannot hold files, is reported with the path and the
 # reason before training starts (no step runs, exit status non-zero).
 # A foreign file, or a store holding a checkpoint's named tensors, is
-# refused and left byte-identical unless --format is given.
+# refused and left byte-identical unless --format is given.  The
+# temporary store (no --store) is gone after SIGTERM or SIGKILL too.
 # The full and read-only cases mount small tmpfs instances (root needed;
 # they are skipped otherwise); the others need nothing.
 set -u
@@ -57,4 +58,17 @@ ok $([ $? = 0 ] && [ "$(head -c 8 "$dir/precious.txt")" = HMMSTORE ]; echo $?) "
 "$bin" --preset tiny --steps 1 --resume "$dir/c1" --format >/dev/null 2>"$dir/err"
 ok $([ $? = 2 ] && grep -q -- "--format" "$dir/err"; echo $?) "--format with --resume: a usage error"
 refused "/proc/hmm-train.store" "cannot open" "store under /proc"
+
+# the temporary store (no --store) goes however the run ends: killed
+# mid-run, SIGTERM or SIGKILL, it leaves no file in $TMPDIR
+abs=$(cd "$(dirname "$bin")" && pwd)/${bin##*/}
+for sig in TERM KILL; do
+	mkdir -p "$dir/tmp$sig"
+	(cd "$dir/tmp$sig" && TMPDIR="$dir/tmp$sig" exec "$abs" --preset default --steps 200 --host-budget /4 >out 2>err) &
+	tp=$!
+	for i in $(seq 200); do grep -q '^step' "$dir/tmp$sig/out" 2>/dev/null && break; sleep 0.05; done
+	ok $(grep -q '^step' "$dir/tmp$sig/out"; echo $?) "SIG$sig: a run on a temporary store got to its first step"
+	kill -$sig $tp; wait $tp 2>/dev/null
+	ok $([ -z "$(ls "$dir/tmp$sig" | grep -Ev '^(out|err)$')" ]; echo $?) "SIG$sig mid-run: no store left in \$TMPDIR ($(ls "$dir/tmp$sig" | grep -Ev '^(out|err)$' | tr '\n' ' '))"
+done
 t_done

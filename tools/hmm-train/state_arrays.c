@@ -10,6 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <unistd.h>
+
 #include "state_priv.h"
 
 #define TAG_NAME	"train.ckpt"
@@ -91,6 +93,11 @@ int st_arrays_open(struct state *s, const struct state_config *cfg)
 			    *hmm_last_error() ? ": " : "", hmm_last_error(),
 			    err == -EEXIST ? "; hmm-train --format formats "
 			    "it" : "");
+	/* a temporary store: libhmm holds it open by its one descriptor,
+	 * so its name can go now, and its space with the process however
+	 * that ends (SIGINT, SIGTERM, SIGKILL), not only at state_close */
+	if (s->unlink_store)
+		unlink(s->store_path);
 	s->t = calloc((size_t)s->nblocks * ST_KINDS, sizeof(*s->t));
 	if (!s->t)
 		return st_fail(-ENOMEM, "out of memory");
