@@ -50,6 +50,7 @@
 #ifndef HMMD_H
 #define HMMD_H
 
+#include <signal.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -153,9 +154,14 @@ struct hmmd_conn;		/* conn.c: one client */
 int hmmd_server_open(const struct hmmd_config *cfg, struct hmmd_engine *e,
 		     struct hmmd_server **out);
 
+/* The signals that stop hmmd cleanly: SIGTERM, SIGINT and SIGHUP (a
+ * closed terminal must not kill it without its flush), into *set. */
+void hmmd_stop_signals(sigset_t *set);
+
 /*
- * Serve until SIGTERM or SIGINT (blocked by the caller and read here
- * through a signalfd).  Returns 0 on a signal, -errno on a fatal error.
+ * Serve until one of hmmd_stop_signals (blocked by the caller and read
+ * here through a signalfd).  Returns 0 on a signal, -errno on a fatal
+ * error.
  */
 int hmmd_server_run(struct hmmd_server *s);
 

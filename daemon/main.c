@@ -18,7 +18,7 @@
  * Runs in the foreground.  Flags override the config file, whatever
  * their order.  When $NOTIFY_SOCKET is set (systemd Type=notify) it
  * sends "READY=1" once the socket listens and "STOPPING=1" on SIGTERM.
- * Exit status: 0 after SIGTERM/SIGINT, 1 on a runtime failure, 2 on a
+ * Exit status: 0 after SIGTERM/SIGINT/SIGHUP, 1 on a runtime failure, 2 on a
  * usage or config error.
  */
 #include <errno.h>
@@ -255,10 +255,8 @@ int main(int argc, char **argv)
 		hmmd_config_fini(&cfg);
 		return 2;
 	}
-	/* SIGTERM and SIGINT are read from a signalfd in the loop. */
-	sigemptyset(&sigs);
-	sigaddset(&sigs, SIGTERM);
-	sigaddset(&sigs, SIGINT);
+	/* SIGTERM, SIGINT and SIGHUP are read from a signalfd in the loop */
+	hmmd_stop_signals(&sigs);
 	sigprocmask(SIG_BLOCK, &sigs, NULL);
 	signal(SIGPIPE, SIG_IGN);
 	hmmd_guard_init();	/* a client's ftruncate must not kill us */

@@ -189,6 +189,14 @@ static void *metrics_main(void *arg)
 	return NULL;
 }
 
+void hmmd_stop_signals(sigset_t *set)
+{
+	sigemptyset(set);
+	sigaddset(set, SIGTERM);
+	sigaddset(set, SIGINT);
+	sigaddset(set, SIGHUP);
+}
+
 int hmmd_server_open(const struct hmmd_config *cfg, struct hmmd_engine *e,
 		     struct hmmd_server **out)
 {
@@ -207,9 +215,7 @@ int hmmd_server_open(const struct hmmd_config *cfg, struct hmmd_engine *e,
 		ret = -ENOMEM;
 		goto out_free;
 	}
-	sigemptyset(&sigs);
-	sigaddset(&sigs, SIGTERM);
-	sigaddset(&sigs, SIGINT);
+	hmmd_stop_signals(&sigs);
 	s->sfd = signalfd(-1, &sigs, SFD_CLOEXEC | SFD_NONBLOCK);
 	s->ep = epoll_create1(EPOLL_CLOEXEC);
 	if (s->sfd < 0 || s->ep < 0) {

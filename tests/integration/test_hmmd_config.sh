@@ -20,6 +20,12 @@ ok $? "host_dir = /dev/shm, module = none: hmmd serves (hmmctl status)"
 ok $([ ! -e "$dir/m" ]; echo $?) "module = none: no module store made"
 kill $pid; wait $pid 2>/dev/null
 ok $? "SIGTERM: exit 0"
+# SIGHUP (a closed terminal) stops it as cleanly: exit 0, socket gone
+"$B/bin/hmmd" --config "$dir/good.conf" --socket "$dir/s" --store "$dir/st" 2>"$dir/log" &
+pid=$!
+for i in $(seq 100); do [ -S "$dir/s" ] && break; sleep 0.05; done
+kill -HUP $pid; wait $pid 2>/dev/null
+ok $([ $? = 0 ] && [ ! -e "$dir/s" ] && grep -q 'stopped' "$dir/log"; echo $?) "SIGHUP: exit 0, the socket removed, 'stopped' logged"
 
 # numeric keys of each kind, good values: hmmd serves with them
 printf '[hmmd]\nmodule = none\nchunk_bytes = 64K\nwait_ms = 500\nmax_clients = 3\nverbose = 1\nhost_budget = 32M\n' >"$dir/num.conf"
