@@ -47,6 +47,9 @@ void bench_scratch_empty(int fd);
  * (said on stderr, naming cmd, flag and path). */
 int bench_user_file(const char *cmd, const char *flag, const char *path,
 		    int overwrite);
+/* Unmount dir, a tmpfs this run mounted, and remove the folder on those
+ * exits (after the children are stopped); NULL forgets it. */
+void bench_scratch_mount(const char *dir);
 /* Remove it now and forget it. */
 void bench_scratch_remove(const char *path);
 /* This process's environment with name=value in it, for

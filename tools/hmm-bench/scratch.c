@@ -2,7 +2,8 @@
 /*
  * scratch.c — files a benchmark made and must remove on every exit:
  * normal return, exit() from a failure, SIGINT, SIGTERM or SIGHUP (and
- * an empty file it was given, cut back to empty on the same exits); and
+ * an empty file it was given, cut back to empty on the same exits, and
+ * a tmpfs it mounted, unmounted and its folder removed); and
  * the child programs it runs (a peer's Python), stopped first on such
  * an exit, so that none writes a file again after the files are gone.
  * A child is the leader of its own process group, and the whole group
@@ -15,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -29,6 +31,7 @@ static char *scratch[MAX_SCRATCH];
 static volatile sig_atomic_t nscratch;
 static volatile pid_t child[MAX_CHILD];	/* 0: a free slot */
 static volatile int empty_fd = -1;
+static char *volatile mount_dir;	/* a tmpfs of the run's, or NULL */
 
 static void remove_all(void)
 {
@@ -46,6 +49,8 @@ static void remove_all(void)
 			unlink(scratch[i]);
 	if (empty_fd >= 0)	/* ftruncate: async-signal-safe too */
 		(void)!ftruncate(empty_fd, 0);
+	if (mount_dir && !umount2(mount_dir, MNT_DETACH))	/* syscalls */
+		rmdir(mount_dir);
 }
 
 static void on_signal(int sig)
@@ -111,6 +116,15 @@ int bench_user_file(const char *cmd, const char *flag, const char *path,
 	fprintf(stderr, "hmm-bench %s: %s %s: %s\n", cmd, flag, path,
 		strerror(errno));
 	return 1;
+}
+
+void bench_scratch_mount(const char *dir)
+{
+	char *d = dir ? strdup(dir) : NULL, *old = mount_dir;
+
+	arm();
+	mount_dir = d;		/* NULL where strdup failed: not unmounted */
+	free(old);
 }
 
 void bench_scratch_empty(int fd)

@@ -342,8 +342,10 @@ static int bench_shared(int argc, char **argv)
 			return 1;
 		}
 	}
-	if (!o.host_dir && !o.no_mount && (mounted = mount_huge(&o, shm)))
+	if (!o.host_dir && !o.no_mount && (mounted = mount_huge(&o, shm))) {
 		o.host_dir = shm;
+		bench_scratch_mount(shm);	/* on a signal too */
+	}
 	tier = mounted ? "tmpfs huge=within_size (mounted here)" :
 	       o.host_dir ? "tmpfs (--host-dir)" : "memfd";
 	pid = start_hmmd(&o, sock, store);
@@ -376,6 +378,7 @@ static int bench_shared(int argc, char **argv)
 out:
 	if (mounted && !umount2(shm, MNT_DETACH))
 		rmdir(shm);
+	bench_scratch_mount(NULL);
 	if (ret) {
 		fprintf(stderr, "hmm-bench shared: a worker failed\n");
 		return 1;
