@@ -18,8 +18,8 @@
  * Runs in the foreground.  Flags override the config file, whatever
  * their order.  When $NOTIFY_SOCKET is set (systemd Type=notify) it
  * sends "READY=1" once the socket listens and "STOPPING=1" on SIGTERM.
- * Exit status: 0 after SIGTERM/SIGINT/SIGHUP, 1 on a runtime failure, 2 on a
- * usage or config error.
+ * Exit status: 0 after SIGTERM/SIGINT/SIGHUP, 1 on a runtime failure, 2
+ * on a usage or config error.
  */
 #include <errno.h>
 #include <getopt.h>

@@ -176,10 +176,9 @@ class Tensor:
     @classmethod
     def _new(cls, ctx, name, shape, code):
         name_b = _lib.cstr("hmm.Context.tensor: name", name)
-        if isinstance(shape, (str, bytes)):
-            raise OSError(errno.EINVAL, "hmm.Context.tensor: tensor %s: "
-                          "shape %r: not integers" % (name, shape))
         try:
+            if isinstance(shape, (str, bytes)):   # iterable, not a shape
+                raise TypeError
             shape = tuple(operator.index(s) for s in
                           (shape if hasattr(shape, "__len__") else (shape,)))
         except TypeError:

@@ -94,9 +94,10 @@ double bench_fio_qd_s(const char *file, int64_t bs, int64_t off,
 /* A subcommand's options (args.c): a table ended by { NULL }.  dst is
  * an int (BA_FLAG: set to 1; BA_INT), an int64_t (BA_SIZE), a double
  * (BA_NUM) or a const char * (BA_STR); lo and hi bound the numbers,
- * inclusive, and a BA_SIZE is a multiple of mult where that is not 0.  --help and -h print usage on stdout and exit 0; an
- * unknown option, a missing value or a bad one is named on stderr,
- * the usage follows, and the process exits 2. */
+ * inclusive, and a BA_SIZE is a multiple of mult where that is not 0.
+ * --help and -h print usage on stdout and exit 0; an unknown option, a
+ * missing value or a bad one is named on stderr, the usage follows, and
+ * the process exits 2. */
 enum bench_arg_kind { BA_FLAG, BA_INT, BA_SIZE, BA_NUM, BA_STR };
 struct bench_arg {
 	const char *name;		/* "--reps" */

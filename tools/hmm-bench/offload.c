@@ -224,6 +224,12 @@ static void parse(int argc, char **argv, struct opts *o)
 			      "want N from 1 to 8, or paths P[,P...]");
 }
 
+/*
+ * The store's path into buf: one file in --dir; --stripe N: N files
+ * there (N checked by parse); --stripe P[,P...]: those (a block device
+ * used as it is, a file new, made and removed as scratch).  Returns the
+ * members.
+ */
 static int store_paths(const struct opts *o, char *buf, size_t cap)
 {
 	char list[4096], *save = NULL, *p;

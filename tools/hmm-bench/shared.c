@@ -187,7 +187,6 @@ static pid_t start_hmmd(const struct sh_opts *o, const char *sock,
 		int fd = open("/dev/null", O_WRONLY);
 
 		setpgid(0, 0);	/* its own group, as scratch.c kills it */
-
 		if (fd >= 0)
 			dup2(fd, 2);
 		if (o->host_dir)
@@ -307,6 +306,7 @@ static void parse(int argc, char **argv, struct sh_opts *o)
 static int bench_shared(int argc, char **argv)
 {
 	char sock[PATH_MAX], store[PATH_MAX], shm[PATH_MAX], ws[2][PATH_MAX];
+	const char *mine[] = { sock, store, ws[0], ws[1] };	/* its files */
 	struct hmm_proto_stats_reply st0, st;
 	double t_ind[MAX_REPS], t_sh[MAX_REPS], mb_ind[MAX_REPS];
 	double mb_sh[MAX_REPS], m_t_ind, m_t_sh, m_ind, m_sh;
@@ -325,12 +325,12 @@ static int bench_shared(int argc, char **argv)
 	/* the files this run makes: none may be there before (a run
 	 * stopped by SIGKILL leaves them; nothing here removes another's),
 	 * each removed on every exit */
+	for (i = 0; i < 2; i++)		/* work_embedded's stores */
+		snprintf(ws[i], sizeof(ws[i]), "%s/bench-shared-%d.store", o.dir,
+			 i);
 	for (i = 0; i < 4; i++) {
-		char *f = i == 0 ? sock : i == 1 ? store : ws[i - 2];
+		const char *f = mine[i];
 
-		if (i >= 2)
-			snprintf(f, PATH_MAX, "%s/bench-shared-%d.store", o.dir,
-				 i - 2);
 		if (!access(f, F_OK)) {
 			fprintf(stderr, "hmm-bench shared: %s exists: not this "
 				"run's to overwrite or remove\n", f);

@@ -136,12 +136,13 @@ int main(int argc, char **argv)
 	int c, li = 0;
 
 	while ((c = getopt_long(argc, argv, "h", opts, &li)) != -1) {
-		char flag[32];
-
 		/* an empty path or word: "" would be read as the cwd */
-		snprintf(flag, sizeof(flag), "--%s", opts[li].name);
-		if (optarg && !*optarg)
+		if (optarg && !*optarg) {
+			char flag[32];
+
+			snprintf(flag, sizeof(flag), "--%s", opts[li].name);
 			return bad(flag, "\"\"", "want a value, not empty");
+		}
 		switch (c) {
 		case 'p': preset = optarg; break;
 		case 'n':
@@ -175,7 +176,8 @@ int main(int argc, char **argv)
 		case 'd': o.data = optarg; break;
 		case 'S':
 			if (parse_int(optarg, &v))
-				return bad("--seed", optarg, "want an integer, 0 or more");
+				return bad("--seed", optarg,
+					   "want an integer, 0 or more");
 			o.seed = v;
 			break;
 		case 'l':

@@ -202,9 +202,7 @@ void state_close(struct state *s)
 {
 	if (!s)
 		return;
-	st_arrays_close(s);
-	if (s->unlink_store)
-		unlink(s->store_path);
+	st_arrays_close(s);	/* a temporary store was unlinked at open */
 	free(s->floats);
 	free(s);
 }
