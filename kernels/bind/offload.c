@@ -26,7 +26,8 @@ struct pipe {
 	char *host[NARR];		/* caller's memory in place of t (P, G) */
 	uint64_t n, pe;			/* elements; per piece */
 	uint64_t np;			/* pieces */
-	unsigned depth;
+	uint32_t chunk;			/* bytes of a piece of a tensor */
+	unsigned depth, io_depth;	/* read ahead; config.io_depth */
 };
 
 static __thread char detail[512];
@@ -74,27 +75,54 @@ static int dtype_of(uint32_t hmm_dtype)
  * (measured: depth 8 with 8 MiB pieces in a 64 MiB budget ran 2.6x the
  * I/O floor).
  */
-static unsigned pick_depth(const struct pipe *p, unsigned want)
+static unsigned pick_depth(const struct pipe *p, unsigned want,
+			   uint64_t piece, uint64_t capacity)
 {
-	struct hmm_stats st;
-	uint64_t piece = 0, fit;
 	unsigned reads = 0;
+	uint64_t fit;
 
 	for (int k = 0; k < NARR; k++)
-		if (p->t[k]) {
-			piece += p->pe * p->es[k];
-			reads += k != PB;	/* PB is mapped DISCARD */
-		}
-	if (hmm_stats(p->h, &st) || !piece)
-		return want ? want : 2;
+		reads += p->t[k] && k != PB;	/* PB is mapped DISCARD */
 	if (!want) {
-		uint64_t fill = (st.io_depth + reads - 1) / reads;
+		uint64_t fill = (p->io_depth + reads - 1) / reads;
 
 		want = fill < 2 ? 2 : fill > 1024 ? 1024 : (unsigned)fill;
 	}
-	fit = st.tier[HMM_TIER_HOST].capacity / piece;
+	if (!capacity || !piece)
+		return want;
+	fit = capacity / piece;
 	fit = fit > 3 ? fit - 2 : 1;
 	return want < fit ? want : (unsigned)fit;
+}
+
+/*
+ * The host bytes one piece maps at once: all its arrays' tensors, all or
+ * none.  A budget smaller than that can never hold a piece, and a map
+ * would wait config.wait_ms for room before failing, so say it at once.
+ */
+static int check_piece(struct pipe *p)
+{
+	uint64_t piece = 0, pe = p->pe < p->n ? p->pe : p->n;
+	struct hmm_stats st;
+	int err;
+
+	for (int k = 0; k < NARR; k++)
+		if (p->t[k])
+			piece += pe * p->es[k];
+	if ((err = hmm_stats(p->h, &st)))
+		return fail(p, err, 1, "stats");
+	p->io_depth = st.io_depth;
+	if (st.tier[HMM_TIER_HOST].capacity &&
+	    piece > st.tier[HMM_TIER_HOST].capacity)
+		return fail(p, -ENOMEM, 0, "a piece maps %llu bytes of "
+			    "tensors at once (chunk_bytes %u a tensor), more "
+			    "than the host budget of %llu bytes: lower "
+			    "chunk_bytes or raise config.host_budget",
+			    (unsigned long long)piece, p->chunk,
+			    (unsigned long long)st.tier[HMM_TIER_HOST].capacity);
+	p->depth = pick_depth(p, p->o->depth, piece,
+			      st.tier[HMM_TIER_HOST].capacity);
+	return 0;
 }
 
 static int setup(struct pipe *p, struct hmm *h, struct hk_offload_adamw *o)
@@ -152,7 +180,7 @@ static int setup(struct pipe *p, struct hmm *h, struct hk_offload_adamw *o)
 			    "4096", chunk);
 	p->pe = chunk / (any_bf16 ? 2 : 4);
 	p->np = (p->n + p->pe - 1) / p->pe;
-	p->depth = pick_depth(p, o->depth);
+	p->chunk = chunk;
 	if (o->start > p->n || (o->start % p->pe && o->start != p->n))
 		return fail(p, -EINVAL, 0, "start %llu is not a piece boundary "
 			    "(pieces of %llu elements)",
@@ -167,7 +195,7 @@ static int setup(struct pipe *p, struct hmm *h, struct hk_offload_adamw *o)
 	};
 	if ((err = hk_adamw_step(&hp)) < 0)
 		return fail(p, err, 0, "%s", hk_adamw_error());
-	return 0;
+	return check_piece(p);
 }
 
 static void piece_range(const struct pipe *p, uint64_t i, uint64_t *lo,

@@ -47,9 +47,14 @@ bad io "--bs 6000: want a size from 4K to 1G, a multiple of 4K" --bs 6000
 bad io "--rw sideways: want read, write, randread or both" --rw sideways
 bad io "--pages 4k,4k: want kinds" --pages 4k,4k
 bad io "--size 4K: want at least --bs" --size 4K
+bad io "--overwrite: only with --file" --overwrite
+bad tensors "--overwrite: only with --store" --overwrite
 bad offload "--chunk 5000: want" --chunk=5000
 bad offload "--io-depth 0: want an integer from 1 to 4096" --io-depth 0
 bad offload "--stripe 0: want N from 1 to 8" --stripe 0
+bad offload "--n 1K: want at least one --chunk of fp32 parameters" --n 1K
+bad offload "--n 1M: its default host budget, 4 B a parameter, holds less than 4 --chunk" --n 1M
+bad offload "--budget 6M: want at least 4 --chunk" --n 1M --budget 6M
 bad offload '--dir "": want a value, not empty' --dir ""
 bad offload '--n "": want a size' --n=
 bad scale "--steps 1: want an integer from 2" --steps 1

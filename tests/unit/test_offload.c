@@ -421,6 +421,13 @@ static void test_bad_args(void)
 	o.chunk_bytes = 1000;
 	t_eq(hk_offload_adamw_step(h, &o), -EINVAL, "chunk_bytes 1000: "
 	     "-EINVAL");
+	o = s.o;
+	o.chunk_bytes = 512u << 10;	/* 4 arrays: 2 MiB > BUDGET */
+	t_eq(hk_offload_adamw_step(h, &o), -ENOMEM, "a piece larger than the "
+	     "host budget: -ENOMEM");
+	t_ok(strstr(hk_offload_error(), "2097152 bytes") &&
+	     strstr(hk_offload_error(), "host budget of 1228800"),
+	     "at once, naming both sizes: %s", hk_offload_error());
 	t_ok(state_same(&s), "bad arguments changed nothing");
 	hmm_tensor_free(small);
 	state_free(&s);

@@ -83,7 +83,8 @@ extern const int bench_fio_qd[2];
 /* Seconds fio takes to move io_bytes over the first size bytes of file
  * (made if absent; the caller removes it): blocks of bs, readpct% reads,
  * O_DIRECT, io_uring, the faster of bench_fio_qd's two (fio.c).
- * -1 when fio does not run. */
+ * -1 when fio does not run; 0 when it took under a millisecond, the
+ * finest time its report gives. */
 double bench_fio_s(const char *file, int64_t bs, int64_t size,
 		   int64_t io_bytes, int readpct);
 /* The same at queue depth qd alone, over the size bytes of file from

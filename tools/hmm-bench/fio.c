@@ -92,7 +92,7 @@ double bench_fio_qd_s(const char *file, int64_t bs, int64_t off,
 	if (!k || sscanf(strchr(k, ':') + 1, "%lf", &ms) != 1)
 		ms = -1;
 	free(out);
-	return ms > 0 ? ms / 1e3 : -1;
+	return ms >= 0 ? ms / 1e3 : -1;	/* 0: under a millisecond */
 }
 
 const int bench_fio_qd[2] = { 16, 64 };

@@ -285,6 +285,8 @@ static void parse(int argc, char **argv, struct io_opts *o)
 			       .reps = 5 };
 	bench_args("io", usage, argc, argv, args);
 	o->fio = !no_fio;
+	if (o->overwrite && !o->file)
+		bench_arg_bad("--overwrite", NULL, "only with --file");
 	if (parse_rw(rw, o))
 		bench_arg_bad("--rw", rw, "want read, write, randread or both");
 	if (parse_pages(no_huge ? "4k" : pages, o))

@@ -97,6 +97,7 @@
 struct opts {
 	int64_t n, chunk, budget, seg;
 	int depth, io_depth, reps, json;
+	int members;		/* --stripe N (else 1); 0: paths given */
 	const char *dir;
 	const char *stripe;	/* --stripe: N, or PATH,PATH,... */
 };
@@ -146,6 +147,9 @@ static double fio_s(const struct opts *o, const char *file, int qd,
 
 	if (s < 0)
 		die("fio", "did not run (is fio installed?)");
+	if (s == 0)
+		die("fio", "its floor ran in under a millisecond, too short "
+		    "to time: give a larger --n");
 	return s;
 }
 
@@ -179,9 +183,10 @@ static const char usage[] =
 	"usage: hmm-bench offload [--n PARAMS] [--budget B] [--depth K] "
 	"[--io-depth Q] [--chunk B] [--segment PARAMS] [--dir DIR] "
 	"[--stripe N|P[,P...]] [--reps N] [--json]\n"
-	"  --n PARAMS  parameters (default 8M: p, g, m, v = 128 MiB)\n"
+	"  --n PARAMS  parameters (default 8M: p, g, m, v = 128 MiB),\n"
+	"              at least --chunk / 4\n"
 	"  --budget B  host budget (default a quarter of the states,\n"
-	"              at most 1G)\n"
+	"              at most 1G), at least 4 --chunk\n"
 	"  --depth K   pieces read ahead (default: as many as fill the\n"
 	"              io depth with reads, at least 2)\n"
 	"  --io-depth Q  config.io_depth, store I/Os in flight, 1..4096 "
@@ -197,6 +202,7 @@ static const char usage[] =
 
 static void parse(int argc, char **argv, struct opts *o)
 {
+	long n;
 	const struct bench_arg args[] = {
 		{ "--n", BA_SIZE, &o->n, 1024, 1ll << 34 },
 		{ "--budget", BA_SIZE, &o->budget, 4096, 1ll << 40 },
@@ -218,10 +224,31 @@ static void parse(int argc, char **argv, struct opts *o)
 	if (!o->dir)
 		o->dir = "build/tmp";
 	bench_args("offload", usage, argc, argv, args);
-	if (o->stripe && !o->stripe[strspn(o->stripe, "0123456789")] &&
-	    (atoi(o->stripe) < 1 || atoi(o->stripe) > 8))
+	if (4 * o->n < o->chunk)	/* fio's blocks are chunks too */
+		bench_arg_bad("--n", bench_arg_val("--n"), "want at least one "
+			      "--chunk of fp32 parameters (--chunk / 4)");
+	if (o->budget && o->budget < 4 * o->chunk)	/* p, g, m, v */
+		bench_arg_bad("--budget", bench_arg_val("--budget"), "want at "
+			      "least 4 --chunk: one piece of p, g, m and v");
+	if (!o->budget)
+		o->budget = 4 * o->n < (1ll << 30) ? 4 * o->n : 1ll << 30;
+	if (o->budget < 4 * o->chunk)
+		bench_arg_bad("--n", bench_arg_val("--n"), "its default host "
+			      "budget, 4 B a parameter, holds less than 4 "
+			      "--chunk (one piece of p, g, m and v): give "
+			      "--budget, or a smaller --chunk");
+	o->members = 1;
+	if (!o->stripe)
+		return;
+	if (o->stripe[strspn(o->stripe, "0123456789")]) {
+		o->members = 0;		/* paths */
+		return;
+	}
+	n = strtol(o->stripe, NULL, 10);	/* LONG_MAX past it */
+	if (n < 1 || n > 8)
 		bench_arg_bad("--stripe", o->stripe,
 			      "want N from 1 to 8, or paths P[,P...]");
+	o->members = (int)n;
 }
 
 /*
@@ -233,12 +260,11 @@ static void parse(int argc, char **argv, struct opts *o)
 static int store_paths(const struct opts *o, char *buf, size_t cap)
 {
 	char list[4096], *save = NULL, *p;
-	int given = o->stripe && o->stripe[strspn(o->stripe, "0123456789")];
-	int n = o->stripe && !given ? atoi(o->stripe) : 1;
+	int n = o->members;
 	size_t len = 0;
 	struct stat st;
 
-	if (given)
+	if (!n)
 		snprintf(list, sizeof(list), "%s", o->stripe);
 	else
 		for (int i = 0; i < n && len < sizeof(list); i++)
@@ -352,8 +378,6 @@ static int bench_offload(int argc, char **argv)
 	int err, members, best, ns;
 
 	parse(argc, argv, &o);
-	if (!o.budget)
-		o.budget = 4 * o.n < (1ll << 30) ? 4 * o.n : 1ll << 30;
 	nc = o.n < COMPUTE_N ? o.n : COMPUTE_N;
 	mkdir(o.dir, 0755);
 	members = store_paths(&o, store, sizeof(store));
