@@ -134,7 +134,8 @@ struct hmm_config {
 				   is an unnamed file (O_TMPFILE), so a mount
 				   with huge=within_size gives it huge pages
 				   whatever shmem_enabled says; NULL = memfds */
-	uint32_t chunk_bytes;	/* multiple of 4096; 0 = 2 MiB */
+	uint32_t chunk_bytes;	/* multiple of 4096; 0 = 2 MiB (huge pages
+				   only for multiples of 2 MiB: libhmm(3)) */
 	uint32_t policy;	/* HMM_POLICY_* */
 	uint32_t prefetch_depth; /* schedule policy: chunks ahead (bounded
 				    by the budget: a prefetch only evicts
