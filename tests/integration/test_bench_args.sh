@@ -60,6 +60,7 @@ bad offload '--n "": want a size' --n=
 bad scale "--steps 1: want an integer from 2" --steps 1
 bad shared "--size 6M: want a multiple of --slice" --size 6M --slice 4M
 bad shared "--memfd: not with --host-dir" --host-dir /dev/shm --memfd
+bad shared "--host 2M: want at least the 2M chunks a --slice spans" --size 12M --slice 12K --host 2M
 bad tensors "--compute-ratio nan: want a number from 0 to 100" --compute-ratio nan
 bad tensors "--layers 3: want an integer from 4" --layers 3
 bad train "--batch 0: want an integer from 1 to 4096" --batch 0
@@ -79,6 +80,10 @@ ok $([ $? = 2 ] && grep -q 'not a regular file' "$dir/err"; echo $?) "tensors --
 rm -f "$dir/keep"
 "$bin" tensors --store "$dir/new.store" --layer-size 1M --chunk 256K --layers 4 --steps 1 --reps 1 >/dev/null 2>"$dir/err"
 ok $([ $? = 0 ] && [ ! -e "$dir/new.store" ]; echo $?) "tensors --store NEW: measured, and the file it made is gone"
+
+# sizes below a chunk: the store and budget are sized in whole chunks
+out=$("$bin" tensors --store "$dir/small.store" --layers 4 --layer-size 4097 --chunk 4K --steps 1 --reps 1 --json 2>"$dir/err" | tail -1)
+ok $([ $? = 0 ] && python3 -c 'import json,sys; json.loads(sys.argv[1])' "$out" && [ ! -e "$dir/small.store" ]; echo $?) "tensors --layer-size 4097 --chunk 4K: measured, valid JSON, nothing left ($(head -1 "$dir/err"))"
 
 # --name=value is --name value; the last of a flag given twice wins
 out=$("$bin" adamw --n=64K --threads=2 --threads 1 --reps=1 --json 2>&1 | tail -1)

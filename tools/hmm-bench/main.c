@@ -78,8 +78,8 @@ void bench_json_str(FILE *f, const char *key, const char *val)
 void bench_json_num(FILE *f, const char *key, double val)
 {
 	json_key(f, key);
-	if (isnan(val))
-		fputs("null", f);	/* not measured */
+	if (!isfinite(val))
+		fputs("null", f);	/* not measured, or over nothing */
 	else
 		fprintf(f, "%.6g", val);
 }

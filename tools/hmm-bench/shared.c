@@ -42,6 +42,7 @@
 #include "hmm.h"
 
 #define MAX_REPS	15
+#define CHUNK		(2ll << 20)	/* libhmm's and hmmd's default */
 
 struct sh_opts {
 	int64_t size, slice, host;
@@ -261,8 +262,8 @@ static const char usage[] =
 	"usage: hmm-bench shared [--size 64M] [--slice 4M] [--host 32M] "
 	"[--passes 3] [--dir DIR] [--hmmd PATH] [--host-dir TMPFS | --memfd] "
 	"[--reps 3] [--json]\n"
-	"  (size a multiple of slice, slice of 4096, host >= slice; "
-	"passes 1..1000, reps 1..15)\n";
+	"  (size a multiple of slice, slice of 4096, host at least the 2M\n"
+	"  chunks a slice spans; passes 1..1000, reps 1..15)\n";
 
 static void parse(int argc, char **argv, struct sh_opts *o)
 {
@@ -280,6 +281,7 @@ static void parse(int argc, char **argv, struct sh_opts *o)
 		{ NULL }
 	};
 	static char self[PATH_MAX], hmmd[PATH_MAX + 8];
+	int64_t span, g, r, t;
 	ssize_t n;
 
 	o->size = 64 << 20;
@@ -293,14 +295,19 @@ static void parse(int argc, char **argv, struct sh_opts *o)
 	snprintf(hmmd, sizeof(hmmd), "%s/hmmd", dirname(self));
 	o->hmmd = hmmd;
 	bench_args("shared", usage, argc, argv, args);
+	/* slices start at multiples of slice, so at multiples of
+	 * g = gcd(slice, CHUNK) into a chunk: at most C - g in */
+	for (g = o->slice, r = CHUNK; r; t = g % r, g = r, r = t)
+		;
+	span = (CHUNK - g + o->slice + CHUNK - 1) / CHUNK * CHUNK;
 	if (o->host_dir && o->no_mount)
 		bench_arg_bad("--memfd", NULL, "not with --host-dir");
 	if (o->size % o->slice)
 		bench_arg_bad("--size", bench_arg_val("--size") ?: "64M",
 			      "want a multiple of --slice");
-	if (o->host < o->slice)
+	if (o->host < span)
 		bench_arg_bad("--host", bench_arg_val("--host") ?: "32M",
-			      "want at least --slice");
+			      "want at least the 2M chunks a --slice spans");
 }
 
 static int bench_shared(int argc, char **argv)

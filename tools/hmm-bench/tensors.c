@@ -57,6 +57,13 @@ struct result {
 	uint64_t read_bytes, prefetch_hits;
 };
 
+/* The layers' bytes in whole chunks: what the store and budget hold. */
+static uint64_t states(const struct opts *o)
+{
+	return (uint64_t)o->layers *
+	       ((o->layer_bytes + o->chunk - 1) / o->chunk * o->chunk);
+}
+
 static int open_ctx(const struct opts *o, uint32_t policy, struct hmm **h,
 		    struct hmm_tensor **ts, const char *trace)
 {
@@ -67,11 +74,11 @@ static int open_ctx(const struct opts *o, uint32_t policy, struct hmm **h,
 
 	hmm_config_default(&cfg);
 	cfg.store_path = o->store;
-	cfg.store_size = (uint64_t)o->layers * o->layer_bytes * 2 + (64 << 20);
+	cfg.store_size = hmm_store_required(states(o), (uint32_t)o->chunk);
 	/* the raw measurement left a smaller store in the file: format it
 	   at this size (hmm_open keeps an existing store's size) */
 	cfg.flags = HMM_CONFIG_STORE_FORMAT;
-	cfg.host_budget = (uint64_t)o->layers * o->layer_bytes / 4;
+	cfg.host_budget = states(o) / 4;	/* a layer at least: layers >= 4 */
 	cfg.chunk_bytes = o->chunk;
 	cfg.policy = policy;
 	cfg.prefetch_depth = o->depth;
@@ -114,18 +121,19 @@ static void raw_done(struct hmm_io *io)
 static double measure_raw(const struct opts *o)
 {
 	struct hmm_store_config sc = {
-		.path = o->store, .size = (uint64_t)o->layers * o->layer_bytes,
+		.path = o->store,
 		.queue_depth = 2 * RAW_QD, .pool_bytes = RAW_QD * o->chunk,
 		.numa_node = -1,
 		.flags = HMM_STORE_CREATE | HMM_STORE_TRUNCATE,
 	};
-	uint64_t n = (uint64_t)o->layers * o->layer_bytes / 4 / o->chunk, i;
+	uint64_t n = states(o) / 4 / o->chunk, i;	/* at least 1 */
 	struct hmm_io io[RAW_QD], *ios[RAW_QD];
 	struct hmm_store *s;
 	void *buf[RAW_QD];
 	double t0 = 0, t1 = 1;
 	int k;
 
+	sc.size = hmm_store_required(n * o->chunk, (uint32_t)o->chunk);
 	if (hmm_store_open(&sc, &s)) {
 		fprintf(stderr, "hmm-bench tensors: %s\n", hmm_last_error());
 		exit(1);
