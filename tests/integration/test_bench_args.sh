@@ -81,6 +81,19 @@ rm -f "$dir/keep"
 "$bin" tensors --store "$dir/new.store" --layer-size 1M --chunk 256K --layers 4 --steps 1 --reps 1 >/dev/null 2>"$dir/err"
 ok $([ $? = 0 ] && [ ! -e "$dir/new.store" ]; echo $?) "tensors --store NEW: measured, and the file it made is gone"
 
+# tensors' own store: one already there is not its to format; a signal
+# mid-run removes the one it made
+printf 'precious' >"$dir/bench-tensors.store"
+HMM_TEST_DIR=$dir "$bin" tensors --layers 4 --layer-size 1M --chunk 256K --steps 1 --reps 1 >/dev/null 2>"$dir/err"
+ok $([ $? = 1 ] && grep -q 'bench-tensors.store: exists' "$dir/err" && [ "$(cat "$dir/bench-tensors.store")" = precious ]; echo $?) "tensors: its store name taken: exit 1, the file untouched"
+rm -f "$dir/bench-tensors.store"
+HMM_TEST_DIR=$dir "$bin" tensors --layers 16 --layer-size 8M --steps 50 --reps 9 >/dev/null 2>&1 &
+pid=$!
+for i in $(seq 100); do [ -e "$dir/bench-tensors.store" ] && break; sleep 0.05; done
+sleep 0.3
+kill -TERM $pid; wait $pid
+ok $([ -e "$dir/bench-tensors.store" ]; [ $? = 1 ]; echo $?) "tensors: SIGTERM mid-run leaves no store"
+
 # sizes below a chunk: the store and budget are sized in whole chunks
 out=$("$bin" tensors --store "$dir/small.store" --layers 4 --layer-size 4097 --chunk 4K --steps 1 --reps 1 --json 2>"$dir/err" | tail -1)
 ok $([ $? = 0 ] && python3 -c 'import json,sys; json.loads(sys.argv[1])' "$out" && [ ! -e "$dir/small.store" ]; echo $?) "tensors --layer-size 4097 --chunk 4K: measured, valid JSON, nothing left ($(head -1 "$dir/err"))"

@@ -337,7 +337,6 @@ static int bench_tensors(int argc, char **argv)
 	double bw[2 + 3 * MAXREP], raw[CALIB + 3 * MAXREP], v[CALIB];
 	double bwm, bwc, rawc, rawm, floor_s, bound_s;
 	char key[64], path[4200];
-	int own;
 	int c, m, rep, nbw = 0, nraw = 0, overwrite = 0;
 	uint64_t must;
 	const struct bench_arg args[] = {
@@ -361,13 +360,19 @@ static int bench_tensors(int argc, char **argv)
 	if (o.store && (c = bench_user_file("tensors", "--store", o.store,
 					    overwrite)))
 		return c;
-	own = !o.store;		/* ours: removed when measured */
-	if (own) {
+	if (!o.store) {		/* ours: removed on every exit */
 		const char *d = getenv("HMM_TEST_DIR");
 
 		snprintf(path, sizeof(path), "%s/bench-tensors.store",
 			 d ? d : "build/tmp");
 		if (!d && system("mkdir -p build/tmp"))
+			return 1;
+		if (!access(path, F_OK)) {
+			fprintf(stderr, "hmm-bench tensors: %s: exists: not "
+				"this run's to overwrite or remove\n", path);
+			return 1;
+		}
+		if (bench_scratch_add(path))
 			return 1;
 		o.store = path;
 	}
@@ -385,16 +390,12 @@ static int bench_tensors(int argc, char **argv)
 			if (run(&o, m, bwc, &all[rep][m])) {
 				fprintf(stderr, "hmm-bench tensors: %s: %s\n",
 					names[m], hmm_last_error());
-				if (own)
-					unlink(o.store);
 				return 1;
 			}
 			bw[nbw++] = measure_bw(&o);
 			raw[nraw++] = measure_raw(&o);
 		}
 	}
-	if (own)
-		unlink(o.store);
 	for (m = 0; m < 3; m++) {	/* medians over the repetitions */
 		double v[MAXREP];
 
