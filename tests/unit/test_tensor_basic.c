@@ -80,7 +80,8 @@ static void check_trace(const char *path, int sh)
 		t_ok(strstr(buf, "\"store read t") &&
 		     strstr(buf, "\"store write t") &&
 		     strstr(buf, "\"host to device t") &&
-		     strstr(buf, "drop host") && strstr(buf, "map wait host"),
+		     (strstr(buf, "drop host") || strstr(buf, "spare host")) &&
+		     strstr(buf, "map wait host"),
 		     "trace has reads, writes, device copies, evictions and "
 		     "stalls, with tensor names");
 	if (access("/usr/bin/python3", X_OK))

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 /*
- * test_tensor_spare — the pages of chunks evicted while the host budget
- * has room are parked (recycle.c) and the next chunks read in take them:
+ * test_tensor_spare — the pages of chunks evicted, even from a full host
+ * budget, are parked (recycle.c) and the next chunks read in take them:
  * counted as host_spare and in the budget, not as resident; the bytes
  * read back are the store's; the very pages come back (their frame
  * numbers, where /proc/self/pagemap shows them: root); a DISCARD map
@@ -163,6 +163,35 @@ static void run(uint64_t chunk)
 	hmm_close(h);
 }
 
+/* A full budget parks too: a's 12 chunks fill it, and every one of them
+ * evicted is parked (before, none was: "room wanted"), then read back
+ * into those pages, the budget held throughout. */
+static void full(uint64_t chunk)
+{
+	struct hmm_config cfg;
+	struct hmm_tensor *a;
+	struct hmm_stats s;
+	char path[4200];
+
+	hmm_test_config(&cfg, path, sizeof(path), 256 * chunk, 12 * chunk,
+			(uint32_t)chunk);
+	if (hmm_open(&cfg, &h))
+		t_fail_all("hmm_open: %s", hmm_last_error());
+	a = tensor("a", 12 * chunk);
+	t_eq(hmm_test_fill(a, 12 * chunk, 3), 0, "a fills the budget");
+	t_eq(stats().tier[HMM_TIER_HOST].resident, 12 * chunk, "all resident");
+	evict(a);
+	s = stats();
+	t_eq(s.host_spare, 12 * chunk, "evicted from a full budget: all parked");
+	t_ok(hmm_test_same(a, 12 * chunk, 3), "a read back exact");
+	s = stats();
+	t_eq(s.host_spare, 0, "into the parked pages");
+	t_ok(s.tier[HMM_TIER_HOST].peak <= s.tier[HMM_TIER_HOST].capacity,
+	     "the peak within the budget");
+	t_eq(hmm_tensor_free(a), 0, "freed");
+	hmm_close(h);
+}
+
 /* HMM_SPARE=0: nothing parked, the bytes come back all the same */
 static void off(uint64_t chunk)
 {
@@ -192,6 +221,7 @@ int main(void)
 		t_skip_all("hmmd's host tier is memfds: nothing is parked");
 	run(2 << 20);
 	run(64 << 10);
+	full(2 << 20);
 	off(2 << 20);
 	return t_done();
 }
