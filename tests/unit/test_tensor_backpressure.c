@@ -35,6 +35,60 @@ static void *mapper(void *arg)
 	return NULL;
 }
 
+/*
+ * A device map staging its chunks through a host budget of two, over a
+ * slow device link: the host is full of the map's own chunks in flight,
+ * not of pinned ones, so the map waits for them and succeeds.  The
+ * chunks that found no room counted as starved while the others were
+ * copied, and the map failed with -ENOMEM after wait_ms (found while
+ * writing tests/fuzz/fuzz_api).
+ */
+static void staged_slowly(void)
+{
+	struct hmm_config cfg;
+	struct hmm_tensor *t;
+	int64_t n = 256 << 10;
+	char path[4200];
+	struct hmm *h2;
+	uint8_t *p;
+	void *v;
+	int r;
+
+	if (hmm_test_shared()) {
+		hmm_test_skip("a device map staged through a small host budget",
+			      "shared mode: staging is hmmd's");
+		return;
+	}
+	hmm_test_config(&cfg, path, sizeof(path), 16 << 20, 128 << 10,
+			64 << 10);
+	cfg.device = "sim";
+	cfg.device_budget = 1 << 20;
+	cfg.sim_bandwidth = 1 << 20;	/* 64 KiB: 62 ms, past wait_ms */
+	cfg.wait_ms = 20;
+	if (hmm_open(&cfg, &h2) ||
+	    hmm_tensor_new(h2, "staged", HMM_DTYPE_U8, 1, &n, &t))
+		t_fail_all("staged: %s", hmm_last_error());
+	for (int i = 0; i < 4; i++) {	/* each chunk written, to the store */
+		if (hmm_map(t, i << 16, 64 << 10, HMM_TIER_HOST, HMM_DISCARD,
+			    &v))
+			t_fail_all("staged: %s", hmm_last_error());
+		memset(v, i + 1, 64 << 10);
+		hmm_unmap(t, v);
+	}
+	hmm_evict(t, 0, HMM_ALL, HMM_TIER_HOST);
+	hmm_wait(h2, NULL);
+	r = hmm_map(t, 0, HMM_ALL, HMM_TIER_DEVICE, HMM_READ, &v);
+	t_eq(r, 0, "a device map of four chunks through a two-chunk host "
+	     "budget over a slow link (%s)", r ? hmm_last_error() : "ok");
+	if (!r) {
+		p = v;
+		t_ok(p[0] == 1 && p[(128 << 10) + 5] == 3 && p[n - 1] == 4,
+		     "its bytes are the store's");
+		hmm_unmap(t, v);
+	}
+	hmm_close(h2);
+}
+
 int main(void)
 {
 	struct hmm_config cfg;
@@ -130,5 +184,6 @@ int main(void)
 	     "and the same map works once a is unmapped");
 	hmm_unmap(c, pc);
 	hmm_close(h);
+	staged_slowly();
 	return t_done();
 }

@@ -36,6 +36,42 @@ static struct hmm *reopen(void)
 	return h;
 }
 
+/*
+ * A tensor mapped for writing across two flushes, at tier: each flush
+ * saves its bytes as they are then.  The first flush's write-back left
+ * the chunks marked valid in the store, so the second skipped them and
+ * saved the first one's bytes (found by tests/fuzz/fuzz_api).
+ */
+static void flush_while_mapped(int tier, const char *tn)
+{
+	struct hmm_tensor *t;
+	int64_t n = TB;
+	struct hmm *h;
+	void *p;
+
+	cfg.flags = HMM_CONFIG_STORE_FORMAT;
+	cfg.device = tier == HMM_TIER_DEVICE ? "sim" : "none";
+	if (hmm_open(&cfg, &h))
+		t_fail_all("hmm_open: %s", hmm_last_error());
+	if (hmm_tensor_new(h, "held", HMM_DTYPE_U8, 1, &n, &t) ||
+	    hmm_map(t, 0, HMM_ALL, tier, HMM_WRITE, &p))
+		t_fail_all("held: %s", hmm_last_error());
+	t_fill(p, TB, 5);
+	t_eq(hmm_flush(h), 0, "%s: flush with a write map held", tn);
+	t_fill(p, TB, 6);
+	t_eq(hmm_flush(h), 0, "%s: flush again, the map still held", tn);
+	t_fill(p, TB, 7);	/* after the last flush: not saved */
+	t_eq(hmm_unmap(t, p), 0, "%s: unmap", tn);
+	hmm_close(h);
+
+	h = reopen();
+	t_eq(hmm_tensor_open(h, "held", &t), 0, "%s: open held", tn);
+	t_ok(hmm_test_same(t, TB, 6), "%s: the second flush saved what was "
+	     "written through the map after the first", tn);
+	hmm_close(h);
+	cfg.device = "none";
+}
+
 int main(void)
 {
 	struct hmm_tensor *w, *b, *z, *x;
@@ -114,5 +150,8 @@ int main(void)
 	t_eq(hmm_tensor_open(h, "b", &b), -EINVAL, "other chunk size refused: "
 	     "%s", hmm_last_error());
 	hmm_close(h);
+
+	flush_while_mapped(HMM_TIER_HOST, "host");
+	flush_while_mapped(HMM_TIER_DEVICE, "device");
 	return t_done();
 }

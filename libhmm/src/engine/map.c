@@ -86,13 +86,21 @@ struct map_range {
 	unsigned access;
 };
 
-/* One step of every chunk of a map (an admission's step, budget.h). */
+/*
+ * One step of every chunk of a map (an admission's step, budget.h).
+ * While any chunk has a copy in flight the map is HMM_AGAIN, even when
+ * others starve: the copy ends, and often frees the room they wait for
+ * (a device map stages chunk after chunk through the host), so wait_ms
+ * counts only once nothing of the map moves.  Starved first, a device
+ * map through a small host budget failed whenever a copy outlasted
+ * wait_ms, with no tier full of pinned chunks.
+ */
 static int map_step(struct hmm *h, void *arg)
 {
 	struct map_range *m = arg;
 	uint32_t i = m->off / h->chunk_bytes;
 	uint32_t last = (m->off + m->len - 1) / h->chunk_bytes;
-	int ret = HMM_READY;
+	int again = 0, starved = 0;
 
 	for (; i <= last; i++) {
 		int r = hmm_chunk_step(h, &m->t->chunks[i], m->tier,
@@ -103,11 +111,11 @@ static int map_step(struct hmm *h, void *arg)
 		if (r < 0)
 			return r;
 		if (r == HMM_STARVED)
-			ret = HMM_STARVED;
-		else if (r != HMM_READY && ret == HMM_READY)
-			ret = HMM_AGAIN;
+			starved = 1;
+		else if (r != HMM_READY)
+			again = 1;
 	}
-	return ret;
+	return again ? HMM_AGAIN : starved ? HMM_STARVED : HMM_READY;
 }
 
 /* Step every chunk of [off, +len) until all are ready, through the
@@ -392,6 +400,36 @@ static void flush_retry_failed(struct hmm *h)
 				h->tensors[i]->chunks[j].nowb = 0;
 }
 
+/*
+ * The engine sees bytes written through a mapping only at its unmap:
+ * a chunk that a flush wrote while it was mapped for writing stayed
+ * valid in the store, and the next flush skipped it and saved the old
+ * bytes.  So each chunk under a live write mapping is dirty again at
+ * its tier, as the unmap would make it, and is written as it is.
+ */
+static void flush_dirty_mapped(struct hmm *h)
+{
+	uint32_t i, j, last;
+	struct hmm_list *p;
+
+	for (i = 0; i < h->ntensors; i++) {
+		struct hmm_tensor *t = h->tensors[i];
+
+		if (!t)
+			continue;
+		for (p = t->maps.next; p != &t->maps; p = p->next) {
+			struct hmm_mapping *m;
+
+			m = hmm_container_of(p, struct hmm_mapping, link);
+			if (!(m->access & HMM_WRITE))
+				continue;
+			last = (m->off + m->len - 1) / h->chunk_bytes;
+			for (j = m->off / h->chunk_bytes; j <= last; j++)
+				hmm_chunk_written(h, &t->chunks[j], m->tier);
+		}
+	}
+}
+
 int hmm_engine_flush(struct hmm *h)
 {
 	struct hmm_ioreq req;
@@ -403,6 +441,7 @@ int hmm_engine_flush(struct hmm *h)
 			       "(config.store_path is NULL)");
 	pthread_mutex_lock(&h->lock);
 	flush_retry_failed(h);
+	flush_dirty_mapped(h);
 	while (flush_pass(h, &err) && !err)
 		pthread_cond_wait(&h->cond, &h->lock);
 	while (!all_quiet(h))
