@@ -506,9 +506,10 @@ const char *hmm_last_error(void);
  * (evicted pages go to hmmd); otherwise userfaultfd here with evicted
  * blocks in an hmmd tensor.  An access whose bytes are lost (a failed
  * read, hmmd gone) gets SIGBUS, never wrong bytes.  Returns 0 and *ptr,
- * -EINVAL (zero bytes, or a host budget under 64 KiB), -ENODEV (embedded
- * with no store tier), -ENOSYS / -EPERM (userfaultfd unavailable),
- * -ENOMEM, or hmmd's error.  Any thread.
+ * -EINVAL (zero bytes, or a host budget under 128 KiB: one access may
+ * touch two blocks, and both must fit), -ENODEV (embedded with no store
+ * tier), -ENOSYS / -EPERM (userfaultfd unavailable), -ENOMEM, or hmmd's
+ * error.  Any thread.
  */
 int hmm_region_new(struct hmm *h, uint64_t bytes, void **ptr);
 

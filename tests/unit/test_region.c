@@ -92,6 +92,50 @@ static void hmmd_killed(struct hmm *h)
 	t_eq(hmm_region_free(h, p), 0, "free returns");
 }
 
+/*
+ * One access may straddle two blocks.  A host budget of one block took
+ * a region, and its first such access never ended: faulting each block
+ * in evicted the other (found while writing tests/fuzz/fuzz_api).  One
+ * block is refused; two serve it, after the region filled the budget
+ * too.
+ */
+static void two_blocks(const struct hmm_config *base)
+{
+	struct hmm_config cfg = *base;
+	uint64_t v = 0x1122334455667788ull, got = 0;
+	char path[4300], *p;
+	struct hmm *h;
+	void *vp;
+
+	/* a store of its own: the first context holds its store's lock */
+	snprintf(path, sizeof(path), "%s.two", base->store_path);
+	cfg.store_path = path;
+	cfg.host_budget = 64 << 10;
+	if (hmm_open(&cfg, &h))
+		t_fail_all("hmm_open: %s", hmm_last_error());
+	t_eq(hmm_region_new(h, 4 << 16, &vp), -EINVAL, "a one-block budget "
+	     "is refused: %s", hmm_last_error());
+	hmm_close(h);
+	if (hmm_test_shared()) {
+		hmm_test_skip("a two-block budget", "shared mode: a block "
+			      "evicted to hmmd maps one of its 2 MiB chunks, "
+			      "past a 128 KiB quota");
+		return;
+	}
+
+	cfg.host_budget = 128 << 10;
+	p = hmm_test_region(&cfg, 4 << 16, &h);
+	memset(p, 0x5a, 4 << 16);	/* the budget full, blocks stored */
+	alarm(30);			/* a livelock fails, not hangs */
+	memcpy(p + (64 << 10) - 4, &v, 8);
+	memcpy(&got, p + (64 << 10) - 4, 8);
+	alarm(0);
+	t_ok(got == v && p[0] == 0x5a && p[(4 << 16) - 1] == 0x5a,
+	     "a two-block budget: an access across two blocks completes");
+	hmm_region_free(h, p);
+	hmm_close(h);
+}
+
 int main(void)
 {
 	struct hmm_config cfg;
@@ -241,6 +285,7 @@ int main(void)
 		     "the whole budget without an eviction");
 		hmm_region_free(h, vp);
 	}
+	two_blocks(&cfg);
 	if (sh && UNDER_TSAN)
 		hmm_test_skip("kill -9 of hmmd", "TSan reports the SIGBUS "
 			      "mapping as a race");

@@ -55,11 +55,14 @@ int hmm_region_create(struct hmm *h, uint64_t bytes, void **ptr)
 	struct hmm_region *r;
 	int err;
 
-	if (h->tier[HMM_TIER_HOST].cap < RBLOCK)
+	/* two blocks: one access may straddle two, and with room for one
+	 * the fault of each evicted the other, for ever */
+	if (h->tier[HMM_TIER_HOST].cap < 2 * RBLOCK)
 		return hmm_err(-EINVAL, "hmm_region_new: config.host_budget "
-			       "%llu: regions need at least %u bytes",
+			       "%llu: regions need at least %u bytes (two "
+			       "blocks: one access may touch two)",
 			       (unsigned long long)h->tier[HMM_TIER_HOST].cap,
-			       RBLOCK);
+			       2 * RBLOCK);
 	r = calloc(1, sizeof(*r));
 	if (!r)
 		return hmm_err(-ENOMEM, "hmm_region_new: no memory");
