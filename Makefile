@@ -316,9 +316,14 @@ endif
 FUZZ_BINS := $(patsubst tests/fuzz/%.c,$(B)/fuzz/%,$(FUZZ_SRC))
 fuzz: $(FUZZ_BINS)
 FUZZ_LINK_fuzz_proto := $(L)/proto/proto.c $(L)/proto/proto_msg.c $(L)/base/err.c
+# fuzz_api: the whole library, built with the target so that libFuzzer
+# sees its coverage; each file gets every layer's folders (no two
+# layers share a header name)
+FUZZ_LINK_fuzz_api := $(LIBHMM_SRC)
+FUZZ_INC_fuzz_api  := $(INC_remote)
 $(B)/fuzz/%: tests/fuzz/%.c $(LIBHMM_SRC) $(DAEMON_SRC)
 	@mkdir -p $(@D)
-	$(CLANG) $(CPPFLAGS) $(INC_proto) -Idaemon -std=gnu11 -g -O1 -fsanitize=fuzzer,address,undefined \
+	$(CLANG) $(CPPFLAGS) $(INC_proto) $(FUZZ_INC_$*) -Idaemon -std=gnu11 -g -O1 -fsanitize=fuzzer,address,undefined \
 		-o $@ $< $(FUZZ_LINK_$*) $(LDLIBS)
 
 # ---- check ------------------------------------------------------------------
