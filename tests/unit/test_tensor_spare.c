@@ -66,6 +66,18 @@ static struct hmm_tensor *tensor(const char *name, int64_t bytes)
 	return t;
 }
 
+/* A context of 12 chunks' host budget and 256 chunks' store. */
+static void open_ctx(uint64_t chunk)
+{
+	struct hmm_config cfg;
+	char path[4200];
+
+	hmm_test_config(&cfg, path, sizeof(path), 256 * chunk, 12 * chunk,
+			(uint32_t)chunk);
+	if (hmm_open(&cfg, &h))
+		t_fail_all("hmm_open: %s", hmm_last_error());
+}
+
 static void evict(struct hmm_tensor *t)
 {
 	hmm_evict(t, 0, HMM_ALL, HMM_TIER_HOST);
@@ -75,19 +87,14 @@ static void evict(struct hmm_tensor *t)
 
 static void run(uint64_t chunk)
 {
-	struct hmm_config cfg;
 	struct hmm_tensor *a, *b, *c;
 	struct hmm_stats s0, s1;
 	uint64_t before[4], after[4], res[HMM_TIERS];
-	char path[4200];
 	uint8_t *zero;
 	void *p;
 
 	t_diag("chunk %llu KiB", (unsigned long long)chunk >> 10);
-	hmm_test_config(&cfg, path, sizeof(path), 256 * chunk, 12 * chunk,
-			(uint32_t)chunk);
-	if (hmm_open(&cfg, &h))
-		t_fail_all("hmm_open: %s", hmm_last_error());
+	open_ctx(chunk);
 	a = tensor("a", 4 * chunk);
 	t_eq(hmm_test_pass(a, 4 * chunk, chunk, 1, 1), 0, "a written");
 	pfns(a, 4, chunk, before);
@@ -168,15 +175,10 @@ static void run(uint64_t chunk)
  * into those pages, the budget held throughout. */
 static void full(uint64_t chunk)
 {
-	struct hmm_config cfg;
 	struct hmm_tensor *a;
 	struct hmm_stats s;
-	char path[4200];
 
-	hmm_test_config(&cfg, path, sizeof(path), 256 * chunk, 12 * chunk,
-			(uint32_t)chunk);
-	if (hmm_open(&cfg, &h))
-		t_fail_all("hmm_open: %s", hmm_last_error());
+	open_ctx(chunk);
 	a = tensor("a", 12 * chunk);
 	t_eq(hmm_test_fill(a, 12 * chunk, 3), 0, "a fills the budget");
 	t_eq(stats().tier[HMM_TIER_HOST].resident, 12 * chunk, "all resident");
@@ -195,15 +197,10 @@ static void full(uint64_t chunk)
 /* HMM_SPARE=0: nothing parked, the bytes come back all the same */
 static void off(uint64_t chunk)
 {
-	struct hmm_config cfg;
 	struct hmm_tensor *a;
-	char path[4200];
 
 	setenv("HMM_SPARE", "0", 1);
-	hmm_test_config(&cfg, path, sizeof(path), 256 * chunk, 12 * chunk,
-			(uint32_t)chunk);
-	if (hmm_open(&cfg, &h))
-		t_fail_all("hmm_open: %s", hmm_last_error());
+	open_ctx(chunk);
 	a = tensor("a", 4 * chunk);
 	t_eq(hmm_test_fill(a, 4 * chunk, 7), 0, "HMM_SPARE=0: a written");
 	evict(a);
