@@ -34,7 +34,7 @@ ok $([ $? != 0 ]; echo $?) "--host-dir on a disk directory: hmmd refuses it, the
 # a file of this run's names already there: refused, left untouched
 printf 'precious' >"$dir/bench-shared.store"
 "$bin" shared --size 8M --slice 1M --host 4M --reps 1 --memfd --dir "$dir" --hmmd "$B/bin/hmmd" >/dev/null 2>"$dir/err"
-ok $([ $? = 1 ] && grep -q 'bench-shared.store exists: not this run' "$dir/err" && [ "$(cat "$dir/bench-shared.store")" = precious ]; echo $?) "an existing bench-shared.store: refused, untouched"
+ok $([ $? = 1 ] && grep -q 'bench-shared.store: exists: not this run' "$dir/err" && [ "$(cat "$dir/bench-shared.store")" = precious ]; echo $?) "an existing bench-shared.store: refused, untouched"
 rm -f "$dir/bench-shared.store"
 # stopped by SIGTERM while it runs: hmmd stopped, nothing left (as root
 # without --memfd: its tmpfs unmounted and gone too)

@@ -37,6 +37,10 @@ int64_t bench_parse_size(const char *s);
  * return, exit() from a failure, SIGINT/SIGTERM/SIGHUP (scratch.c).
  * 0, or -1 when it cannot be registered (more than 16). */
 int bench_scratch_add(const char *path);
+/* A name this run will make a file at: refused when anything is there
+ * (not the run's to overwrite or remove), else added as above.  0, or 1
+ * when refused or not added (said on stderr, naming cmd and path). */
+int bench_scratch_claim(const char *cmd, const char *path);
 /* Cut the file open as fd back to empty on those exits (one at most). */
 void bench_scratch_empty(int fd);
 /* A file the user named for this run to format (--file, --store): one

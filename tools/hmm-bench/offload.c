@@ -276,11 +276,8 @@ static int store_paths(const struct opts *o, char *buf, size_t cap)
 	n = 0;
 	for (p = strtok_r(list, ",", &save); p; p = strtok_r(NULL, ",", &save)) {
 		if (!(stat(p, &st) == 0 && S_ISBLK(st.st_mode))) {
-			if (!access(p, F_OK))
-				die(p, "exists: not this run's to overwrite "
-				    "or remove");
-			if (bench_scratch_add(p))
-				die("scratch", strerror(ENOMEM));
+			if (bench_scratch_claim("offload", p))
+				exit(1);
 		}
 		len += snprintf(buf + len, len < cap ? cap - len : 0, "%s%s",
 				n++ ? "," : "", p);
@@ -384,10 +381,8 @@ static int bench_offload(int argc, char **argv)
 	if (snprintf(scratch, sizeof(scratch), "%s/hmm-bench-offload.fio",
 		     o.dir) >= (int)sizeof(scratch))
 		die("--dir", "path too long");
-	if (!access(scratch, F_OK))
-		die(scratch, "exists: not this run's to overwrite or remove");
-	if (bench_scratch_add(scratch))
-		die("scratch", strerror(ENOMEM));
+	if (bench_scratch_claim("offload", scratch))
+		exit(1);
 	hmm_config_default(&cfg);
 	cfg.store_path = store;
 	cfg.store_size = hmm_store_required(16 * o.n, (uint32_t)o.chunk);

@@ -85,6 +85,21 @@ int bench_scratch_add(const char *path)
 	return 0;
 }
 
+int bench_scratch_claim(const char *cmd, const char *path)
+{
+	if (!access(path, F_OK)) {
+		fprintf(stderr, "hmm-bench %s: %s: exists: not this run's to "
+			"overwrite or remove\n", cmd, path);
+		return 1;
+	}
+	if (bench_scratch_add(path)) {
+		fprintf(stderr, "hmm-bench %s: %s: %s\n", cmd, path,
+			strerror(ENOMEM));
+		return 1;
+	}
+	return 0;
+}
+
 int bench_user_file(const char *cmd, const char *flag, const char *path,
 		    int overwrite)
 {

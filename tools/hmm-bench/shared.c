@@ -335,20 +335,9 @@ static int bench_shared(int argc, char **argv)
 	for (i = 0; i < 2; i++)		/* work_embedded's stores */
 		snprintf(ws[i], sizeof(ws[i]), "%s/bench-shared-%d.store", o.dir,
 			 i);
-	for (i = 0; i < 4; i++) {
-		const char *f = mine[i];
-
-		if (!access(f, F_OK)) {
-			fprintf(stderr, "hmm-bench shared: %s exists: not this "
-				"run's to overwrite or remove\n", f);
+	for (i = 0; i < 4; i++)
+		if (bench_scratch_claim("shared", mine[i]))
 			return 1;
-		}
-		if (bench_scratch_add(f)) {
-			fprintf(stderr, "hmm-bench shared: %s\n",
-				strerror(ENOMEM));
-			return 1;
-		}
-	}
 	if (!o.host_dir && !o.no_mount && (mounted = mount_huge(&o, shm))) {
 		o.host_dir = shm;
 		bench_scratch_mount(shm);	/* on a signal too */

@@ -367,12 +367,7 @@ static int bench_tensors(int argc, char **argv)
 			 d ? d : "build/tmp");
 		if (!d && system("mkdir -p build/tmp"))
 			return 1;
-		if (!access(path, F_OK)) {
-			fprintf(stderr, "hmm-bench tensors: %s: exists: not "
-				"this run's to overwrite or remove\n", path);
-			return 1;
-		}
-		if (bench_scratch_add(path))
+		if (bench_scratch_claim("tensors", path))
 			return 1;
 		o.store = path;
 	}
