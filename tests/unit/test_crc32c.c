@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT
-/* test_crc32c — known vectors, clmul == hw == soft on every length and
- * alignment, chaining, and the 3-stream and folding paths on long
- * buffers. */
+/* test_crc32c — known vectors, vclmul == clmul == hw == soft on every
+ * length and alignment, chaining, and the 3-stream and both folding
+ * paths on long buffers (each path the CPU runs; the others fall back,
+ * and the diag line says which ran). */
 #include "t.h"
 #include "crc32c.h"
 
@@ -30,10 +31,20 @@ int main(void)
 	t_eq(hmm_crc32c(0, ones, 32), 0x62a8ab43u, "RFC 3720 32 ones");
 	t_eq(hmm_crc32c(0, buf, 0), 0, "empty buffer");
 	t_diag("path: %s", hmm_crc32c_path());
+	__builtin_cpu_init();
+	t_diag("paths run: soft%s%s%s",
+	       __builtin_cpu_supports("sse4.2") ? " hw" : "",
+	       __builtin_cpu_supports("sse4.2") &&
+	       __builtin_cpu_supports("pclmul") ? " clmul" : "",
+	       __builtin_cpu_supports("sse4.2") &&
+	       __builtin_cpu_supports("pclmul") &&
+	       __builtin_cpu_supports("avx512f") &&
+	       __builtin_cpu_supports("vpclmulqdq") ? " vclmul" : "");
 
 	t_fill(buf, sizeof(buf), 7);
 	for (size_t off = 0; off < 9; off++) {
 		size_t lens[] = { 0, 1, 7, 8, 63, 255, 256, 257, 319, 320,
+				  511, 512, 513, 767, 768, 1000,
 				  4096, 12287, 12288, 12289,
 				  3 * 4096 * 4 + 5, sizeof(buf) - 9 };
 
@@ -42,6 +53,9 @@ int main(void)
 
 			if (hmm_crc32c_hw(0, buf + off, lens[i]) != ref ||
 			    hmm_crc32c_clmul(0, buf + off, lens[i]) != ref ||
+			    hmm_crc32c_vclmul(0, buf + off, lens[i]) != ref ||
+			    hmm_crc32c_vclmul(0x1234567u, buf + off, lens[i]) !=
+			    hmm_crc32c_soft(0x1234567u, buf + off, lens[i]) ||
 			    hmm_crc32c_clmul(0x1234567u, buf + off, lens[i]) !=
 			    hmm_crc32c_soft(0x1234567u, buf + off, lens[i]) ||
 			    hmm_crc32c_soft(0, buf + off, lens[i]) != ref ||
@@ -49,7 +63,7 @@ int main(void)
 				bad_len++;
 		}
 	}
-	t_eq(bad_len, 0, "clmul, hw, soft and bitwise agree on "
+	t_eq(bad_len, 0, "vclmul, clmul, hw, soft and bitwise agree on "
 	     "lengths/alignments, from a zero and a nonzero crc");
 
 	for (size_t cut = 0; cut < sizeof(buf); cut += 4093) {

@@ -94,6 +94,7 @@ __attribute__((target("avx2"))) static void stream_avx2(struct arr *a,
 		_mm256_storeu_ps(a->v + i,
 				 _mm256_add_ps(_mm256_loadu_ps(a->v + i), g));
 	}
+	_mm256_zeroupper();	/* gcc puts none before this tail call */
 	stream_c(a, i, hi);
 }
 
@@ -131,6 +132,7 @@ __attribute__((target("avx512f"))) static void stream_avx512(struct arr *a,
 		_mm512_storeu_ps(a->m + i, _mm512_add_ps(m, g));
 		_mm512_storeu_ps(a->v + i, _mm512_add_ps(v, g));
 	}
+	_mm256_zeroupper();
 	stream_c(a, i, hi);
 }
 
