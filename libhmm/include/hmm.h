@@ -266,8 +266,19 @@ size_t hmm_dtype_size(uint32_t dtype);
  * A new tensor of ndim (1..HMM_MAX_DIMS) dimensions shape[], contents
  * zero.  name (1..63 bytes) shows in stats and traces; it need not be
  * unique.  Returns 0 and *out, -EINVAL (unknown dtype, zero or negative
- * dimension, bad ndim, empty name), -EOVERFLOW (size overflows), -ENOMEM.
- * Any thread.
+ * dimension, bad ndim, empty name), -EOVERFLOW (over 2^46 bytes, or
+ * 2^32 chunks or more), -ENOMEM.  Any thread.
+ * Its size must be one the context can hold: at most the store's data
+ * area + host_budget + the device budget (no store: the budgets alone;
+ * shared mode: hmmd's), since a chunk once written holds data until the
+ * tensor is freed; -ENOMEM otherwise, before anything is allocated, the
+ * detail naming the tensor, its size, those capacities and what its
+ * chunk table would take.  That table is about 300 bytes of host memory
+ * a chunk, outside the budgets, all allocated here (0.014% of the
+ * tensor at 2 MiB chunks, 7% at 4 KiB); one larger than the machine's
+ * memory is refused the same way whatever the budgets, and by
+ * hmm_tensor_open too (which otherwise opens a saved tensor of any size:
+ * its data is in the store).
  */
 int hmm_tensor_new(struct hmm *h, const char *name, uint32_t dtype,
 		   unsigned ndim, const int64_t *shape,

@@ -2,12 +2,27 @@
 /*
  * test_tensor_args — every bad argument gets -EINVAL (or the right errno)
  * with a detail string, and changes nothing: the tensor's bytes, the
- * mappings and the stats are the same after the failed call.
+ * mappings and the stats are the same after the failed call.  A tensor
+ * larger than the context can hold is refused before its chunk table is
+ * allocated (tensor.c: tensor_fits).
  */
+#include <sys/resource.h>
+
 #include "t.h"
 #include "hmm_mode.h"
 
 #include "hmm.h"
+
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define SANITIZED 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+#define SANITIZED 1
+#endif
+#endif
+#ifndef SANITIZED
+#define SANITIZED 0
+#endif
 
 static struct hmm *h;
 
@@ -35,6 +50,225 @@ static void check_unchanged(struct hmm_tensor *t, const struct hmm_stats *st0,
 	     "%s: contents unchanged", what);
 	if (r == 0)
 		hmm_unmap(t, p);
+}
+
+/* A "VmXXX:" line of /proc/self/status in KiB; -1 when absent. */
+static long vm_kb(const char *key)
+{
+	char line[256];
+	size_t n = strlen(key);
+	long kb = -1;
+	FILE *f = fopen("/proc/self/status", "r");
+
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof(line), f))
+		if (!strncmp(line, key, n) && line[n] == ':')
+			kb = atol(line + n + 1);
+	fclose(f);
+	return kb;
+}
+
+/* The peak RSS restarts from the current one (VmHWM), where allowed. */
+static void peak_reset(void)
+{
+	int fd = open("/proc/self/clear_refs", O_WRONLY);
+
+	if (fd < 0)
+		return;
+	if (write(fd, "5", 1) != 1)
+		t_diag("clear_refs: %s", strerror(errno));
+	close(fd);
+}
+
+/*
+ * Cap the address space at what it is now + 4 GiB, so that a chunk table
+ * of tens of GB fails its calloc here instead of filling the machine
+ * (none under a sanitizer: its shadow takes terabytes).  *old is what to
+ * restore; returns 1 when capped.
+ */
+static int as_cap(struct rlimit *old)
+{
+	struct rlimit rl;
+	long kb = vm_kb("VmSize");
+
+	if (SANITIZED || kb < 0 || getrlimit(RLIMIT_AS, old))
+		return 0;
+	rl = *old;
+	rl.rlim_cur = ((rlim_t)kb << 10) + (4ull << 30);
+	if (old->rlim_max != RLIM_INFINITY && rl.rlim_cur > old->rlim_max)
+		rl.rlim_cur = old->rlim_max;
+	return setrlimit(RLIMIT_AS, &rl) == 0;
+}
+
+/* -ENOMEM for a tensor of bytes (U8) named name, with a detail naming
+ * it and containing why (NULL: any), and no tensor made. */
+static void expect_refused(struct hmm *c, const char *name, int64_t bytes,
+			   const char *why, const char *what)
+{
+	struct hmm_tensor *x = NULL;
+	int r = hmm_tensor_new(c, name, HMM_DTYPE_U8, 1, &bytes, &x);
+
+	expect_err(r, -ENOMEM, what);
+	t_ok(x == NULL, "%s: no tensor", what);
+	t_ok(strstr(hmm_last_error(), name) &&
+	     (!why || strstr(hmm_last_error(), why)),
+	     "%s: the detail names it and says '%s'", what,
+	     why ? why : "why");
+	if (r == 0)
+		hmm_tensor_free(x);
+}
+
+/*
+ * Sizes the context can never hold.  Here: 4 MiB of host budget, no
+ * store, no device (hmmd: its 256 MiB store and 4 MiB).  The chunk table
+ * is about 300 bytes a chunk, all of it written at creation: a 64 GiB
+ * tensor of 64 KiB chunks made it 300 MiB of RSS before it was refused,
+ * and one of 2^46 bytes (the largest hmm_tensor_new takes) 300 GiB.
+ */
+static void too_big(struct hmm_tensor *t, const struct hmm_stats *st0,
+		    int sh)
+{
+	struct hmm_tensor *x;
+	struct rlimit old;
+	int64_t n;
+	long kb0, kb1;
+	int capped;
+
+	peak_reset();
+	kb0 = vm_kb("VmHWM");
+	expect_refused(h, "huge", 64ll << 30, sh ? NULL : "can ever hold",
+		       "a 64 GiB tensor in a 4 MiB context");
+	kb1 = vm_kb("VmHWM");
+	t_ok(kb0 >= 0 && kb1 >= 0 && kb1 - kb0 < (32 << 10),
+	     "refused before its chunk table: peak RSS +%ld KiB", kb1 - kb0);
+	check_unchanged(t, st0, "64 GiB tensor");
+
+	capped = as_cap(&old);
+	expect_refused(h, "max", 1ll << 46, sh ? NULL : "can ever hold",
+		       "a 2^46-byte tensor in a 4 MiB context");
+	if (capped)
+		setrlimit(RLIMIT_AS, &old);
+	check_unchanged(t, st0, "2^46-byte tensor");
+
+	if (sh) {
+		hmm_test_skip("a tensor of the host budget + 1", "shared "
+			      "mode: hmmd has a store");
+		return;
+	}
+	expect_refused(h, "over", (4 << 20) + 1, "can ever hold",
+		       "a tensor of the host budget + 1, no store");
+	n = 4 << 20;
+	t_eq(hmm_tensor_new(h, "fits", HMM_DTYPE_U8, 1, &n, &x), 0,
+	     "a tensor of the whole host budget, no store: made");
+	t_eq(hmm_tensor_free(x), 0, "and freed");
+}
+
+/*
+ * A context that could hold 2^46 bytes (a "sim" device of that budget:
+ * address space only) still refuses a chunk table larger than the
+ * machine's memory (2^30 chunks of 64 KiB: 300 GiB).  Under the
+ * address-space cap its calloc would fail anyway, so the test holds on a
+ * machine with more memory than that too.
+ */
+static void table_too_big(const struct hmm_config *base, int sh)
+{
+	struct hmm_config cfg = *base;
+	long pages = sysconf(_SC_PHYS_PAGES), psize = sysconf(_SC_PAGESIZE);
+	struct rlimit old;
+	struct hmm *c;
+	int capped;
+
+	cfg.device = "sim";
+	cfg.device_budget = 1ull << 46;
+	if (hmm_open(&cfg, &c))
+		t_fail_all("sim context: %s", hmm_last_error());
+	capped = as_cap(&old);
+	if (!capped && (double)pages * psize >= 256.0 * (1ull << 30)) {
+		hmm_test_skip("a 300 GiB chunk table", "no address-space "
+			      "cap and 256 GiB of memory or more");
+	} else {
+		expect_refused(c, "max", 1ll << 46, sh ? NULL : "chunk table",
+			       "a 2^46-byte tensor in a 2^46-byte device");
+	}
+	if (capped)
+		setrlimit(RLIMIT_AS, &old);
+	hmm_close(c);
+}
+
+/* A map larger than the whole host budget can never succeed (the
+ * tensor fits the context: its device budget holds the rest). */
+static void map_past_budget(const struct hmm_config *base)
+{
+	struct hmm_config cfg = *base;
+	struct hmm_tensor *big;
+	struct hmm_stats st;
+	int64_t n = 8 << 20;
+	struct hmm *c;
+	void *p;
+
+	cfg.device = "sim";
+	cfg.device_budget = 8 << 20;
+	if (hmm_open(&cfg, &c))
+		t_fail_all("sim context: %s", hmm_last_error());
+	if (hmm_tensor_new(c, "big", HMM_DTYPE_U8, 1, &n, &big))
+		t_fail_all("big: %s", hmm_last_error());
+	expect_err(hmm_map(big, 0, HMM_ALL, HMM_TIER_HOST, HMM_READ, &p),
+		   -ENOMEM, "map larger than the host budget");
+	hmm_stats(c, &st);
+	t_eq(st.tier[HMM_TIER_HOST].pinned, 0, "too big: nothing pinned");
+	hmm_close(c);
+}
+
+/*
+ * A tensor saved in the store opens whatever the budgets are now: its
+ * data is already in the store (here 8 MiB, one chunk written, reopened
+ * with a 3 MiB store and 1 MiB of host budget), while a new one of its
+ * size is refused there.
+ */
+static void open_saved(void)
+{
+	struct hmm_config cfg;
+	struct hmm_tensor *x;
+	char path[4200];
+	int64_t n = 8 << 20;
+	struct hmm *c;
+	void *p;
+
+	hmm_test_config(&cfg, path, sizeof(path), 3 << 20, 8 << 20, 64 << 10);
+	cfg.flags = HMM_CONFIG_STORE_FORMAT;
+	if (hmm_open(&cfg, &c))
+		t_fail_all("store context: %s", hmm_last_error());
+	if (hmm_tensor_new(c, "saved", HMM_DTYPE_U8, 1, &n, &x) ||
+	    hmm_map(x, 4 << 20, 64 << 10, HMM_TIER_HOST, HMM_DISCARD, &p))
+		t_fail_all("saved: %s", hmm_last_error());
+	t_fill(p, 64 << 10, 7);
+	hmm_unmap(x, p);
+	t_eq(hmm_flush(c), 0, "flush the 8 MiB tensor");
+	hmm_close(c);
+
+	cfg.flags = HMM_CONFIG_STORE_KEEP;
+	cfg.host_budget = 1 << 20;
+	if (hmm_open(&cfg, &c))
+		t_fail_all("reopen: %s", hmm_last_error());
+	expect_refused(c, "new", n, "can ever hold",
+		       "a new 8 MiB tensor in a 4 MiB context");
+	x = NULL;
+	if (!t_eq(hmm_tensor_open(c, "saved", &x), 0, "the saved 8 MiB "
+		  "tensor opens there"))
+		t_diag("%s", hmm_last_error());
+	if (x) {
+		uint8_t want[64 << 10];
+
+		t_fill(want, sizeof(want), 7);
+		p = NULL;
+		t_ok(hmm_map(x, 4 << 20, 64 << 10, HMM_TIER_HOST, HMM_READ,
+			     &p) == 0 && !memcmp(p, want, sizeof(want)),
+		     "its written chunk reads back");
+		if (p)
+			hmm_unmap(x, p);
+	}
+	hmm_close(c);
 }
 
 int main(void)
@@ -99,11 +333,15 @@ int main(void)
 		t_fail_all("map: %s", hmm_last_error());
 	t_fill(p, 4096, 42);
 	hmm_unmap(t, p);
-	struct hmm_tensor *big;
-	int64_t bshape[1] = { 8 << 20 };
-	if (hmm_tensor_new(h, "big", HMM_DTYPE_U8, 1, bshape, &big))
-		t_fail_all("big: %s", hmm_last_error());
 	hmm_stats(h, &st0);
+	too_big(t, &st0, sh);
+	table_too_big(&cfg, sh);
+	map_past_budget(&cfg);
+	if (sh)
+		hmm_test_skip("a saved tensor opens past the budgets",
+			      "shared mode: hmmd's store");
+	else
+		open_saved();
 
 	/* map */
 	expect_err(hmm_map(t, 256 << 10, 1, HMM_TIER_HOST, HMM_READ, &p),
@@ -128,11 +366,6 @@ int main(void)
 	expect_err(hmm_map(NULL, 0, HMM_ALL, HMM_TIER_HOST, HMM_READ, &p),
 		   -EINVAL, "NULL tensor");
 	check_unchanged(t, &st0, "bad access");
-
-	/* a map larger than the whole budget can never succeed */
-	expect_err(hmm_map(big, 0, HMM_ALL, HMM_TIER_HOST, HMM_READ, &p),
-		   -ENOMEM, "map larger than the host budget");
-	check_unchanged(t, &st0, "too big");
 
 	/* unmap */
 	if (hmm_map(t, 0, HMM_ALL, HMM_TIER_HOST, HMM_READ, &p))
@@ -176,7 +409,6 @@ int main(void)
 	t_ok(r > 10 && strlen(js) == 9, "stats json cut at cap, returns "
 	     "the length needed");
 
-	t_eq(hmm_tensor_free(big), 0, "free big");
 	t_eq(hmm_tensor_free(t), 0, "free");
 	hmm_close(h);
 	return t_done();

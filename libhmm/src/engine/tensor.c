@@ -15,6 +15,7 @@
 #include "chunk.h"
 #include "dev.h"
 #include "err.h"
+#include "store.h"
 
 /* ---- new and free ------------------------------------------------------ */
 
@@ -267,22 +268,94 @@ static struct hmm_tensor *tensor_alloc(struct hmm *h, const char *name,
 	return t;
 }
 
+/* a + b, UINT64_MAX when it overflows */
+static uint64_t add_sat(uint64_t a, uint64_t b)
+{
+	return a + b < a ? UINT64_MAX : a + b;
+}
+
+/*
+ * Whether a tensor of bytes may get its chunk table (sizeof(struct
+ * hmm_chunk), about 300 bytes, a chunk: host memory outside the
+ * budgets, all of it allocated and written at creation).  Before any
+ * allocation, so that a size hmm_tensor_check allows (up to 2^46) never
+ * costs tens of GB of metadata:
+ *  - a new tensor (fresh) may not be larger than everything the context
+ *    can ever hold, the store's data area plus the host and device
+ *    budgets: its chunks past that could never all hold data (a chunk
+ *    once written is never zero again), so it is refused, like a single
+ *    allocation past RAM + swap under Linux's heuristic overcommit.  A
+ *    tensor opened from the store (persist.c) is exempt: its data is
+ *    already there, and the budgets may have changed since it was saved;
+ *  - no chunk table larger than the machine's memory, which could
+ *    never be written without the OOM killer (Linux overcommit lets such
+ *    a calloc "succeed").
+ * Returns 0 or -ENOMEM with the detail: the tensor, its size and what
+ * its table would take.
+ */
+static int tensor_fits(struct hmm *h, const char *name, uint64_t bytes,
+		       uint64_t nchunks, int fresh)
+{
+	uint64_t table = nchunks * sizeof(struct hmm_chunk);
+	uint64_t host = h->tier[HMM_TIER_HOST].cap, dev = 0, store = 0;
+	long pages = sysconf(_SC_PHYS_PAGES), psize = sysconf(_SC_PAGESIZE);
+	uint64_t ram = pages > 0 && psize > 0 ?
+		       (uint64_t)pages * (uint64_t)psize : UINT64_MAX;
+
+	if (h->dev)
+		dev = h->tier[HMM_TIER_DEVICE].cap;
+	if (h->store) {
+		struct hmm_store_stats ss;
+
+		hmm_store_stats(h->store, &ss);
+		store = ss.capacity_bytes;
+	}
+	if (fresh && bytes > add_sat(add_sat(store, host), dev))
+		return hmm_err(-ENOMEM, "tensor %s: %llu bytes, more than "
+			       "this context can ever hold (store %llu + "
+			       "host budget %llu + device budget %llu "
+			       "bytes); its chunk table would take %llu "
+			       "bytes", name, (unsigned long long)bytes,
+			       (unsigned long long)store,
+			       (unsigned long long)host,
+			       (unsigned long long)dev,
+			       (unsigned long long)table);
+	if (table > ram)
+		return hmm_err(-ENOMEM, "tensor %s: %llu bytes in %llu "
+			       "chunks: its chunk table would take %llu "
+			       "bytes, more than the machine's %llu bytes "
+			       "of memory (a larger config.chunk_bytes "
+			       "makes it smaller)", name,
+			       (unsigned long long)bytes,
+			       (unsigned long long)nchunks,
+			       (unsigned long long)table,
+			       (unsigned long long)ram);
+	return 0;
+}
+
 int hmm_tensor_create(struct hmm *h, const char *name, uint32_t dtype,
 		      unsigned ndim, const int64_t *shape, uint64_t bytes,
 		      int64_t id, const uint8_t *stored,
 		      struct hmm_tensor **out)
 {
-	struct hmm_tensor *t = tensor_alloc(h, name, dtype, ndim, shape,
-					    bytes);
+	uint64_t nchunks = (bytes + h->chunk_bytes - 1) / h->chunk_bytes;
+	struct hmm_tensor *t;
 	int r;
 
+	r = tensor_fits(h, name, bytes, nchunks, id < 0);
+	if (r < 0)
+		return r;
+	t = tensor_alloc(h, name, dtype, ndim, shape, bytes);
 	if (!t)
 		return -ENOMEM;
-	t->nchunks = (bytes + h->chunk_bytes - 1) / h->chunk_bytes;
+	t->nchunks = nchunks;	/* <= UINT32_MAX: hmm_tensor_check */
 	t->chunks = calloc(t->nchunks, sizeof(*t->chunks));
 	if (!t->chunks) {
-		r = hmm_err(-ENOMEM, "tensor %s: no memory for %u chunks",
-			    name, t->nchunks);
+		r = hmm_err(-ENOMEM, "tensor %s: %llu bytes: no memory for "
+			    "its chunk table (%u chunks, %llu bytes)", name,
+			    (unsigned long long)bytes, t->nchunks,
+			    (unsigned long long)(nchunks *
+						 sizeof(*t->chunks)));
 		goto out_free;
 	}
 	tensor_chunks_init(h, t, stored);
