@@ -26,16 +26,21 @@ static uint64_t cap_quota(uint64_t asked, uint64_t max)
 #define QUOTA_DEF_DIV	4	/* client_quota unset: budget / this */
 
 /* The host quota a uid may have at most: client_quota, or else a
- * quarter of the budget (the whole budget for an administrator), never
- * more than the budget. */
+ * quarter of the budget (the whole budget for an administrator) but one
+ * chunk at least, never more than the budget.  hmmd_config_check made
+ * the budget and client_quota a chunk at least: every map pins whole
+ * chunks, and a quarter of a small budget (4M, with 2M chunks) once
+ * granted a quota that admitted no map and made a region's evictions
+ * fail. */
 static uint64_t host_max(struct hmmd_engine *e, int admin)
 {
 	uint64_t q = e->cfg->client_quota;
 
-	if (!q)
+	if (!q) {
 		q = admin ? e->budget : e->budget / QUOTA_DEF_DIV;
-	q = q < e->budget ? q : e->budget;
-	return q ? q : e->chunk;
+		q = q > e->chunk ? q : e->chunk;
+	}
+	return q < e->budget ? q : e->budget;
 }
 
 /* uid's entry, made (with quota) for its first client; e->lock held.
@@ -172,6 +177,16 @@ int hmmd_req_quota_set(struct hmmd_req *q)
 				 "%llu: %s", (unsigned long long)m->client_id,
 				 cl ? "not yours (administrators only)" :
 				 "no such client");
+	}
+	if (m->quota[HMM_TIER_HOST] && m->quota[HMM_TIER_HOST] < e->chunk) {
+		pthread_mutex_unlock(&e->lock);
+		return hmmd_reply_err(q, -EINVAL, "quota_set: client %llu: "
+				 "host quota %llu bytes is less than one chunk "
+				 "(chunk_bytes %u): every map pins whole "
+				 "chunks, so none could be admitted; quotas "
+				 "unchanged", (unsigned long long)cl->id,
+				 (unsigned long long)m->quota[HMM_TIER_HOST],
+				 e->chunk);
 	}
 	for (i = 0; i < HMM_TIERS; i++) {
 		uint64_t max = cl->quota[i];

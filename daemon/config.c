@@ -159,6 +159,31 @@ int hmmd_config_set(struct hmmd_config *cfg, const char *key,
 	return -EINVAL;
 }
 
+int hmmd_config_check(const struct hmmd_config *cfg, char *err,
+		      size_t errlen)
+{
+	uint64_t chunk = cfg->chunk_bytes ? cfg->chunk_bytes : HMMD_CHUNK_DEF;
+	uint64_t budget = cfg->host_budget ? cfg->host_budget :
+			  HMMD_HOST_BUDGET_DEF;
+	const char *key = NULL;
+	uint64_t v = 0;
+
+	if (budget < chunk) {
+		key = "host_budget";
+		v = budget;
+	} else if (cfg->client_quota && cfg->client_quota < chunk) {
+		key = "client_quota";
+		v = cfg->client_quota;
+	}
+	if (!key)
+		return 0;
+	snprintf(err, errlen, "%s %llu bytes is less than chunk_bytes %llu: "
+		 "every map pins whole chunks, so no client could map "
+		 "anything; make %s a chunk at least, or the chunk smaller",
+		 key, (unsigned long long)v, (unsigned long long)chunk, key);
+	return -EINVAL;
+}
+
 /* What ini_parse's handler needs, and the first error it met. */
 struct load {
 	struct hmmd_config *cfg;

@@ -272,11 +272,13 @@ static int on_hello(struct hmmd_conn *c, const struct hmm_proto_msg *m)
 	c->version = v;
 	rep.version = v;
 	hmmd_log("client %llu (pid %d uid %d %s): hello: version %d, host "
-		 "quota %llu bytes (asked %llu)", (unsigned long long)c->id,
+		 "quota %llu bytes (asked %llu)%s", (unsigned long long)c->id,
 		 (int)c->cred.pid, (int)c->cred.uid,
 		 c->name[0] ? c->name : "-", v,
 		 (unsigned long long)rep.quota[HMM_TIER_HOST],
-		 (unsigned long long)h->quota[HMM_TIER_HOST]);
+		 (unsigned long long)h->quota[HMM_TIER_HOST],
+		 rep.quota[HMM_TIER_HOST] < rep.chunk_bytes ?
+		 ", less than a chunk: no map of it fits" : "");
 	return send_reply(c, hmm_proto_hello_reply_encode(c->out,
 				sizeof(c->out), m->hdr.seq, &rep), -1);
 }

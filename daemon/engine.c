@@ -36,7 +36,6 @@
 #include "engine.h"
 
 #define STORE_SIZE_NEW	(1ull << 30)	/* a new store file, unless set */
-#define HOST_BUDGET_DEF	(256ull << 20)	/* host budget, unless set */
 
 int hmmd_engine_open(const struct hmmd_config *cfg, struct hmmd_engine **out)
 {
@@ -48,7 +47,8 @@ int hmmd_engine_open(const struct hmmd_config *cfg, struct hmmd_engine **out)
 	if (!e)
 		return -ENOMEM;
 	hmm_config_default(&hc);
-	hc.host_budget = cfg->host_budget ? cfg->host_budget : HOST_BUDGET_DEF;
+	hc.host_budget = cfg->host_budget ? cfg->host_budget :
+			 HMMD_HOST_BUDGET_DEF;
 	hc.device_budget = cfg->device_budget;
 	hc.chunk_bytes = cfg->chunk_bytes;
 	hc.wait_ms = cfg->wait_ms;
@@ -76,7 +76,7 @@ int hmmd_engine_open(const struct hmmd_config *cfg, struct hmmd_engine **out)
 		return ret;
 	}
 	e->cfg = cfg;
-	e->chunk = cfg->chunk_bytes ? cfg->chunk_bytes : 2u << 20;
+	e->chunk = cfg->chunk_bytes ? cfg->chunk_bytes : HMMD_CHUNK_DEF;
 	e->budget = hc.host_budget;
 	e->wait_ms = cfg->wait_ms ? cfg->wait_ms : 10000;
 	e->next_tid = 1;

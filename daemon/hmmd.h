@@ -117,6 +117,17 @@ int hmmd_config_load(struct hmmd_config *cfg, const char *path,
 int hmmd_config_set(struct hmmd_config *cfg, const char *key,
 		    const char *value, char *err, size_t errlen);
 
+#define HMMD_HOST_BUDGET_DEF	(256ull << 20)	/* host_budget 0 */
+#define HMMD_CHUNK_DEF		(2u << 20)	/* chunk_bytes 0 */
+
+/*
+ * The keys together, once all are set (file, then flags): every map pins
+ * whole chunks, so a host_budget or a client_quota below one chunk could
+ * admit no map at all.  0, or -EINVAL naming both keys in err.
+ */
+int hmmd_config_check(const struct hmmd_config *cfg, char *err,
+		      size_t errlen);
+
 
 /* ---- the engine (engine.c) ------------------------------------------------- */
 

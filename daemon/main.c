@@ -175,6 +175,10 @@ static int parse_args(int argc, char **argv, struct hmmd_config *cfg)
 			hmmd_log("flag: %s", err);
 			return -EINVAL;
 		}
+	if (hmmd_config_check(cfg, err, sizeof(err))) {
+		hmmd_log("config: %s", err);
+		return -EINVAL;
+	}
 	if (!cfg->socket_path &&
 	    hmmd_config_set(cfg, "socket", HMMD_SOCKET_DEFAULT, err,
 			    sizeof(err)))

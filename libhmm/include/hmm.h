@@ -518,9 +518,12 @@ const char *hmm_last_error(void);
  * blocks in an hmmd tensor.  An access whose bytes are lost (a failed
  * read, hmmd gone) gets SIGBUS, never wrong bytes.  Returns 0 and *ptr,
  * -EINVAL (zero bytes, or a host budget under 128 KiB: one access may
- * touch two blocks, and both must fit), -ENODEV (embedded with no store
- * tier), -ENOSYS / -EPERM (userfaultfd unavailable), -ENOMEM, or hmmd's
- * error.  Any thread.
+ * touch two blocks, and both must fit; in shared mode also a host quota
+ * in hmmd, config.host_budget as hmmd capped it, under the whole chunks
+ * one block's eviction maps there, a chunk of hmmd's, 2 MiB by default:
+ * the detail names the region, the quota and the chunk), -ENODEV
+ * (embedded with no store tier), -ENOSYS / -EPERM (userfaultfd
+ * unavailable), -ENOMEM, or hmmd's error.  Any thread.
  */
 int hmm_region_new(struct hmm *h, uint64_t bytes, void **ptr);
 

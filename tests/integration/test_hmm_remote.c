@@ -8,7 +8,8 @@
  * free; WAIT
  * (hmm_wait) until a prefetch in hmmd is done; a map past the client's
  * own quota waits for the unmap another thread of it makes, while its
- * other calls go on over the same connection.
+ * other calls go on over the same connection; a QUOTA_SET below hmmd's
+ * chunk is refused, naming both.
  */
 #include <fcntl.h>
 #include <pthread.h>
@@ -114,6 +115,34 @@ static void test_quota_wait(struct hmm_config *cfg)
 	pthread_join(thr, NULL);
 	t_eq(w.ret, 0, "the waiting map goes through");
 	t_eq(hmm_remote_tensor_free(t), 0, "free q");
+	hmm_client_close(c);
+}
+
+/* QUOTA_SET of a host quota below hmmd's 64 KiB chunk: no map could be
+ * admitted (a region's block evictions would fail, and its next access
+ * get SIGBUS), so hmmd refuses it naming both, and the quota stays. */
+static void test_quota_below_chunk(struct hmm_config *cfg)
+{
+	struct hmm_proto_stats_reply st;
+	struct hmm_client *c;
+	int ret;
+
+	cfg->host_budget = 1 << 20;
+	if (hmm_remote_open(cfg, &c))
+		t_fail_all("quota client: %s", hmm_last_error());
+	t_eq(hmm_client_chunk_bytes(c), 64 << 10, "hello: hmmd's chunk, "
+	     "64 KiB");
+	ret = hmm_client_quota_set(c, 0, (uint64_t[]){ 0, 32 << 10, 0 });
+	t_eq(ret, -EINVAL, "QUOTA_SET host 32K, chunk 64K: -EINVAL");
+	t_ok(strstr(hmm_last_error(), "host quota 32768 bytes") &&
+	     strstr(hmm_last_error(), "chunk_bytes 65536"), "its detail "
+	     "names the quota and the chunk: %s", hmm_last_error());
+	t_ok(!hmm_client_stats(c, &st) &&
+	     st.quota[HMM_TIER_HOST] == 1 << 20, "the host quota stays 1 MiB");
+	t_eq(hmm_client_quota_set(c, 0, (uint64_t[]){ 0, 64 << 10, 0 }), 0,
+	     "QUOTA_SET host 64K (a chunk): taken");
+	t_ok(!hmm_client_stats(c, &st) &&
+	     st.quota[HMM_TIER_HOST] == 64 << 10, "the host quota is 64 KiB");
 	hmm_client_close(c);
 }
 
@@ -235,6 +264,7 @@ int main(void)
 	test_wait(c, t);
 	t_eq(hmm_remote_tensor_free(t), 0, "free");
 	test_quota_wait(&cfg);
+	test_quota_below_chunk(&cfg);
 	hmm_client_close(c2);
 	hmm_client_close(c);
 	free(want);

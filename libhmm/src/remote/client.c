@@ -81,6 +81,7 @@ struct hmm_client {
 	int broken;			/* -errno: the connection is dead */
 	char gone[HMM_PROTO_DETAIL_MAX]; /* why, when hmmd said so */
 	unsigned version;		/* negotiated at hello */
+	uint32_t chunk_bytes;		/* hmmd's, from its hello reply */
 	struct cmap *maps;
 	struct cbase *bases;
 	uint8_t in[HMM_PROTO_RECV_BUF];	/* the reader's */
@@ -89,6 +90,11 @@ struct hmm_client {
 int hmm_client_fd(const struct hmm_client *c)
 {
 	return c->fd;
+}
+
+uint32_t hmm_client_chunk_bytes(const struct hmm_client *c)
+{
+	return c->chunk_bytes;
 }
 
 static int64_t mono_ns(void)
@@ -362,6 +368,7 @@ int hmm_client_open(const char *addr, const uint64_t quota[HMM_TIERS],
 	if (ret)
 		goto out_free;
 	c->version = r.u.hello_reply.version;
+	c->chunk_bytes = r.u.hello_reply.chunk_bytes;
 	if (rep)
 		*rep = r.u.hello_reply;
 	*out = c;

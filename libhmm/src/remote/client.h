@@ -41,6 +41,10 @@ void hmm_client_close(struct hmm_client *c);
 /* The socket (for tests that need to watch it). */
 int hmm_client_fd(const struct hmm_client *c);
 
+/* hmmd's chunk bytes (its hello reply): every host map pins whole chunks
+ * of the client's host quota. */
+uint32_t hmm_client_chunk_bytes(const struct hmm_client *c);
+
 /* TENSOR_NEW (flags HMM_PROTO_TENSOR_PERSIST: open the saved one of that
  * name, or make it); *out gets the reply (id, bytes, shape). */
 int hmm_client_tensor_new(struct hmm_client *c, const char *name,

@@ -10,13 +10,16 @@
  * writes them (write_now).  hmmd gone: that region evicts no more, and
  * its faults that need hmmd or room get SIGBUS.  In shared mode the host
  * budget (config.host_budget) counts this process's resident region
- * bytes; hmmd counts the tensor in this client's quota.
+ * bytes; hmmd counts the tensor in this client's quota, and each block
+ * map pins whole chunks of it: a quota too small for one is refused at
+ * hmm_region_new (quota_check).
  */
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "err.h"
 #include "region_int.h"
 #include "remote.h"
 
@@ -65,6 +68,67 @@ static const struct region_ops remote_ops = {
 	.read_end = remote_read_end, .fini = remote_fini,
 };
 
+/*
+ * The host quota in hmmd one block's map pins at most: hmmd charges a
+ * map whole chunks, and a block (at a multiple of RBLOCK) starts at most
+ * chunk - g into a chunk, g the two sizes' greatest common divisor, so
+ * it straddles a chunk boundary unless one size divides the other; never
+ * more chunks than the region's tensor has.
+ */
+static uint64_t block_charge(uint64_t chunk, uint64_t bytes)
+{
+	uint64_t g = chunk, b = RBLOCK, n, total;
+
+	while (b) {
+		uint64_t t = g % b;
+
+		g = b;
+		b = t;
+	}
+	n = (chunk - g + RBLOCK - 1) / chunk + 1;
+	total = (bytes + chunk - 1) / chunk;
+	return (n < total ? n : total) * chunk;
+}
+
+/*
+ * Each eviction of a block maps it in hmmd, pinning block_charge() of
+ * this client's host quota there: a quota below that fails every
+ * eviction (-EDQUOT, which ends the region's evictions: the next access
+ * that needs room would get SIGBUS).  Refuse such a region now, naming
+ * the sizes; a quota that only other maps fill waits for them.  The
+ * quota is the one in force (STATS: the uid's, as hmmd's QUOTA_SET left
+ * it), the chunk hmmd's.
+ */
+static int quota_check(struct hmm *h, struct hmm_region *r)
+{
+	struct hmm_client *c = hmm_remote_client(h);
+	struct hmm_proto_stats_reply st;
+	uint64_t chunk = hmm_client_chunk_bytes(c), need, quota;
+	int err;
+
+	if (!chunk)
+		return 0;	/* not said: hmmd charges what it will */
+	err = hmm_client_stats(c, &st);
+	if (err)
+		return err;
+	quota = st.quota[HMM_TIER_HOST];
+	need = block_charge(chunk, r->bytes);
+	if (quota >= need)
+		return 0;
+	return hmm_err(-EINVAL, "region of %llu bytes: shared mode evicts its "
+		       "%u-byte blocks through maps in hmmd, each pinning "
+		       "%llu bytes of whole chunks (hmmd's chunk %llu "
+		       "bytes), more than this client's host quota %llu "
+		       "bytes there (%s config.host_budget %llu): raise it "
+		       "to %llu at least", (unsigned long long)r->bytes,
+		       RBLOCK, (unsigned long long)need,
+		       (unsigned long long)chunk, (unsigned long long)quota,
+		       quota < h->cfg.host_budget ? "hmmd's client_quota or "
+		       "a quota set capped" : "asked as",
+		       (unsigned long long)h->cfg.host_budget,
+		       (unsigned long long)need);
+}
+
 int hmm_remote_region_back(struct hmm *h, struct hmm_region *r)
 {
 	struct hmm_remote_tensor *t;
@@ -72,6 +136,9 @@ int hmm_remote_region_back(struct hmm *h, struct hmm_region *r)
 	int64_t n = r->bytes;
 	int err;
 
+	err = quota_check(h, r);
+	if (err)
+		return err;
 	snprintf(name, sizeof(name), "hmm-region.%d.%u", (int)getpid(),
 		 r->id);
 	err = hmm_remote_tensor_new(hmm_remote_client(h), name, HMM_DTYPE_U8,
