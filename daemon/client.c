@@ -4,9 +4,11 @@
  * (hmmd_client_new), released when its connection ends
  * (hmmd_client_free), and its quotas changed by QUOTA_SET.  The host
  * quota is its uid's (struct hmmd_uid): every connection of one uid
- * pins against the one quota, set by the uid's first hello (capped by
- * client_quota, by default a quarter of the host budget, so one user
- * cannot pin it all) and changed by QUOTA_SET for all of them.  An
+ * pins against the one quota: the most any of its hellos asked, each
+ * capped by client_quota (by default a quarter of the host budget, so
+ * one user cannot pin it all), so that a tool asking for nothing
+ * (hmmctl asks 1 byte) never shrinks the quota of the user's jobs, until
+ * a QUOTA_SET fixes it for all of them.  An
  * administrator's connections (uid 0, hmmd's own) each have their own,
  * capped by client_quota or else the budget.
  */
@@ -43,9 +45,10 @@ static uint64_t host_max(struct hmmd_engine *e, int admin)
 	return q < e->budget ? q : e->budget;
 }
 
-/* uid's entry, made (with quota) for its first client; e->lock held.
- * An administrator (uid 0, hmmd's own: trusted, and able to set any
- * quota anyway) gets one per connection.  NULL when out of memory. */
+/* uid's entry, made (with quota) for its first client, its quota raised
+ * to a later client's unless QUOTA_SET fixed it; e->lock held.  An
+ * administrator (uid 0, hmmd's own: trusted, and able to set any quota
+ * anyway) gets one per connection.  NULL when out of memory. */
 static struct hmmd_uid *uid_get(struct hmmd_engine *e, uid_t uid, int admin,
 				uint64_t quota)
 {
@@ -64,6 +67,8 @@ static struct hmmd_uid *uid_get(struct hmmd_engine *e, uid_t uid, int admin,
 		u->quota = quota;
 		u->next = e->uids;
 		e->uids = u;
+	} else if (!u->set && quota > u->quota) {
+		u->quota = quota;
 	}
 	u->conns++;
 	return u;
@@ -197,6 +202,7 @@ int hmmd_req_quota_set(struct hmmd_req *q)
 			cl->quota[i] = m->quota[i] < max ? m->quota[i] : max;
 	}
 	cl->u->quota = cl->quota[HMM_TIER_HOST];	/* the uid's */
+	cl->u->set = 1;
 	eng_quota_sync(e, cl->u);
 	pthread_mutex_unlock(&e->lock);
 	hmmd_log("client %llu: quota set by client %llu: host %llu bytes "

@@ -82,7 +82,10 @@ struct hmmd_uid {
 	uid_t uid;
 	int solo;			/* one connection's, not shared */
 	unsigned conns;			/* its clients */
-	uint64_t quota;			/* host bytes its maps may pin */
+	uint64_t quota;			/* host bytes its maps may pin: the
+					   most its clients asked, each capped,
+					   until a QUOTA_SET fixes it */
+	int set;			/* a QUOTA_SET fixed quota */
 	uint64_t pinned;		/* host bytes they pin (admitted) */
 	uint64_t reach;			/* bytes of the tensors whose whole
 					   memfd it was sent (alive), at most

@@ -142,6 +142,53 @@ static int client(int fd, uint64_t budget, uint64_t rbytes, int nobody)
 	return bad ? C_BAD : C_OK;
 }
 
+/* In the child, as nobody: a first connection asking for 4 KiB (as a
+ * tool does: hmmctl asks 1 byte) stays open while a second, asking
+ * budget, maps a whole tensor of budget bytes; report to fd. */
+static int small_first(int fd, uint64_t budget)
+{
+	char addr[4200];
+	struct hmm_config cfg;
+	struct hmm *tool, *h;
+	struct hmm_tensor *t;
+	int64_t n = (int64_t)budget;
+	void *p;
+	int r;
+
+	alarm(60);
+	if (chdir(dir) || setgroups(0, NULL) || setgid(65534) ||
+	    setuid(65534)) {
+		dprintf(fd, "uid cannot become nobody\n");
+		return C_UID;
+	}
+	snprintf(addr, sizeof(addr), "unix:%s", strrchr(sock, '/') + 1);
+	hmm_config_default(&cfg);
+	cfg.daemon = addr;
+	cfg.host_budget = 4096;
+	if ((r = hmm_open(&cfg, &tool))) {
+		dprintf(fd, "open %d %s\n", r, hmm_last_error());
+		return C_OPEN;
+	}
+	cfg.host_budget = budget;
+	if ((r = hmm_open(&cfg, &h))) {
+		dprintf(fd, "open %d %s\n", r, hmm_last_error());
+		hmm_close(tool);
+		return C_OPEN;
+	}
+	r = hmm_tensor_new(h, "whole", HMM_DTYPE_U8, 1, &n, &t);
+	r = r ? r : hmm_map(t, 0, budget, HMM_TIER_HOST, HMM_WRITE, &p);
+	if (r)
+		dprintf(fd, "map %d %s\n", r, hmm_last_error());
+	else
+		dprintf(fd, "ok mapped\n");
+	if (!r)
+		hmm_unmap(t, p);
+	hmm_close(h);
+	hmm_close(tool);
+	return r ? C_MAP : C_OK;
+}
+
+/* nobody: 0 as root, 1 as nobody (client), 2 small_first. */
 static void run_client(uint64_t budget, uint64_t rbytes, int nobody,
 		       struct seen *s)
 {
@@ -157,7 +204,8 @@ static void run_client(uint64_t budget, uint64_t rbytes, int nobody,
 		t_fail_all("fork: %s", strerror(errno));
 	if (pid == 0) {
 		close(fds[0]);
-		_exit(client(fds[1], budget, rbytes, nobody));
+		_exit(nobody == 2 ? small_first(fds[1], budget) :
+		      client(fds[1], budget, rbytes, nobody));
 	}
 	close(fds[1]);
 	memset(s, 0, sizeof(*s));
@@ -315,11 +363,29 @@ static void default_quota(void)
 	stop(pid);
 }
 
+/* A uid's quota is the most its connections asked (each capped), not
+ * its first hello's: a tool connected first, asking for almost nothing,
+ * once left the uid's job a 4 KiB quota, and its map of 4M failed. */
+static void tool_first(void)
+{
+	pid_t pid = start((char *[]){ "--host-budget", "16M", NULL });
+	struct seen s;
+
+	run_client(4 << 20, 0, 2, &s);
+	if (s.code == C_UID)
+		t_ok(1, "a tool's small quota first # SKIP %s", s.line);
+	else
+		t_eq(s.code, C_OK, "nobody: a 4 KiB connection open, a second "
+		     "one asking 4M maps 4M (%s)", s.line);
+	stop(pid);
+}
+
 int main(void)
 {
 	T_HMMD_PATHS(hmmd, dir, sock, store, logf, "q");
 	from_client_config();
 	from_hmmd_config();
 	default_quota();
+	tool_first();
 	return t_done();
 }
