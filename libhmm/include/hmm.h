@@ -341,8 +341,11 @@ int hmm_tensor_host_fd(struct hmm_tensor *t, int *fd, uint64_t *off);
  * other tiers' copies become stale at once.
  * Returns 0, -EINVAL (bad range, access or tier; tier with no backend),
  * -ENOMEM (the tier stayed full of pinned chunks for wait_ms, or the
- * range is larger than the budget), -EIO and other I/O errors (the range
- * is left unpinned).  Any thread.
+ * range is larger than the budget; embedded, at the host while a
+ * userfaultfd region lives, also when the pins would leave less than
+ * 128 KiB of the budget unpinned: at once if this range alone would,
+ * else after wait_ms), -EIO and other I/O errors (the range is left
+ * unpinned).  Any thread.
  */
 int hmm_map(struct hmm_tensor *t, uint64_t off, uint64_t len, int tier,
 	    unsigned access, void **ptr);
@@ -523,7 +526,10 @@ const char *hmm_last_error(void);
  * one block's eviction maps there, a chunk of hmmd's, 2 MiB by default:
  * the detail names the region, the quota and the chunk), -ENODEV
  * (embedded with no store tier), -ENOSYS / -EPERM (userfaultfd
- * unavailable), -ENOMEM, or hmmd's error.  Any thread.
+ * unavailable), -ENOMEM (embedded, also when pinned chunks leave less
+ * than 128 KiB of the host budget unpinned: while a userfaultfd region
+ * lives, host maps keep that much free of pins, so that every access
+ * can be served, never waiting for ever), or hmmd's error.  Any thread.
  */
 int hmm_region_new(struct hmm *h, uint64_t bytes, void **ptr);
 

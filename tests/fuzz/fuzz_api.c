@@ -176,7 +176,6 @@ struct fz {
 	struct msaved s[NS];
 	int ns;
 	int disk_known;		/* 0: a flush failed, what it left is open */
-	int async;		/* copies may be in flight (see map_fits) */
 	int in_step;
 	unsigned names;
 };
@@ -355,7 +354,6 @@ static void ctx_close(struct fz *f)
 	memset(f->dl, 0, sizeof(f->dl));
 	f->nm = 0;
 	f->in_step = 0;
-	f->async = 0;
 }
 
 static void saved_drop(struct fz *f)
@@ -459,6 +457,19 @@ static size_t dtype_size(uint32_t d)
 }
 
 /* What hmm_tensor_new must return (tensor.c's order of checks). */
+/* All the context can hold: the store's data area and the budgets (a
+ * new tensor past it is refused, hmm.h). */
+static uint64_t capacity(struct fz *f)
+{
+	struct hmm_stats st;
+	uint64_t c = 0;
+
+	hmm_stats(f->h, &st);
+	for (int i = 0; i < HMM_TIERS; i++)
+		c += st.tier[i].capacity;
+	return c;
+}
+
 static int tensor_new_want(struct fz *f, const char *name, uint32_t dtype,
 			   unsigned ndim, const int64_t *shape,
 			   uint64_t *bytes)
@@ -480,7 +491,7 @@ static int tensor_new_want(struct fz *f, const char *name, uint32_t dtype,
 	if ((n + f->chunk - 1) / f->chunk > UINT32_MAX)
 		return -EOVERFLOW;
 	*bytes = n;
-	return 0;
+	return n > capacity(f) ? -ENOMEM : 0;
 }
 
 /* A free slot, while a flush could still save every tensor (NS). */
@@ -696,25 +707,38 @@ static int other_writer(struct fz *f, int ti, uint64_t off, uint64_t len,
 	return 0;
 }
 
+/* What host pins must leave to live regions (map.c, region.c): two
+ * blocks, one access may touch two. */
+static uint64_t region_keep(struct fz *f)
+{
+	int i;
+
+	for (i = 0; i < NR; i++)
+		if (f->r[i].p)
+			return 2 * RBLOCK;
+	return 0;
+}
+
 /*
  * Must this map succeed?  With an ample store nothing unpinned stays:
  * clean chunks drop, dirty ones are written.  A device map also stages
- * its chunks at the host, one at a time at least.  Not while another
- * call's copies may be in flight (a prefetch, evict or writeback since
- * the last full wait, or the schedule policy's own prefetches): chunks
- * being copied are no victims, and a map that finds only those fails
- * after wait_ms though no tier is full of pinned chunks.  The engine
- * waits out only the map's own copies (map.c's map_step).
+ * its chunks at the host, one at a time at least.  Chunks another call
+ * is copying (a prefetch, evict or writeback) are no victims while the
+ * copy runs, but the map waits for them (map.c's map_step for its own
+ * chunks, budget.c's room_to_come for others'), so they do not matter;
+ * the schedule policy's own prefetches, which may evict only what is
+ * used later, do.
  */
 static int map_fits(struct fz *f, int ti, uint64_t off, uint64_t len,
 		    int tier)
 {
 	uint64_t staged = f->chunk;
 
-	if (!f->ample || f->async || f->cfg.policy != HMM_POLICY_LRU)
+	if (!f->ample || f->cfg.policy != HMM_POLICY_LRU)
 		return 0;
 	if (tier == HMM_TIER_HOST)
-		return pinned(f, HMM_TIER_HOST, ti, off, len) <= f->host_cap;
+		return pinned(f, HMM_TIER_HOST, ti, off, len) +
+		       region_keep(f) <= f->host_cap;
 	return pinned(f, HMM_TIER_DEVICE, ti, off, len) <= f->dev_cap &&
 	       pinned(f, HMM_TIER_HOST, -1, 0, 0) + staged <= f->host_cap;
 }
@@ -901,7 +925,6 @@ static void op_move(struct fz *f, struct in *in, int which)
 	    which == 1 ? hmm_evict(f->t[ti].t, g.off, g.len, tier) :
 	    hmm_writeback(f->t[ti].t, g.off, g.len);
 	expect(r, want, names[which]);
-	f->async |= !r;
 }
 
 static void op_wait(struct fz *f, struct in *in)
@@ -912,8 +935,6 @@ static void op_wait(struct fz *f, struct in *in)
 	r = hmm_wait(f->h, ti < NT ? f->t[ti].t : NULL);
 	if (r)
 		failed(r, "hmm_wait");
-	else if (ti == NT)
-		f->async = 0;
 	must(!r || !f->ample, "hmm_wait with an ample store: %d", r);
 }
 
@@ -964,7 +985,6 @@ static void op_flush(struct fz *f)
 		f->disk_known = 0;
 		return;
 	}
-	f->async = 0;		/* a flush waits for every copy */
 	flush_saved(f);
 }
 
@@ -1170,10 +1190,14 @@ static void op_region_new(struct fz *f, struct in *in)
 	/* api.c's checks, then region.c's (two blocks: one access may
 	 * straddle two), then the store to evict to */
 	want = !bytes || bytes > (1ull << 46) ? -EINVAL :
-	       f->host_cap < 2 * RBLOCK ? -EINVAL : !f->store ? -ENODEV : 0;
+	       f->host_cap < 2 * RBLOCK ? -EINVAL : !f->store ? -ENODEV :
+	       pinned(f, HMM_TIER_HOST, -1, 0, 0) + 2 * RBLOCK >
+	       f->host_cap ? -ENOMEM : 0;
 	clear_err();
 	if (want) {
 		r = hmm_region_new(f->h, bytes, &p);
+		if (want == -ENOMEM && (r == -ENOSYS || r == -EPERM))
+			want = r;	/* no userfaultfd here */
 		expect(r, want, "hmm_region_new(bad)");
 		return;
 	}

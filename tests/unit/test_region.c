@@ -4,7 +4,8 @@
  * written over all of it reads back exact, the budget is never exceeded
  * (the engine's peak, and the region's own resident pages by mincore),
  * blocks went to the store and came back; advice COLD evicts, WILLNEED
- * faults in; bad arguments fail with -EINVAL.  Runs in both modes
+ * faults in; bad arguments fail with -EINVAL; pins may not take the
+ * regions' last two blocks (pinned_room).  Runs in both modes
  * (HMM_TEST_MODE=shared: userfaultfd in this process, evicted blocks in
  * an hmmd tensor).  t: tsan
  */
@@ -133,6 +134,105 @@ static void two_blocks(const struct hmm_config *base)
 	t_ok(got == v && p[0] == 0x5a && p[(4 << 16) - 1] == 0x5a,
 	     "a two-block budget: an access across two blocks completes");
 	hmm_region_free(h, p);
+	hmm_close(h);
+}
+
+static void on_alarm(int sig)
+{
+	static const char msg[] = "not ok - a region access next to pinned "
+				  "chunks never ended (hung)\n";
+
+	if (write(1, msg, sizeof(msg) - 1) < 0)
+		_exit(1);
+	_exit(1);
+}
+
+/*
+ * Pinned chunks left the regions room for fewer than two blocks: an
+ * access across two blocks then never ended (each block's fault evicted
+ * the other), and with no block of room a fault waited for ever, with
+ * no error.  Now pins may not take the regions' two blocks: a map that
+ * would fails with -ENOMEM (at once when it alone is too large, after
+ * wait_ms when other pins are in the way), as does a region made while
+ * pins leave less than two blocks; next to the most that may be
+ * pinned, an access across two blocks completes.
+ */
+static void pinned_room(const struct hmm_config *base)
+{
+	struct hmm_config cfg = *base;
+	uint64_t v = 0x1122334455667788ull, got = 0;
+	struct hmm_tensor *t, *u;
+	int64_t tn = 256 << 10, un = 64 << 10;
+	struct timespec ts0, ts1;
+	char path[4300], *p;
+	struct hmm *h;
+	void *vt, *vu, *vp;
+	double w;
+	int r;
+
+	if (hmm_test_shared()) {
+		hmm_test_skip("pins leave regions two blocks", "shared mode: "
+			      "pins are hmmd's, regions this process's");
+		return;
+	}
+	snprintf(path, sizeof(path), "%s.pin", base->store_path);
+	cfg.store_path = path;
+	cfg.host_budget = 256 << 10;
+	cfg.chunk_bytes = 64 << 10;
+	cfg.wait_ms = 50;
+	p = hmm_test_region(&cfg, 4 << 16, &h);
+	if (hmm_tensor_new(h, "pin_t", HMM_DTYPE_U8, 1, &tn, &t) ||
+	    hmm_tensor_new(h, "pin_u", HMM_DTYPE_U8, 1, &un, &u))
+		t_fail_all("tensor: %s", hmm_last_error());
+	memset(p, 0x5a, 4 << 16);	/* the budget full, blocks stored */
+	if (hmm_map(t, 0, 128 << 10, HMM_TIER_HOST, HMM_WRITE, &vt))
+		t_fail_all("map t: %s", hmm_last_error());
+	clock_gettime(CLOCK_MONOTONIC, &ts0);
+	r = hmm_map(u, 0, HMM_ALL, HMM_TIER_HOST, HMM_WRITE, &vu);
+	clock_gettime(CLOCK_MONOTONIC, &ts1);
+	w = ts1.tv_sec - ts0.tv_sec + (ts1.tv_nsec - ts0.tv_nsec) * 1e-9;
+	t_eq(r, -ENOMEM, "a map leaving the region one block, next to "
+	     "another's pins, fails after wait_ms (%.3f s): %s", w,
+	     r ? hmm_last_error() : "mapped");
+	t_ok(w >= 0.045 && w < 5, "after a bounded wait");
+	t_ok(strstr(hmm_last_error(), "pin_u") &&
+	     strstr(hmm_last_error(), "region"), "the detail names the "
+	     "tensor and the regions");
+
+	signal(SIGALRM, on_alarm);
+	alarm(30);	/* a livelock or a wait for ever fails, not hangs */
+	memcpy(p + (64 << 10) - 4, &v, 8);
+	memcpy(&got, p + (64 << 10) - 4, 8);
+	alarm(0);
+	t_ok(got == v && p[0] == 0x5a && p[(4 << 16) - 1] == 0x5a,
+	     "half the budget pinned: an access across two blocks completes");
+	if (!r)
+		hmm_unmap(u, vu);
+	memset(vt, 0x33, 128 << 10);
+	hmm_unmap(t, vt);
+	r = hmm_map(t, 0, 192 << 10, HMM_TIER_HOST, HMM_WRITE, &vt);
+	t_eq(r, -ENOMEM, "a map that alone leaves the region one block fails "
+	     "at once: %s", r ? hmm_last_error() : "mapped");
+	if (!r)
+		hmm_unmap(t, vt);
+	hmm_region_free(h, p);
+
+	/* pins first: a region would get less than two blocks */
+	if (hmm_map(t, 0, 192 << 10, HMM_TIER_HOST, HMM_WRITE, &vt))
+		t_fail_all("map t: %s", hmm_last_error());
+	r = hmm_region_new(h, 4 << 16, &vp);
+	t_eq(r, -ENOMEM, "a region next to pins that leave one block is "
+	     "refused: %s", hmm_last_error());
+	if (!r)
+		hmm_region_free(h, vp);
+	hmm_unmap(t, vt);
+	r = hmm_region_new(h, 4 << 16, &vp);
+	t_eq(r, 0, "and made once they are unpinned");
+	if (!r) {
+		memset(vp, 0x77, 4 << 16);
+		t_ok(((uint8_t *)vp)[0] == 0x77, "it works");
+		hmm_region_free(h, vp);
+	}
 	hmm_close(h);
 }
 
@@ -286,6 +386,7 @@ int main(void)
 		hmm_region_free(h, vp);
 	}
 	two_blocks(&cfg);
+	pinned_room(&cfg);
 	if (sh && UNDER_TSAN)
 		hmm_test_skip("kill -9 of hmmd", "TSan reports the SIGBUS "
 			      "mapping as a race");

@@ -3,8 +3,9 @@
  * test_tensor_backpressure — when a tier is full of pinned chunks a map
  * waits (back-pressure) and proceeds as soon as a pin is dropped; if no
  * pin is dropped within wait_ms it fails with -ENOMEM and a detail, and
- * leaves nothing pinned; the same at the (sim) device tier.  Never an
- * abort.  t: tsan
+ * leaves nothing pinned; the same at the (sim) device tier.  A map
+ * waits out other calls' copies that fill the budget (busy_room).
+ * Never an abort.  t: tsan
  *
  * In shared mode (HMM_TEST_MODE=shared, tests/unit/hmm_mode.h) the same
  * checks hold through hmmd, whose budget and wait_ms are this config's:
@@ -35,6 +36,24 @@ static void *mapper(void *arg)
 	return NULL;
 }
 
+/* A context of 64 KiB chunks, a 128 KiB host budget and a 1 MiB sim
+ * device behind a link on which one chunk takes 62 ms, past wait_ms
+ * (20); NULL with the detail. */
+static struct hmm *slow_open(void)
+{
+	static char path[4200];
+	struct hmm_config cfg;
+	struct hmm *h2;
+
+	hmm_test_config(&cfg, path, sizeof(path), 16 << 20, 128 << 10,
+			64 << 10);
+	cfg.device = "sim";
+	cfg.device_budget = 1 << 20;
+	cfg.sim_bandwidth = 1 << 20;
+	cfg.wait_ms = 20;
+	return hmm_open(&cfg, &h2) ? NULL : h2;
+}
+
 /*
  * A device map staging its chunks through a host budget of two, over a
  * slow device link: the host is full of the map's own chunks in flight,
@@ -45,10 +64,8 @@ static void *mapper(void *arg)
  */
 static void staged_slowly(void)
 {
-	struct hmm_config cfg;
 	struct hmm_tensor *t;
 	int64_t n = 256 << 10;
-	char path[4200];
 	struct hmm *h2;
 	uint8_t *p;
 	void *v;
@@ -59,13 +76,7 @@ static void staged_slowly(void)
 			      "shared mode: staging is hmmd's");
 		return;
 	}
-	hmm_test_config(&cfg, path, sizeof(path), 16 << 20, 128 << 10,
-			64 << 10);
-	cfg.device = "sim";
-	cfg.device_budget = 1 << 20;
-	cfg.sim_bandwidth = 1 << 20;	/* 64 KiB: 62 ms, past wait_ms */
-	cfg.wait_ms = 20;
-	if (hmm_open(&cfg, &h2) ||
+	if (!(h2 = slow_open()) ||
 	    hmm_tensor_new(h2, "staged", HMM_DTYPE_U8, 1, &n, &t))
 		t_fail_all("staged: %s", hmm_last_error());
 	for (int i = 0; i < 4; i++) {	/* each chunk written, to the store */
@@ -86,6 +97,123 @@ static void staged_slowly(void)
 		     "its bytes are the store's");
 		hmm_unmap(t, v);
 	}
+	hmm_close(h2);
+}
+
+static double since(const struct timespec *t0)
+{
+	struct timespec t1;
+
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	return t1.tv_sec - t0->tv_sec + (t1.tv_nsec - t0->tv_nsec) * 1e-9;
+}
+
+/*
+ * The host budget full of another call's copies: a's two chunks being
+ * copied to the (sim) device by a prefetch, or in from it by an evict,
+ * over a link slower than wait_ms.  Nothing is pinned: an unrelated map
+ * of b waits for the copies to end and then for the room they free.  It
+ * found no victim (every chunk busy) and failed with -ENOMEM after
+ * wait_ms while the copies ran (found by fuzz_api).  A map that cannot
+ * fit once they end (half the budget pinned) still fails with -ENOMEM,
+ * a wait_ms after the copies, naming the tensor and the numbers.
+ */
+static struct hmm *busy_open(struct hmm_tensor **a, struct hmm_tensor **b,
+			     struct hmm_tensor **c, int on_device)
+{
+	int64_t na = 128 << 10, nb = 64 << 10;
+	struct hmm *h2;
+	void *v;
+
+	if (!(h2 = slow_open()) ||
+	    hmm_tensor_new(h2, "busy_a", HMM_DTYPE_U8, 1, &na, a) ||
+	    hmm_tensor_new(h2, "busy_b", HMM_DTYPE_U8, 1, &nb, b) ||
+	    hmm_tensor_new(h2, "busy_c", HMM_DTYPE_U8, 1, &na, c))
+		t_fail_all("busy: %s", hmm_last_error());
+	/* a written where its copies will start from */
+	if (hmm_map(*a, 0, HMM_ALL, on_device ? HMM_TIER_DEVICE :
+		    HMM_TIER_HOST, HMM_DISCARD, &v))
+		t_fail_all("busy: map a: %s", hmm_last_error());
+	if (!on_device)
+		memset(v, 0x3c, na);
+	hmm_unmap(*a, v);
+	return h2;
+}
+
+static void busy_room(void)
+{
+	struct hmm_tensor *a, *b, *c;
+	struct timespec ts;
+	struct hmm_stats st;
+	struct hmm *h2;
+	double w;
+	void *v, *vc;
+	int r;
+
+	if (hmm_test_shared()) {
+		hmm_test_skip("a map waits for other calls' copies", "shared "
+			      "mode: the device is this process's, the host "
+			      "budget hmmd's");
+		return;
+	}
+	/* a prefetch copies a's host chunks to the device */
+	h2 = busy_open(&a, &b, &c, 0);
+	hmm_prefetch(a, 0, HMM_ALL, HMM_TIER_DEVICE);
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	r = hmm_map(b, 0, HMM_ALL, HMM_TIER_HOST, HMM_DISCARD, &v);
+	w = since(&ts);
+	t_eq(r, 0, "a host map waits for a prefetch's copies out of a full "
+	     "host budget (%s, %.3f s)", r ? hmm_last_error() : "ok", w);
+	if (!r) {
+		memset(v, 0x11, 64 << 10);
+		hmm_unmap(b, v);
+	}
+	hmm_wait(h2, NULL);
+	hmm_stats(h2, &st);
+	t_ok(st.tier[HMM_TIER_HOST].peak <= 128 << 10, "peak %llu within "
+	     "budget", (unsigned long long)st.tier[HMM_TIER_HOST].peak);
+	hmm_close(h2);
+
+	/* an evict copies a's device chunks down into the host budget */
+	h2 = busy_open(&a, &b, &c, 1);
+	hmm_evict(a, 0, HMM_ALL, HMM_TIER_DEVICE);
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	r = hmm_map(b, 0, HMM_ALL, HMM_TIER_HOST, HMM_DISCARD, &v);
+	w = since(&ts);
+	t_eq(r, 0, "a host map waits for an evict's copies into a full "
+	     "host budget (%s, %.3f s)", r ? hmm_last_error() : "ok", w);
+	if (!r)
+		hmm_unmap(b, v);
+	hmm_wait(h2, NULL);
+	if (!hmm_map(a, 0, HMM_ALL, HMM_TIER_HOST, HMM_READ, &v)) {
+		t_ok(((uint8_t *)v)[0] == 0 && ((uint8_t *)v)[(128 << 10) - 1]
+		     == 0, "a's bytes came down whole");
+		hmm_unmap(a, v);
+	} else {
+		t_ok(0, "map a back: %s", hmm_last_error());
+	}
+
+	/* half the budget pinned, half another call's copies: a map of the
+	   whole budget never fits, and fails once the copies have ended */
+	if (hmm_map(b, 0, HMM_ALL, HMM_TIER_HOST, HMM_READ, &v))
+		t_fail_all("busy: map b: %s", hmm_last_error());
+	if (hmm_map(a, 0, 64 << 10, HMM_TIER_DEVICE, HMM_WRITE, &vc))
+		t_fail_all("busy: map a at the device: %s", hmm_last_error());
+	hmm_unmap(a, vc);
+	hmm_evict(a, 0, HMM_ALL, HMM_TIER_DEVICE);
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	r = hmm_map(c, 0, HMM_ALL, HMM_TIER_HOST, HMM_DISCARD, &vc);
+	w = since(&ts);
+	t_eq(r, -ENOMEM, "a map that cannot fit once the copies end fails "
+	     "-ENOMEM (%.3f s)", w);
+	t_ok(strstr(hmm_last_error(), "busy_c") &&
+	     strstr(hmm_last_error(), "needs 131072 bytes") &&
+	     strstr(hmm_last_error(), "budget 131072"), "its detail names "
+	     "the tensor and the sizes: %s", hmm_last_error());
+	t_ok(w >= 0.019 && w < 5, "after a bounded wait (%.3f s)", w);
+	hmm_stats(h2, &st);
+	t_eq(st.tier[HMM_TIER_HOST].pinned, 64 << 10, "only b stays pinned");
+	hmm_unmap(b, v);
 	hmm_close(h2);
 }
 
@@ -185,5 +313,6 @@ int main(void)
 	hmm_unmap(c, pc);
 	hmm_close(h);
 	staged_slowly();
+	busy_room();
 	return t_done();
 }

@@ -26,10 +26,31 @@ void hmm_budget_register(struct hmm *h, const struct hmm_reclaimer *rc)
 }
 
 /*
+ * Will bytes fit at tier once the copies in flight end?  Evictions in
+ * flight (pending_free) free their bytes; unpinned chunks another call
+ * is copying (a prefetch, an evict's copy down, a write-back) are no
+ * victims while they are busy, but they are once it ends.  Counted only
+ * for an admission that may evict anything (limit HMM_NO_LIMIT).  With
+ * the host full of such chunks a map found nothing to evict, starved,
+ * and failed with -ENOMEM after wait_ms while the copies still ran.
+ */
+static int room_to_come(struct hmm *h, int tier, uint64_t bytes,
+			uint64_t limit)
+{
+	struct hmm_tier *T = &h->tier[tier];
+	uint64_t going = T->pending_free;
+
+	if (limit == HMM_NO_LIMIT)
+		going += hmm_chunk_busy_bytes(h, tier);
+	return going && T->used - going + bytes <= T->cap;
+}
+
+/*
  * Make room for bytes at tier: HMM_READY when they fit now, HMM_AGAIN
- * when evictions are in flight (wait on h->cond), HMM_STARVED when
- * nothing can be evicted.  limit: evict only what is next used farther
- * than limit (HMM_NO_LIMIT: any).
+ * when evictions are in flight or copies hold room that will come
+ * (room_to_come: wait on h->cond), HMM_STARVED when nothing can be
+ * evicted.  limit: evict only what is next used farther than limit
+ * (HMM_NO_LIMIT: any).
  */
 int hmm_budget_room(struct hmm *h, int tier, uint64_t bytes, uint64_t limit)
 {
@@ -52,7 +73,9 @@ int hmm_budget_room(struct hmm *h, int tier, uint64_t bytes, uint64_t limit)
 		if (r == HMM_READY)
 			continue;	/* something went, or is going */
 		if (r == HMM_NOTHING)
-			return T->pending_free ? HMM_AGAIN : HMM_STARVED;
+			return T->pending_free ||
+			       room_to_come(h, tier, bytes, limit) ?
+			       HMM_AGAIN : HMM_STARVED;
 		return r;		/* waits for room elsewhere, or fails */
 	}
 }

@@ -339,6 +339,27 @@ int hmm_chunk_evictable(struct hmm *h, struct hmm_chunk *c, int tier)
 }
 
 /*
+ * Bytes at tier of resident, unpinned chunks with a copy in flight that
+ * is not their eviction from tier (that is pending_free): another
+ * call's prefetch, evict or write-back.  No victims now, they can go
+ * once their copies end: room to come (hmm_budget_room).
+ */
+uint64_t hmm_chunk_busy_bytes(struct hmm *h, int tier)
+{
+	struct hmm_list *l = &h->tier[tier].lru, *p;
+	uint64_t n = 0;
+
+	for (p = l->next; p != l; p = p->next) {
+		struct hmm_chunk *c = hmm_container_of(p, struct hmm_chunk,
+						       lru[tier]);
+
+		if (c->busy && !c->pins[tier] && !(c->evicting & TB(tier)))
+			n += hmm_chunk_cost(c, tier);
+	}
+	return n;
+}
+
+/*
  * Start moving c out of tier (it must be evictable): a clean copy is
  * dropped at once (HMM_READY); a dirty one is copied down first and
  * dropped when the copy completes (HMM_AGAIN).  HMM_STARVED or -errno

@@ -132,6 +132,8 @@ int hmm_chunk_step(struct hmm *h, struct hmm_chunk *c, int tier,
 int hmm_chunk_evict(struct hmm *h, struct hmm_chunk *c, int tier);
 void hmm_chunk_drop(struct hmm *h, struct hmm_chunk *c, int tier);
 int hmm_chunk_evictable(struct hmm *h, struct hmm_chunk *c, int tier);
+/* Bytes of unpinned chunks at tier that another call's copy holds. */
+uint64_t hmm_chunk_busy_bytes(struct hmm *h, int tier);
 void hmm_chunk_written(struct hmm *h, struct hmm_chunk *c, int tier);
 int hmm_chunk_writeback(struct hmm *h, struct hmm_chunk *c);
 void hmm_chunk_want(struct hmm *h, struct hmm_chunk *c, int tier);

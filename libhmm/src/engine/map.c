@@ -11,6 +11,7 @@
 
 #include "chunk.h"
 #include "err.h"
+#include "region_int.h"
 
 static const char *const tier_names[] = { "device", "host", "store" };
 
@@ -131,13 +132,18 @@ static int map_wait(struct hmm *h, struct hmm_tensor *t, uint64_t off,
 		.step = map_step, .arg = &m,
 	};
 	double t0 = hmm_now();
+	uint64_t need = 0;
+	uint32_t i;
 	int r = hmm_budget_admit(h, &a);
 
+	for (i = first; a.starved && i <= last; i++)
+		need += hmm_chunk_cost(&t->chunks[i], tier);
 	if (a.starved)
-		return hmm_err(-ENOMEM, "tensor %s: %s tier full for %u ms "
-			       "(budget %llu, used %llu, pinned %llu bytes "
-			       "incl. this map's%s%s%s)", t->name,
-			       tier_names[tier], h->cfg.wait_ms,
+		return hmm_err(-ENOMEM, "tensor %s: %s tier full for %u ms: "
+			       "the map needs %llu bytes (budget %llu, used "
+			       "%llu, pinned %llu bytes incl. this map's"
+			       "%s%s%s)", t->name, tier_names[tier],
+			       h->cfg.wait_ms, (unsigned long long)need,
 			       (unsigned long long)h->tier[tier].cap,
 			       (unsigned long long)h->tier[tier].used,
 			       (unsigned long long)h->tier[tier].pinned,
@@ -155,6 +161,68 @@ static int map_wait(struct hmm *h, struct hmm_tensor *t, uint64_t off,
 				h->chunk_bytes, t0, t0 + a.waited_s, 0);
 	}
 	return 0;
+}
+
+/*
+ * A host map next to userfaultfd regions: its pins may not take the two
+ * blocks the regions keep (hmm_region_keep), or a region fault could
+ * wait for ever, or two blocks of one access evict each other for ever.
+ * An admission's step (budget.h) run before the map pins anything:
+ * -ENOMEM at once when the map alone is too large, HMM_STARVED while
+ * others' pins are in the way (the map waits for their unmaps, then
+ * fails after wait_ms as for a tier full of pinned chunks).
+ */
+static int keep_step(struct hmm *h, void *arg)
+{
+	struct map_range *m = arg;
+	const struct hmm_tier *T = &h->tier[HMM_TIER_HOST];
+	uint32_t i = m->off / h->chunk_bytes;
+	uint32_t last = (m->off + m->len - 1) / h->chunk_bytes;
+	uint64_t keep = hmm_region_keep(h), need = 0, more = 0;
+
+	if (!keep)
+		return HMM_READY;
+	for (; i <= last; i++) {
+		uint64_t cost = hmm_chunk_cost(&m->t->chunks[i], m->tier);
+
+		need += cost;
+		if (!m->t->chunks[i].pins[m->tier])
+			more += cost;
+	}
+	if (need + keep > T->cap)
+		return hmm_err(-ENOMEM, "hmm_map: tensor %s: %llu bytes do not "
+			       "fit the host budget (%llu) less the %llu "
+			       "bytes the context's regions keep free of "
+			       "pins (two blocks)", m->t->name,
+			       (unsigned long long)need,
+			       (unsigned long long)T->cap,
+			       (unsigned long long)keep);
+	return T->pinned + more + keep <= T->cap ? HMM_READY : HMM_STARVED;
+}
+
+/* Wait until the map may pin next to the regions (h->lock held). */
+static int map_keep(struct hmm *h, struct hmm_tensor *t, uint64_t off,
+		    uint64_t len)
+{
+	struct map_range m = { t, off, len, HMM_TIER_HOST, 0 };
+	struct hmm_admit a = {
+		.tier = HMM_TIER_HOST, .wait_s = h->cfg.wait_ms / 1000.0,
+		.step = keep_step, .arg = &m,
+	};
+	int r = hmm_budget_admit(h, &a);
+
+	if (a.starved)
+		return hmm_err(-ENOMEM, "tensor %s: pinned chunks left the "
+			       "regions less than %llu bytes of the host "
+			       "budget for %u ms (budget %llu, pinned %llu "
+			       "bytes)", t->name,
+			       (unsigned long long)hmm_region_keep(h),
+			       h->cfg.wait_ms,
+			       (unsigned long long)h->tier[HMM_TIER_HOST].cap,
+			       (unsigned long long)
+			       h->tier[HMM_TIER_HOST].pinned);
+	h->tier[HMM_TIER_HOST].st.stall_s += a.waited_s;
+	return r;
 }
 
 int hmm_engine_map(struct hmm_tensor *t, uint64_t off, uint64_t len,
@@ -190,13 +258,14 @@ int hmm_engine_map(struct hmm_tensor *t, uint64_t off, uint64_t len,
 		 (void *)(uintptr_t)(t->dev + off);
 
 	pthread_mutex_lock(&h->lock);
+	r = tier == HMM_TIER_HOST ? map_keep(h, t, off, len) : 0;
+	if (r < 0)
+		goto out_unlock;
 	map_pin(h, t, off, len, tier, access);
 	r = map_wait(h, t, off, len, tier, access);
 	if (r < 0) {
 		map_unpin(h, t, first, last, tier);
-		pthread_mutex_unlock(&h->lock);
-		free(m);
-		return r;
+		goto out_unlock;
 	}
 	if (access & HMM_WRITE)
 		for (i = first; i <= last; i++) {
@@ -207,6 +276,11 @@ int hmm_engine_map(struct hmm_tensor *t, uint64_t off, uint64_t len,
 	pthread_mutex_unlock(&h->lock);
 	*ptr = m->ptr;
 	return 0;
+
+out_unlock:
+	pthread_mutex_unlock(&h->lock);
+	free(m);
+	return r;
 }
 
 int hmm_engine_unmap(struct hmm_tensor *t, void *ptr)

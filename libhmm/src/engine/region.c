@@ -50,6 +50,45 @@ out_free:
 	return err;
 }
 
+uint64_t hmm_region_keep(struct hmm *h)
+{
+	struct hmm_list *l;
+
+	for (l = h->regions.next; l != &h->regions; l = l->next)
+		if (!hmm_container_of(l, struct hmm_region, link)->whole)
+			return REGION_KEEP;
+	return 0;
+}
+
+/* Put r on the regions' list, unless pins leave it less than two blocks
+ * of the host budget (its faults could wait for ever).  0 or -ENOMEM. */
+static int region_add(struct hmm *h, struct hmm_region *r)
+{
+	const struct hmm_tier *T = &h->tier[HMM_TIER_HOST];
+	uint64_t cap, pinned;
+
+	pthread_mutex_lock(&h->lock);
+	cap = T->cap;
+	pinned = T->pinned;
+	if (pinned + REGION_KEEP <= cap)
+		hmm_list_add_tail(&h->regions, &r->link);
+	pthread_mutex_unlock(&h->lock);
+	if (pinned + REGION_KEEP <= cap)
+		return 0;
+	return hmm_err(-ENOMEM, "hmm_region_new: pinned chunks hold %llu "
+		       "of the host budget's %llu bytes: regions need %u "
+		       "free of pins (two blocks: one access may touch "
+		       "two)", (unsigned long long)pinned,
+		       (unsigned long long)cap, REGION_KEEP);
+}
+
+static void region_uffd_free(struct hmm_region *r)
+{
+	hmm_region_uffd_stop(r);
+	r->ops->fini(r);
+	free(r->state);
+}
+
 int hmm_region_create(struct hmm *h, uint64_t bytes, void **ptr)
 {
 	struct hmm_region *r;
@@ -84,9 +123,9 @@ int hmm_region_create(struct hmm *h, uint64_t bytes, void **ptr)
 		err = region_uffd_new(h, r);
 		if (err)
 			goto out_unmap;
-		pthread_mutex_lock(&h->lock);
-		hmm_list_add_tail(&h->regions, &r->link);
-		pthread_mutex_unlock(&h->lock);
+		err = region_add(h, r);
+		if (err)
+			goto out_uffd;
 	} else if (err) {
 		goto out_free;
 	}
@@ -94,6 +133,8 @@ int hmm_region_create(struct hmm *h, uint64_t bytes, void **ptr)
 	*ptr = r->base;
 	return 0;
 
+out_uffd:
+	region_uffd_free(r);
 out_unmap:
 	munmap(r->base, r->bytes);
 out_free:

@@ -102,6 +102,17 @@ static inline char *region_block_addr(struct hmm_region *r, uint32_t b)
 	return r->base + (uint64_t)b * RBLOCK;
 }
 
+/*
+ * region.c, h->lock held: the host bytes that pins must leave to the
+ * context's userfaultfd regions: two blocks (one access may touch two)
+ * while there is one, else 0.  map.c refuses a host map that would
+ * pin into them, hmm_region_create a region that pins already leave
+ * less: a fault for which nothing can be evicted waited for ever, and
+ * with one block of room the two blocks of an access evicted each other.
+ */
+#define REGION_KEEP	(2 * RBLOCK)
+uint64_t hmm_region_keep(struct hmm *h);
+
 /* region_fault.c: userfaultfd and the fault thread for r (r->base mapped,
  * r->ops set).  0 or -errno with the detail; _stop ends the thread. */
 int hmm_region_uffd_start(struct hmm_region *r);
