@@ -145,13 +145,19 @@ static int parse_policy(const char *s, uint32_t *out)
 	return 0;
 }
 
-/* "", a number, or flag names joined by ',' or '|'. */
+/* "", a number, or flag names joined by ',' or '|'.  A number with a
+ * bit that is no flag is -EDOM: hmm_open would refuse it, and its
+ * read-back (names, then the rest as a number) would not parse. */
 static int parse_flags(const char *s, uint32_t *out)
 {
-	uint32_t bits = 0;
+	uint32_t bits = 0, known = 0;
 	long long v;
 
 	if (!parse_int(s, 0, UINT32_MAX, &v)) {
+		for (unsigned i = 0; i < NFLAGS; i++)
+			known |= flag_name[i].bit;
+		if ((uint32_t)v & ~known)
+			return -EDOM;
 		*out = (uint32_t)v;
 		return 0;
 	}
@@ -242,7 +248,9 @@ int hmm_config_set(struct hmm_config *cfg, const char *key,
 	if (r)
 		return hmm_err(-EINVAL, "config.%s: '%s' is not %s%s", key,
 			       value, expect(f->kind),
-			       r == -ERANGE ? " (too large)" : "");
+			       r == -ERANGE ? " (too large)" :
+			       r == -EDOM ? " (it sets bits that are no "
+			       "flag)" : "");
 	return 0;
 }
 

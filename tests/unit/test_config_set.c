@@ -142,6 +142,15 @@ int main(void)
 	set_bad(c, "policy", "fifo", "fifo");
 	set_bad(c, "policy", "2", "policy");
 	set_bad(c, "flags", "store_keep,turbo", "store_keep,turbo");
+	/* a number with bits that are no flag: hmm_open would refuse it,
+	 * and its read-back "store_buffered,...,999999984" did not parse
+	 * (fuzz_api) */
+	set_bad(c, "flags", "999999999", "bits that are no flag");
+	set_bad(c, "flags", "16", "config.flags: '16'");
+	set_ok(c, "flags", "15");
+	get_is(c, "flags", "store_buffered,store_keep,host_shared,"
+	       "store_format");
+	set_ok(c, "flags", "0");
 	set_bad(c, "reserved", "0", "reserved");
 	set_bad(c, "pool_bytes", "8G", "too large");
 	set_bad(c, "io_depth", "-1", "io_depth");
