@@ -23,6 +23,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -177,6 +178,34 @@ static inline const char *t_tmpdir(void)
 	t_tmpdir_pid_ = getpid();
 	atexit(t_tmpdir_rm_);
 	return dir;
+}
+
+/*
+ * t_watchdog(secs, what): a hang fails instead of blocking.  Past secs
+ * (0: off) the test prints "not ok - WHAT never ended (hung)", removes
+ * its folder (an exit from the handler runs no atexit) and exits 1.
+ * Only for a test that is stuck: the handler forks rm.
+ */
+static const char *t_watch_what_;
+
+static inline void t_watch_fired_(int sig)
+{
+	char msg[512];
+	int n = snprintf(msg, sizeof(msg), "not ok - %s never ended "
+			 "(hung)\n", t_watch_what_);
+
+	(void)sig;
+	if (write(1, msg, n > 0 && n < (int)sizeof(msg) ? n : 0) < 0)
+		_exit(1);
+	t_tmpdir_rm_();
+	_exit(1);
+}
+
+static inline void t_watchdog(unsigned secs, const char *what)
+{
+	t_watch_what_ = what;
+	signal(SIGALRM, t_watch_fired_);
+	alarm(secs);
 }
 
 /* t_rand(): a small deterministic generator (splitmix64) for test data. */

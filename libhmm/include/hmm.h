@@ -519,7 +519,9 @@ const char *hmm_last_error(void);
  * hmmk.ko backs it when the hmmd of this context is the module's daemon
  * (evicted pages go to hmmd); otherwise userfaultfd here with evicted
  * blocks in an hmmd tensor.  An access whose bytes are lost (a failed
- * read, hmmd gone) gets SIGBUS, never wrong bytes.  Returns 0 and *ptr,
+ * read, hmmd gone) gets SIGBUS, never wrong bytes; hmmd short of room
+ * (this client's quota kept full by its own maps) only makes an access
+ * wait: its block's eviction or read is tried again.  Returns 0 and *ptr,
  * -EINVAL (zero bytes, or a host budget under 128 KiB: one access may
  * touch two blocks, and both must fit; in shared mode also a host quota
  * in hmmd, config.host_budget as hmmd capped it, under the whole chunks
@@ -537,7 +539,8 @@ int hmm_region_new(struct hmm *h, uint64_t bytes, void **ptr);
  * Advise [ptr, ptr + len) of a region (HMM_ADVISE_*): COLD evicts now
  * (the module's EVICT for a module region), WILLNEED faults in now.
  * Returns 0, -EINVAL (not inside one region, unknown advice) or an I/O
- * error (-EPIPE / -ENOTCONN once hmmd is gone).  Any thread.
+ * error (-EPIPE / -ENOTCONN once hmmd is gone; -EDQUOT / -ENOMEM when
+ * hmmd had no room for now: those blocks stay resident).  Any thread.
  */
 int hmm_region_advise(struct hmm *h, void *ptr, uint64_t len, int advice);
 

@@ -168,12 +168,13 @@ static int region_uffd_advise(struct hmm *h, struct hmm_region *r,
 
 	pthread_mutex_lock(&h->lock);
 	if (advice == HMM_ADVISE_COLD) {
+		r->again = 0;	/* what this advice's writes meet */
 		for (b = first; b <= last; b++)
 			if (r->state[b] == RB_RESIDENT)
 				hmm_region_evict_block(h, r, b);
 		while (hmm_region_drain(h))
 			;
-		err = r->dead;
+		err = r->dead ? r->dead : r->again;
 	}
 	pthread_mutex_unlock(&h->lock);
 	for (b = first; advice == HMM_ADVISE_WILLNEED && b <= last; b++) {
@@ -185,9 +186,14 @@ static int region_uffd_advise(struct hmm *h, struct hmm_region *r,
 		if (!broken)
 			(void)*(volatile char *)region_block_addr(r, b);
 	}
-	if (err)
+	if (err && r->dead)
 		return hmm_err(err, "hmm_region_advise: region %u: its %s "
 			       "is gone: %s", r->id, r->ops->name,
+			       strerror(-err));
+	if (err)	/* short of room for now: the blocks stay resident */
+		return hmm_err(err, "hmm_region_advise: region %u: %s did "
+			       "not take every block (%s): they stay "
+			       "resident", r->id, r->ops->name,
 			       strerror(-err));
 	return 0;
 }

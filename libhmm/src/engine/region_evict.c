@@ -6,11 +6,15 @@
  * staging mapping, leaving the range empty (an access now faults and
  * waits for the write); the block backend writes the staging pages and
  * they are unmapped.  A failed write puts the pages back (UFFDIO_COPY)
- * and keeps them resident; one the store refuses for want of room
- * (-ENOSPC) also ends the region's evictions (r->dead), so that a fault
+ * and keeps them resident (and dirty).  One that means the backend is
+ * gone or full for good (ops->gone: hmmd's connection lost, the store's
+ * -ENOSPC) also ends the region's evictions (r->dead), so that a fault
  * needing room fails at once instead of evicting block after block in
- * vain.  Writes a backend defers (r->todo) are done
- * by the thread that needs the room, without h->lock (hmm_region_drain).
+ * vain; any other failure (hmmd's quota or budget full for a while:
+ * region_short) only keeps the region out of reclaim for REGION_RETRY_S
+ * (r->retry_at), and the fault that needs the room tries again then.
+ * Writes a backend defers (r->todo) are done by the thread that needs
+ * the room, without h->lock (hmm_region_drain).
  */
 #include <errno.h>
 #include <linux/userfaultfd.h>
@@ -54,6 +58,32 @@ void hmm_region_wait(struct hmm *h)
 		pthread_cond_wait(&h->cond, &h->lock);
 }
 
+/*
+ * Block b's write failed with err; it is resident again (h->lock held).
+ * Its backend gone, or the store full (the I/O thread fails a write
+ * with -ENOSPC only when nothing in flight can free room): evict no
+ * more, rather than write block after block in vain while a fault waits
+ * for room.  Else try again later: quietly when the backend is only
+ * short of room for now (hmmd's quota full: nothing is lost), said once
+ * per failure otherwise (an I/O error).
+ */
+static void region_write_failed(struct hmm *h, struct hmm_region *r,
+				uint32_t b, int err, const char *detail)
+{
+	if (r->ops->gone(err)) {
+		if (!r->dead)
+			r->dead = err;
+	} else {
+		r->retry_at = hmm_now() + REGION_RETRY_S;
+		r->again = err;
+		if (region_short(err))
+			return;
+	}
+	h->st.io_errors++;
+	hmm_async_error(h, err, "region %u block %u: %s write failed: %s",
+			r->id, b, r->ops->name, detail);
+}
+
 void hmm_region_wb_done(struct hmm_ioreq *q)
 {
 	struct region_wb *wb = hmm_container_of(q, struct region_wb, req);
@@ -79,17 +109,9 @@ void hmm_region_wb_done(struct hmm_ioreq *q)
 	r->evicting--;
 	if (err) {
 		r->state[wb->block] = RB_RESIDENT;
-		/* its backend is gone, or the store is full (the I/O thread
-		 * fails a write with -ENOSPC only when nothing in flight can
-		 * free room): evict no more, rather than write block after
-		 * block in vain while a fault waits for room */
-		if ((r->ops->gone_on_error || err == -ENOSPC) && !r->dead)
-			r->dead = err;
-		h->st.io_errors++;
-		hmm_async_error(h, err, "region %u block %u: %s write "
-				"failed: %s", r->id, wb->block, r->ops->name,
-				detail);
+		region_write_failed(h, r, wb->block, err, detail);
 	} else {
+		r->again = 0;
 		r->state[wb->block] = RB_STORED;
 		hmm_budget_give(h, HMM_TIER_HOST, RBLOCK);
 		h->st.region_evictions++;
@@ -132,11 +154,14 @@ int hmm_region_evict_block(struct hmm *h, struct hmm_region *r, uint32_t b)
 
 /*
  * The host budget needs bytes and no chunk can go: evict resident region
- * blocks, clock order over every region.  Returns the number started.
+ * blocks, clock order over every region but those whose evictions ended
+ * (r->dead) or failed a moment ago (r->retry_at).  Returns the number
+ * started.
  */
 static int region_reclaim_blocks(struct hmm *h, uint64_t bytes)
 {
 	struct hmm_list *p;
+	double now = hmm_now();
 	uint64_t got = 0;
 	int n = 0;
 
@@ -146,6 +171,8 @@ static int region_reclaim_blocks(struct hmm *h, uint64_t bytes)
 							link);
 		uint32_t i;
 
+		if (r->retry_at > now)
+			continue;	/* a write failed just now */
 		for (i = 0; !r->whole && !r->dead && i < r->nblocks &&
 		     got < bytes; i++) {
 			uint32_t b = r->hand;

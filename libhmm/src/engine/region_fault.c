@@ -6,6 +6,9 @@
  * blocks), then UFFDIO_ZEROPAGE for an ABSENT block or UFFDIO_COPY from
  * the block backend's copy of a STORED one.  A block whose bytes cannot
  * come back gets an empty memfd mapped over it: SIGBUS, never zeros.
+ * A read the backend fails for want of room for now (region_short: hmmd
+ * maps the block in this client's quota) leaves the block stored and is
+ * tried again REGION_RETRY_S later.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -79,14 +82,45 @@ static void region_broken(struct hmm *h, struct hmm_region *r, uint32_t b,
 			"SIGBUS)", r->id, b, why, strerror(-err));
 }
 
+/*
+ * Room in the host budget for one block (h->lock held, dropped while
+ * waiting), however long it takes; fails only when none is there and
+ * r's evictions ended (r->dead): nothing of it can go.  Admitted in
+ * turns of REGION_RETRY_S, so that a region's eviction that failed for
+ * want of room in its backend (r->retry_at) is tried again after each.
+ */
+static int region_room(struct hmm *h, struct hmm_region *r)
+{
+	for (;;) {
+		struct hmm_admit a = {
+			.tier = HMM_TIER_HOST, .bytes = RBLOCK,
+			.wait_s = REGION_RETRY_S, .cancel = &r->dead,
+		};
+		int err = hmm_budget_admit(h, &a);
+
+		if (!err || !a.starved || r->dead)
+			return err;
+	}
+}
+
+/* Wait REGION_RETRY_S before a read is tried again (h->lock held). */
+static void region_pause(struct hmm *h)
+{
+	double until = hmm_now() + REGION_RETRY_S;
+
+	while (hmm_now() < until)
+		hmm_cond_wait_until(h, until);
+}
+
 static void region_fault(struct hmm_region *r, uint64_t addr)
 {
 	struct hmm *h = r->h;
 	uint32_t b = (addr - (uintptr_t)r->base) / RBLOCK;
 	double t0 = hmm_now();
-	int stored, err;
+	int stored, err, tries = 0;
 
 	pthread_mutex_lock(&h->lock);
+again:
 	while (r->state[b] == RB_EVICTING)
 		hmm_region_wait(h);
 	if (r->state[b] == RB_RESIDENT || r->state[b] == RB_BROKEN) {
@@ -95,15 +129,7 @@ static void region_fault(struct hmm_region *r, uint64_t addr)
 		region_wake(r, b);
 		return;
 	}
-	{	/* room for the block (may wait); fails only when none is
-		   there and r's backend is gone: nothing of it can go */
-		struct hmm_admit a = {
-			.tier = HMM_TIER_HOST, .bytes = RBLOCK,
-			.wait_s = HMM_FOREVER, .cancel = &r->dead,
-		};
-
-		err = hmm_budget_admit(h, &a);
-	}
+	err = region_room(h, r);
 	if (err) {
 		region_broken(h, r, b, err, "no room, and the region can "
 			      "evict no more");
@@ -113,7 +139,8 @@ static void region_fault(struct hmm_region *r, uint64_t addr)
 	}
 	stored = r->state[b] == RB_STORED;
 	r->state[b] = RB_FILLING;	/* not a reclaim victim yet */
-	h->st.region_faults++;
+	if (!tries++)
+		h->st.region_faults++;
 	pthread_mutex_unlock(&h->lock);
 
 	if (stored) {
@@ -126,6 +153,14 @@ static void region_fault(struct hmm_region *r, uint64_t addr)
 		ioctl(r->uffd, UFFDIO_ZEROPAGE, &zp);
 	}
 	pthread_mutex_lock(&h->lock);
+	if (err && region_short(err) && !r->ops->gone(err)) {
+		/* the backend is short of room for now (hmmd: this
+		   client's quota full): the block stays stored */
+		hmm_budget_give(h, HMM_TIER_HOST, RBLOCK);
+		r->state[b] = RB_STORED;
+		region_pause(h);
+		goto again;
+	}
 	if (err) {
 		hmm_budget_give(h, HMM_TIER_HOST, RBLOCK);
 		region_broken(h, r, b, err, "read failed");

@@ -20,6 +20,7 @@
 #ifndef HMM_REGION_INT_H
 #define HMM_REGION_INT_H
 
+#include <errno.h>
 #include <pthread.h>
 #include <stdint.h>
 
@@ -43,12 +44,15 @@ struct region_wb;
  * (region_drain: a round trip, run by the thread that needs the room).
  * read: a source for UFFDIO_COPY of stored block b (no lock held),
  * released by read_end.  fini: forget every stored block (the region is
- * off the list; no lock held).  gone_on_error: a failed write means the
- * backend is gone: the region evicts no more (r->dead).
+ * off the list; no lock held).  gone: whether a write or read that
+ * failed with err means the backend is gone or full for good: the
+ * region evicts no more (r->dead; a failed read breaks its block); any
+ * other failure keeps the block (resident, or stored) and is tried
+ * again later (region_short: quietly).
  */
 struct region_ops {
 	const char *name;	/* in error details: "store", "hmmd" */
-	int gone_on_error;
+	int (*gone)(int err);
 	void (*write)(struct hmm_region *r, struct region_wb *wb);
 	int (*write_now)(struct region_wb *wb);
 	int (*read)(struct hmm_region *r, uint32_t b, void **src);
@@ -81,6 +85,10 @@ struct hmm_region {
 	uint32_t evicting;	/* blocks in RB_EVICTING */
 	int dead;		/* -errno: the block backend is gone, or
 				   the store is full: no more evictions */
+	double retry_at;	/* a write failed for now (!ops->gone):
+				   no eviction before then (hmm_now) */
+	int again;		/* -errno of the last failed write that
+				   will be tried again; 0 after a good one */
 	int uffd, stopfd;
 	int busfd;		/* empty memfd: mapped over BROKEN blocks */
 	pthread_t thr;
@@ -101,6 +109,21 @@ static inline char *region_block_addr(struct hmm_region *r, uint32_t b)
 {
 	return r->base + (uint64_t)b * RBLOCK;
 }
+
+/*
+ * A failure that a later try may not meet: the backend is short of room
+ * for a while (hmmd: this client's quota, or its budget, full for its
+ * wait_ms; a call that timed out), not gone.  Such a write keeps its
+ * block resident and dirty, such a read its block stored, and they are
+ * tried again REGION_RETRY_S later at the earliest, without an error
+ * for hmm_wait: nothing is lost.
+ */
+static inline int region_short(int err)
+{
+	return err == -EDQUOT || err == -ENOMEM || err == -EAGAIN ||
+	       err == -EBUSY || err == -ETIMEDOUT || err == -EINTR;
+}
+#define REGION_RETRY_S	0.1
 
 /*
  * region.c, h->lock held: the host bytes that pins must leave to the

@@ -68,9 +68,16 @@ static void store_fini(struct hmm_region *r)
 	r->back = NULL;
 }
 
+/* A write the store refuses for want of extents (-ENOSPC) ends the
+ * region's evictions; others (an I/O error) are tried again later. */
+static int store_gone(int err)
+{
+	return err == -ENOSPC;
+}
+
 /* Writes go to the I/O thread, never deferred (no write_now). */
 static const struct region_ops store_ops = {
-	.name = "store", .gone_on_error = 0, .write = store_write,
+	.name = "store", .gone = store_gone, .write = store_write,
 	.write_now = NULL, .read = store_read, .read_end = store_read_end,
 	.fini = store_fini,
 };

@@ -8,7 +8,10 @@
  * they run without h->lock: evictions chosen under the lock wait on
  * r->todo until the thread that needs the room (or advise, or free)
  * writes them (write_now).  hmmd gone: that region evicts no more, and
- * its faults that need hmmd or room get SIGBUS.  In shared mode the host
+ * its faults that need hmmd or room get SIGBUS; hmmd short of room (this
+ * client's quota full for hmmd's wait_ms, as its own tensor maps may
+ * keep it) only fails that write or read, tried again later
+ * (remote_gone, region_short).  In shared mode the host
  * budget (config.host_budget) counts this process's resident region
  * bytes; hmmd counts the tensor in this client's quota, and each block
  * map pins whole chunks of it: a quota too small for one is refused at
@@ -29,6 +32,29 @@ static void remote_write(struct hmm_region *r, struct region_wb *wb)
 	r->todo = wb;
 }
 
+static int quota_check(struct hmm *h, struct hmm_region *r);
+
+/*
+ * A block's map that hmmd refused with -EDQUOT: this client's quota was
+ * full for hmmd's wait_ms (-EDQUOT: tried again later), unless it is now
+ * below what one block's map pins (a QUOTA_SET since hmm_region_new):
+ * then quota_check's -EINVAL, which ends the region's evictions.  Other
+ * errors as they are.  No lock held.
+ */
+static int remote_map_err(struct hmm_region *r, int err)
+{
+	char detail[512];
+	int q;
+
+	if (err != -EDQUOT)
+		return err;
+	snprintf(detail, sizeof(detail), "%s", hmm_last_error());
+	q = quota_check(r->h, r);
+	if (q == -EINVAL)
+		return q;
+	return hmm_err(err, "%s", detail);	/* hmmd's word on it */
+}
+
 /* The write itself: a round trip to hmmd and a copy (no lock held). */
 static int remote_write_now(struct region_wb *wb)
 {
@@ -39,15 +65,17 @@ static int remote_write_now(struct region_wb *wb)
 	err = hmm_remote_map(r->back, (uint64_t)wb->block * RBLOCK, RBLOCK,
 			     HMM_TIER_HOST, HMM_WRITE, &dst);
 	if (err)
-		return err;
+		return remote_map_err(r, err);
 	memcpy(dst, wb->staging, RBLOCK);
 	return hmm_remote_unmap(r->back, dst);
 }
 
 static int remote_read(struct hmm_region *r, uint32_t b, void **src)
 {
-	return hmm_remote_map(r->back, (uint64_t)b * RBLOCK, RBLOCK,
-			      HMM_TIER_HOST, HMM_READ, src);
+	int err = hmm_remote_map(r->back, (uint64_t)b * RBLOCK, RBLOCK,
+				 HMM_TIER_HOST, HMM_READ, src);
+
+	return err ? remote_map_err(r, err) : 0;
 }
 
 static void remote_read_end(struct hmm_region *r, void *src)
@@ -61,9 +89,20 @@ static void remote_fini(struct hmm_region *r)
 	r->back = NULL;
 }
 
-/* A failed write: hmmd is gone. */
+/*
+ * A failed map, write or read: hmmd is gone (the connection lost:
+ * -EPIPE, -ECONNRESET, -ENOTCONN, -EPROTO, hmmd stopping: -ESHUTDOWN),
+ * or refuses the block for good (-EINVAL above), unless it was short of
+ * room for now: this client's quota or its budget full for its wait_ms
+ * (-EDQUOT, -ENOMEM), or the call timed out.
+ */
+static int remote_gone(int err)
+{
+	return !region_short(err);
+}
+
 static const struct region_ops remote_ops = {
-	.name = "hmmd", .gone_on_error = 1, .write = remote_write,
+	.name = "hmmd", .gone = remote_gone, .write = remote_write,
 	.write_now = remote_write_now, .read = remote_read,
 	.read_end = remote_read_end, .fini = remote_fini,
 };
@@ -93,8 +132,10 @@ static uint64_t block_charge(uint64_t chunk, uint64_t bytes)
 /*
  * Each eviction of a block maps it in hmmd, pinning block_charge() of
  * this client's host quota there: a quota below that fails every
- * eviction (-EDQUOT, which ends the region's evictions: the next access
- * that needs room would get SIGBUS).  Refuse such a region now, naming
+ * eviction (-EDQUOT, tried again for ever while an access waits for
+ * room; once a QUOTA_SET makes it so, remote_map_err ends the region's
+ * evictions: the next access that needs room gets SIGBUS).  Refuse such
+ * a region now, naming
  * the sizes; a quota that only other maps fill waits for them.  The
  * quota is the one in force (STATS: the uid's, as hmmd's QUOTA_SET left
  * it), the chunk hmmd's.
