@@ -406,7 +406,11 @@ int hmm_wait(struct hmm *h, struct hmm_tensor *t);
  * Write every dirty chunk to the store, then the table of tensors (names,
  * shapes, which chunks are stored: see hmm_tensor_open), and make the
  * store durable: a checkpoint.  Mapped chunks are written as they are.
- * Returns 0, -ENODEV (no store tier), or an I/O error.  Any thread.
+ * Returns 0, -ENODEV (no store tier), -ENOMEM (a dirty chunk only at
+ * the device reaches the store through the host, and pinned maps held
+ * the host budget full for wait_ms: nothing is lost, and a flush after
+ * the unmaps saves it; the detail names the tensor and chunk), or an I/O
+ * error.  Any thread.
  */
 int hmm_flush(struct hmm *h);
 

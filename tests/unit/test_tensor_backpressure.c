@@ -217,6 +217,56 @@ static void busy_room(void)
 	hmm_close(h2);
 }
 
+/*
+ * A flush whose dirty chunk is only at the device must stage it through
+ * the host; with the host budget pinned full by a live map it can never,
+ * and hmm_flush waited for ever (found by fuzz_api).  Now it fails
+ * -ENOMEM after wait_ms, naming the chunk, loses nothing, and the next
+ * flush, once the map is gone, saves it.
+ */
+static void flush_starved(void)
+{
+	struct hmm_tensor *d, *p;
+	int64_t nd = 64 << 10, np = 128 << 10;
+	struct timespec ts;
+	struct hmm *h2;
+	void *vd, *vp;
+	double w;
+	int r;
+
+	if (hmm_test_shared()) {
+		hmm_test_skip("a flush starved of host room", "shared mode: "
+			      "the device is this process's, staged through "
+			      "hmmd");
+		return;
+	}
+	if (!(h2 = slow_open()) ||
+	    hmm_tensor_new(h2, "on_dev", HMM_DTYPE_U8, 1, &nd, &d) ||
+	    hmm_tensor_new(h2, "pins", HMM_DTYPE_U8, 1, &np, &p))
+		t_fail_all("flush_starved: %s", hmm_last_error());
+	if (hmm_map(d, 0, HMM_ALL, HMM_TIER_DEVICE, HMM_WRITE, &vd))
+		t_fail_all("map on_dev at the device: %s", hmm_last_error());
+	hmm_unmap(d, vd);		/* dirty at the device only */
+	if (hmm_map(p, 0, HMM_ALL, HMM_TIER_HOST, HMM_WRITE, &vp))
+		t_fail_all("map pins: %s", hmm_last_error());
+	memset(vp, 0x77, np);
+	t_watchdog(30, "hmm_flush with the host pinned full");
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	r = hmm_flush(h2);
+	w = since(&ts);
+	alarm(0);
+	t_eq(r, -ENOMEM, "a flush that cannot stage a device chunk through "
+	     "a host pinned full fails -ENOMEM (%.3f s)", w);
+	t_ok(strstr(hmm_last_error(), "on_dev") &&
+	     strstr(hmm_last_error(), "pinned"), "its detail names the "
+	     "tensor and the pins: %s", hmm_last_error());
+	t_ok(w >= 0.019 && w < 5, "after a bounded wait (%.3f s)", w);
+	hmm_unmap(p, vp);
+	t_eq(hmm_flush(h2), 0, "once the map is gone the flush saves all "
+	     "(%s)", hmm_last_error());
+	hmm_close(h2);
+}
+
 int main(void)
 {
 	struct hmm_config cfg;
@@ -314,5 +364,6 @@ int main(void)
 	hmm_close(h);
 	staged_slowly();
 	busy_room();
+	flush_starved();
 	return t_done();
 }

@@ -439,9 +439,23 @@ int hmm_engine_wait(struct hmm *h, struct hmm_tensor *t)
 }
 
 /* One pass over every chunk: start write-backs; 1 while any is pending. */
-static int flush_pass(struct hmm *h, int *err)
+/*
+ * One pass of a flush over every chunk: an admission's step (budget.h).
+ * HMM_AGAIN while copies are in flight (they end), HMM_STARVED while
+ * the only chunks left cannot move (one only at the device, with the
+ * host pinned full: it reaches the store through the host), HMM_READY
+ * when all are written; or the first error.
+ */
+struct flush_state {
+	int err;
+	const struct hmm_tensor *st;	/* a starved chunk's tensor */
+	uint32_t sj;			/* and index */
+};
+
+static int flush_step(struct hmm *h, void *arg)
 {
-	int pending = 0;
+	struct flush_state *f = arg;
+	int again = 0, starved = 0;
 	uint32_t i, j;
 
 	for (i = 0; i < h->ntensors; i++) {
@@ -454,13 +468,42 @@ static int flush_pass(struct hmm *h, int *err)
 			if (c->nowb == 1)	/* its write failed */
 				continue;
 			r = hmm_chunk_writeback(h, c);
-			if (r < 0 && !*err)
-				*err = r;
-			if (r == HMM_AGAIN || r == HMM_STARVED)
-				pending = 1;
+			if (r < 0 && !f->err)
+				f->err = r;
+			again |= r == HMM_AGAIN;
+			if (r == HMM_STARVED && !starved) {
+				starved = 1;
+				f->st = t;
+				f->sj = j;
+			}
 		}
 	}
-	return pending;
+	return f->err ? f->err : again ? HMM_AGAIN :
+	       starved ? HMM_STARVED : HMM_READY;
+}
+
+/* Write every dirty chunk (h->lock held): 0, or the first error; a
+ * chunk starved of host room for wait_ms is -ENOMEM naming it. */
+static int flush_chunks(struct hmm *h)
+{
+	struct flush_state f = { 0 };
+	struct hmm_admit a = {
+		.tier = HMM_TIER_HOST, .wait_s = h->cfg.wait_ms / 1000.0,
+		.step = flush_step, .arg = &f,
+	};
+	const struct hmm_tier *T = &h->tier[HMM_TIER_HOST];
+	int r = hmm_budget_admit(h, &a);
+
+	if (a.starved)
+		return hmm_err(-ENOMEM, "hmm_flush: tensor %s chunk %u is "
+			       "only at the device and reaches the store "
+			       "through the host, whose budget pinned maps "
+			       "held full for %u ms (budget %llu, pinned %llu "
+			       "bytes); nothing is lost: unmap and flush "
+			       "again", f.st->name, f.sj, h->cfg.wait_ms,
+			       (unsigned long long)T->cap,
+			       (unsigned long long)T->pinned);
+	return r;
 }
 
 /* A flush tries again the chunks whose write-back failed before. */
@@ -516,8 +559,7 @@ int hmm_engine_flush(struct hmm *h)
 	pthread_mutex_lock(&h->lock);
 	flush_retry_failed(h);
 	flush_dirty_mapped(h);
-	while (flush_pass(h, &err) && !err)
-		pthread_cond_wait(&h->cond, &h->lock);
+	err = flush_chunks(h);
 	while (!all_quiet(h))
 		pthread_cond_wait(&h->cond, &h->lock);
 	if (!err)
