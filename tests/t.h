@@ -30,6 +30,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <sys/wait.h>
 
 static pthread_mutex_t t_lock_ = PTHREAD_MUTEX_INITIALIZER;
 static int t_n_, t_failed_;
@@ -206,6 +207,40 @@ static inline void t_watchdog(unsigned secs, const char *what)
 	t_watch_what_ = what;
 	signal(SIGALRM, t_watch_fired_);
 	alarm(secs);
+}
+
+/*
+ * t_child(fn, arg, line, len): run fn(fd, arg) in a forked child, so
+ * that a crash (a SIGBUS, say) fails a check instead of the test; what
+ * it writes to fd, up to its first newline, lands in line.  Returns its
+ * exit code, or 128 + the signal that ended it.
+ */
+static inline int t_child(int (*fn)(int fd, void *arg), void *arg,
+			  char *line, size_t len)
+{
+	ssize_t k, got = 0;
+	int fds[2], st;
+	pid_t pid;
+
+	if (pipe(fds))
+		t_fail_all("pipe: %s", strerror(errno));
+	fflush(stdout);
+	pid = fork();
+	if (pid < 0)
+		t_fail_all("fork: %s", strerror(errno));
+	if (pid == 0) {
+		close(fds[0]);
+		_exit(fn(fds[1], arg));
+	}
+	close(fds[1]);
+	memset(line, 0, len);
+	while (got < (ssize_t)len - 1 &&
+	       (k = read(fds[0], line + got, len - 1 - got)) > 0)
+		got += k;
+	close(fds[0]);
+	waitpid(pid, &st, 0);
+	line[strcspn(line, "\n")] = 0;
+	return WIFSIGNALED(st) ? 128 + WTERMSIG(st) : WEXITSTATUS(st);
 }
 
 /* t_rand(): a small deterministic generator (splitmix64) for test data. */

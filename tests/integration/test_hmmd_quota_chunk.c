@@ -188,39 +188,30 @@ static int small_first(int fd, uint64_t budget)
 	return r ? C_MAP : C_OK;
 }
 
-/* nobody: 0 as root, 1 as nobody (client), 2 small_first. */
+/* What a child runs: nobody 0 as root, 1 as nobody (client), 2
+ * small_first. */
+struct cargs {
+	uint64_t budget, rbytes;
+	int nobody;
+};
+
+static int child(int fd, void *arg)
+{
+	const struct cargs *a = arg;
+
+	return a->nobody == 2 ? small_first(fd, a->budget) :
+	       client(fd, a->budget, a->rbytes, a->nobody);
+}
+
 static void run_client(uint64_t budget, uint64_t rbytes, int nobody,
 		       struct seen *s)
 {
-	int fds[2], st;
-	ssize_t n, got = 0;
-	pid_t pid;
+	struct cargs a = { budget, rbytes, nobody };
 
-	if (pipe(fds))
-		t_fail_all("pipe: %s", strerror(errno));
-	fflush(stdout);
-	pid = fork();
-	if (pid < 0)
-		t_fail_all("fork: %s", strerror(errno));
-	if (pid == 0) {
-		close(fds[0]);
-		_exit(nobody == 2 ? small_first(fds[1], budget) :
-		      client(fds[1], budget, rbytes, nobody));
-	}
-	close(fds[1]);
-	memset(s, 0, sizeof(*s));
-	while (got < (ssize_t)sizeof(s->line) - 1 &&
-	       (n = read(fds[0], s->line + got,
-			 sizeof(s->line) - 1 - got)) > 0)
-		got += n;
-	close(fds[0]);
-	waitpid(pid, &st, 0);
-	s->code = WIFSIGNALED(st) ? 128 + WTERMSIG(st) : WEXITSTATUS(st);
-	s->line[strcspn(s->line, "\n")] = 0;
+	s->code = t_child(child, &a, s->line, sizeof(s->line));
 	if (s->code)
-		t_diag("client: exit %d (%s): %s", s->code,
-		       WIFSIGNALED(st) ? strsignal(WTERMSIG(st)) : "exit",
-		       s->line);
+		t_diag("client: exit %d (%s): %s", s->code, s->code > 128 ?
+		       strsignal(s->code - 128) : "exit", s->line);
 }
 
 /* s's detail names every word of want (NULL-terminated). */

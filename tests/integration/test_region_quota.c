@@ -97,7 +97,7 @@ static uint64_t pat(uint64_t i)
 
 /* In the child: the writes, then the reads, each with the quota full
  * for HOLD_MS; report to fd. */
-static int client(int fd)
+static int client(int fd, void *arg)
 {
 	char addr[4200];
 	struct hmm_config cfg;
@@ -199,35 +199,6 @@ static int client(int fd)
 	return r || st.region_evictions < 14 ? C_BAD : C_OK;
 }
 
-/* Run client() in a child: its exit code (128 + signal) and its last
- * line into line. */
-static int run_client(char *line, size_t len)
-{
-	ssize_t k, got = 0;
-	int fds[2], st;
-	pid_t pid;
-
-	if (pipe(fds))
-		t_fail_all("pipe: %s", strerror(errno));
-	fflush(stdout);
-	pid = fork();
-	if (pid < 0)
-		t_fail_all("fork: %s", strerror(errno));
-	if (pid == 0) {
-		close(fds[0]);
-		_exit(client(fds[1]));
-	}
-	close(fds[1]);
-	memset(line, 0, len);
-	while (got < (ssize_t)len - 1 &&
-	       (k = read(fds[0], line + got, len - 1 - got)) > 0)
-		got += k;
-	close(fds[0]);
-	waitpid(pid, &st, 0);
-	line[strcspn(line, "\n")] = 0;
-	return WIFSIGNALED(st) ? 128 + WTERMSIG(st) : WEXITSTATUS(st);
-}
-
 int main(void)
 {
 	char wait[16], line[1024];
@@ -247,7 +218,7 @@ int main(void)
 		pid = t_hmmd_spawn(hmmd, argv, logf, 1, NULL);
 		t_hmmd_wait_listen(pid, sock, 20, logf);
 	}
-	code = run_client(line, sizeof(line));
+	code = t_child(client, NULL, line, sizeof(line));
 	if (code == C_REGION && (strstr(line, "region -1 ") ||
 				 strstr(line, "region -38 ")))
 		t_skip_all("userfaultfd unavailable: %s", line);
