@@ -85,6 +85,7 @@ struct map_range {
 	uint64_t off, len;
 	int tier;
 	unsigned access;
+	uint64_t need;		/* its chunks' bytes at tier */
 };
 
 /*
@@ -121,29 +122,25 @@ static int map_step(struct hmm *h, void *arg)
 
 /* Step every chunk of [off, +len) until all are ready, through the
  * admission (budget.h: -ENOMEM once starved for wait_ms); h->lock held. */
-static int map_wait(struct hmm *h, struct hmm_tensor *t, uint64_t off,
-		    uint64_t len, int tier, unsigned access)
+static int map_wait(struct hmm *h, struct map_range *m)
 {
-	uint32_t first = off / h->chunk_bytes;
-	uint32_t last = (off + len - 1) / h->chunk_bytes;
-	struct map_range m = { t, off, len, tier, access };
+	struct hmm_tensor *t = m->t;
+	int tier = m->tier;
+	uint32_t first = m->off / h->chunk_bytes;
+	uint32_t last = (m->off + m->len - 1) / h->chunk_bytes;
 	struct hmm_admit a = {
 		.tier = tier, .wait_s = h->cfg.wait_ms / 1000.0,
-		.step = map_step, .arg = &m,
+		.step = map_step, .arg = m,
 	};
 	double t0 = hmm_now();
-	uint64_t need = 0;
-	uint32_t i;
 	int r = hmm_budget_admit(h, &a);
 
-	for (i = first; a.starved && i <= last; i++)
-		need += hmm_chunk_cost(&t->chunks[i], tier);
 	if (a.starved)
 		return hmm_err(-ENOMEM, "tensor %s: %s tier full for %u ms: "
 			       "the map needs %llu bytes (budget %llu, used "
 			       "%llu, pinned %llu bytes incl. this map's"
 			       "%s%s%s)", t->name, tier_names[tier],
-			       h->cfg.wait_ms, (unsigned long long)need,
+			       h->cfg.wait_ms, (unsigned long long)m->need,
 			       (unsigned long long)h->tier[tier].cap,
 			       (unsigned long long)h->tier[tier].used,
 			       (unsigned long long)h->tier[tier].pinned,
@@ -178,36 +175,30 @@ static int keep_step(struct hmm *h, void *arg)
 	const struct hmm_tier *T = &h->tier[HMM_TIER_HOST];
 	uint32_t i = m->off / h->chunk_bytes;
 	uint32_t last = (m->off + m->len - 1) / h->chunk_bytes;
-	uint64_t keep = hmm_region_keep(h), need = 0, more = 0;
+	uint64_t keep = hmm_region_keep(h), more = 0;
 
 	if (!keep)
 		return HMM_READY;
-	for (; i <= last; i++) {
-		uint64_t cost = hmm_chunk_cost(&m->t->chunks[i], m->tier);
-
-		need += cost;
-		if (!m->t->chunks[i].pins[m->tier])
-			more += cost;
-	}
-	if (need + keep > T->cap)
+	if (m->need + keep > T->cap)
 		return hmm_err(-ENOMEM, "hmm_map: tensor %s: %llu bytes do not "
 			       "fit the host budget (%llu) less the %llu "
 			       "bytes the context's regions keep free of "
 			       "pins (two blocks)", m->t->name,
-			       (unsigned long long)need,
+			       (unsigned long long)m->need,
 			       (unsigned long long)T->cap,
 			       (unsigned long long)keep);
+	for (; i <= last; i++)		/* what the map would pin anew */
+		if (!m->t->chunks[i].pins[m->tier])
+			more += hmm_chunk_cost(&m->t->chunks[i], m->tier);
 	return T->pinned + more + keep <= T->cap ? HMM_READY : HMM_STARVED;
 }
 
 /* Wait until the map may pin next to the regions (h->lock held). */
-static int map_keep(struct hmm *h, struct hmm_tensor *t, uint64_t off,
-		    uint64_t len)
+static int map_keep(struct hmm *h, struct map_range *m)
 {
-	struct map_range m = { t, off, len, HMM_TIER_HOST, 0 };
 	struct hmm_admit a = {
 		.tier = HMM_TIER_HOST, .wait_s = h->cfg.wait_ms / 1000.0,
-		.step = keep_step, .arg = &m,
+		.step = keep_step, .arg = m,
 	};
 	int r = hmm_budget_admit(h, &a);
 
@@ -215,7 +206,7 @@ static int map_keep(struct hmm *h, struct hmm_tensor *t, uint64_t off,
 		return hmm_err(-ENOMEM, "tensor %s: pinned chunks left the "
 			       "regions less than %llu bytes of the host "
 			       "budget for %u ms (budget %llu, pinned %llu "
-			       "bytes)", t->name,
+			       "bytes)", m->t->name,
 			       (unsigned long long)hmm_region_keep(h),
 			       h->cfg.wait_ms,
 			       (unsigned long long)h->tier[HMM_TIER_HOST].cap,
@@ -231,20 +222,21 @@ int hmm_engine_map(struct hmm_tensor *t, uint64_t off, uint64_t len,
 	struct hmm_mapping *m;
 	uint32_t first, last, i;
 	struct hmm *h;
-	uint64_t need = 0;
+	struct map_range mr = { t, off, len, tier, 0, 0 };
 	int r;
 
 	h = t->h;
 	if (access & HMM_DISCARD)
 		access |= HMM_WRITE;
+	mr.access = access;
 	first = off / h->chunk_bytes;
 	last = (off + len - 1) / h->chunk_bytes;
 	for (i = first; i <= last; i++)
-		need += hmm_chunk_cost(&t->chunks[i], tier);
-	if (need > h->tier[tier].cap)
+		mr.need += hmm_chunk_cost(&t->chunks[i], tier);
+	if (mr.need > h->tier[tier].cap)
 		return hmm_err(-ENOMEM, "hmm_map: tensor %s: %llu bytes do not "
 			       "fit the %s budget (%llu)", t->name,
-			       (unsigned long long)need, tier_names[tier],
+			       (unsigned long long)mr.need, tier_names[tier],
 			       (unsigned long long)h->tier[tier].cap);
 	m = calloc(1, sizeof(*m));
 	if (!m)
@@ -258,11 +250,11 @@ int hmm_engine_map(struct hmm_tensor *t, uint64_t off, uint64_t len,
 		 (void *)(uintptr_t)(t->dev + off);
 
 	pthread_mutex_lock(&h->lock);
-	r = tier == HMM_TIER_HOST ? map_keep(h, t, off, len) : 0;
+	r = tier == HMM_TIER_HOST ? map_keep(h, &mr) : 0;
 	if (r < 0)
 		goto out_unlock;
 	map_pin(h, t, off, len, tier, access);
-	r = map_wait(h, t, off, len, tier, access);
+	r = map_wait(h, &mr);
 	if (r < 0) {
 		map_unpin(h, t, first, last, tier);
 		goto out_unlock;
