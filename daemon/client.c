@@ -4,11 +4,12 @@
  * (hmmd_client_new), released when its connection ends
  * (hmmd_client_free), and its quotas changed by QUOTA_SET.  The host
  * quota is its uid's (struct hmmd_uid): every connection of one uid
- * pins against the one quota: the most any of its hellos asked, each
- * capped by client_quota (by default a quarter of the host budget, so
- * one user cannot pin it all), so that a tool asking for nothing
- * (hmmctl asks 1 byte) never shrinks the quota of the user's jobs, until
- * a QUOTA_SET fixes it for all of them.  An
+ * pins against the one quota: the most its connected clients' hellos
+ * asked, each capped by client_quota (by default a quarter of the host
+ * budget, so one user cannot pin it all).  So a tool asking for nothing
+ * (hmmctl asks 1 byte) never shrinks the quota of the user's jobs, and a
+ * job that asked for much takes its quota with it when it goes
+ * (uid_quota_fall), until a QUOTA_SET fixes it for all of them.  An
  * administrator's connections (uid 0, hmmd's own) each have their own,
  * capped by client_quota or else the budget.
  */
@@ -46,7 +47,8 @@ static uint64_t host_max(struct hmmd_engine *e, int admin)
 }
 
 /* uid's entry, made (with quota) for its first client, its quota raised
- * to a later client's unless QUOTA_SET fixed it; e->lock held.  An
+ * to a later client's unless QUOTA_SET fixed it (an entry kept for its
+ * reach alone has quota 0: uid_quota_fall); e->lock held.  An
  * administrator (uid 0, hmmd's own: trusted, and able to set any quota
  * anyway) gets one per connection.  NULL when out of memory. */
 static struct hmmd_uid *uid_get(struct hmmd_engine *e, uid_t uid, int admin,
@@ -72,6 +74,38 @@ static struct hmmd_uid *uid_get(struct hmmd_engine *e, uid_t uid, int admin,
 	}
 	u->conns++;
 	return u;
+}
+
+/*
+ * A client of u went (off e->clients, u->conns counted down): unless a
+ * QUOTA_SET fixed it, u's quota falls to the most its remaining clients
+ * asked, 0 when none remains (the next hello sets it as a new uid's).
+ * Left where the client that asked most put it, a job's quota outlived
+ * the job: the uid's tools then got the whole of it for its whole
+ * memfds (map.c's reach) and pinned that much of the shared budget, and
+ * their waits for it ranked by a share of that quota, ahead of other
+ * uids'.  As with a QUOTA_SET below use, the quota may fall below what
+ * the remaining clients pin: their maps stay (nothing is unpinned or
+ * lost), a new map waits (up to wait_ms) for their unmaps to bring the
+ * uid within it, and one larger than the whole quota fails at once.  A
+ * floor at what they pin would admit no more and only fail those later.
+ * e->lock held.  Returns the quota before.
+ */
+static uint64_t uid_quota_fall(struct hmmd_engine *e, struct hmmd_uid *u)
+{
+	struct hmmd_client *c;
+	uint64_t q = 0, old = u->quota;
+
+	if (u->set || u->solo)
+		return old;
+	for (c = e->clients; c; c = c->next)
+		if (c->u == u && c->asked > q)
+			q = c->asked;
+	if (q < old) {
+		u->quota = q;
+		eng_quota_sync(e, u);
+	}
+	return old;
 }
 
 /* The entry goes with the uid's last client and last reach (a client
@@ -106,7 +140,8 @@ int hmmd_client_new(struct hmmd_engine *e, uint64_t id, pid_t pid,
 	cl->pid = pid;
 	cl->uid = uid;
 	memcpy(cl->name, h->name, sizeof(cl->name));
-	cl->quota[HMM_TIER_HOST] = cap_quota(h->quota[HMM_TIER_HOST], hmax);
+	cl->asked = cap_quota(h->quota[HMM_TIER_HOST], hmax);
+	cl->quota[HMM_TIER_HOST] = cl->asked;
 	cl->quota[HMM_TIER_DEVICE] = cap_quota(h->quota[HMM_TIER_DEVICE],
 				st.tier[HMM_TIER_DEVICE].capacity);
 	cl->quota[HMM_TIER_STORE] = cap_quota(h->quota[HMM_TIER_STORE],
@@ -138,7 +173,9 @@ void hmmd_client_free(struct hmmd_engine *e, struct hmmd_client *cl)
 {
 	struct hmmd_client **pp;
 	struct hmmd_map *mp;
-	unsigned i;
+	uint64_t was, now, pinned;
+	unsigned i, left;
+	uid_t uid;
 
 	pthread_mutex_lock(&e->lock);
 	while ((mp = cl->maps)) {
@@ -159,8 +196,20 @@ void hmmd_client_free(struct hmmd_engine *e, struct hmmd_client *cl)
 	*pp = cl->next;
 	e->nclients--;
 	cl->u->conns--;
+	was = uid_quota_fall(e, cl->u);
+	now = cl->u->quota;
+	pinned = cl->u->pinned;
+	left = cl->u->conns;
+	uid = cl->u->uid;
 	hmmd_uid_put(e, cl->u);
 	pthread_mutex_unlock(&e->lock);
+	if (now < was && left)
+		hmmd_log("client %llu: gone: uid %u's host quota falls from "
+			 "%llu to %llu bytes, the most its %u other "
+			 "client(s) asked (they pin %llu)",
+			 (unsigned long long)cl->id, (unsigned)uid,
+			 (unsigned long long)was, (unsigned long long)now,
+			 left, (unsigned long long)pinned);
 	free(cl->handles);
 	free(cl);
 }

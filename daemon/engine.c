@@ -6,8 +6,9 @@
  * budget, with back-pressure: each client is an owner in the engine's
  * host ledger, admitted by its one admission function (budget.h).
  *
- * Quotas and fairness.  A uid's host quota (granted at its first
- * hello, capped by client_quota: client.c) bounds the host bytes the
+ * Quotas and fairness.  A uid's host quota (the most its open
+ * connections' hellos asked, each capped by client_quota, until a
+ * QUOTA_SET fixes it: client.c) bounds the host bytes the
  * maps of all its connections pin, counted in whole chunks; the sum of all clients' pins never passes the host budget, so
  * the engine can always evict an unpinned chunk for a new map.  A map
  * that would take a client past its own quota waits (up to wait_ms) for

@@ -74,8 +74,9 @@ struct hmmd_map {
 /*
  * One uid's share of the host budget: every connection of the uid pins
  * against one quota.  Allocated by the uid's first hello (client.c),
- * freed when its last connection goes.  An administrator's connection
- * (uid 0, hmmd's own) has one of its own (solo).
+ * freed when its last connection and its last reach go.  An
+ * administrator's connection (uid 0, hmmd's own) has one of its own
+ * (solo).
  */
 struct hmmd_uid {
 	struct hmmd_uid *next;
@@ -83,8 +84,10 @@ struct hmmd_uid {
 	int solo;			/* one connection's, not shared */
 	unsigned conns;			/* its clients */
 	uint64_t quota;			/* host bytes its maps may pin: the
-					   most its clients asked, each capped,
-					   until a QUOTA_SET fixes it */
+					   most its connected clients asked
+					   (->asked; 0 with none), until a
+					   QUOTA_SET fixes it; may be below
+					   pinned (client.c) */
 	int set;			/* a QUOTA_SET fixed quota */
 	uint64_t pinned;		/* host bytes they pin (admitted) */
 	uint64_t reach;			/* bytes of the tensors whose whole
@@ -101,6 +104,9 @@ struct hmmd_client {
 	int admin;			/* uid 0 or hmmd's own uid */
 	char name[HMM_PROTO_NAME_MAX];
 	struct hmmd_uid *u;		/* its uid's host quota */
+	uint64_t asked;			/* host quota its hello asked,
+					   capped: u->quota is the most of
+					   these */
 	uint64_t quota[HMM_TIERS];	/* granted; host: u->quota's copy,
 					   the weight */
 	uint64_t used[HMM_TIERS];	/* store: bytes of tensors made */
@@ -157,8 +163,8 @@ int eng_admit(struct hmmd_engine *e, struct hmmd_client *cl, uint64_t charge,
 
 /* cl's connection ended: its waiting maps give up.  Lock not held. */
 void eng_client_gone(struct hmmd_engine *e, struct hmmd_client *cl);
-/* u's quota changed (hello, quota_set): its clients' copies and the
- * engine's ledger take it.  e->lock held. */
+/* u's quota changed (hello, a client gone, quota_set): its clients'
+ * copies and the engine's ledger take it.  e->lock held. */
 void eng_quota_sync(struct hmmd_engine *e, struct hmmd_uid *u);
 /* Host bytes admitted: all clients', and cl's. */
 uint64_t eng_pinned(struct hmmd_engine *e);

@@ -18,6 +18,9 @@
  *    after a client's FLUSH and kill -9 of hmmd, a restarted one finds
  *    what that flush saved, byte-exact;
  *  - own quotas: -EDQUOT at once; weights: bytes follow quota ratios;
+ *  - a uid's quota is the most its connected clients asked: with none
+ *    left (its entry kept for a persistent tensor's memfd), a new
+ *    hello's 1 MiB, not the gone job's 2 MiB;
  *  - hmmctl: status, clients, tensors, evict (by id and by name),
  *    stats --json, set-quota, and its usage errors;
  *  - kill -9 of hmmd while a client waits in map: the map fails with
@@ -250,6 +253,69 @@ static void test_share(struct hmm_client *a, uint64_t id, const uint8_t *pat)
 	     "it, and may not map it for writing (-EACCES)");
 	t_eq(other_uid(65533, pat), 10, "uid 65533 cannot attach it "
 	     "(-ENOENT)");
+}
+
+/* In a child as uid 65534: a job asking 2 MiB (client_quota's cap)
+ * maps its persistent "kept" whole, so hmmd keeps the uid's entry for
+ * that memfd's reach after the job goes; then a tool asking 1 MiB.
+ * Exit 0 when the tool's quota is its own 1 MiB within 2 s (hmmd frees
+ * the job after its close, so the hello may come first), 10 when it
+ * stays the job's. */
+static int kept_uid_child(void)
+{
+	int64_t shape[1] = { (1 << 20) / 4 };
+	struct hmm_proto_stats_reply st;
+	struct hmm_proto_tensor t;
+	struct hmm_client *c;
+	int i, ret = 10;
+	void *v;
+
+	if (setgroups(0, NULL) || setgid(65534) || setuid(65534))
+		return 100;
+	if (hmm_client_open(sock, (uint64_t[]){ 0, 2 << 20, 0 }, "job", &c,
+			    NULL))
+		return 101;
+	if (hmm_client_tensor_new(c, "kept", HMM_DTYPE_F32, 1, shape,
+				  HMM_PROTO_TENSOR_PERSIST, &t) ||
+	    hmm_client_map(c, t.id, 0, HMM_ALL, HMM_WRITE, &v) ||
+	    hmm_client_unmap(c, v))
+		return 102;
+	hmm_client_close(c);
+	if (hmm_client_open(sock, (uint64_t[]){ 0, 1 << 20, 0 }, "tool", &c,
+			    NULL))
+		return 103;
+	for (i = 0; i < 100 && ret; i++, usleep(20000)) {
+		if (hmm_client_stats(c, &st))
+			return 104;
+		if (st.quota[HMM_TIER_HOST] == 1 << 20)
+			ret = 0;
+	}
+	if (hmm_client_attach(c, 65534, "kept", &t) ||
+	    hmm_client_tensor_free(c, t.id))	/* the owner's: gone */
+		ret = 105;
+	hmm_client_close(c);
+	return ret;
+}
+
+static void test_kept_uid(void)
+{
+	pid_t pid;
+	int st;
+
+	if (getuid() != 0 || !getgrnam("nogroup") || !others_reach()) {
+		t_ok(1, "a uid's quota with no client left # SKIP not root, "
+		     "no nogroup, or uid 65534 cannot reach %s", sock);
+		return;
+	}
+	pid = fork();
+	if (pid == 0)
+		_exit(kept_uid_child());
+	if (pid < 0 || waitpid(pid, &st, 0) != pid)
+		t_fail_all("fork: %s", strerror(errno));
+	t_eq(WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st), 0,
+	     "uid 65534: its job (2 MiB) gone, its entry kept for a "
+	     "persistent tensor's memfd: a tool's hello asking 1 MiB gets "
+	     "1 MiB (10: the job's 2 MiB)");
 }
 
 /* Own quotas: beyond them a map or a tensor fails at once. */
@@ -787,6 +853,7 @@ int main(void)
 	test_hmmctl(a, a_id, bytes);
 	test_own_quota();
 	test_share(a, id, pat);
+	test_kept_uid();
 	test_kill_client(a);
 	test_quotas(a);
 	test_weights();

@@ -16,7 +16,11 @@
  *  - client_quota 32K with 4K chunks (a quota of eight chunks, less than
  *    the 64 KiB a region block maps): hmm_region_new refused, naming them;
  *  - hmmd's default quota (a quarter of a 4M budget, 1M) for another uid
- *    is raised to one chunk, and a region works within it.
+ *    is raised to one chunk, and a region works within it;
+ *  - a uid's quota is the most its open connections asked: a tool's
+ *    small one does not shrink it (tool_first), and a job's large one
+ *    goes with the job (big_leaves), even below what the tool then
+ *    pins: that map keeps its bytes, new maps see the tool's quota.
  *
  * Each client runs in a child, so that a SIGBUS fails a check instead of
  * the test.  QUOTA_SET below a chunk is test_hmm_remote's.
@@ -142,6 +146,22 @@ static int client(int fd, uint64_t budget, uint64_t rbytes, int nobody)
 	return bad ? C_BAD : C_OK;
 }
 
+/* In the child: become nobody, cfg set to reach hmmd by the socket's
+ * name in dir (addr holds it); 0, or C_UID reported to fd. */
+static int as_nobody(int fd, struct hmm_config *cfg, char *addr, size_t n)
+{
+	alarm(60);			/* a hang fails, never blocks */
+	if (chdir(dir) || setgroups(0, NULL) || setgid(65534) ||
+	    setuid(65534)) {
+		dprintf(fd, "uid cannot become nobody\n");
+		return C_UID;
+	}
+	snprintf(addr, n, "unix:%s", strrchr(sock, '/') + 1);
+	hmm_config_default(cfg);
+	cfg->daemon = addr;
+	return 0;
+}
+
 /* In the child, as nobody: a first connection asking for 4 KiB (as a
  * tool does: hmmctl asks 1 byte) stays open while a second, asking
  * budget, maps a whole tensor of budget bytes; report to fd. */
@@ -155,15 +175,8 @@ static int small_first(int fd, uint64_t budget)
 	void *p;
 	int r;
 
-	alarm(60);
-	if (chdir(dir) || setgroups(0, NULL) || setgid(65534) ||
-	    setuid(65534)) {
-		dprintf(fd, "uid cannot become nobody\n");
+	if (as_nobody(fd, &cfg, addr, sizeof(addr)))
 		return C_UID;
-	}
-	snprintf(addr, sizeof(addr), "unix:%s", strrchr(sock, '/') + 1);
-	hmm_config_default(&cfg);
-	cfg.daemon = addr;
 	cfg.host_budget = 4096;
 	if ((r = hmm_open(&cfg, &tool))) {
 		dprintf(fd, "open %d %s\n", r, hmm_last_error());
@@ -188,8 +201,105 @@ static int small_first(int fd, uint64_t budget)
 	return r ? C_MAP : C_OK;
 }
 
+/* hmmd's log holds want within 5 s (read by the child as nobody: the
+ * log is 0644 in the 0711 dir); 1 if it does. */
+static int log_soon(const char *want)
+{
+	static char log[1 << 16];
+	size_t n;
+	FILE *f;
+
+	for (int i = 0; i < 250; i++, usleep(20000)) {
+		f = fopen(logf, "r");
+		if (!f)
+			continue;
+		n = fread(log, 1, sizeof(log) - 1, f);
+		fclose(f);
+		log[n] = 0;
+		if (strstr(log, want))
+			return 1;
+	}
+	return 0;
+}
+
+#define MIB (1ull << 20)
+
+/*
+ * In the child, as nobody: a tool asking for a chunk (2M) stays while a
+ * job of the same uid asking for 8M comes; the tool maps a 4M tensor
+ * whole (the job's quota lets it) and writes it; the job goes.  What
+ * the tool gets then, reported to fd as "bytes BAD big R wait R after R
+ * | DETAIL": BAD bytes of the 4M map that changed; R of a new 4M map
+ * (more than the tool's own quota), of a 2M map while the 4M is pinned
+ * (waits wait_ms for its unmaps), of a 2M map after the unmap; DETAIL,
+ * the 4M map's error.
+ */
+static int big_leaves(int fd)
+{
+	int64_t n = 4 * MIB;
+	struct hmm_tensor *held, *more;
+	int big, wait, after;
+	char addr[4200], why[1024] = "";
+	struct hmm_config cfg;
+	struct hmm *tool, *job;
+	uint64_t bad = 0;
+	uint8_t *p;
+	void *q;
+	int r;
+
+	if (as_nobody(fd, &cfg, addr, sizeof(addr)))
+		return C_UID;
+	cfg.host_budget = 2 * MIB;
+	if ((r = hmm_open(&cfg, &tool))) {
+		dprintf(fd, "open %d %s\n", r, hmm_last_error());
+		return C_OPEN;
+	}
+	cfg.host_budget = 8 * MIB;
+	if ((r = hmm_open(&cfg, &job))) {
+		dprintf(fd, "open %d %s\n", r, hmm_last_error());
+		hmm_close(tool);
+		return C_OPEN;
+	}
+	r = hmm_tensor_new(tool, "held", HMM_DTYPE_U8, 1, &n, &held);
+	r = r ? r : hmm_tensor_new(tool, "more", HMM_DTYPE_U8, 1, &n, &more);
+	r = r ? r : hmm_map(held, 0, 4 * MIB, HMM_TIER_HOST, HMM_WRITE,
+			    (void **)&p);
+	if (r) {
+		dprintf(fd, "map %d %s\n", r, hmm_last_error());
+		hmm_close(job);
+		hmm_close(tool);
+		return C_MAP;
+	}
+	for (uint64_t i = 0; i < 4 * MIB; i++)
+		p[i] = (uint8_t)(i * 31 + 7);
+	hmm_close(job);
+	if (!log_soon("): gone: its maps")) {
+		dprintf(fd, "hmmd's log never said the job was gone\n");
+		hmm_close(tool);
+		return C_BAD;
+	}
+	big = hmm_map(more, 0, 4 * MIB, HMM_TIER_HOST, HMM_WRITE, &q);
+	if (big)
+		snprintf(why, sizeof(why), "%s", hmm_last_error());
+	else
+		hmm_unmap(more, q);
+	wait = hmm_map(more, 0, 2 * MIB, HMM_TIER_HOST, HMM_WRITE, &q);
+	if (!wait)
+		hmm_unmap(more, q);
+	for (uint64_t i = 0; i < 4 * MIB; i++)
+		bad += p[i] != (uint8_t)(i * 31 + 7);
+	hmm_unmap(held, p);
+	after = hmm_map(more, 0, 2 * MIB, HMM_TIER_HOST, HMM_WRITE, &q);
+	if (!after)
+		hmm_unmap(more, q);
+	hmm_close(tool);
+	dprintf(fd, "bytes %llu big %d wait %d after %d | %s\n",
+		(unsigned long long)bad, big, wait, after, why);
+	return C_OK;
+}
+
 /* What a child runs: nobody 0 as root, 1 as nobody (client), 2
- * small_first. */
+ * small_first, 3 big_leaves. */
 struct cargs {
 	uint64_t budget, rbytes;
 	int nobody;
@@ -199,6 +309,8 @@ static int child(int fd, void *arg)
 {
 	const struct cargs *a = arg;
 
+	if (a->nobody == 3)
+		return big_leaves(fd);
 	return a->nobody == 2 ? small_first(fd, a->budget) :
 	       client(fd, a->budget, a->rbytes, a->nobody);
 }
@@ -371,6 +483,44 @@ static void tool_first(void)
 	stop(pid);
 }
 
+/*
+ * A uid's quota falls when the connection that asked most goes: a job's
+ * 8M outlived it, left to the uid's tool that asked for 2M.  The tool
+ * pins 4M when the job goes, more than its own quota: its map keeps its
+ * bytes, and new maps see the quota of 2M (as after a QUOTA_SET below
+ * use): one of 4M fails at once, one of 2M waits for its unmap.
+ */
+static void big_leaves_case(void)
+{
+	pid_t pid = start((char *[]){ "--host-budget", "32M", "--wait-ms",
+				      "300", NULL });
+	int bad = -1, big = 1, wait = 1, after = 1;
+	struct seen s;
+
+	run_client(0, 0, 3, &s);
+	if (s.code == C_UID) {
+		t_ok(1, "a job's quota gone with it # SKIP %s", s.line);
+		stop(pid);
+		return;
+	}
+	t_eq(s.code, C_OK, "nobody: a tool of 2M and a job of 8M; the job "
+	     "goes (%s)", s.line);
+	sscanf(s.line, "bytes %d big %d wait %d after %d", &bad, &big, &wait,
+	       &after);
+	t_eq(bad, 0, "the tool's 4M map, past its own quota once the job "
+	     "went, keeps its bytes");
+	t_eq(big, -ENOMEM, "a new 4M map: -ENOMEM, more than the "
+	     "uid's whole quota, now the tool's 2M (the job's 8M before)");
+	t_ok(strstr(s.line, "whole host quota 2097152") != NULL,
+	     "its detail names the quota of 2M (%s)", s.line);
+	t_eq(wait, -ENOMEM, "a 2M map while the tool pins 4M waits for its "
+	     "unmaps (wait_ms), then -ENOMEM");
+	t_eq(after, 0, "after the unmap, a 2M map is admitted");
+	t_ok(log_has("host quota falls from 8388608 to 2097152 bytes"),
+	     "hmmd's log says the quota fell");
+	stop(pid);
+}
+
 int main(void)
 {
 	T_HMMD_PATHS(hmmd, dir, sock, store, logf, "q");
@@ -378,5 +528,6 @@ int main(void)
 	from_hmmd_config();
 	default_quota();
 	tool_first();
+	big_leaves_case();
 	return t_done();
 }
