@@ -525,17 +525,24 @@ const char *hmm_last_error(void);
  * blocks in an hmmd tensor.  An access whose bytes are lost (a failed
  * read, hmmd gone) gets SIGBUS, never wrong bytes; hmmd short of room
  * (this client's quota kept full by its own maps) only makes an access
- * wait: its block's eviction or read is tried again.  Returns 0 and *ptr,
- * -EINVAL (zero bytes, or a host budget under 128 KiB: one access may
- * touch two blocks, and both must fit; in shared mode also a host quota
- * in hmmd, config.host_budget as hmmd capped it, under the whole chunks
- * one block's eviction maps there, a chunk of hmmd's, 2 MiB by default:
- * the detail names the region, the quota and the chunk), -ENODEV
- * (embedded with no store tier), -ENOSYS / -EPERM (userfaultfd
- * unavailable), -ENOMEM (embedded, also when pinned chunks leave less
- * than 128 KiB of the host budget unpinned: while a userfaultfd region
- * lives, host maps keep that much free of pins, so that every access
- * can be served, never waiting for ever), or hmmd's error.  Any thread.
+ * wait: its block's eviction or read is tried again.  A userfaultfd
+ * region may be no larger than a new tensor: the store's data area +
+ * host_budget + the device budget (shared mode: hmmd's, where its blocks
+ * go, and a smaller one may still pass this client's store quota there,
+ * -EDQUOT); past that, -ENOMEM before its block table (a byte a block,
+ * 1 GiB at 2^46) is allocated, the detail naming the region, its size
+ * and those capacities.  Returns 0 and *ptr, -EINVAL (zero bytes, or a
+ * host budget under 128 KiB: one access may touch two blocks, and both
+ * must fit; in shared mode also a host quota in hmmd, config.host_budget
+ * as hmmd capped it, under the whole chunks one block's eviction maps
+ * there, a chunk of hmmd's, 2 MiB by default: the detail names the
+ * region, the quota and the chunk), -ENODEV (embedded with no store
+ * tier), -ENOSYS / -EPERM (userfaultfd unavailable), -ENOMEM (larger
+ * than the context can hold, as above; embedded, also when pinned chunks
+ * leave less than 128 KiB of the host budget unpinned: while a
+ * userfaultfd region lives, host maps keep that much free of pins, so
+ * that every access can be served, never waiting for ever), or hmmd's
+ * error.  Any thread.
  */
 int hmm_region_new(struct hmm *h, uint64_t bytes, void **ptr);
 

@@ -38,17 +38,20 @@
  * few MiB (the engine would allocate their chunk tables).
  *
  * The store is one file, $HMM_TEST_DIR (else /tmp)/fuzz_api.PID.store,
- * made anew for each input and removed at its end.
+ * made anew for each input and removed at its end, and however the run
+ * ends (store_janitor).
  */
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -1183,29 +1186,38 @@ static int region_room(struct fz *f)
 static void op_region_new(struct fz *f, struct in *in)
 {
 	uint8_t how = u8(in);
+	int huge = how % 8 == 2;	/* more than any context here holds */
 	uint64_t bytes, live = 0;
 	void *p = NULL;
 	int i, s = -1, want, r;
 
 	bytes = how % 8 == 0 ? 0 : how % 8 == 1 ? (1ull << 46) + 1 :
 		1 + pick(in, REGION_CAP / 2);
+	if (huge)
+		bytes += 1ull << 45;
 	for (i = 0; i < NR; i++)
 		if (f->r[i].p)
 			live += f->r[i].bytes;
 		else
 			s = i;
 	/* api.c's checks, then region.c's (two blocks: one access may
-	 * straddle two), then the store to evict to */
+	 * straddle two), then the store to evict to and its capacity
+	 * (hmm_fits), then the pins */
 	want = !bytes || bytes > (1ull << 46) ? -EINVAL :
 	       f->host_cap < 2 * RBLOCK ? -EINVAL : !f->store ? -ENODEV :
+	       huge ? -ENOMEM :
 	       pinned(f, HMM_TIER_HOST, -1, 0, 0) + 2 * RBLOCK >
 	       f->host_cap ? -ENOMEM : 0;
 	clear_err();
 	if (want) {
 		r = hmm_region_new(f->h, bytes, &p);
-		if (want == -ENOMEM && (r == -ENOSYS || r == -EPERM))
+		if (want == -ENOMEM && !huge && (r == -ENOSYS || r == -EPERM))
 			want = r;	/* no userfaultfd here */
 		expect(r, want, "hmm_region_new(bad)");
+		must(!huge || want != -ENOMEM ||
+		     strstr(hmm_last_error(), "can ever hold"),
+		     "a region of %" PRIu64 " bytes: refused for its size",
+		     bytes);
 		return;
 	}
 	/* the store must hold what regions evict */
@@ -1635,6 +1647,58 @@ static void run(struct fz *f, struct in *in)
 	}
 }
 
+static void store_remove(void)
+{
+	unlink(store_path);
+}
+
+/*
+ * Remove the store however this process ends.  libFuzzer calls exit()
+ * only when a run ends (-max_total_time, -runs): atexit covers that, at
+ * once.  An interrupt (SIGINT, SIGTERM), a timeout (SIGALRM), a crash,
+ * a sanitizer's report and -rss_limit_mb end in its handlers with _Exit,
+ * past atexit, and those handlers are not ours to wrap: one installed
+ * before libFuzzer's makes it install none (no timeouts), and
+ * __sanitizer_set_death_callback has one slot, libFuzzer's, which
+ * writes the crash- input.  So a janitor outlives this process: a
+ * grandchild (no wait of ours meets it) that ignores the signals a
+ * terminal or timeout(1) sends the whole group and blocks on a pipe
+ * whose only writer is this process (close-on-exec).  The kernel closes
+ * it at any exit, SIGKILL too, and the janitor removes the store within
+ * moments.  Only a SIGKILL of the janitor as well (kill -9 of the
+ * process group) leaves the store behind.
+ */
+static void store_janitor(void)
+{
+	int fd[2], st;
+	pid_t pid;
+	char c;
+
+	if (pipe2(fd, O_CLOEXEC))
+		return;
+	pid = fork();
+	if (pid == 0) {
+		if (fork() == 0) {
+			signal(SIGINT, SIG_IGN);
+			signal(SIGTERM, SIG_IGN);
+			signal(SIGHUP, SIG_IGN);
+			signal(SIGQUIT, SIG_IGN);
+			close(fd[1]);
+			close(STDIN_FILENO);	/* hold no one's pipe open */
+			close(STDOUT_FILENO);
+			close(STDERR_FILENO);
+			while (read(fd[0], &c, 1) < 0 && errno == EINTR)
+				;
+			unlink(store_path);
+		}
+		_exit(0);
+	}
+	close(fd[0]);
+	if (pid > 0)
+		waitpid(pid, &st, 0);
+	/* fd[1] stays open, never written, for this process's life */
+}
+
 int LLVMFuzzerInitialize(int *argc, char ***argv);
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
@@ -1643,6 +1707,8 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 	snprintf(store_path, sizeof(store_path), "%s/fuzz_api.%d.store",
 		 dir && *dir ? dir : "/tmp", (int)getpid());
 	tracing = getenv("FUZZ_API_TRACE") != NULL;
+	atexit(store_remove);
+	store_janitor();
 	return 0;
 }
 

@@ -5,13 +5,16 @@
  * (the engine's peak, and the region's own resident pages by mincore),
  * blocks went to the store and came back; advice COLD evicts, WILLNEED
  * faults in; bad arguments fail with -EINVAL; pins may not take the
- * regions' last two blocks (pinned_room).  Runs in both modes
+ * regions' last two blocks (pinned_room); a region larger than the
+ * context can ever hold is refused before its block table (too_big).
+ * Runs in both modes
  * (HMM_TEST_MODE=shared: userfaultfd in this process, evicted blocks in
  * an hmmd tensor).  t: tsan
  */
 #include <setjmp.h>
 #include <signal.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 
 #include "t.h"
 
@@ -244,6 +247,67 @@ static void pinned_room(const struct hmm_config *base)
 	hmm_close(h);
 }
 
+/* This process's peak RSS so far, KiB. */
+static long maxrss_kb(void)
+{
+	struct rusage ru;
+
+	return getrusage(RUSAGE_SELF, &ru) ? -1 : ru.ru_maxrss;
+}
+
+/*
+ * A region larger than everything the context can ever hold (the
+ * store's data area + host budget + device budget; shared mode: hmmd's,
+ * where its blocks go) fails with -ENOMEM, its detail naming the region,
+ * its size and those capacities, before its block table is allocated: a
+ * 2^45-byte region in this 68 MiB context used to be made, with 512 MiB
+ * of block states (1 GiB at 2^46), each walked at its free.  A region of
+ * the whole capacity, in blocks, passes; one block more does not.  Runs
+ * before anything here grows the peak RSS (getrusage's, which never
+ * falls), so that a jump would show.
+ */
+static void too_big(struct hmm *h, int sh)
+{
+	uint64_t cap = 0, fit;
+	struct hmm_stats st;
+	char size[32];
+	long kb0, kb1;
+	void *vp;
+	int r, i;
+
+	kb0 = maxrss_kb();
+	r = hmm_region_new(h, 1ull << 45, &vp);
+	kb1 = maxrss_kb();
+	snprintf(size, sizeof(size), "%llu", 1ull << 45);
+	t_eq(r, -ENOMEM, "a 2^45-byte region in a small context: -ENOMEM");
+	t_ok(strstr(hmm_last_error(), "hmm_region_new: region") &&
+	     strstr(hmm_last_error(), size) &&
+	     strstr(hmm_last_error(), "can ever hold"), "the detail names "
+	     "the region, its size and the capacities: %s", hmm_last_error());
+	t_ok(kb0 >= 0 && kb1 - kb0 < (32 << 10), "refused before its block "
+	     "table: peak RSS +%ld KiB", kb1 - kb0);
+	if (!r)
+		hmm_region_free(h, vp);
+
+	hmm_stats(h, &st);
+	for (i = 0; i < HMM_TIERS; i++)
+		cap += st.tier[i].capacity;
+	fit = cap / (64 << 10) * (64 << 10);
+	r = hmm_region_new(h, fit + (64 << 10), &vp);
+	t_eq(r, -ENOMEM, "a region one block past the capacity (%llu "
+	     "bytes): -ENOMEM", (unsigned long long)cap);
+	if (!r)
+		hmm_region_free(h, vp);
+	/* shared mode: hmmd's store quota for this client, its
+	 * config.store_size (64 MiB), is smaller and refuses it */
+	r = hmm_region_new(h, fit, &vp);
+	t_eq(r, sh ? -EDQUOT : 0, "a region of the whole capacity %s (%s)",
+	     sh ? "passes it, to hmmd's store quota" : "is made",
+	     r ? hmm_last_error() : "ok");
+	if (!r)
+		hmm_region_free(h, vp);
+}
+
 int main(void)
 {
 	struct hmm_config cfg;
@@ -258,6 +322,7 @@ int main(void)
 	hmm_test_mode(&cfg);	/* HMM_TEST_MODE=shared: through hmmd */
 	sh = hmm_test_shared();
 	p = hmm_test_region(&cfg, RBYTES, &h);
+	too_big(h, sh);
 
 	/* untouched memory reads as zeros */
 	t_ok(p[12345] == 0 && p[RBYTES / 8 - 1] == 0, "fresh region reads 0");

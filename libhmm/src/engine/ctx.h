@@ -262,6 +262,14 @@ int hmm_tensor_shell(struct hmm *h, const char *name, uint32_t dtype,
 		     unsigned ndim, const int64_t *shape, uint64_t bytes,
 		     struct hmm_tensor **out);
 void hmm_tensor_shell_free(struct hmm_tensor *t);
+/* What h can ever hold per tier: the store's data area, the host and
+ * device budgets (0 for a tier it lacks). */
+void hmm_capacity(struct hmm *h, uint64_t cap[HMM_TIERS]);
+/* Whether a new (fresh) tensor or region of bytes, with a table of table
+ * bytes allocated at creation (tab names it), fits cap[] and the
+ * machine's memory; 0 or -ENOMEM with the detail naming what. */
+int hmm_fits(const char *what, uint64_t bytes, const uint64_t cap[HMM_TIERS],
+	     int fresh, const char *tab, uint64_t table);
 
 /* ---- the embedded engine's ops (backend.h; tensor.c, map.c, persist.c,
  * stats.c) ---------------------------------------------------------------- */

@@ -14,6 +14,7 @@
  * counters.  Locking: region_int.h.
  */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -23,30 +24,50 @@
 
 static uint32_t region_ids;
 
-/* A userfaultfd region of r->bytes (r->base mapped here).  0 or -errno
- * with the detail set; nothing to undo on failure but r->base. */
+int hmm_region_fits(struct hmm_region *r, const uint64_t cap[HMM_TIERS])
+{
+	char what[48], tab[64];
+
+	snprintf(what, sizeof(what), "hmm_region_new: region %u", r->id);
+	snprintf(tab, sizeof(tab), "block table (%llu blocks of %u bytes)",
+		 (unsigned long long)(r->bytes / RBLOCK), RBLOCK);
+	return hmm_fits(what, r->bytes, cap, 1, tab, r->bytes / RBLOCK);
+}
+
+/*
+ * A userfaultfd region of r->bytes (r->base mapped here).  0 or -errno
+ * with the detail set; nothing to undo on failure but r->base.  The
+ * backend first: it refuses a region larger than where its blocks go can
+ * ever hold (hmm_region_fits) before the block table is allocated, and
+ * its fini needs no block (r->nblocks stays 0 until the table is there).
+ */
 static int region_uffd_new(struct hmm *h, struct hmm_region *r)
 {
 	int err;
 
-	r->nblocks = r->bytes / RBLOCK;
 	r->uffd = r->stopfd = r->busfd = -1;
-	r->state = calloc(r->nblocks, 1);
-	if (!r->state)
-		return hmm_err(-ENOMEM, "region: no memory for %u blocks",
-			       r->nblocks);
 	err = h->be->region_back(h, r);
 	if (err)
-		goto out_free;
+		return err;
+	r->state = calloc(r->bytes / RBLOCK, 1);
+	if (!r->state) {
+		err = hmm_err(-ENOMEM, "hmm_region_new: region %u: no memory "
+			      "for its %llu blocks", r->id,
+			      (unsigned long long)(r->bytes / RBLOCK));
+		goto out_back;
+	}
+	r->nblocks = r->bytes / RBLOCK;
 	err = hmm_region_uffd_start(r);
 	if (err)
-		goto out_back;
+		goto out_free;
 	return 0;
 
-out_back:
-	r->ops->fini(r);
 out_free:
 	free(r->state);
+	r->state = NULL;
+	r->nblocks = 0;
+out_back:
+	r->ops->fini(r);
 	return err;
 }
 

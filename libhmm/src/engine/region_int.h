@@ -136,6 +136,15 @@ static inline int region_short(int err)
 #define REGION_KEEP	(2 * RBLOCK)
 uint64_t hmm_region_keep(struct hmm *h);
 
+/*
+ * region.c: hmm_fits (tensor.c) for r, a new region: r->bytes against
+ * cap[], the capacities where its evicted blocks go (a backend's
+ * region_back calls it first: the store's context, or hmmd), and its
+ * block table against the machine's memory.  0 or -ENOMEM with the
+ * detail naming the region, its size and what it exceeded.
+ */
+int hmm_region_fits(struct hmm_region *r, const uint64_t cap[HMM_TIERS]);
+
 /* region_fault.c: userfaultfd and the fault thread for r (r->base mapped,
  * r->ops set).  0 or -errno with the detail; _stop ends the thread. */
 int hmm_region_uffd_start(struct hmm_region *r);

@@ -82,11 +82,21 @@ static const struct region_ops store_ops = {
 	.fini = store_fini,
 };
 
+/* A region is held to a new tensor's bound (hmm_fits): no larger than
+ * everything this context can ever hold, its block table allocated only
+ * once it fits. */
 int hmm_region_store_back(struct hmm *h, struct hmm_region *r)
 {
+	uint64_t cap[HMM_TIERS];
+	int err;
+
 	if (!h->store)
 		return hmm_err(-ENODEV, "hmm_region_new: no store tier to "
 			       "evict to (config.store_path)");
+	hmm_capacity(h, cap);
+	err = hmm_region_fits(r, cap);
+	if (err)
+		return err;
 	if (posix_memalign(&r->back, HMM_PAGE, RBLOCK))
 		return hmm_err(-ENOMEM, "region: no bounce buffer");
 	r->ops = &store_ops;

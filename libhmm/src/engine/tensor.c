@@ -274,63 +274,84 @@ static uint64_t add_sat(uint64_t a, uint64_t b)
 	return a + b < a ? UINT64_MAX : a + b;
 }
 
-/*
- * Whether a tensor of bytes may get its chunk table (sizeof(struct
- * hmm_chunk), about 300 bytes, a chunk: host memory outside the
- * budgets, all of it allocated and written at creation).  Before any
- * allocation, so that a size hmm_tensor_check allows (up to 2^46) never
- * costs tens of GB of metadata:
- *  - a new tensor (fresh) may not be larger than everything the context
- *    can ever hold, the store's data area plus the host and device
- *    budgets: its chunks past that could never all hold data (a chunk
- *    once written is never zero again), so it is refused, like a single
- *    allocation past RAM + swap under Linux's heuristic overcommit.  A
- *    tensor opened from the store (persist.c) is exempt: its data is
- *    already there, and the budgets may have changed since it was saved;
- *  - no chunk table larger than the machine's memory, which could
- *    never be written without the OOM killer (Linux overcommit lets such
- *    a calloc "succeed").
- * Returns 0 or -ENOMEM with the detail: the tensor, its size and what
- * its table would take.
- */
-static int tensor_fits(struct hmm *h, const char *name, uint64_t bytes,
-		       uint64_t nchunks, int fresh)
+void hmm_capacity(struct hmm *h, uint64_t cap[HMM_TIERS])
 {
-	uint64_t table = nchunks * sizeof(struct hmm_chunk);
-	uint64_t host = h->tier[HMM_TIER_HOST].cap, dev = 0, store = 0;
-	long pages = sysconf(_SC_PHYS_PAGES), psize = sysconf(_SC_PAGESIZE);
-	uint64_t ram = pages > 0 && psize > 0 ?
-		       (uint64_t)pages * (uint64_t)psize : UINT64_MAX;
-
+	memset(cap, 0, HMM_TIERS * sizeof(*cap));
+	cap[HMM_TIER_HOST] = h->tier[HMM_TIER_HOST].cap;
 	if (h->dev)
-		dev = h->tier[HMM_TIER_DEVICE].cap;
+		cap[HMM_TIER_DEVICE] = h->tier[HMM_TIER_DEVICE].cap;
 	if (h->store) {
 		struct hmm_store_stats ss;
 
 		hmm_store_stats(h->store, &ss);
-		store = ss.capacity_bytes;
+		cap[HMM_TIER_STORE] = ss.capacity_bytes;
 	}
-	if (fresh && bytes > add_sat(add_sat(store, host), dev))
-		return hmm_err(-ENOMEM, "tensor %s: %llu bytes, more than "
-			       "this context can ever hold (store %llu + "
-			       "host budget %llu + device budget %llu "
-			       "bytes); its chunk table would take %llu "
-			       "bytes", name, (unsigned long long)bytes,
-			       (unsigned long long)store,
-			       (unsigned long long)host,
-			       (unsigned long long)dev,
+}
+
+/*
+ * The one rule for what a context makes with a table of its own (a
+ * tensor's chunks, about 300 bytes a chunk; a region's block states,
+ * one byte a 64 KiB block): host memory outside the budgets, all
+ * allocated and written at creation.  Checked before any allocation, so
+ * that a size the API allows (up to 2^46) never costs tens of GB of
+ * metadata:
+ *  - a new one (fresh) may not be larger than everything the context
+ *    can ever hold, cap[] (hmm_capacity; shared mode: hmmd's): its
+ *    bytes past that could never all hold data (a chunk or block once
+ *    written is never zero again), so it is refused, like a single
+ *    allocation past RAM + swap under Linux's heuristic overcommit.  A
+ *    tensor opened from the store (persist.c) is exempt: its data is
+ *    already there, and the budgets may have changed since it was saved;
+ *  - no table larger than the machine's memory, which could never be
+ *    written without the OOM killer (Linux overcommit lets such a
+ *    calloc "succeed").
+ * Returns 0 or -ENOMEM with the detail: what ("tensor x"), its size,
+ * what it exceeded and its table (tab says what that is).
+ */
+int hmm_fits(const char *what, uint64_t bytes, const uint64_t cap[HMM_TIERS],
+	     int fresh, const char *tab, uint64_t table)
+{
+	long pages = sysconf(_SC_PHYS_PAGES), psize = sysconf(_SC_PAGESIZE);
+	uint64_t ram = pages > 0 && psize > 0 ?
+		       (uint64_t)pages * (uint64_t)psize : UINT64_MAX;
+	uint64_t all = add_sat(add_sat(cap[HMM_TIER_STORE],
+				       cap[HMM_TIER_HOST]),
+			       cap[HMM_TIER_DEVICE]);
+
+	if (fresh && bytes > all)
+		return hmm_err(-ENOMEM, "%s: %llu bytes, more than this "
+			       "context can ever hold (store %llu + host "
+			       "budget %llu + device budget %llu bytes); its "
+			       "%s would take %llu bytes", what,
+			       (unsigned long long)bytes,
+			       (unsigned long long)cap[HMM_TIER_STORE],
+			       (unsigned long long)cap[HMM_TIER_HOST],
+			       (unsigned long long)cap[HMM_TIER_DEVICE], tab,
 			       (unsigned long long)table);
 	if (table > ram)
-		return hmm_err(-ENOMEM, "tensor %s: %llu bytes in %llu "
-			       "chunks: its chunk table would take %llu "
-			       "bytes, more than the machine's %llu bytes "
-			       "of memory (a larger config.chunk_bytes "
-			       "makes it smaller)", name,
-			       (unsigned long long)bytes,
-			       (unsigned long long)nchunks,
+		return hmm_err(-ENOMEM, "%s: %llu bytes: its %s would take "
+			       "%llu bytes, more than the machine's %llu "
+			       "bytes of memory", what,
+			       (unsigned long long)bytes, tab,
 			       (unsigned long long)table,
 			       (unsigned long long)ram);
 	return 0;
+}
+
+/* hmm_fits for a tensor of bytes in nchunks chunks. */
+static int tensor_fits(struct hmm *h, const char *name, uint64_t bytes,
+		       uint64_t nchunks, int fresh)
+{
+	uint64_t cap[HMM_TIERS];
+	char what[80], tab[96];
+
+	hmm_capacity(h, cap);
+	snprintf(what, sizeof(what), "tensor %s", name);
+	snprintf(tab, sizeof(tab), "chunk table (%llu chunks of "
+		 "config.chunk_bytes %llu)", (unsigned long long)nchunks,
+		 (unsigned long long)h->chunk_bytes);
+	return hmm_fits(what, bytes, cap, fresh, tab,
+			nchunks * sizeof(struct hmm_chunk));
 }
 
 int hmm_tensor_create(struct hmm *h, const char *name, uint32_t dtype,

@@ -32,7 +32,8 @@ static void remote_write(struct hmm_region *r, struct region_wb *wb)
 	r->todo = wb;
 }
 
-static int quota_check(struct hmm *h, struct hmm_region *r);
+static int quota_check(struct hmm *h, struct hmm_region *r,
+		       const struct hmm_proto_stats_reply *st);
 
 /*
  * A block's map that hmmd refused with -EDQUOT: this client's quota was
@@ -43,13 +44,16 @@ static int quota_check(struct hmm *h, struct hmm_region *r);
  */
 static int remote_map_err(struct hmm_region *r, int err)
 {
+	struct hmm_proto_stats_reply st;
 	char detail[512];
 	int q;
 
 	if (err != -EDQUOT)
 		return err;
 	snprintf(detail, sizeof(detail), "%s", hmm_last_error());
-	q = quota_check(r->h, r);
+	q = hmm_client_stats(hmm_remote_client(r->h), &st);
+	if (!q)
+		q = quota_check(r->h, r, &st);
 	if (q == -EINVAL)
 		return q;
 	return hmm_err(err, "%s", detail);	/* hmmd's word on it */
@@ -137,22 +141,18 @@ static uint64_t block_charge(uint64_t chunk, uint64_t bytes)
  * evictions: the next access that needs room gets SIGBUS).  Refuse such
  * a region now, naming
  * the sizes; a quota that only other maps fill waits for them.  The
- * quota is the one in force (STATS: the uid's, as hmmd's QUOTA_SET left
- * it), the chunk hmmd's.
+ * quota is the one in force (st, STATS: the uid's, as hmmd's QUOTA_SET
+ * left it), the chunk hmmd's.
  */
-static int quota_check(struct hmm *h, struct hmm_region *r)
+static int quota_check(struct hmm *h, struct hmm_region *r,
+		       const struct hmm_proto_stats_reply *st)
 {
-	struct hmm_client *c = hmm_remote_client(h);
-	struct hmm_proto_stats_reply st;
-	uint64_t chunk = hmm_client_chunk_bytes(c), need, quota;
-	int err;
+	uint64_t chunk = hmm_client_chunk_bytes(hmm_remote_client(h));
+	uint64_t need, quota;
 
 	if (!chunk)
 		return 0;	/* not said: hmmd charges what it will */
-	err = hmm_client_stats(c, &st);
-	if (err)
-		return err;
-	quota = st.quota[HMM_TIER_HOST];
+	quota = st->quota[HMM_TIER_HOST];
 	need = block_charge(chunk, r->bytes);
 	if (quota >= need)
 		return 0;
@@ -170,14 +170,30 @@ static int quota_check(struct hmm *h, struct hmm_region *r)
 		       (unsigned long long)need);
 }
 
+/*
+ * The region's tensor in hmmd, as large as the region.  First the checks
+ * on one STATS: the region against hmmd's capacities (hmm_region_fits,
+ * the bound hmmd's own tensor_new would put on that tensor, here before
+ * this process allocates the block table, with the detail naming the
+ * region), then the quota.
+ */
 int hmm_remote_region_back(struct hmm *h, struct hmm_region *r)
 {
+	struct hmm_proto_stats_reply st;
 	struct hmm_remote_tensor *t;
+	uint64_t cap[HMM_TIERS];
 	char name[48];
 	int64_t n = r->bytes;
-	int err;
+	int err, i;
 
-	err = quota_check(h, r);
+	err = hmm_client_stats(hmm_remote_client(h), &st);
+	if (err)
+		return err;
+	for (i = 0; i < HMM_TIERS; i++)
+		cap[i] = st.tier[i].capacity;
+	err = hmm_region_fits(r, cap);
+	if (!err)
+		err = quota_check(h, r, &st);
 	if (err)
 		return err;
 	snprintf(name, sizeof(name), "hmm-region.%d.%u", (int)getpid(),
