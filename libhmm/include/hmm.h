@@ -362,7 +362,9 @@ int hmm_unmap(struct hmm_tensor *t, void *ptr);
 /*
  * Start moving [off, off + len) of t to tier (device or host) without
  * pinning it, and return at once; chunks that cannot get space without
- * evicting pinned ones are skipped.  Returns 0 or -EINVAL.  Any thread.
+ * evicting pinned ones are skipped.  Chunks that wait for space a copy in
+ * flight will free get it in the order they were asked.  Returns 0 or
+ * -EINVAL.  Any thread.
  */
 int hmm_prefetch(struct hmm_tensor *t, uint64_t off, uint64_t len, int tier);
 

@@ -36,21 +36,21 @@ static void *mapper(void *arg)
 	return NULL;
 }
 
-/* A context of 64 KiB chunks, a 128 KiB host budget and a 1 MiB sim
- * device behind a link on which one chunk takes 62 ms, past wait_ms
- * (20); NULL with the detail. */
-static struct hmm *slow_open(void)
+/* A context of 64 KiB chunks, a host budget of `host` bytes and a sim
+ * device of `dev` behind a link on which one chunk takes 62 ms, past
+ * wait_ms (20); NULL with the detail. */
+static struct hmm *slow_open(uint64_t host, uint64_t dev)
 {
 	static char path[4200];
 	struct hmm_config cfg;
 	struct hmm *h2;
 
-	hmm_test_config(&cfg, path, sizeof(path), 16 << 20, 128 << 10,
-			64 << 10);
+	hmm_test_config(&cfg, path, sizeof(path), 16 << 20, host, 64 << 10);
 	cfg.device = "sim";
-	cfg.device_budget = 1 << 20;
+	cfg.device_budget = dev;
 	cfg.sim_bandwidth = 1 << 20;
 	cfg.wait_ms = 20;
+	cfg.flags |= HMM_CONFIG_STORE_FORMAT;	/* whatever the last one kept */
 	return hmm_open(&cfg, &h2) ? NULL : h2;
 }
 
@@ -76,7 +76,7 @@ static void staged_slowly(void)
 			      "shared mode: staging is hmmd's");
 		return;
 	}
-	if (!(h2 = slow_open()) ||
+	if (!(h2 = slow_open(128 << 10, 1 << 20)) ||
 	    hmm_tensor_new(h2, "staged", HMM_DTYPE_U8, 1, &n, &t))
 		t_fail_all("staged: %s", hmm_last_error());
 	for (int i = 0; i < 4; i++) {	/* each chunk written, to the store */
@@ -125,7 +125,7 @@ static struct hmm *busy_open(struct hmm_tensor **a, struct hmm_tensor **b,
 	struct hmm *h2;
 	void *v;
 
-	if (!(h2 = slow_open()) ||
+	if (!(h2 = slow_open(128 << 10, 1 << 20)) ||
 	    hmm_tensor_new(h2, "busy_a", HMM_DTYPE_U8, 1, &na, a) ||
 	    hmm_tensor_new(h2, "busy_b", HMM_DTYPE_U8, 1, &nb, b) ||
 	    hmm_tensor_new(h2, "busy_c", HMM_DTYPE_U8, 1, &na, c))
@@ -240,7 +240,7 @@ static void flush_starved(void)
 			      "hmmd");
 		return;
 	}
-	if (!(h2 = slow_open()) ||
+	if (!(h2 = slow_open(128 << 10, 1 << 20)) ||
 	    hmm_tensor_new(h2, "on_dev", HMM_DTYPE_U8, 1, &nd, &d) ||
 	    hmm_tensor_new(h2, "pins", HMM_DTYPE_U8, 1, &np, &p))
 		t_fail_all("flush_starved: %s", hmm_last_error());
@@ -264,6 +264,71 @@ static void flush_starved(void)
 	hmm_unmap(p, vp);
 	t_eq(hmm_flush(h2), 0, "once the map is gone the flush saves all "
 	     "(%s)", hmm_last_error());
+	hmm_close(h2);
+}
+
+/* A one-chunk tensor `name` in h2, written with `byte` at `tier`. */
+static struct hmm_tensor *one_chunk(struct hmm *h2, const char *name,
+				    int tier, int byte)
+{
+	int64_t n = 64 << 10;
+	struct hmm_tensor *t;
+	void *v;
+
+	if (hmm_tensor_new(h2, name, HMM_DTYPE_U8, 1, &n, &t) ||
+	    hmm_map(t, 0, HMM_ALL, tier, HMM_DISCARD, &v))
+		t_fail_all("%s: %s", name, hmm_last_error());
+	if (tier == HMM_TIER_HOST)
+		memset(v, byte, n);
+	hmm_unmap(t, v);
+	return t;
+}
+
+/*
+ * Prefetches get room in the order they were asked.  A device of two
+ * chunks: d's dirty chunk on its way down (62 ms), k's clean one
+ * pinned; x's prefetch finds no room and waits for d's.  Then k is
+ * dropped at once, and y's prefetch is asked: the room goes to x, asked
+ * first.  y took it, jumping the queue, and x waited for d's copy: in
+ * hk_offload's pipeline that left pieces half read, the rest of their
+ * chunks a whole I/O round behind pieces needed later.
+ */
+static void prefetch_order(void)
+{
+	struct hmm_tensor *d, *k, *x, *y;
+	uint64_t rx[HMM_TIERS], ry[HMM_TIERS];
+	struct hmm *h2;
+	void *v;
+
+	if (hmm_test_shared()) {
+		hmm_test_skip("prefetch order", "shared mode: the device is "
+			      "this process's, its staging hmmd's");
+		return;
+	}
+	if (!(h2 = slow_open(1 << 20, 128 << 10)))
+		t_fail_all("prefetch order: %s", hmm_last_error());
+	d = one_chunk(h2, "ord_d", HMM_TIER_DEVICE, 0);
+	k = one_chunk(h2, "ord_k", HMM_TIER_HOST, 0x4b);
+	x = one_chunk(h2, "ord_x", HMM_TIER_HOST, 0x58);
+	y = one_chunk(h2, "ord_y", HMM_TIER_HOST, 0x59);
+	if (hmm_map(k, 0, HMM_ALL, HMM_TIER_DEVICE, HMM_READ, &v))
+		t_fail_all("prefetch order: map k: %s", hmm_last_error());
+	hmm_evict(d, 0, HMM_ALL, HMM_TIER_DEVICE);
+	hmm_prefetch(x, 0, HMM_ALL, HMM_TIER_DEVICE);
+	hmm_unmap(k, v);
+	hmm_evict(k, 0, HMM_ALL, HMM_TIER_DEVICE);
+	hmm_prefetch(y, 0, HMM_ALL, HMM_TIER_DEVICE);
+	hmm_tensor_residency(x, rx);
+	hmm_tensor_residency(y, ry);
+	t_ok(rx[HMM_TIER_DEVICE] == 64 << 10 && ry[HMM_TIER_DEVICE] == 0,
+	     "the room a drop frees goes to the prefetch asked first (device "
+	     "bytes: x %llu, y %llu)",
+	     (unsigned long long)rx[HMM_TIER_DEVICE],
+	     (unsigned long long)ry[HMM_TIER_DEVICE]);
+	t_eq(hmm_wait(h2, NULL), 0, "prefetch order: all copies end");
+	hmm_tensor_residency(y, ry);
+	t_eq(ry[HMM_TIER_DEVICE], 64 << 10, "y's prefetch is served after "
+	     "d's copy frees its room");
 	hmm_close(h2);
 }
 
@@ -365,5 +430,6 @@ int main(void)
 	staged_slowly();
 	busy_room();
 	flush_starved();
+	prefetch_order();
 	return t_done();
 }

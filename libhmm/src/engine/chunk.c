@@ -405,13 +405,23 @@ int hmm_chunk_writeback(struct hmm *h, struct hmm_chunk *c)
 /*
  * Chunks whose prefetch could not start yet are kept on h->wantq and
  * retried whenever a copy completes.  A chunk leaves the queue when it
- * is ready, failed, or starved.
+ * is ready, failed, or starved.  A new prefetch queues behind those
+ * waiting, so room goes to prefetches in the order they were asked: one
+ * that took room freed by a drop ahead of the queue left hk_offload's
+ * pieces half read, their other chunks a whole I/O round behind pieces
+ * needed later (test_tensor_backpressure prefetch_order).
  */
 void hmm_chunk_want(struct hmm *h, struct hmm_chunk *c, int tier)
 {
 	int r;
 
 	c->want |= TB(tier);
+	if (!hmm_list_empty(&h->wantq)) {
+		if (hmm_list_empty(&c->wlink))
+			hmm_list_add_tail(&h->wantq, &c->wlink);
+		chunk_want_retry(h);
+		return;
+	}
 	r = hmm_chunk_step(h, c, tier, HMM_READ, HMM_STEP_PREFETCH,
 			   hmm_policy_next_use(h, c));
 	if (r == HMM_AGAIN) {
