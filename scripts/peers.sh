@@ -19,8 +19,11 @@ if [ "$avail" -lt $((8 << 20)) ]; then
 	exit 1
 fi
 /usr/bin/python3 -m venv --system-site-packages "$dir"
-"$dir/bin/pip" install torch
-"$dir/bin/python" -c 'import torch; print("torch", torch.__version__)'
+# ">=2": Debian's torch 1.13, seen through --system-site-packages, would
+# satisfy a bare "torch" and nothing would be installed
+"$dir/bin/pip" install 'torch>=2'
+"$dir/bin/python" -c 'import torch; print("torch", torch.__version__)
+assert int(torch.__version__.split(".")[0]) >= 2, "not torch 2.x"'
 DS_BUILD_OPS=0 "$dir/bin/pip" install deepspeed
 "$dir/bin/python" -c 'import deepspeed; print("deepspeed", deepspeed.__version__)'
 dpkg -s libaio-dev >/dev/null 2>&1 ||

@@ -64,6 +64,7 @@ bad shared "--host 2M: want at least the 2M chunks a --slice spans" --size 12M -
 bad tensors "--compute-ratio nan: want a number from 0 to 100" --compute-ratio nan
 bad tensors "--layers 3: want an integer from 4" --layers 3
 bad train "--batch 0: want an integer from 1 to 4096" --batch 0
+bad attn "--torch-venv v: only with --vs-torch" --torch-venv v
 bad train "--torch-venv v: only with --vs-torch" --torch-venv v
 bad uvm "--block 3M: want a size from 2M to 1T, a multiple of 2M" --block 3M
 ok $([ -z "$(ls -A "$dir" | grep -Ev '^(out|err)$')" ]; echo $?) "the refused runs made nothing"

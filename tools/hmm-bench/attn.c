@@ -30,26 +30,35 @@
  *
  * --vs-torch times Debian's torch 1.13 (/usr/bin/python3) doing naive
  * fp32 attention at the same shape and threads: matmul, softmax, matmul,
- * and autograd for the backward (torch 1.13 has no fused SDPA), then
- * times ours (fp32) again right after it; the speedup compares those
- * adjacent medians.
+ * and autograd for the backward (torch 1.13 has no fused SDPA); and,
+ * where a torch 2.x venv is found (--torch-venv DIR, $HMM_TORCH_VENV,
+ * build/peers: as `hmm-bench train --vs-torch` finds it), its fused
+ * F.scaled_dot_product_attention in fp32 and in bf16, forward and
+ * autograd backward.  Each torch is one python process (torch_script:
+ * medians of reps after a warm-up), followed by ours at its dtype again;
+ * each speedup is torch's median / ours right after it.  A torch that
+ * does not run is named on stderr and left out; the bench goes on.
  */
 #include <errno.h>
 #include <immintrin.h>
+#include <limits.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "bench.h"
 #include "hk.h"
 #include "hk_attn.h"
 #include "hk_adamw.h"	/* hk_bf16_from_f32 */
+#include "train_torch.h"	/* torch_venv_python */
 
 #define PEAK_CHUNK 100000L	/* FMA loop iterations between clock reads */
 
 struct opts {
 	int B, H, N, d, threads, reps, json, vs_torch, causal;
 	int dtypes[2], ndtypes;
+	const char *torch2;	/* a torch 2.x venv's python, or NULL */
 };
 
 /* One thread's loop: runs until `secs` passed; flops counted. */
@@ -249,43 +258,97 @@ static float *rnd(size_t n)
 	return x;
 }
 
-/* Median seconds of torch's naive forward and backward; 0 on failure. */
-static int torch_times(const struct opts *o, double *fwd, double *bwd)
-{
-	char cmd[2048];
-	FILE *p;
-	int n;
+/*
+ * A torch at the shape, one python process: prints
+ * "torch VERSION BACKEND THREADS FWD BWD", the medians of reps after one
+ * warm-up.  argv: B H N d causal reps threads sdpa dtype.  sdpa 1:
+ * F.scaled_dot_product_attention (torch 2.x; BACKEND the one it picks
+ * for these tensors), 0: matmul, masked softmax, matmul (BACKEND
+ * "naive"; torch 1.13 has no fused SDPA).  bf16 inputs for bf16.  The
+ * forward runs under no_grad; the backward is autograd's, from the
+ * output of a forward with grad.  Passed with -c: no single quote.
+ */
+static const char torch_script[] =
+"import statistics, sys, time, torch\n"
+"F = torch.nn.functional\n"
+"B, H, N, d, causal, reps, threads, sdpa = map(int, sys.argv[1:9])\n"
+"dt = torch.bfloat16 if sys.argv[9] == \"bf16\" else torch.float32\n"
+"if sdpa and not hasattr(F, \"scaled_dot_product_attention\"):\n"
+"    sys.exit(\"torch \" + torch.__version__ + \" has no SDPA\")\n"
+"torch.set_num_threads(threads)\n"
+"q, k, v = (torch.randn(B, H, N, d, dtype=dt, requires_grad=True)\n"
+"           for _ in range(3))\n"
+"do = torch.randn(B, H, N, d, dtype=dt)\n"
+"mask = torch.ones(N, N, dtype=torch.bool).triu(1)\n"
+"def f():\n"
+"    if sdpa:\n"
+"        return F.scaled_dot_product_attention(q, k, v,\n"
+"                                              is_causal=bool(causal))\n"
+"    s = q @ k.transpose(-1, -2) * d**-0.5\n"
+"    if causal:\n"
+"        s = s.masked_fill(mask, float(\"-inf\"))\n"
+"    return torch.softmax(s, -1) @ v\n"
+"be = \"naive\"\n"
+"try:\n"
+"    from torch.nn.attention import SDPBackend\n"
+"    if sdpa:\n"
+"        be = SDPBackend(torch._fused_sdp_choice(q, k, v, None, 0.0,\n"
+"                                                bool(causal))).name\n"
+"except Exception:\n"
+"    be = \"sdpa\"\n"
+"tf, tb = [], []\n"
+"for r in range(reps + 1):\n"
+"    t = time.perf_counter()\n"
+"    with torch.no_grad():\n"
+"        f()\n"
+"    tf.append(time.perf_counter() - t)\n"
+"    o = f()\n"
+"    t = time.perf_counter()\n"
+"    o.backward(do)\n"
+"    tb.append(time.perf_counter() - t)\n"
+"print(\"torch\", torch.__version__, be, torch.get_num_threads(),\n"
+"      statistics.median(tf[1:]), statistics.median(tb[1:]))\n";
 
-	snprintf(cmd, sizeof(cmd),
-		"/usr/bin/python3 - <<'EOF' 2>/dev/null\n"
-		"import torch, time, statistics\n"
-		"torch.set_num_threads(%d)\n"
-		"B,H,N,d,causal,reps = %d,%d,%d,%d,%d,%d\n"
-		"q,k,v = (torch.randn(B,H,N,d, requires_grad=True) for _ in range(3))\n"
-		"do = torch.randn(B,H,N,d)\n"
-		"mask = torch.ones(N,N).triu(1).bool()\n"
-		"def f():\n"
-		"  s = q @ k.transpose(-1,-2) * d**-0.5\n"
-		"  if causal: s = s.masked_fill(mask, float('-inf'))\n"
-		"  return torch.softmax(s, -1) @ v\n"
-		"tf, tb = [], []\n"
-		"for r in range(reps + 1):\n"
-		"  t = time.perf_counter()\n"
-		"  with torch.no_grad(): f()\n"
-		"  tf.append(time.perf_counter() - t)\n"
-		"  o = f()\n"
-		"  t = time.perf_counter()\n"
-		"  o.backward(do)\n"
-		"  tb.append(time.perf_counter() - t)\n"
-		"print(statistics.median(tf[1:]), statistics.median(tb[1:]))\n"
-		"EOF\n",
-		o->threads, o->B, o->H, o->N, o->d, o->causal, o->reps);
-	p = popen(cmd, "r");
-	if (!p)
-		return -errno;
-	n = fscanf(p, "%lf %lf", fwd, bwd);
-	pclose(p);
-	return n == 2 ? 0 : -ENOENT;
+/* One torch compared with ours at one dtype (--vs-torch). */
+struct peer {
+	const char *key;	/* "torch": Debian's 1.13, naive; "torch2" */
+	const char *py;		/* a python with that torch */
+	int sdpa;		/* F.scaled_dot_product_attention */
+	int x;			/* which of opts.dtypes */
+	char version[32], backend[32];
+	double t[2];		/* its medians, fwd and bwd; 0: did not run */
+	double ours[2];		/* ours at that dtype right after it */
+};
+
+/* Run pe's torch (torch_script); 0, or -1 with its words on stderr. */
+static int torch_times(const struct opts *o, struct peer *pe)
+{
+	const int v[8] = { o->B, o->H, o->N, o->d, o->causal, o->reps,
+			   o->threads, pe->sdpa };
+	char a[8][16], line[512];
+	char *argv[] = { (char *)pe->py, "-c", (char *)torch_script, a[0],
+			 a[1], a[2], a[3], a[4], a[5], a[6], a[7],
+			 o->dtypes[pe->x] == HK_F32 ? "f32" : "bf16", NULL };
+	FILE *f;
+	pid_t pid;
+	int got = 0, threads;
+
+	for (int i = 0; i < 8; i++)
+		snprintf(a[i], sizeof(a[i]), "%d", v[i]);
+	f = bench_child_open(argv, NULL, &pid);
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "torch %31s %31s %d %lf %lf", pe->version,
+			   pe->backend, &threads, &pe->t[0], &pe->t[1]) == 5)
+			got = threads == o->threads;
+		else if (!got)	/* say why (an ImportError, ...) */
+			fprintf(stderr, "%s: %s", pe->py, line);
+	if (bench_child_close(f, pid) != 0 || !got) {
+		pe->t[0] = pe->t[1] = 0;
+		return -1;
+	}
+	return 0;
 }
 
 /* One dtype's tensors: inputs q, k, v, dout; outputs o, lse, dq, dk, dv. */
@@ -362,16 +425,83 @@ static double time_bwd(const struct hk_attn *a, struct tensors *t)
 	return bench_now() - t0;
 }
 
+/*
+ * Each torch (pe[np]), then ours at its dtype right after it, reps times;
+ * the speedups compare those adjacent medians.  One that does not run is
+ * named on stderr and left out (t 0).
+ */
+static void peers_run(const struct opts *o, struct hk_attn *a,
+		      struct tensors *ts, struct peer *pe, int np)
+{
+	double *t[2] = { calloc(o->reps, 8), calloc(o->reps, 8) };
+
+	for (int i = 0; i < np; i++) {
+		if (!t[0] || !t[1] || torch_times(o, &pe[i])) {
+			fprintf(stderr, "hmm-bench attn: %s did not time %s; "
+				"left out\n", pe[i].py, pe[i].sdpa ?
+				"SDPA" : "naive attention");
+			pe[i].t[0] = pe[i].t[1] = 0;
+			continue;
+		}
+		a->dtype = o->dtypes[pe[i].x];
+		for (int r = 0; r < o->reps; r++) {
+			t[0][r] = time_fwd(a, &ts[pe[i].x]);
+			t[1][r] = time_bwd(a, &ts[pe[i].x]);
+		}
+		pe[i].ours[0] = bench_median(t[0], o->reps);
+		pe[i].ours[1] = bench_median(t[1], o->reps);
+	}
+	free(t[0]);
+	free(t[1]);
+}
+
 /* Times of one (dtype, pass) over the repetitions. */
 struct series {
 	double *t, *peak;
 };
 
-static void print_line(const struct opts *o, int dtype, int p,
-		       double flop, double t, double pk, double vs_f32,
-		       double tt, double adj)
+/* The torches of dtype o->dtypes[x] that ran, on its pass p line. */
+static void print_peers(const struct opts *o, int x, int p,
+			const struct peer *pe, int np)
+{
+	char f[64];
+
+	for (int i = 0; i < np; i++) {
+		const struct peer *e = &pe[i];
+		const char *sfx = e->sdpa ? "_torch2" : "";
+
+		if (e->x != x || e->t[p] <= 0)
+			continue;
+		if (!o->json) {
+			printf(", %s", e->key);
+			if (e->sdpa)
+				printf(" %s SDPA %s", e->version, e->backend);
+			printf(" %.4f s vs ours %.4f s right after: speedup "
+			       "%.2fx", e->t[p], e->ours[p],
+			       e->t[p] / e->ours[p]);
+			continue;
+		}
+		if (e->sdpa) {
+			snprintf(f, sizeof(f), "%s_version", e->key);
+			bench_json_str(stdout, f, e->version);
+			snprintf(f, sizeof(f), "%s_backend", e->key);
+			bench_json_str(stdout, f, e->backend);
+		}
+		snprintf(f, sizeof(f), "%s_seconds", e->key);
+		bench_json_num(stdout, f, e->t[p]);
+		snprintf(f, sizeof(f), "ours_seconds_adjacent%s", sfx);
+		bench_json_num(stdout, f, e->ours[p]);
+		snprintf(f, sizeof(f), "speedup_vs_%s", e->key);
+		bench_json_num(stdout, f, e->t[p] / e->ours[p]);
+	}
+}
+
+static void print_line(const struct opts *o, int x, int p, double flop,
+		       double t, double pk, double vs_f32,
+		       const struct peer *pe, int np)
 {
 	static const char *const pass[2] = { "fwd", "bwd" };
+	int dtype = o->dtypes[x];
 	const char *dt = dtype == HK_F32 ? "f32" : "bf16";
 	double gf = flop * (p ? 2.5 : 1) / t * 1e-9;
 
@@ -384,9 +514,7 @@ static void print_line(const struct opts *o, int dtype, int p,
 		       peak_what[peak_kind(dtype)], gf / pk);
 		if (vs_f32 > 0)
 			printf(", %.2fx f32's speed", vs_f32);
-		if (tt > 0)
-			printf(", torch %.4f s vs ours %.4f s right "
-			       "after: speedup %.2fx", tt, adj, tt / adj);
+		print_peers(o, x, p, pe, np);
 		printf("\n");
 		return;
 	}
@@ -410,11 +538,7 @@ static void print_line(const struct opts *o, int dtype, int p,
 	bench_json_num(stdout, "fraction", gf / pk);
 	if (vs_f32 > 0)
 		bench_json_num(stdout, "bf16_vs_f32", vs_f32);
-	if (tt > 0) {
-		bench_json_num(stdout, "torch_seconds", tt);
-		bench_json_num(stdout, "ours_seconds_adjacent", adj);
-		bench_json_num(stdout, "speedup_vs_torch", tt / adj);
-	}
+	print_peers(o, x, p, pe, np);
 	bench_json_end(stdout);
 }
 
@@ -429,8 +553,8 @@ static int run_shape(const struct opts *o)
 	struct series sr[2][2] = { { { 0 } } };
 	double *ratio[2] = { calloc(o->reps, 8), calloc(o->reps, 8) };
 	double flop = 4.0 * o->N * o->N * o->d * o->B * o->H;
-	double tor_f = 0, tor_b = 0, adj_f = 0, adj_b = 0;
-	int r = 0, both = o->ndtypes == 2;
+	struct peer pe[3];
+	int r = 0, both = o->ndtypes == 2, np = 0;
 
 	for (int x = 0; x < o->ndtypes; x++)
 		for (int p = 0; p < 2; p++) {
@@ -470,41 +594,25 @@ static int run_shape(const struct opts *o)
 	for (int p = 0; p < 2 && both; p++)
 		for (int i = 0; i < o->reps; i++)
 			ratio[p][i] = sr[0][p].t[i] / sr[1][p].t[i];
-	if (o->vs_torch && o->dtypes[0] != HK_F32) {
-		fprintf(stderr, "hmm-bench attn: --vs-torch compares fp32; "
-			"no speedup printed\n");
-	} else if (o->vs_torch && torch_times(o, &tor_f, &tor_b)) {
-		fprintf(stderr, "hmm-bench attn: torch (/usr/bin/python3) "
-			"did not run; no speedup printed\n");
-		tor_f = tor_b = 0;
-	} else if (o->vs_torch) {	/* ours (fp32) again, right after */
-		double *tf = calloc(o->reps, 8), *tb = calloc(o->reps, 8);
-
-		a.dtype = HK_F32;
-		for (int i = 0; tf && tb && i < o->reps; i++) {
-			tf[i] = time_fwd(&a, &ts[0]);
-			tb[i] = time_bwd(&a, &ts[0]);
-		}
-		if (tf && tb) {
-			adj_f = bench_median(tf, o->reps);
-			adj_b = bench_median(tb, o->reps);
-		} else {
-			tor_f = tor_b = 0;
-		}
-		free(tf);
-		free(tb);
+	for (int x = 0; x < o->ndtypes && o->vs_torch; x++) {
+		if (o->dtypes[x] == HK_F32)
+			pe[np++] = (struct peer){ .key = "torch", .x = x,
+					.py = "/usr/bin/python3" };
+		if (o->torch2)
+			pe[np++] = (struct peer){ .key = "torch2", .x = x,
+					.py = o->torch2, .sdpa = 1 };
 	}
+	peers_run(o, &a, ts, pe, np);
 	for (int x = 0; x < o->ndtypes; x++)
 		for (int p = 0; p < 2; p++) {
 			int f32 = o->dtypes[x] == HK_F32;
 
-			print_line(o, o->dtypes[x], p, flop,
+			print_line(o, x, p, flop,
 				   bench_median(sr[x][p].t, o->reps),
 				   bench_median(sr[x][p].peak, o->reps),
 				   both && !f32 ?
 				   bench_median(ratio[p], o->reps) : 0,
-				   f32 ? (p ? tor_b : tor_f) : 0,
-				   p ? adj_b : adj_f);
+				   pe, np);
 		}
 out:
 	for (int x = 0; x < o->ndtypes; x++) {
@@ -521,6 +629,24 @@ out:
 	return r;
 }
 
+/* A torch 2.x for --vs-torch (torch_venv_python): its python in
+ * py[cap], or NULL, said in one line. */
+static const char *torch2_python(const char *venv, char *py, size_t cap)
+{
+	if (!torch_venv_python(venv, py, cap)) {
+		fprintf(stderr, "hmm-bench attn: no torch 2.x venv "
+			"(--torch-venv, $HMM_TORCH_VENV, build/peers: "
+			"scripts/peers.sh); torch 1.13 only\n");
+		return NULL;
+	}
+	if (access(py, X_OK)) {
+		fprintf(stderr, "hmm-bench attn: no torch 2.x (%s: %s); torch "
+			"1.13 only\n", py, strerror(errno));
+		return NULL;
+	}
+	return py;
+}
+
 /* The usage, with the loop of each peak (peak_what), as one string. */
 static const char *usage(void)
 {
@@ -533,7 +659,8 @@ static const char *usage(void)
 	fprintf(f, "usage: hmm-bench attn [--B 1] [--H 8] [--N 2048] [--d 64|128]"
 	       " [--causal]\n"
 	       "                      [--dtype f32|bf16] [--threads N] "
-	       "[--reps 5] [--json] [--vs-torch]\n"
+	       "[--reps 5] [--json]\n"
+	       "                      [--vs-torch [--torch-venv DIR]]\n"
 	       "Without --d, runs d = 64 and d = 128; without --dtype, f32 "
 	       "and bf16.\nLines with \"pass\":\"fwd\" and \"bwd\".\n"
 	       "GFLOP/s count forward 4 B H N^2 d flop (QK^T and PV), "
@@ -551,7 +678,13 @@ static const char *usage(void)
 		"its own instructions' (an eighth of it).\nbf16_vs_f32 is the "
 		"median over repetitions of t_f32 / t_bf16 (each repetition\n"
 		"runs f32 then bf16).  JSON: flop, flop_formula, peak, "
-		"peak_method.\n");
+		"peak_method.\n"
+		"--vs-torch: Debian's torch 1.13 (/usr/bin/python3), naive "
+		"attention in f32, and\na torch 2.x's "
+		"F.scaled_dot_product_attention in f32 and bf16 (DIR/bin/python;"
+		"\nDIR: --torch-venv, else $HMM_TORCH_VENV, else build/peers), "
+		"each followed by\nours at its dtype; speedup = torch's median "
+		"/ ours right after.\n");
 	fclose(f);
 	return buf;
 }
@@ -562,7 +695,8 @@ static int bench_attn(int argc, char **argv)
 			  .threads = hk_threads(), .reps = 5,
 			  .dtypes = { HK_F32, HK_BF16 }, .ndtypes = 2 };
 	int ds[2] = { 64, 128 }, nd = 2, r = 0;
-	const char *dtype = NULL;
+	const char *dtype = NULL, *venv = NULL;
+	char py[PATH_MAX + 16];
 	const struct bench_arg args[] = {
 		{ "--B", BA_INT, &o.B, 1, 1024 },
 		{ "--H", BA_INT, &o.H, 1, 1024 },
@@ -573,6 +707,7 @@ static int bench_attn(int argc, char **argv)
 		{ "--dtype", BA_STR, &dtype },
 		{ "--causal", BA_FLAG, &o.causal },
 		{ "--vs-torch", BA_FLAG, &o.vs_torch },
+		{ "--torch-venv", BA_STR, &venv },
 		{ "--json", BA_FLAG, &o.json },
 		{ NULL }
 	};
@@ -584,11 +719,18 @@ static int bench_attn(int argc, char **argv)
 		o.dtypes[0] = strcmp(dtype, "f32") ? HK_BF16 : HK_F32;
 		o.ndtypes = 1;
 	}
+	if (venv && !o.vs_torch)
+		bench_arg_bad("--torch-venv", venv, "only with --vs-torch");
 	if (!hk_isa_supported(HK_ISA_AVX2)) {
 		fprintf(stderr, "hmm-bench attn: the FMA peak needs AVX2\n");
 		return 1;
 	}
 	hk_set_threads(o.threads);
+	if (o.vs_torch)
+		o.torch2 = torch2_python(venv, py, sizeof(py));
+	if (o.vs_torch && !o.torch2 && o.dtypes[0] != HK_F32)
+		fprintf(stderr, "hmm-bench attn: torch 1.13 is timed in f32 "
+			"only: no speedup printed\n");
 	if (o.d) {
 		ds[0] = o.d;
 		nd = 1;

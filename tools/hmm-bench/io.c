@@ -598,25 +598,11 @@ static void ds_medians(struct io_opts *o, struct results *R, int d)
  * binary) and DeepSpeed's scratch file beside the store's file. */
 static void ds_setup(struct io_opts *o)
 {
-	char exe[PATH_MAX], peers[PATH_MAX + 16];
-	const char *v = o->ds_venv ? o->ds_venv : getenv("HMM_TORCH_VENV");
-	ssize_t n;
 	int fd;
 
-	o->ds_py[0] = 0;
-	if (!v || !*v) {
-		n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
-		exe[n > 0 ? n : 0] = 0;
-		if (!torch_peers_venv(exe, peers, sizeof(peers)))
-			return;	/* none: said in the report as null */
-		v = peers;
-	}
-	if (snprintf(o->ds_py, sizeof(o->ds_py), "%s/bin/python", v) >=
-	    (int)sizeof(o->ds_py))
-		errno = ENAMETOOLONG;
-	else if (!access(o->ds_py, X_OK))
-		errno = 0;
-	if (errno) {
+	if (!torch_venv_python(o->ds_venv, o->ds_py, sizeof(o->ds_py)))
+		return;	/* none: said in the report as null */
+	if (access(o->ds_py, X_OK)) {
 		fprintf(stderr, "hmm-bench io: note: no DeepSpeed aio ceiling "
 			"(%s: %s)\n", o->ds_py, strerror(errno));
 		o->ds_py[0] = 0;

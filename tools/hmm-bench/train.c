@@ -138,11 +138,11 @@ static double loadavg(void)
 
 /* hmm-train in memory vs torch, rep by rep; see the head comment. */
 static int vs_torch(const char *bin, const char *const args[], int steps,
-		    int reps, const char *venv, int found, int json)
+		    int reps, const char *vpy, int found, int json)
 {
 	const char *py[TORCH_MAX] = { "/usr/bin/python3", NULL };
 	const char *key[TORCH_MAX] = { "torch", "torch2" };
-	char vpy[PATH_MAX + 16], ver[TORCH_MAX][32] = { "", "" };
+	char ver[TORCH_MAX][32] = { "", "" };
 	double hmm[16], tt[TORCH_MAX][16], tr[TORCH_MAX][16];
 	double q[TORCH_MAX][16], q_r[TORCH_MAX][16];	/* per-rep ratios */
 	double l0 = loadavg(), th, t[TORCH_MAX], t_r[TORCH_MAX];
@@ -150,10 +150,8 @@ static int vs_torch(const char *bin, const char *const args[], int steps,
 	struct summary m = { 0 };
 	int np = 1;
 
-	if (venv) {
-		snprintf(vpy, sizeof(vpy), "%s/bin/python", venv);
+	if (vpy)
 		py[np++] = vpy;
-	}
 	for (int r = 0; r < reps; r++) {
 		if (run_train(bin, args, &m))
 			return 1;
@@ -228,7 +226,7 @@ static int bench_train(int argc, char **argv)
 	double off[16], mem[16], otok[16], mtok[16], ostall[16], peak = 0;
 	struct summary o = { 0 }, m = { 0 };
 	int64_t rss = 0;
-	char bin[PATH_MAX], peers[PATH_MAX], nsteps[16], nbatch[16];
+	char bin[PATH_MAX], vpy[PATH_MAX + 16], nsteps[16], nbatch[16];
 	const char *a_mem[9] = { NULL }, *a_off[9] = { NULL };
 	int found = 0;
 	const struct bench_arg args[] = {
@@ -266,12 +264,11 @@ static int bench_train(int argc, char **argv)
 		a_off[nc] = store ? "--store" : NULL;
 		a_off[nc + 1] = store;
 	}
-	if (torch && !venv)
-		venv = getenv("HMM_TORCH_VENV");
-	if (torch && !venv && torch_peers_venv(bin, peers, sizeof(peers)))
-		venv = peers, found = 1;
-	if (torch)
-		return vs_torch(bin, a_mem, steps, reps, venv, found, json);
+	if (torch) {
+		found = torch_venv_python(venv, vpy, sizeof(vpy));
+		return vs_torch(bin, a_mem, steps, reps, found ? vpy : NULL,
+				found == 1, json);
+	}
 	for (int r = 0; r < reps; r++) {
 		double p = fma_peak();
 

@@ -122,15 +122,23 @@ int torch_gpt_run(const char *python, const struct torch_gpt *m, int steps,
 	return 0;
 }
 
-/* build/peers beside bin's folder (build/bin), if it has bin/python. */
-int torch_peers_venv(const char *bin, char *buf, size_t cap)
+int torch_venv_python(const char *given, char *py, size_t cap)
 {
-	const char *slash = strrchr(bin, '/');
-	char py[2 * PATH_MAX];
+	const char *v = given && *given ? given : getenv("HMM_TORCH_VENV");
+	char exe[PATH_MAX], *slash;
+	ssize_t n;
 
-	if (!slash)
-		return 0;
-	snprintf(buf, cap, "%.*s/../peers", (int)(slash - bin), bin);
-	snprintf(py, sizeof(py), "%s/bin/python", buf);
-	return !access(py, X_OK);
+	if (v && *v) {
+		snprintf(py, cap, "%s/bin/python", v);
+		return 2;
+	}
+	n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+	exe[n > 0 ? n : 0] = 0;
+	slash = strrchr(exe, '/');
+	if (slash && snprintf(py, cap, "%.*s/../peers/bin/python",
+			      (int)(slash - exe), exe) < (int)cap &&
+	    !access(py, X_OK))
+		return 1;
+	py[0] = 0;
+	return 0;
 }

@@ -28,10 +28,13 @@ int torch_gpt_run(const char *python, const struct torch_gpt *m, int steps,
 		  struct torch_gpt_result *res);
 
 /*
- * The venv scripts/peers.sh makes: build/peers beside bin's folder
- * (bin: a path to a binary in build/bin), in buf[cap].  1 when it has
- * bin/python, else 0.
+ * The python of the venv whose torch 2.x (or DeepSpeed) a bench compares
+ * with: DIR/bin/python of given (a --torch-venv or --ds-venv DIR), else
+ * of $HMM_TORCH_VENV, else of build/peers beside this binary's folder
+ * (build/bin), which scripts/peers.sh makes, in py[cap].  Returns 2
+ * (given or from the environment: it must run), 1 (build/peers, found
+ * with a bin/python: left out if it cannot run), or 0 (none; py "").
  */
-int torch_peers_venv(const char *bin, char *buf, size_t cap);
+int torch_venv_python(const char *given, char *py, size_t cap);
 
 #endif /* HMM_BENCH_TRAIN_TORCH_H */
