@@ -171,7 +171,8 @@ $(O)/tools/hmm-train/gpu_%.o: INC := $(INC_kern) -I$(L)/engine
 $(O)/tools/hmmctl/%.o: INC := $(INC_proto) -I$(L)/remote
 # tests: tests/ and the kernels' headers, plus a layer per group
 $(O)/tests/%.o: INC := -Itests $(INC_kern)
-T_STORE := alloc crc32c offload pool table tensor_fault tensor_writeback \
+T_STORE := alloc crc32c offload pool region_starved table tensor_fault \
+	   tensor_writeback \
 	   $(patsubst tests/unit/test_%.c,%,$(wildcard tests/unit/test_store*.c))
 $(patsubst %,$(O)/tests/unit/test_%.o,$(T_STORE)): INC := -Itests $(INC_kern) $(INC_store)
 $(O)/tests/unit/test_proto.o $(O)/tests/unit/test_proto_sock.o \

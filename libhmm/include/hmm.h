@@ -527,7 +527,16 @@ const char *hmm_last_error(void);
  * blocks in an hmmd tensor.  An access whose bytes are lost (a failed
  * read, hmmd gone) gets SIGBUS, never wrong bytes; hmmd short of room
  * (this client's quota kept full by its own maps) only makes an access
- * wait: its block's eviction or read is tried again.  A userfaultfd
+ * wait: its block's eviction or read is tried again.  No access waits
+ * for ever: one that finds no room for config.wait_ms (the host budget
+ * full of what cannot go, as pinned chunks, chunks whose write-back
+ * failed, blocks of a region whose store is full; or hmmd refusing the
+ * block all that time; at once in a region whose store is full) gets
+ * SIGBUS, and the next hmm_wait / hmm_flush returns -ENOMEM (-ENOSPC)
+ * naming the region, the block, the budget and what holds it.  Its
+ * block keeps its bytes: accesses get SIGBUS until room returns (looked
+ * for every 0.1 s), then are served again (on a kernel without
+ * UFFDIO_POISON, before 6.6, the block is lost instead).  A userfaultfd
  * region may be no larger than a new tensor: the store's data area +
  * host_budget + the device budget (shared mode: hmmd's, where its blocks
  * go, and a smaller one may still pass this client's store quota there,
@@ -543,23 +552,28 @@ const char *hmm_last_error(void);
  * than the context can hold, as above; embedded, also when pinned chunks
  * leave less than 128 KiB of the host budget unpinned: while a
  * userfaultfd region lives, host maps keep that much free of pins, so
- * that every access can be served, never waiting for ever), or hmmd's
- * error.  Any thread.
+ * that pins alone never starve an access), or hmmd's error.  Any
+ * thread.
  */
 int hmm_region_new(struct hmm *h, uint64_t bytes, void **ptr);
 
 /*
  * Advise [ptr, ptr + len) of a region (HMM_ADVISE_*): COLD evicts now
- * (the module's EVICT for a module region), WILLNEED faults in now.
- * Returns 0, -EINVAL (not inside one region, unknown advice) or an I/O
- * error (-EPIPE / -ENOTCONN once hmmd is gone; -EDQUOT / -ENOMEM when
- * hmmd had no room for now: those blocks stay resident).  Any thread.
+ * (the module's EVICT for a module region), WILLNEED faults in now,
+ * skipping blocks an access would get SIGBUS for.  Returns 0, -EINVAL
+ * (not inside one region, unknown advice) or an I/O error (-EPIPE /
+ * -ENOTCONN once hmmd is gone; -EDQUOT / -ENOMEM when hmmd had no room
+ * for now: those blocks stay resident; WILLNEED: -ENOMEM when a block
+ * found no room for wait_ms, as an access would, the detail naming it:
+ * it and the blocks after it stay out).  Any thread.
  */
 int hmm_region_advise(struct hmm *h, void *ptr, uint64_t len, int advice);
 
 /*
  * Free the region starting at ptr.  No thread may touch it during or
- * after.  Returns 0 or -EINVAL (not a region).
+ * after; an access already waiting for room gets SIGBUS at once (as at
+ * hmm_close), never holding the free up.  Returns 0 or -EINVAL (not a
+ * region).
  */
 int hmm_region_free(struct hmm *h, void *ptr);
 

@@ -31,10 +31,15 @@
  *     the pinned bytes and live tensors the model holds;
  *   - with a store sized for everything ("ample"), a map whose pins fit
  *     the budget, a flush and a wait succeed.
+ *   - a region access that may find no room (a store nearly full: its
+ *     blocks' evictions end) completes with the model's bytes or gets
+ *     SIGBUS after wait_ms (hmm.h), having written exactly the bytes
+ *     before it; one with room never gets SIGBUS, unless an earlier
+ *     access to that region did (its block stays poisoned until the
+ *     fault thread sees room);
  * What hmm.h leaves to the caller is not done: two tiers writing one
  * chunk at once (hmm.h: the other copies become stale), reads through a
- * mapping that another tier's write made stale, region accesses that
- * could find no room (they would wait for ever), tensors larger than a
+ * mapping that another tier's write made stale, tensors larger than a
  * few MiB (the engine would allocate their chunk tables).
  *
  * The store is one file, $HMM_TEST_DIR (else /tmp)/fuzz_api.PID.store,
@@ -45,6 +50,7 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
+#include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdint.h>
@@ -149,6 +155,7 @@ struct mregion {
 	uint8_t *p;		/* NULL: the slot is free */
 	uint64_t bytes;		/* rounded up to RBLOCK */
 	uint8_t *data;
+	int starved;		/* an access got SIGBUS: more may */
 };
 
 /*
@@ -179,6 +186,8 @@ struct fz {
 	struct msaved s[NS];
 	int ns;
 	int disk_known;		/* 0: a flush failed, what it left is open */
+	int region_err;		/* a region access gave up since the last
+				   wait or flush: they may say so */
 	int in_step;
 	unsigned names;
 };
@@ -357,6 +366,7 @@ static void ctx_close(struct fz *f)
 	memset(f->dl, 0, sizeof(f->dl));
 	f->nm = 0;
 	f->in_step = 0;
+	f->region_err = 0;
 }
 
 static void saved_drop(struct fz *f)
@@ -930,6 +940,13 @@ static void op_move(struct fz *f, struct in *in, int which)
 	expect(r, want, names[which]);
 }
 
+/* r, a wait's or flush's error, is a region access's that gave up. */
+static int region_said(struct fz *f, int r)
+{
+	return f->region_err && r == -ENOMEM &&
+	       strstr(hmm_last_error(), "region");
+}
+
 static void op_wait(struct fz *f, struct in *in)
 {
 	int ti = u8(in) % (NT + 1), r;
@@ -938,7 +955,9 @@ static void op_wait(struct fz *f, struct in *in)
 	r = hmm_wait(f->h, ti < NT ? f->t[ti].t : NULL);
 	if (r)
 		failed(r, "hmm_wait");
-	must(!r || !f->ample, "hmm_wait with an ample store: %d", r);
+	must(!r || !f->ample || region_said(f, r), "hmm_wait with an ample "
+	     "store: %d", r);
+	f->region_err = 0;
 }
 
 /* A good flush saved every live tensor and the unopened saved ones. */
@@ -986,15 +1005,18 @@ static void op_flush(struct fz *f)
 		failed(r, "hmm_flush");
 		/* a chunk only at the device is staged through the host:
 		   with host pins leaving less than a chunk it cannot be */
-		must(!f->ample || (r == -ENOMEM && f->dev &&
+		must(!f->ample || region_said(f, r) ||
+		     (r == -ENOMEM && f->dev &&
 				   pinned(f, HMM_TIER_HOST, -1, 0, 0) +
 				   f->chunk > f->host_cap &&
 				   strstr(hmm_last_error(), "only at the "
 					  "device")),
 		     "hmm_flush with an ample store: %d", r);
 		f->disk_known = 0;
+		f->region_err = 0;
 		return;
 	}
+	f->region_err = 0;
 	flush_saved(f);
 }
 
@@ -1172,10 +1194,11 @@ static void op_dlpack_delete(struct fz *f, struct in *in)
 /* ---- regions ------------------------------------------------------------ */
 
 /*
- * May a region's bytes be touched now?  A fault waits for room for ever
- * (region_fault.c): it needs an ample store to evict blocks to, and room
- * for two blocks besides the pinned chunks (one access may straddle
- * two blocks, and one block's room would evict the other in turn).
+ * Must a region access be served now?  It needs an ample store to evict
+ * blocks to, and room for two blocks besides the pinned chunks (one
+ * access may straddle two blocks, and one block's room would evict the
+ * other in turn).  Otherwise a fault may find no room: after wait_ms
+ * its access gets SIGBUS (region_fault.c), never waiting for ever.
  */
 static int region_room(struct fz *f)
 {
@@ -1220,11 +1243,14 @@ static void op_region_new(struct fz *f, struct in *in)
 		     bytes);
 		return;
 	}
-	/* the store must hold what regions evict */
-	if (s < 0 || !f->ample || live + up(bytes, RBLOCK) > REGION_CAP)
+	/* a store nearly full may hold less than the region: regions
+	 * there starve (region_room) */
+	if (s < 0 || live + up(bytes, RBLOCK) > REGION_CAP)
 		return;
 	r = hmm_region_new(f->h, bytes, &p);
-	if (r == -ENOSYS || r == -EPERM) {	/* no userfaultfd here */
+	if (r == -ENOSYS || r == -EPERM ||	/* no userfaultfd here */
+	    (r == -ENOMEM && !f->ample &&
+	     strstr(hmm_last_error(), "can ever hold"))) {
 		failed(r, "hmm_region_new");
 		return;
 	}
@@ -1242,11 +1268,39 @@ static struct mregion *region_of(struct fz *f, struct in *in)
 	return g->p ? g : NULL;
 }
 
+static sigjmp_buf bus_jmp;
+static volatile uint64_t bus_at;	/* bytes done before the SIGBUS */
+
+static void on_bus(int sig)
+{
+	siglongjmp(bus_jmp, 1);
+}
+
+/*
+ * Copy len bytes from src to dst a byte at a time (one of them in a
+ * region), stopping at a SIGBUS: the bytes done, the faulting one not
+ * among them.  libFuzzer's and the sanitizers' handler is back after.
+ */
+static uint64_t region_copy(volatile uint8_t *dst, const volatile uint8_t *src,
+			    uint64_t len)
+{
+	struct sigaction sa = { .sa_handler = on_bus }, old;
+
+	bus_at = 0;
+	sigaction(SIGBUS, &sa, &old);
+	if (!sigsetjmp(bus_jmp, 1))
+		for (; bus_at < len; bus_at++)
+			dst[bus_at] = src[bus_at];
+	sigaction(SIGBUS, &old, NULL);
+	return bus_at;
+}
+
 /* Write a pattern in a region (write: 1), or check its bytes. */
 static void op_region_rw(struct fz *f, struct in *in, int write)
 {
 	struct mregion *g = region_of(f, in);
-	uint64_t off, len, i;
+	uint64_t off, len, i, done;
+	uint8_t *buf;
 	uint32_t seed;
 
 	if (!g)
@@ -1254,16 +1308,28 @@ static void op_region_rw(struct fz *f, struct in *in, int write)
 	off = pick(in, g->bytes);
 	len = 1 + pick(in, g->bytes - off);
 	seed = u32(in);
-	if (!region_room(f))
-		return;
-	if (!write) {
-		same_bytes(g->p + off, g->data + off, len, "a region",
+	buf = malloc(len);
+	must(buf, "no memory");
+	if (write) {
+		for (i = 0; i < len; i++)
+			buf[i] = pattern(seed, i);
+		done = region_copy(g->p + off, buf, len);
+		memcpy(g->data + off, buf, done);	/* what landed */
+	} else {
+		done = region_copy(buf, g->p + off, len);
+		same_bytes(buf, g->data + off, done, "a region",
 			   "its region", off);
-		return;
 	}
-	for (i = 0; i < len; i++)
-		g->data[off + i] = pattern(seed, i);
-	memcpy(g->p + off, g->data + off, len);
+	free(buf);
+	if (done == len)
+		return;
+	if (tracing)
+		fprintf(stderr, "fuzz_api: SIGBUS at byte %" PRIu64 " of "
+			"%" PRIu64 "\n", done, len);
+	must(!region_room(f) || g->starved, "a region %s with room got "
+	     "SIGBUS at byte %" PRIu64, write ? "write" : "read", off + done);
+	g->starved = 1;
+	f->region_err = 1;
 }
 
 /* Is [p, p + len) inside one region (region.c's region_find)? */
@@ -1306,11 +1372,16 @@ static void op_region_advise(struct fz *f, struct in *in)
 		p = (uintptr_t)g->p - 1 - how;
 	want = !len || a < HMM_ADVISE_WILLNEED || a > HMM_ADVISE_NORMAL ||
 	       !in_region(f, p, len) ? -EINVAL : 0;
-	/* WILLNEED faults the blocks in: the same room as an access */
-	if (!want && a == HMM_ADVISE_WILLNEED && !region_room(f))
-		return;
 	clear_err();
 	r = hmm_region_advise(f->h, (void *)p, len, a);
+	/* without room WILLNEED fails as an access would (never with
+	 * SIGBUS), COLD's writes as the nearly full store refuses them */
+	if (!want && !region_room(f) && r) {
+		failed(r, "hmm_region_advise");
+		must(a == HMM_ADVISE_COLD || r == -ENOMEM || r == -ENOSPC,
+		     "hmm_region_advise(WILLNEED) with no room: %d", r);
+		return;
+	}
 	expect(r, want, "hmm_region_advise");
 }
 

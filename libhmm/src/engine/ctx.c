@@ -51,6 +51,16 @@ void hmm_async_error(struct hmm *h, int err, const char *fmt, ...)
 	va_end(ap);
 }
 
+int hmm_async_take(struct hmm *h)
+{
+	int r = h->async_err;
+
+	if (r)
+		hmm_err(r, "%s", h->async_detail);
+	h->async_err = 0;
+	return r;
+}
+
 static int config_check(const struct hmm_config *c)
 {
 	unsigned i;

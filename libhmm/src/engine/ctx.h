@@ -205,8 +205,12 @@ double hmm_now(void);
 /* Wait on h->cond (h->lock held) until woken, or hmm_now() reaches
  * until, or 50 ms have passed, whichever is first: callers loop. */
 void hmm_cond_wait_until(struct hmm *h, double until);
+/* Keep the first asynchronous error for hmm_wait (h->lock held). */
 void hmm_async_error(struct hmm *h, int err, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
+/* Take it (h->lock held): 0, or the error with its detail made this
+ * thread's, and forgotten. */
+int hmm_async_take(struct hmm *h);
 
 /* ---- iothread.c -------------------------------------------------------- */
 int hmm_iot_start(struct hmm *h, const struct hmm_config *cfg);

@@ -408,16 +408,6 @@ static int all_quiet(struct hmm *h)
 	return 1;
 }
 
-static int take_async_error(struct hmm *h)
-{
-	int r = h->async_err;
-
-	if (r)
-		hmm_err(r, "%s", h->async_detail);
-	h->async_err = 0;
-	return r;
-}
-
 int hmm_engine_wait(struct hmm *h, struct hmm_tensor *t)
 {
 	int r;
@@ -425,7 +415,7 @@ int hmm_engine_wait(struct hmm *h, struct hmm_tensor *t)
 	pthread_mutex_lock(&h->lock);
 	while (t ? !tensor_quiet(t) : !all_quiet(h))
 		pthread_cond_wait(&h->cond, &h->lock);
-	r = take_async_error(h);
+	r = hmm_async_take(h);
 	pthread_mutex_unlock(&h->lock);
 	return r;
 }
@@ -555,7 +545,7 @@ int hmm_engine_flush(struct hmm *h)
 	while (!all_quiet(h))
 		pthread_cond_wait(&h->cond, &h->lock);
 	if (!err)
-		err = take_async_error(h);
+		err = hmm_async_take(h);
 	if (!err)
 		err = hmm_persist_save(h);
 	if (!err) {
@@ -563,7 +553,7 @@ int hmm_engine_flush(struct hmm *h)
 		req.io.op = HMM_IOREQ_FLUSH;
 		r = hmm_iot_sync(h, &req);
 		if (r < 0)
-			err = take_async_error(h);
+			err = hmm_async_take(h);
 	}
 	hmm_trace_event(h, "io", "flush", "", 0, 0, t0, hmm_now(), 1);
 	pthread_mutex_unlock(&h->lock);

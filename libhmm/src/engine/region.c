@@ -35,10 +35,11 @@ int hmm_region_fits(struct hmm_region *r, const uint64_t cap[HMM_TIERS])
 }
 
 /*
- * A userfaultfd region of r->bytes (r->base mapped here).  0 or -errno
- * with the detail set; nothing to undo on failure but r->base.  The
- * backend first: it refuses a region larger than where its blocks go can
- * ever hold (hmm_region_fits) before the block table is allocated, and
+ * A userfaultfd region of r->bytes, mapped here at r->base.  0 or -errno
+ * with the detail set, nothing left on failure.  The backend first: it
+ * refuses a region larger than where its blocks go can ever hold
+ * (hmm_region_fits) before anything is mapped or allocated (a mmap of
+ * 2^45 bytes fails under TSan with a detail that names nothing), and
  * its fini needs no block (r->nblocks stays 0 until the table is there).
  */
 static int region_uffd_new(struct hmm *h, struct hmm_region *r)
@@ -49,12 +50,20 @@ static int region_uffd_new(struct hmm *h, struct hmm_region *r)
 	err = h->be->region_back(h, r);
 	if (err)
 		return err;
+	r->base = mmap(NULL, r->bytes, PROT_READ | PROT_WRITE,
+		       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	if (r->base == MAP_FAILED) {
+		err = hmm_err(-errno, "hmm_region_new: region %u: mmap %llu "
+			      "bytes: %s", r->id, (unsigned long long)r->bytes,
+			      strerror(errno));
+		goto out_back;
+	}
 	r->state = calloc(r->bytes / RBLOCK, 1);
 	if (!r->state) {
 		err = hmm_err(-ENOMEM, "hmm_region_new: region %u: no memory "
 			      "for its %llu blocks", r->id,
 			      (unsigned long long)(r->bytes / RBLOCK));
-		goto out_back;
+		goto out_unmap;
 	}
 	r->nblocks = r->bytes / RBLOCK;
 	err = hmm_region_uffd_start(r);
@@ -66,6 +75,8 @@ out_free:
 	free(r->state);
 	r->state = NULL;
 	r->nblocks = 0;
+out_unmap:
+	munmap(r->base, r->bytes);
 out_back:
 	r->ops->fini(r);
 	return err;
@@ -132,18 +143,9 @@ int hmm_region_create(struct hmm *h, uint64_t bytes, void **ptr)
 		0x7fffffff;
 	err = h->be->region_whole ? h->be->region_whole(h, r) : -ENODEV;
 	if (err == -ENODEV) {	/* nobody serves it whole: userfaultfd */
-		r->base = mmap(NULL, r->bytes, PROT_READ | PROT_WRITE,
-			       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
-			       -1, 0);
-		if (r->base == MAP_FAILED) {
-			err = hmm_err(-errno, "hmm_region_new: mmap %llu "
-				      "bytes: %s", (unsigned long long)bytes,
-				      strerror(errno));
-			goto out_free;
-		}
 		err = region_uffd_new(h, r);
 		if (err)
-			goto out_unmap;
+			goto out_free;
 		err = region_add(h, r);
 		if (err)
 			goto out_uffd;
@@ -156,7 +158,6 @@ int hmm_region_create(struct hmm *h, uint64_t bytes, void **ptr)
 
 out_uffd:
 	region_uffd_free(r);
-out_unmap:
 	munmap(r->base, r->bytes);
 out_free:
 	free(r);
@@ -180,34 +181,24 @@ static struct hmm_region *region_find(struct hmm *h, const void *p,
 	return NULL;
 }
 
-/* Advice on blocks first..last of a userfaultfd region. */
-static int region_uffd_advise(struct hmm *h, struct hmm_region *r,
-			      uint32_t first, uint32_t last, int advice)
+/* COLD on blocks first..last of a userfaultfd region: evict them now. */
+static int region_cold(struct hmm *h, struct hmm_region *r, uint32_t first,
+		       uint32_t last)
 {
 	uint32_t b;
-	int err = 0;
+	int err, dead;
 
 	pthread_mutex_lock(&h->lock);
-	if (advice == HMM_ADVISE_COLD) {
-		r->again = 0;	/* what this advice's writes meet */
-		for (b = first; b <= last; b++)
-			if (r->state[b] == RB_RESIDENT)
-				hmm_region_evict_block(h, r, b);
-		while (hmm_region_drain(h))
-			;
-		err = r->dead ? r->dead : r->again;
-	}
+	r->again = 0;	/* what this advice's writes meet */
+	for (b = first; b <= last; b++)
+		if (r->state[b] == RB_RESIDENT)
+			hmm_region_evict_block(h, r, b);
+	while (hmm_region_drain(h))
+		;
+	dead = r->dead;
+	err = dead ? dead : r->again;
 	pthread_mutex_unlock(&h->lock);
-	for (b = first; advice == HMM_ADVISE_WILLNEED && b <= last; b++) {
-		int broken;
-
-		pthread_mutex_lock(&h->lock);
-		broken = r->state[b] == RB_BROKEN;	/* would SIGBUS */
-		pthread_mutex_unlock(&h->lock);
-		if (!broken)
-			(void)*(volatile char *)region_block_addr(r, b);
-	}
-	if (err && r->dead)
+	if (dead)
 		return hmm_err(err, "hmm_region_advise: region %u: its %s "
 			       "is gone: %s", r->id, r->ops->name,
 			       strerror(-err));
@@ -217,6 +208,31 @@ static int region_uffd_advise(struct hmm *h, struct hmm_region *r,
 			       "resident", r->id, r->ops->name,
 			       strerror(-err));
 	return 0;
+}
+
+/*
+ * WILLNEED on blocks first..last: each brought in as its fault would
+ * (hmm_region_bring), never touched here: an access that found no room
+ * would get SIGBUS inside this call.  Blocks whose bytes are lost, or
+ * that starved (SIGBUS until room returns), are left as they are; the
+ * first that gets no room for wait_ms, or fails to read, ends the call
+ * with its error (-ENOMEM, -EIO, ...): the blocks after it keep theirs.
+ */
+static int region_willneed(struct hmm *h, struct hmm_region *r,
+			   uint32_t first, uint32_t last)
+{
+	char detail[512];
+	uint32_t b;
+	int err = 0;
+
+	pthread_mutex_lock(&h->lock);
+	for (b = first; b <= last && err >= 0; b++)
+		err = hmm_region_bring(h, r, b);
+	pthread_mutex_unlock(&h->lock);
+	if (err >= 0)
+		return 0;
+	snprintf(detail, sizeof(detail), "%s", hmm_last_error());
+	return hmm_err(err, "hmm_region_advise: %s", detail);
 }
 
 int hmm_region_advise_range(struct hmm *h, void *ptr, uint64_t len,
@@ -236,8 +252,13 @@ int hmm_region_advise_range(struct hmm *h, void *ptr, uint64_t len,
 	off = (char *)ptr - r->base;
 	if (r->whole)
 		return r->whole->advise(r, off, len, advice);
-	return region_uffd_advise(h, r, off / RBLOCK, (off + len - 1) / RBLOCK,
-				  advice);
+	if (advice == HMM_ADVISE_COLD)
+		return region_cold(h, r, off / RBLOCK,
+				   (off + len - 1) / RBLOCK);
+	if (advice == HMM_ADVISE_WILLNEED)
+		return region_willneed(h, r, off / RBLOCK,
+				       (off + len - 1) / RBLOCK);
+	return 0;
 }
 
 static void region_destroy(struct hmm *h, struct hmm_region *r)

@@ -73,6 +73,8 @@ static void region_write_failed(struct hmm *h, struct hmm_region *r,
 	if (r->ops->gone(err)) {
 		if (!r->dead)
 			r->dead = err;
+		if (!r->quit)	/* its faults with no room give up */
+			r->quit = err;
 	} else {
 		r->retry_at = hmm_now() + REGION_RETRY_S;
 		r->again = err;

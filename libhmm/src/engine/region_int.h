@@ -10,21 +10,42 @@
  * touched: zeros), RESIDENT (mapped, counted in the host budget),
  * EVICTING (its pages moved aside, being written out), STORED, FILLING
  * (being copied in) or BROKEN (its bytes are lost: an access gets
- * SIGBUS, never wrong bytes).
+ * SIGBUS, never wrong bytes).  An ABSENT or STORED block may also be
+ * RB_STARVED: an access to it found no room for wait_ms and got SIGBUS
+ * (UFFDIO_POISON); its bytes are kept, and the fault thread lifts the
+ * poison once room returns (region_fault.c).
  *
- * Locking: block states, todo lists, the regions list and the clock
- * hand are under h->lock; the fault thread drops it around UFFDIO_* and
- * the backend's reads.  Struct hmm_region is allocated by
- * hmm_region_create and freed by hmm_region_destroy_at or hmm_close.
+ * Locking: block states, todo lists, the regions list, the clock hand,
+ * quit and starving are under h->lock (nstarved and unstarve_at are the
+ * fault thread's own); the fault thread drops it around UFFDIO_* and
+ * the backend's reads.  Struct hmm_region
+ * is allocated by hmm_region_create and freed by hmm_region_destroy_at
+ * or hmm_close.
  */
 #ifndef HMM_REGION_INT_H
 #define HMM_REGION_INT_H
 
 #include <errno.h>
+#include <linux/userfaultfd.h>
 #include <pthread.h>
 #include <stdint.h>
 
 #include "ctx.h"
+
+/* UFFDIO_POISON (Linux 6.6), for headers older than the kernel. */
+#ifndef UFFDIO_POISON
+struct uffdio_poison {
+	struct uffdio_range range;
+	__u64 mode;
+	__s64 updated;
+};
+#define _UFFDIO_POISON		(0x08)
+#define UFFDIO_POISON		_IOWR(UFFDIO, _UFFDIO_POISON, \
+				      struct uffdio_poison)
+#endif
+#ifndef UFFD_FEATURE_POISON
+#define UFFD_FEATURE_POISON	(1 << 14)
+#endif
 
 #define RBLOCK		(64u << 10)	/* a userfaultfd region's block */
 
@@ -34,6 +55,8 @@
 #define RB_STORED	3
 #define RB_FILLING	4	/* being copied in by the fault thread */
 #define RB_BROKEN	5	/* contents lost: mapped to SIGBUS */
+#define RB_STARVED	0x80	/* or'ed with ABSENT or STORED: poisoned
+				   (SIGBUS) until room returns, bytes kept */
 
 struct region_wb;
 
@@ -85,6 +108,18 @@ struct hmm_region {
 	uint32_t evicting;	/* blocks in RB_EVICTING */
 	int dead;		/* -errno: the block backend is gone, or
 				   the store is full: no more evictions */
+	int quit;		/* -errno: the fault thread's waits end at
+				   once (r->dead, or -ESHUTDOWN at free) */
+	int starving;		/* a fault gave up for want of room, and no
+				   block came in since: the next give up
+				   after REGION_RETRY_S, not wait_ms */
+	int poison;		/* UFFDIO_POISON works (set at start) */
+	uint32_t nstarved;	/* RB_STARVED blocks (fault thread only) */
+	double unstarve_at;	/* fault thread only: the next look for
+				   room to lift their poison (hmm_now) */
+	pthread_mutex_t fill_lock;	/* one fill at a time: the fault
+					   thread's, WILLNEED's (the
+					   backend's read buffer) */
 	double retry_at;	/* a write failed for now (!ops->gone):
 				   no eviction before then (hmm_now) */
 	int again;		/* -errno of the last failed write that
@@ -116,7 +151,9 @@ static inline char *region_block_addr(struct hmm_region *r, uint32_t b)
  * wait_ms; a call that timed out), not gone.  Such a write keeps its
  * block resident and dirty, such a read its block stored, and they are
  * tried again REGION_RETRY_S later at the earliest, without an error
- * for hmm_wait: nothing is lost.
+ * for hmm_wait: nothing is lost.  The fault that waits on them does so
+ * for this context's wait_ms at most (region_fault.c): then its access
+ * gets SIGBUS, the block still kept.
  */
 static inline int region_short(int err)
 {
@@ -146,9 +183,21 @@ uint64_t hmm_region_keep(struct hmm *h);
 int hmm_region_fits(struct hmm_region *r, const uint64_t cap[HMM_TIERS]);
 
 /* region_fault.c: userfaultfd and the fault thread for r (r->base mapped,
- * r->ops set).  0 or -errno with the detail; _stop ends the thread. */
+ * r->ops set).  0 or -errno with the detail; _stop ends the thread,
+ * promptly: a fault waiting for room gives up (r->quit). */
 int hmm_region_uffd_start(struct hmm_region *r);
 void hmm_region_uffd_stop(struct hmm_region *r);
+
+/*
+ * region_fault.c, h->lock held (dropped while waiting and copying):
+ * bring block b of r in, as a fault does (WILLNEED).  0 when it is
+ * resident, 1 when it is BROKEN or RB_STARVED (an access gets SIGBUS:
+ * nothing to do), -ENOMEM when no room came for wait_ms (the block keeps
+ * its bytes; the detail says why nothing could be evicted), r->quit, or
+ * the backend's read error (the block is BROKEN then, the empty memfd
+ * mapped over it).
+ */
+int hmm_region_bring(struct hmm *h, struct hmm_region *r, uint32_t b);
 
 /* region_evict.c, h->lock held. */
 int hmm_region_evict_block(struct hmm *h, struct hmm_region *r, uint32_t b);

@@ -54,9 +54,10 @@ static void store_fini(struct hmm_region *r)
 
 	pthread_mutex_lock(&h->lock);
 	for (b = 0; b < r->nblocks && !h->io_stop; b++) {
+		uint8_t st = r->state[b] & ~RB_STARVED;	/* bytes kept */
 		struct hmm_ioreq q;
 
-		if (r->state[b] != RB_STORED && r->state[b] != RB_BROKEN)
+		if (st != RB_STORED && st != RB_BROKEN)
 			continue;
 		memset(&q, 0, sizeof(q));
 		q.io.op = HMM_IOREQ_FREE;

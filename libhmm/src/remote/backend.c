@@ -19,7 +19,8 @@
  *    that name in hmmd; hmm_tensor_new() tensors are not kept by a flush
  *    (hmmd keeps only tensors made persistent through its protocol);
  *  - hmm_wait() sends WAIT (protocol 2): hmmd answers once this client's
- *    prefetches and evictions are done, with the first error they met;
+ *    prefetches and evictions are done, with the first error they met,
+ *    else (hmm_flush too) the first of this process's regions';
  *  - hmm_writeback() sends WRITEBACK (protocol 3), which hmmd answers
  *    once the writes are done, as it answers EVICT: their error comes
  *    from the call itself (-EOPNOTSUPP from an older hmmd);
@@ -229,6 +230,21 @@ static int remote_writeback(struct hmm_tensor *t, uint64_t off, uint64_t len)
 		      hmm_client_writeback(rt->c, rt->t.id, off, len));
 }
 
+/*
+ * hmmd's answer r to a wait or flush, else this process's own first
+ * asynchronous error since the last one (its regions', region_fault.c:
+ * an access that got SIGBUS), taken with its detail.
+ */
+static int remote_async(struct hmm *h, int r)
+{
+	if (r)
+		return r;
+	pthread_mutex_lock(&h->lock);
+	r = hmm_async_take(h);
+	pthread_mutex_unlock(&h->lock);
+	return r;
+}
+
 static int remote_wait(struct hmm *h, struct hmm_tensor *t)
 {
 	double t0 = hmm_now();
@@ -237,7 +253,7 @@ static int remote_wait(struct hmm *h, struct hmm_tensor *t)
 
 	hmm_trace_event(h, "stall", "wait hmmd", t ? t->name : "", 0, 0, t0,
 			hmm_now(), 0);
-	return r;
+	return remote_async(h, r);
 }
 
 static int remote_flush(struct hmm *h)
@@ -246,7 +262,7 @@ static int remote_flush(struct hmm *h)
 	int r = hmm_client_flush(hmm_remote_client(h));
 
 	hmm_trace_event(h, "io", "flush in hmmd", "", 0, 0, t0, hmm_now(), 1);
-	return r;
+	return remote_async(h, r);
 }
 
 /* hmmd's engine; this context's steps, device and regions (they live in
