@@ -387,19 +387,23 @@ static void region_starve(struct hmm *h, struct hmm_region *r, uint32_t b,
 	snprintf(detail, sizeof(detail), "%s", hmm_last_error());
 	r->starving = 1;
 	if (r->poison) {
+		/* said before the poison wakes the access: a SIGBUS
+		   handler's hmm_wait must find it */
+		int mine = !h->async_err;
+
+		hmm_async_error(h, err, "%s: SIGBUS, the block keeps its "
+				"bytes", detail);
 		r->state[b] |= RB_STARVED;	/* no one else touches it */
 		pthread_mutex_unlock(&h->lock);
 		if (!ioctl(r->uffd, UFFDIO_POISON, &po)) {	/* wakes */
-			pthread_mutex_lock(&h->lock);
-			hmm_async_error(h, err, "%s: SIGBUS, the block keeps "
-					"its bytes", detail);
-			pthread_mutex_unlock(&h->lock);
 			r->nstarved++;
 			r->unstarve_at = hmm_now() + REGION_RETRY_S;
 			return;
 		}
 		pthread_mutex_lock(&h->lock);
 		r->state[b] &= ~RB_STARVED;
+		if (mine)	/* the bytes are lost after all: say that */
+			h->async_err = 0;
 	}
 	/* skip "region N block B: ", which region_broken says */
 	region_broken(h, r, b, err, strstr(detail, ": ") ?
