@@ -51,7 +51,7 @@
 #include "hk.h"
 #include "hk_attn.h"
 #include "hk_adamw.h"	/* hk_bf16_from_f32 */
-#include "train_torch.h"	/* torch_venv_python */
+#include "train_torch.h"	/* torch_venv_python, torch_script_run */
 
 #define PEAK_CHUNK 100000L	/* FMA loop iterations between clock reads */
 
@@ -320,31 +320,37 @@ struct peer {
 	double ours[2];		/* ours at that dtype right after it */
 };
 
+struct peer_line {
+	struct peer *pe;
+	int threads;		/* ours: the result must name them */
+};
+
+/* "torch VERSION BACKEND THREADS FWD BWD" at our threads, into a peer */
+static int peer_result(const char *line, void *arg)
+{
+	struct peer_line *l = arg;
+	struct peer *pe = l->pe;
+	int threads;
+
+	return sscanf(line, "torch %31s %31s %d %lf %lf", pe->version,
+		      pe->backend, &threads, &pe->t[0], &pe->t[1]) == 5 &&
+	       threads == l->threads;
+}
+
 /* Run pe's torch (torch_script); 0, or -1 with its words on stderr. */
 static int torch_times(const struct opts *o, struct peer *pe)
 {
 	const int v[8] = { o->B, o->H, o->N, o->d, o->causal, o->reps,
 			   o->threads, pe->sdpa };
-	char a[8][16], line[512];
+	char a[8][16];
 	char *argv[] = { (char *)pe->py, "-c", (char *)torch_script, a[0],
 			 a[1], a[2], a[3], a[4], a[5], a[6], a[7],
 			 o->dtypes[pe->x] == HK_F32 ? "f32" : "bf16", NULL };
-	FILE *f;
-	pid_t pid;
-	int got = 0, threads;
+	struct peer_line l = { pe, o->threads };
 
 	for (int i = 0; i < 8; i++)
 		snprintf(a[i], sizeof(a[i]), "%d", v[i]);
-	f = bench_child_open(argv, NULL, &pid);
-	if (!f)
-		return -1;
-	while (fgets(line, sizeof(line), f))
-		if (sscanf(line, "torch %31s %31s %d %lf %lf", pe->version,
-			   pe->backend, &threads, &pe->t[0], &pe->t[1]) == 5)
-			got = threads == o->threads;
-		else if (!got)	/* say why (an ImportError, ...) */
-			fprintf(stderr, "%s: %s", pe->py, line);
-	if (bench_child_close(f, pid) != 0 || !got) {
+	if (torch_script_run(argv, 0, peer_result, &l)) {
 		pe->t[0] = pe->t[1] = 0;
 		return -1;
 	}

@@ -84,26 +84,18 @@ static const char script[] =
 "    return B * T / ts[len(ts) // 2]\n"
 "print(\"torch\", torch.__version__, torch.get_num_threads(), run(0), run(1))\n";
 
-int torch_gpt_run(const char *python, const struct torch_gpt *m, int steps,
-		  struct torch_gpt_result *res)
+int torch_script_run(char *const argv[], int passive,
+		     int (*result)(const char *line, void *arg), void *arg)
 {
-	char a[8][16], line[512];
-	char *argv[] = { (char *)python, "-c", (char *)script, a[0], a[1],
-			 a[2], a[3], a[4], a[5], a[6], a[7], NULL };
-	const int v[8] = { m->vocab, m->ctx, m->d, m->heads, m->layers,
-			   m->batch, steps, m->threads };
+	char **env = NULL, *mine = NULL, line[512];
 	FILE *f;
 	pid_t pid;
-	int got = 0, threads;
-	char **env, *mine;
+	int got = 0;
 
-	memset(res, 0, sizeof(*res));
-	for (int i = 0; i < 8; i++)
-		snprintf(a[i], sizeof(a[i]), "%d", v[i]);
 	/* torch's OpenMP threads sleep, not spin, between its ops (unless
 	 * the caller says otherwise); in its environment, not hmm-bench's */
-	env = bench_env_with("OMP_WAIT_POLICY", "passive", NULL, &mine);
-	if (!env)
+	if (passive &&
+	    !(env = bench_env_with("OMP_WAIT_POLICY", "passive", NULL, &mine)))
 		return -1;
 	/* its own process group, killed and reaped if hmm-bench is stopped */
 	f = bench_child_open(argv, env, &pid);
@@ -112,14 +104,43 @@ int torch_gpt_run(const char *python, const struct torch_gpt *m, int steps,
 	if (!f)
 		return -1;
 	while (fgets(line, sizeof(line), f))
-		if (sscanf(line, "torch %31s %d %lf %lf", res->version, &threads,
-			   &res->tok_s, &res->tok_s_recompute) == 4)
-			got = threads == m->threads;
-		else if (!got)	/* say why (an ImportError, ...) */
-			fprintf(stderr, "%s: %s", python, line);
-	if (bench_child_close(f, pid) != 0 || !got)
-		return -1;
-	return 0;
+		if (!got && !(got = result(line, arg)))
+			/* say why (an ImportError, ...) */
+			fprintf(stderr, "%s: %s", argv[0], line);
+	return bench_child_close(f, pid) != 0 || !got ? -1 : 0;
+}
+
+struct gpt_line {
+	const struct torch_gpt *m;
+	struct torch_gpt_result *res;
+};
+
+/* "torch VERSION THREADS TOK_S TOK_S_RECOMPUTE" at the model's threads */
+static int gpt_result(const char *line, void *arg)
+{
+	struct gpt_line *g = arg;
+	int threads;
+
+	return sscanf(line, "torch %31s %d %lf %lf", g->res->version,
+		      &threads, &g->res->tok_s,
+		      &g->res->tok_s_recompute) == 4 &&
+	       threads == g->m->threads;
+}
+
+int torch_gpt_run(const char *python, const struct torch_gpt *m, int steps,
+		  struct torch_gpt_result *res)
+{
+	char a[8][16];
+	char *argv[] = { (char *)python, "-c", (char *)script, a[0], a[1],
+			 a[2], a[3], a[4], a[5], a[6], a[7], NULL };
+	const int v[8] = { m->vocab, m->ctx, m->d, m->heads, m->layers,
+			   m->batch, steps, m->threads };
+	struct gpt_line g = { m, res };
+
+	memset(res, 0, sizeof(*res));
+	for (int i = 0; i < 8; i++)
+		snprintf(a[i], sizeof(a[i]), "%d", v[i]);
+	return torch_script_run(argv, 1, gpt_result, &g);
 }
 
 int torch_venv_python(const char *given, char *py, size_t cap)

@@ -20,6 +20,16 @@ struct torch_gpt_result {
 };
 
 /*
+ * Run a torch script, argv (argv[0] the python), in its own process
+ * group, with OMP_WAIT_POLICY=passive when passive.  result(line, arg)
+ * says whether a line of its output is the result it wants (and takes
+ * it); what it prints before that goes to standard error (an
+ * ImportError, ...).  0, or -1 when no result came or it failed.
+ */
+int torch_script_run(char *const argv[], int passive,
+		     int (*result)(const char *line, void *arg), void *arg);
+
+/*
  * Run the model for `steps` timed steps in `python` (a path to a python
  * with torch).  0, or -1 when it could not run (its output went to
  * standard error).
