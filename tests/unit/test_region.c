@@ -97,6 +97,22 @@ static void hmmd_killed(struct hmm *h)
 }
 
 /*
+ * An access across blocks 0 and 1 of p (a 4-block region filled with
+ * 0x5a, its budget full) completes, the bytes around it intact; a hang
+ * fails as the watchdog's `what`.
+ */
+static int straddles(char *p, const char *what)
+{
+	uint64_t v = 0x1122334455667788ull, got = 0;
+
+	t_watchdog(30, what);
+	memcpy(p + (64 << 10) - 4, &v, 8);
+	memcpy(&got, p + (64 << 10) - 4, 8);
+	alarm(0);
+	return got == v && p[0] == 0x5a && p[(4 << 16) - 1] == 0x5a;
+}
+
+/*
  * One access may straddle two blocks.  A host budget of one block took
  * a region, and its first such access never ended: faulting each block
  * in evicted the other (found while writing tests/fuzz/fuzz_api).  One
@@ -108,7 +124,6 @@ static void hmmd_killed(struct hmm *h)
 static void two_blocks(const struct hmm_config *base)
 {
 	struct hmm_config cfg = *base;
-	uint64_t v = 0x1122334455667788ull, got = 0;
 	char path[4300], *p;
 	struct hmm *h;
 	void *vp;
@@ -149,12 +164,9 @@ static void two_blocks(const struct hmm_config *base)
 
 	p = hmm_test_region(&cfg, 4 << 16, &h);
 	memset(p, 0x5a, 4 << 16);	/* the budget full, blocks stored */
-	t_watchdog(30, "an access across two blocks, two-block budget");
-	memcpy(p + (64 << 10) - 4, &v, 8);
-	memcpy(&got, p + (64 << 10) - 4, 8);
-	alarm(0);
-	t_ok(got == v && p[0] == 0x5a && p[(4 << 16) - 1] == 0x5a,
-	     "a two-block budget: an access across two blocks completes");
+	t_ok(straddles(p, "an access across two blocks, "
+		       "two-block budget"), "a two-block budget: an "
+	     "access across two blocks completes");
 	hmm_region_free(h, p);
 	hmm_close(h);
 }
@@ -172,7 +184,6 @@ static void two_blocks(const struct hmm_config *base)
 static void pinned_room(const struct hmm_config *base)
 {
 	struct hmm_config cfg = *base;
-	uint64_t v = 0x1122334455667788ull, got = 0;
 	struct hmm_tensor *t, *u;
 	int64_t tn = 256 << 10, un = 64 << 10;
 	struct timespec ts0, ts1;
@@ -211,12 +222,9 @@ static void pinned_room(const struct hmm_config *base)
 	     strstr(hmm_last_error(), "region"), "the detail names the "
 	     "tensor and the regions");
 
-	t_watchdog(30, "a region access next to pinned chunks");
-	memcpy(p + (64 << 10) - 4, &v, 8);
-	memcpy(&got, p + (64 << 10) - 4, 8);
-	alarm(0);
-	t_ok(got == v && p[0] == 0x5a && p[(4 << 16) - 1] == 0x5a,
-	     "half the budget pinned: an access across two blocks completes");
+	t_ok(straddles(p, "a region access next to pinned "
+		       "chunks"), "half the budget pinned: "
+	     "an access across two blocks completes");
 	if (!r)
 		hmm_unmap(u, vu);
 	memset(vt, 0x33, 128 << 10);

@@ -140,6 +140,22 @@ static struct hmm *busy_open(struct hmm_tensor **a, struct hmm_tensor **b,
 	return h2;
 }
 
+/* b's host map (DISCARD) waits for the copies filling the budget and
+ * succeeds; its result, checked. */
+static int map_waits(struct hmm_tensor *b, void **v, const char *copies)
+{
+	struct timespec ts;
+	double w;
+	int r;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	r = hmm_map(b, 0, HMM_ALL, HMM_TIER_HOST, HMM_DISCARD, v);
+	w = since(&ts);
+	t_eq(r, 0, "a host map waits for %s a full host budget (%s, %.3f s)",
+	     copies, r ? hmm_last_error() : "ok", w);
+	return r;
+}
+
 static void busy_room(void)
 {
 	struct hmm_tensor *a, *b, *c;
@@ -159,11 +175,7 @@ static void busy_room(void)
 	/* a prefetch copies a's host chunks to the device */
 	h2 = busy_open(&a, &b, &c, 0);
 	hmm_prefetch(a, 0, HMM_ALL, HMM_TIER_DEVICE);
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	r = hmm_map(b, 0, HMM_ALL, HMM_TIER_HOST, HMM_DISCARD, &v);
-	w = since(&ts);
-	t_eq(r, 0, "a host map waits for a prefetch's copies out of a full "
-	     "host budget (%s, %.3f s)", r ? hmm_last_error() : "ok", w);
+	r = map_waits(b, &v, "a prefetch's copies out of");
 	if (!r) {
 		memset(v, 0x11, 64 << 10);
 		hmm_unmap(b, v);
@@ -177,11 +189,7 @@ static void busy_room(void)
 	/* an evict copies a's device chunks down into the host budget */
 	h2 = busy_open(&a, &b, &c, 1);
 	hmm_evict(a, 0, HMM_ALL, HMM_TIER_DEVICE);
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	r = hmm_map(b, 0, HMM_ALL, HMM_TIER_HOST, HMM_DISCARD, &v);
-	w = since(&ts);
-	t_eq(r, 0, "a host map waits for an evict's copies into a full "
-	     "host budget (%s, %.3f s)", r ? hmm_last_error() : "ok", w);
+	r = map_waits(b, &v, "an evict's copies into");
 	if (!r)
 		hmm_unmap(b, v);
 	hmm_wait(h2, NULL);
