@@ -179,7 +179,8 @@ $(O)/tests/unit/test_proto.o $(O)/tests/unit/test_proto_sock.o \
 $(O)/tests/integration/test_hmmd_proto.o \
 $(O)/tests/integration/test_hmmd_attack.o: INC := -Itests $(INC_proto)
 $(O)/tests/unit/test_cuda_abi.o: INC := -Itests -I$(L)/engine
-$(O)/tests/unit/test_budget.o: INC := -Itests $(INC_engine)
+$(O)/tests/unit/test_budget.o \
+$(O)/tests/unit/test_crc_order.o: INC := -Itests $(INC_engine)
 $(O)/tests/unit/test_client_version.o \
 $(O)/tests/integration/test_hmm_remote.o \
 $(O)/tests/integration/test_hmmd_engine.o: INC := -Itests $(INC_proto) -I$(L)/remote

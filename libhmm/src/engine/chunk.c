@@ -291,8 +291,11 @@ static int chunk_dev_step(struct hmm *h, struct hmm_chunk *c,
 int hmm_chunk_step(struct hmm *h, struct hmm_chunk *c, int tier,
 		   unsigned access, int mode, uint64_t limit)
 {
-	if (c->busy)
+	if (c->busy) {
+		if (mode == HMM_STEP_MAP)
+			hmm_crc_hurry(h, &c->req);	/* read, unchecked */
 		return HMM_AGAIN;
+	}
 	if (mode == HMM_STEP_PREFETCH && c->wpins)
 		return HMM_STARVED;	/* being written: nothing to fetch */
 	if (c->err) {

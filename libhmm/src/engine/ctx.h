@@ -80,6 +80,7 @@ struct hmm_ioreq {
 	void (*done)(struct hmm_ioreq *r);	/* I/O thread, no lock */
 	int complete;		/* set under h->lock by waiters' done */
 	double t0;		/* when queued (stats, trace) */
+	int crc_state;		/* CRC_* (crcthread.c), under h->lock */
 };
 
 /* The schedule-aware policy's record (policy.c). */
@@ -163,7 +164,9 @@ struct hmm {
 	/* the checksum thread (crcthread.c): chunks' crc32c */
 	pthread_t crc_thread;
 	pthread_cond_t crc_cond;	/* crcq not empty, or stop */
-	struct hmm_list crcq;		/* writes to sum, reads to check */
+	struct hmm_list crcq;		/* reads to check; those a map
+					   waits on at the head */
+	struct hmm_list crcw;		/* writes to sum */
 	unsigned crc_pending;		/* on crcq or being done */
 	int crc_stop, crc_started;
 
@@ -223,6 +226,7 @@ int hmm_iot_sync(struct hmm *h, struct hmm_ioreq *r);
 int hmm_crc_start(struct hmm *h);
 void hmm_crc_stop(struct hmm *h);
 void hmm_crc_queue(struct hmm *h, struct hmm_ioreq *r);	/* h->lock held */
+void hmm_crc_hurry(struct hmm *h, struct hmm_ioreq *r);	/* h->lock held */
 
 /* ---- policy.c ---------------------------------------------------------- */
 extern const struct hmm_reclaimer hmm_policy_reclaimer;
