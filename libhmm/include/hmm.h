@@ -142,7 +142,8 @@ struct hmm_config {
 				    chunks used later); 0 = 16 */
 	uint32_t wait_ms;	/* back-pressure bound; 0 = 10000 */
 	uint64_t sim_bandwidth;	/* "sim" copy bytes/s; 0 = memcpy speed */
-	int numa_node;		/* host memory node; -1 = local */
+	int numa_node;		/* host memory node; -1 = local (another
+				   negative value: -EINVAL) */
 	int device_index;	/* CUDA device ordinal */
 	uint32_t flags;		/* HMM_CONFIG_* */
 	/* I/O and thread knobs (carved from reserved[]); 0 = the default
@@ -204,20 +205,22 @@ uint64_t hmm_store_required(uint64_t bytes, uint32_t chunk_bytes);
  * names: store_path, store_size, host_budget, device_budget, device,
  * daemon, trace_path, host_dir, chunk_bytes, policy, prefetch_depth,
  * wait_ms, sim_bandwidth, numa_node, device_index, flags, pool_bytes,
- * io_depth, queue_depth, kernel_threads.  Values are
- * strings: sizes (store_size, host_budget, device_budget, chunk_bytes,
- * sim_bandwidth, pool_bytes) as hmm_size_parse() reads them ("2G", "64K"); counts
- * and numa_node / device_index in decimal; policy "lru" or "schedule";
- * flags "store_buffered", "store_keep", "host_shared", "store_format" joined by ',' (or
- * a number, "0" for none).  A string field keeps the value's pointer,
- * as an assignment would (NULL sets NULL): it must stay valid until
- * hmm_open() copies it.
+ * io_depth, queue_depth, kernel_threads.  Values are strings: sizes
+ * (store_size, host_budget, device_budget, chunk_bytes, sim_bandwidth,
+ * pool_bytes) as hmm_size_parse() reads them ("2G", "64K"); counts and
+ * numa_node / device_index in decimal; policy "lru" or "schedule"; flags
+ * "store_buffered", "store_keep", "host_shared", "store_format" joined
+ * by ',' (or a number, "0" for none; an empty name, as in "store_keep,",
+ * is refused).  A string field keeps the value's pointer, as an
+ * assignment would (NULL sets NULL): it must stay valid until hmm_open()
+ * copies it.
  * hmm_config_set returns 0, or -EINVAL (unknown key, or a value that is
  * not of the key's kind or does not fit it: the detail names both;
  * nothing changed).  Range checks of the whole config stay hmm_open's.
  * hmm_config_get writes the value (sizes in bytes; a NULL string as "")
  * into buf (cap bytes, terminated when cap > 0) and returns the length
- * it needs, as snprintf, or -EINVAL (unknown key).
+ * it needs, as snprintf (buf may be NULL with cap 0), or -EINVAL
+ * (unknown key, or buf NULL with cap > 0).
  * hmm_config_key(i) is the i-th key, NULL past the last: to enumerate.
  * hmm_config_new returns a heap config with the defaults (NULL when out
  * of memory), hmm_config_free frees it.  Any thread; a config itself is
@@ -264,10 +267,15 @@ size_t hmm_dtype_size(uint32_t dtype);
 
 /*
  * A new tensor of ndim (1..HMM_MAX_DIMS) dimensions shape[], contents
- * zero.  name (1..63 bytes) shows in stats and traces; it need not be
- * unique.  Returns 0 and *out, -EINVAL (unknown dtype, zero or negative
- * dimension, bad ndim, empty name), -EOVERFLOW (over 2^46 bytes, or
- * 2^32 chunks or more), -ENOMEM.  Any thread.
+ * zero.  name (1..63 bytes, none a control character: below 0x20 or
+ * 0x7f) shows in stats and traces; it need not be unique.  Returns 0
+ * and *out, -EINVAL (unknown dtype, zero or negative dimension, bad
+ * ndim, a name empty, too long or with a control character: the detail
+ * names the byte), -EOVERFLOW (over 2^46 bytes, or 2^32 chunks or
+ * more), -ENOMEM, and in shared mode -EDQUOT (this client's tensors
+ * would pass its store quota in hmmd: config.store_size as hmmd capped
+ * it, 0 = hmmd's default; the detail names the tensor and the quota) or
+ * an error talking to hmmd.  Any thread.
  * Its size must be one the context can hold: at most the store's data
  * area + host_budget + the device budget (no store: the budgets alone;
  * shared mode: hmmd's), since a chunk once written holds data until the
@@ -288,8 +296,9 @@ int hmm_tensor_new(struct hmm *h, const char *name, uint32_t dtype,
  * Open a tensor saved in the store by an earlier context's hmm_flush()
  * (the context must be opened with HMM_CONFIG_STORE_KEEP and the same
  * chunk_bytes).  Its contents are read on demand.  Returns 0 and *out,
- * -ENOENT (no such name saved, or already opened), -EINVAL, -EIO (the
- * saved record is corrupt), -ENOMEM.  Any thread.
+ * -ENOENT (no such name saved, or already opened), -EINVAL (as well a
+ * name hmm_tensor_new would refuse), -EIO (the saved record is
+ * corrupt), -ENOMEM.  Any thread.
  */
 int hmm_tensor_open(struct hmm *h, const char *name,
 		    struct hmm_tensor **out);
@@ -352,8 +361,9 @@ int hmm_map(struct hmm_tensor *t, uint64_t off, uint64_t len, int tier,
 
 /*
  * Drop the pin of the latest hmm_map() of t that returned ptr.
- * Returns 0, or -EINVAL when ptr is not mapped (e.g. unmapped twice).
- * Any thread.
+ * Returns 0, or -EINVAL when ptr is not mapped by t (e.g. unmapped
+ * twice, or mapped through another tensor, whose map stays: the detail
+ * names t).  Any thread.
  */
 int hmm_unmap(struct hmm_tensor *t, void *ptr);
 
@@ -487,13 +497,16 @@ int hmm_stats(struct hmm *h, struct hmm_stats *st);
 /*
  * Write the stats as one JSON object (no newline) into buf (cap bytes,
  * always terminated when cap > 0).  Returns the length the whole object
- * needs (as snprintf), so a return >= cap means it was cut.  Any thread.
+ * needs (as snprintf), so a return >= cap means it was cut; buf may be
+ * NULL with cap 0, to ask for it.  -EINVAL: no context, or buf NULL with
+ * cap > 0.  Any thread.
  */
 int hmm_stats_json(struct hmm *h, char *buf, size_t cap);
 
 /* ---- errors ------------------------------------------------------------ */
 
-/* A short text for a negative errno (or 0).  Any thread. */
+/* A short text for a negative errno (or 0); any other int gets one too.
+ * Any thread. */
 const char *hmm_strerror(int err);
 
 /*

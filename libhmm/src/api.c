@@ -8,6 +8,7 @@
  * base/err.c; JSON stats: stats_json.c; DLPack: dlpack.c).
  */
 #include <errno.h>
+#include <limits.h>
 #include <string.h>
 
 #include "chunk.h"
@@ -85,10 +86,14 @@ int hmm_tensor_new(struct hmm *h, const char *name, uint32_t dtype,
 
 int hmm_tensor_open(struct hmm *h, const char *name, struct hmm_tensor **out)
 {
+	int r;
+
 	if (!h || !name || !out)
 		return hmm_err(-EINVAL, "hmm_tensor_open: context, name and "
 			       "out are required");
-	return h->be->tensor_open(h, name, out);
+	/* the rule of hmm_tensor_new: no such name is ever saved */
+	r = hmm_tensor_name_check("hmm_tensor_open", name);
+	return r < 0 ? r : h->be->tensor_open(h, name, out);
 }
 
 int hmm_tensor_free(struct hmm_tensor *t)
@@ -240,6 +245,8 @@ int hmm_region_free(struct hmm *h, void *ptr)
 
 const char *hmm_strerror(int err)
 {
+	if (err == INT_MIN)	/* no negation in an int, and no errno */
+		return "unknown error";
 	switch (-err) {
 	case 0: return "success";
 	case EINVAL: return "invalid argument";

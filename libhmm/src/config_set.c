@@ -147,7 +147,8 @@ static int parse_policy(const char *s, uint32_t *out)
 
 /* "", a number, or flag names joined by ',' or '|'.  A number with a
  * bit that is no flag is -EDOM: hmm_open would refuse it, and its
- * read-back (names, then the rest as a number) would not parse. */
+ * read-back (names, then the rest as a number) would not parse.  An
+ * empty name (",x", "x,,y", "x,") is -ENODATA: likely a name lost. */
 static int parse_flags(const char *s, uint32_t *out)
 {
 	uint32_t bits = 0, known = 0;
@@ -165,6 +166,8 @@ static int parse_flags(const char *s, uint32_t *out)
 		size_t n = strcspn(s, ",|");
 		unsigned i;
 
+		if (!n || (s[n] && !s[n + 1]))
+			return -ENODATA;
 		for (i = 0; i < NFLAGS; i++)
 			if (strlen(flag_name[i].name) == n &&
 			    !strncmp(s, flag_name[i].name, n))
@@ -250,29 +253,31 @@ int hmm_config_set(struct hmm_config *cfg, const char *key,
 			       value, expect(f->kind),
 			       r == -ERANGE ? " (too large)" :
 			       r == -EDOM ? " (it sets bits that are no "
-			       "flag)" : "");
+			       "flag)" : r == -ENODATA ? " (an empty name "
+			       "before, between or after the separators)" :
+			       "");
 	return 0;
 }
 
-/* The flags as names joined by ',' (unknown bits as a number). */
+/* The flags as names joined by ',' (unknown bits as a number).  n and
+ * cap stay size_t: any cap, past INT_MAX too, is a cap like another. */
 static int flags_str(uint32_t bits, char *buf, size_t cap)
 {
-	int n = 0;
+	size_t n = 0;
 
 	if (cap)
 		*buf = 0;
 	for (unsigned i = 0; i < NFLAGS; i++)
 		if (bits & flag_name[i].bit) {
-			n += snprintf(buf + (n < (int)cap ? n : (int)cap),
-				      n < (int)cap ? cap - n : 0, "%s%s",
+			n += snprintf(n < cap ? buf + n : NULL,
+				      n < cap ? cap - n : 0, "%s%s",
 				      n ? "," : "", flag_name[i].name);
 			bits &= ~flag_name[i].bit;
 		}
 	if (bits || !n)
-		n += snprintf(buf + (n < (int)cap ? n : (int)cap),
-			      n < (int)cap ? cap - n : 0, "%s%" PRIu32,
-			      n ? "," : "", bits);
-	return n;
+		n += snprintf(n < cap ? buf + n : NULL, n < cap ? cap - n : 0,
+			      "%s%" PRIu32, n ? "," : "", bits);
+	return (int)n;	/* at most the names and a number: small */
 }
 
 int hmm_config_get(const struct hmm_config *cfg, const char *key,

@@ -53,6 +53,10 @@ int hmm_stats_json(struct hmm *h, char *buf, size_t cap)
 	struct hmm_stats st;
 	int r;
 
+	if (!buf && cap)	/* as snprintf: NULL only with cap 0 */
+		return hmm_err(-EINVAL, "hmm_stats_json: no buffer for cap "
+			       "%zu (NULL takes cap 0: the length needed)",
+			       cap);
 	r = hmm_stats(h, &st);
 	if (r < 0)
 		return r;

@@ -42,6 +42,30 @@ static void set_bad(struct hmm_config *c, const char *k, const char *v,
 	t_ok(!memcmp(&before, c, sizeof(before)), "the config is unchanged");
 }
 
+/* A buffer's cap is any size_t, past INT_MAX too: every key writes its
+ * value, as for a small cap (flags once wrote nothing there). */
+static void big_cap(struct hmm_config *c)
+{
+	static const char *const keys[] = { "flags", "wait_ms", "device",
+					     "policy" };
+	uint32_t flags = c->flags;
+	char a[64], b[64];
+
+	c->flags = HMM_CONFIG_STORE_KEEP | HMM_CONFIG_HOST_SHARED;
+	for (unsigned i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
+		int n, m;
+
+		memset(a, 'X', sizeof(a));
+		memset(b, 'X', sizeof(b));
+		n = hmm_config_get(c, keys[i], a, SIZE_MAX);
+		m = hmm_config_get(c, keys[i], b, sizeof(b));
+		t_ok(n == m && n > 0 && !strcmp(a, b), "get %s with cap "
+		     "SIZE_MAX is '%s' as with cap 64 ('%.*s', %d)", keys[i],
+		     b, n > 0 && n < 64 ? n : 0, a, n);
+	}
+	c->flags = flags;
+}
+
 int main(void)
 {
 	struct hmm_config *c = hmm_config_new(), d;
@@ -127,6 +151,11 @@ int main(void)
 	t_eq(hmm_config_get(c, "host_budget", buf, sizeof(buf)), 10,
 	     "get returns the length it needs, as snprintf");
 	t_ok(!strcmp(buf, "2147483"), "and cuts the value to the buffer");
+	big_cap(c);
+	t_eq(hmm_config_get(c, "wait_ms", NULL, 5), -EINVAL,
+	     "get into no buffer of cap 5 is -EINVAL");
+	t_ok(strstr(hmm_last_error(), "buffer") != NULL, "saying so (%s)",
+	     hmm_last_error());
 
 	set_bad(c, "host_budjet", "1G", "host_budjet");
 	set_bad(c, NULL, "1G", "(null)");
@@ -142,6 +171,11 @@ int main(void)
 	set_bad(c, "policy", "fifo", "fifo");
 	set_bad(c, "policy", "2", "policy");
 	set_bad(c, "flags", "store_keep,turbo", "store_keep,turbo");
+	/* an empty name between, before or after the separators */
+	set_bad(c, "flags", "store_keep,", "empty");
+	set_bad(c, "flags", "store_keep,,host_shared", "empty");
+	set_bad(c, "flags", "|store_keep", "empty");
+	set_bad(c, "flags", ",", "empty");
 	/* a number with bits that are no flag: hmm_open would refuse it,
 	 * and its read-back "store_buffered,...,999999984" did not parse
 	 * (fuzz_api) */

@@ -6,6 +6,7 @@
  * larger than the context can hold is refused before its chunk table is
  * allocated (tensor.c: tensor_fits).
  */
+#include <limits.h>
 #include <sys/resource.h>
 
 #include "t.h"
@@ -271,6 +272,111 @@ static void open_saved(void)
 	hmm_close(c);
 }
 
+/*
+ * A name with a control byte is refused in both modes, by hmm_tensor_new
+ * and hmm_tensor_open alike (not by hmmd's wire check: the detail is
+ * the tensor's), naming the field and the byte.
+ */
+static void bad_names(void)
+{
+	static const struct {
+		const char *name, *why;
+	} bad[] = {
+		{ "a\nb", "control character 0x0a at byte 1" },
+		{ "\x7fx", "control character 0x7f at byte 0" },
+		{ "tab\t", "control character 0x09 at byte 3" },
+	};
+	struct hmm_tensor *x = NULL;
+	int64_t n = 4096;
+	char what[128];
+
+	for (unsigned i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		snprintf(what, sizeof(what), "tensor_new, name with %s",
+			 bad[i].why);
+		expect_err(hmm_tensor_new(h, bad[i].name, HMM_DTYPE_U8, 1, &n,
+					  &x), -EINVAL, what);
+		t_ok(strstr(hmm_last_error(), "hmm_tensor_new: name") &&
+		     strstr(hmm_last_error(), bad[i].why) &&
+		     !strstr(hmm_last_error(), "message"), "the detail names "
+		     "the name field and the byte: %s", hmm_last_error());
+		snprintf(what, sizeof(what), "tensor_open, name with %s",
+			 bad[i].why);
+		expect_err(hmm_tensor_open(h, bad[i].name, &x), -EINVAL, what);
+		t_ok(strstr(hmm_last_error(), "hmm_tensor_open: name") &&
+		     strstr(hmm_last_error(), bad[i].why), "the same "
+		     "detail: %s", hmm_last_error());
+	}
+	t_ok(x == NULL, "no tensor made");
+}
+
+/*
+ * hmm_unmap(u, p) of a pointer p mapped through another tensor t is
+ * -EINVAL naming u, and leaves t's pin: t stays mapped (-EBUSY to
+ * free) until its own unmap.
+ */
+static void unmap_other(struct hmm_tensor *t, void *p,
+			const struct hmm_stats *st0)
+{
+	struct hmm_tensor *u;
+	struct hmm_stats st;
+	int64_t n = 4096;
+
+	if (hmm_tensor_new(h, "u", HMM_DTYPE_U8, 1, &n, &u))
+		t_fail_all("tensor u: %s", hmm_last_error());
+	expect_err(hmm_unmap(u, p), -EINVAL, "unmap of w's pointer "
+		   "through tensor u");
+	t_ok(strstr(hmm_last_error(), "tensor u:") &&
+	     strstr(hmm_last_error(), "not mapped"), "the detail names "
+	     "tensor u: %s", hmm_last_error());
+	hmm_stats(h, &st);
+	t_ok(st.tier[HMM_TIER_HOST].pinned > st0->tier[HMM_TIER_HOST].pinned,
+	     "w's pin is kept (%llu bytes pinned)",
+	     (unsigned long long)st.tier[HMM_TIER_HOST].pinned);
+	expect_err(hmm_tensor_free(t), -EBUSY, "w still mapped: free is "
+		   "-EBUSY");
+	t_eq(hmm_tensor_free(u), 0, "free u");
+}
+
+/* Any int has a text, INT_MIN too (it has no negation). */
+static void strerror_any(void)
+{
+	static const int e[] = { INT_MIN, INT_MIN + 1, -1, 1, INT_MAX };
+
+	for (unsigned i = 0; i < sizeof(e) / sizeof(e[0]); i++) {
+		const char *s = hmm_strerror(e[i]);
+
+		t_ok(s && *s, "hmm_strerror(%d): '%s'", e[i], s ? s : "");
+	}
+	t_ok(!strcmp(hmm_strerror(-EINVAL), "invalid argument"),
+	     "hmm_strerror(-EINVAL) is still its text");
+}
+
+/*
+ * Shared mode: a tensor the context can hold (hmmd's capacities) but
+ * over this client's store quota in hmmd (config.store_size at hello)
+ * is -EDQUOT, a distinct error from the -ENOMEM of too big a tensor.
+ */
+static void store_quota(const struct hmm_config *base)
+{
+	struct hmm_config cfg = *base;
+	struct hmm_tensor *x = NULL;
+	int64_t n = 2 << 20;
+	struct hmm *c;
+
+	cfg.store_size = 1 << 20;
+	if (hmm_open(&cfg, &c))
+		t_fail_all("context of store quota 1 MiB: %s",
+			   hmm_last_error());
+	expect_err(hmm_tensor_new(c, "q", HMM_DTYPE_U8, 1, &n, &x), -EDQUOT,
+		   "a 2 MiB tensor over a 1 MiB store quota");
+	t_ok(x == NULL && strstr(hmm_last_error(), "quota"), "no tensor, "
+	     "the detail says the quota: %s", hmm_last_error());
+	n = 512 << 10;
+	t_eq(hmm_tensor_new(c, "q", HMM_DTYPE_U8, 1, &n, &x), 0,
+	     "a 512 KiB one is made");
+	hmm_close(c);
+}
+
 int main(void)
 {
 	struct hmm_config cfg;
@@ -307,6 +413,11 @@ int main(void)
 	cfg.host_budget = 0;
 	expect_err(hmm_open(&cfg, &h), -EINVAL, "host_budget 0");
 	cfg.host_budget = 4 << 20;
+	cfg.numa_node = -5;	/* -1 is "local", no other negative a node */
+	expect_err(hmm_open(&cfg, &h), -EINVAL, "numa_node -5");
+	t_ok(strstr(hmm_last_error(), "config.numa_node"), "naming "
+	     "config.numa_node: %s", hmm_last_error());
+	cfg.numa_node = -1;
 	if (hmm_open(&cfg, &h))
 		t_fail_all("hmm_open: %s", hmm_last_error());
 
@@ -319,6 +430,7 @@ int main(void)
 		   -EINVAL, "ndim 0");
 	expect_err(hmm_tensor_new(h, "", HMM_DTYPE_F32, 2, shape, &bad),
 		   -EINVAL, "empty name");
+	bad_names();
 	int64_t huge[2] = { INT64_MAX / 2, 16 };
 	expect_err(hmm_tensor_new(h, "x", HMM_DTYPE_F32, 2, huge, &bad),
 		   -EOVERFLOW, "size overflow");
@@ -371,6 +483,7 @@ int main(void)
 	if (hmm_map(t, 0, HMM_ALL, HMM_TIER_HOST, HMM_READ, &p))
 		t_fail_all("map: %s", hmm_last_error());
 	expect_err(hmm_tensor_free(t), -EBUSY, "free while mapped");
+	unmap_other(t, p, &st0);
 	t_eq(hmm_unmap(t, p), 0, "unmap");
 	expect_err(hmm_unmap(t, p), -EINVAL, "unmap twice");
 	q = (char *)p + 8;
@@ -408,6 +521,20 @@ int main(void)
 	r = hmm_stats_json(h, js, 10);
 	t_ok(r > 10 && strlen(js) == 9, "stats json cut at cap, returns "
 	     "the length needed");
+	/* as snprintf: no buffer and cap 0 asks for the length */
+	t_eq(hmm_stats_json(h, NULL, 0), r, "stats json, NULL and cap 0: "
+	     "the length needed");
+	expect_err(hmm_stats_json(h, NULL, 10), -EINVAL, "stats json, "
+		   "NULL buffer of cap 10");
+	t_ok(strstr(hmm_last_error(), "hmm_stats_json"), "naming the call");
+	expect_err(hmm_stats_json(NULL, js, sizeof(js)), -EINVAL,
+		   "stats json of no context");
+	strerror_any();
+	if (sh)
+		store_quota(&cfg);
+	else
+		hmm_test_skip("a tensor over the store quota: -EDQUOT",
+			      "embedded: no quota");
 
 	t_eq(hmm_tensor_free(t), 0, "free");
 	hmm_close(h);

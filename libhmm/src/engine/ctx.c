@@ -88,6 +88,9 @@ static int config_check(const struct hmm_config *c)
 	    (c->flags & HMM_CONFIG_STORE_FORMAT))
 		return hmm_err(-EINVAL, "config.flags: STORE_KEEP and "
 			       "STORE_FORMAT exclude each other");
+	if (c->numa_node < -1)	/* -1 = local; a typo must not mean that */
+		return hmm_err(-EINVAL, "config.numa_node %d: must be a node "
+			       "(>= 0) or -1 (local)", c->numa_node);
 	if (c->store_path && !*c->store_path)
 		return hmm_err(-EINVAL, "config.store_path: empty");
 	if (c->host_dir && !(c->flags & HMM_CONFIG_HOST_SHARED))

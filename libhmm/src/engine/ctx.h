@@ -256,6 +256,10 @@ int hmm_persist_save(struct hmm *h);	/* h->lock held */
 void hmm_persist_fini(struct hmm *h);
 
 /* ---- tensor.c ---------------------------------------------------------- */
+/* A tensor name, in both modes (new and open, api.c): 1..63 bytes, no
+ * control byte (< 0x20, 0x7f: names show in stats, traces and logs, as
+ * hmmd's wire check says too); -EINVAL with a detail from fn. */
+int hmm_tensor_name_check(const char *fn, const char *name);
 /* Check a new tensor's name, dtype and shape; *bytes = its size. */
 int hmm_tensor_check(struct hmm *h, const char *name, uint32_t dtype,
 		     unsigned ndim, const int64_t *shape, uint64_t *bytes);

@@ -19,17 +19,41 @@
 
 /* ---- new and free ------------------------------------------------------ */
 
+int hmm_tensor_name_check(const char *fn, const char *name)
+{
+	char shown[64];
+	size_t i, n = name ? strlen(name) : 0;
+
+	if (!n || n > 63)
+		return hmm_err(-EINVAL, "%s: name must be 1..63 bytes", fn);
+	for (i = 0; i < n; i++) {
+		unsigned char c = name[i];
+
+		if (c >= 0x20 && c != 0x7f)
+			continue;
+		/* the detail shows the name, its control bytes as '?' */
+		for (n = 0; name[n]; n++)
+			shown[n] = (unsigned char)name[n] < 0x20 ||
+				   name[n] == 0x7f ? '?' : name[n];
+		shown[n] = 0;
+		return hmm_err(-EINVAL, "%s: name \"%s\": control character "
+			       "0x%02x at byte %zu", fn, shown, c, i);
+	}
+	return 0;
+}
+
 int hmm_tensor_check(struct hmm *h, const char *name, uint32_t dtype,
 		     unsigned ndim, const int64_t *shape, uint64_t *bytes)
 {
 	uint64_t n = hmm_dtype_size(dtype);
 	unsigned i;
+	int r;
 
 	if (!h)
 		return hmm_err(-EINVAL, "hmm_tensor_new: no context");
-	if (!name || !*name || strlen(name) > 63)
-		return hmm_err(-EINVAL, "hmm_tensor_new: name must be 1..63 "
-			       "bytes");
+	r = hmm_tensor_name_check("hmm_tensor_new", name);
+	if (r < 0)
+		return r;
 	if (!n)
 		return hmm_err(-EINVAL, "tensor %s: unknown dtype %u", name,
 			       dtype);
@@ -154,10 +178,11 @@ static int tensor_host_map(struct hmm *h, struct hmm_tensor *t)
 	if (huge)
 		madvise(a, t->bytes / h->chunk_bytes * h->chunk_bytes,
 			MADV_HUGEPAGE);
-	if (h->cfg.numa_node >= 0) {
+	if (h->cfg.numa_node >= 0 && h->cfg.numa_node < 64) {
 		unsigned long mask = 1ul << h->cfg.numa_node;
 
-		/* best effort: a single-node machine refuses nothing */
+		/* best effort: a single-node machine refuses nothing (nor
+		   does a node past the one-word mask: no such machine) */
 		mbind(a, t->span, MPOL_PREFERRED, &mask, sizeof(mask) * 8, 0);
 	}
 	t->host = a;

@@ -143,9 +143,7 @@ static int remote_tensor_open(struct hmm *h, const char *name,
 	struct hmm_remote_tensor *rt;
 	int r;
 
-	if (!*name || strlen(name) > 63)
-		return hmm_err(-EINVAL, "hmm_tensor_open: a name of 1..63 "
-			       "bytes is required");
+	/* name: checked by api.c as hmm_tensor_new's is */
 	r = hmm_remote_tensor_open(hmm_remote_client(h), name, &rt);
 	return r < 0 ? r : wrap(h, rt, out);
 }

@@ -586,32 +586,60 @@ out:
 	return ret;
 }
 
-int hmm_client_unmap(struct hmm_client *c, void *ptr)
+/* Take c's latest map that returned ptr off c->maps: a map of tensor
+ * id, or of any tensor when id is 0 (ids are nonzero).  NULL if none. */
+static struct cmap *map_take(struct hmm_client *c, uint64_t id, void *ptr)
 {
-	struct hmm_proto_range q = { 0 };
-	struct hmm_proto_msg r;
 	struct cmap **pp, *m;
-	int ret;
 
 	pthread_mutex_lock(&c->lock);
 	for (pp = &c->maps; (m = *pp); pp = &m->next)
-		if (m->uptr == ptr)
+		if (m->uptr == ptr && (!id || m->id == id))
 			break;
 	if (m)
 		*pp = m->next;
 	pthread_mutex_unlock(&c->lock);
-	if (!m)
-		return hmm_err(-EINVAL, "unmap %p: not mapped", ptr);
+	return m;
+}
+
+/* End map m, taken off c->maps: hmmd drops its pin; m is freed. */
+static int map_end(struct hmm_client *c, struct cmap *m)
+{
+	struct hmm_proto_range q = { m->id, m->off, m->len, HMM_TIER_HOST,
+				     0 };
+	struct hmm_proto_msg r;
+	int ret;
+
 	/* the tensor's mapping stays (client_base): the memfd's pages
 	   are the tensor's own, punched out by hmmd when it drops them */
-	q = (struct hmm_proto_range){ m->id, m->off, m->len, HMM_TIER_HOST,
-				      0 };
 	ret = call(c, HMM_PROTO_UNMAP, &q, HMM_PROTO_OK, &r, NULL, NULL,
 		   HMM_CLIENT_TIMEOUT_MS);
 	if (m->wbase)		/* a copy: hmmd took its bytes back */
 		munmap(m->wbase, m->wlen);
 	free(m);
 	return ret;
+}
+
+int hmm_client_unmap(struct hmm_client *c, void *ptr)
+{
+	struct cmap *m = map_take(c, 0, ptr);
+
+	if (!m)
+		return hmm_err(-EINVAL, "unmap %p: not mapped", ptr);
+	return map_end(c, m);
+}
+
+int hmm_client_unmap_tensor(struct hmm_client *c,
+			    const struct hmm_proto_tensor *t, void *ptr)
+{
+	/* another tensor's map of ptr is not t's to end: its pin would
+	   go while that tensor still counts it mapped (hmm.h: -EINVAL) */
+	struct cmap *m = map_take(c, t->id, ptr);
+
+	if (!m)
+		return hmm_err(-EINVAL, "hmm_unmap: tensor %s: %p is not "
+			       "mapped (unmapped twice?)", t->name, ptr);
+	return map_end(c, m);
 }
 
 int hmm_client_wait(struct hmm_client *c, uint64_t id)

@@ -53,10 +53,14 @@ int hmm_client_tensor_new(struct hmm_client *c, const char *name,
 int hmm_client_tensor_free(struct hmm_client *c, uint64_t id);
 
 /* Map [off, off + len) of tensor id at the host tier: *ptr points into
- * a shared memfd mapping.  hmm_client_unmap(c, ptr) ends it. */
+ * a shared memfd mapping.  hmm_client_unmap(c, ptr) ends the latest map
+ * of c that returned ptr, of whichever tensor; hmm_client_unmap_tensor
+ * only one of tensor t (-EINVAL naming t otherwise): hmm_unmap's. */
 int hmm_client_map(struct hmm_client *c, uint64_t id, uint64_t off,
 		   uint64_t len, unsigned access, void **ptr);
 int hmm_client_unmap(struct hmm_client *c, void *ptr);
+int hmm_client_unmap_tensor(struct hmm_client *c,
+			    const struct hmm_proto_tensor *t, void *ptr);
 
 int hmm_client_prefetch(struct hmm_client *c, uint64_t id, uint64_t off,
 			uint64_t len, int tier);

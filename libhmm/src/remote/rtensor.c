@@ -107,7 +107,7 @@ int hmm_remote_wait(struct hmm_client *c, struct hmm_remote_tensor *t)
 
 int hmm_remote_unmap(struct hmm_remote_tensor *t, void *ptr)
 {
-	return hmm_client_unmap(t->c, ptr);
+	return hmm_client_unmap_tensor(t->c, &t->t, ptr);
 }
 
 int hmm_remote_stats(struct hmm_client *c, struct hmm_stats *st)
