@@ -27,8 +27,9 @@
  *
  * Threading.  Unless a function says otherwise, it may be called from any
  * thread at the same time as any other function on the same context,
- * except hmm_close() (no call on the context may be running or follow)
- * and hmm_tensor_free() (no other call on that tensor).  One context lock
+ * except hmm_close() (no call on the context may be running or follow,
+ * but the deleters of its DLPack exports) and hmm_tensor_free() (no other
+ * call on that tensor).  One context lock
  * serialises state changes; I/O runs on libhmm's own threads.
  */
 #ifndef HMM_H
@@ -256,7 +257,11 @@ int hmm_open(const struct hmm_config *cfg, struct hmm **out);
 /*
  * Close: waits for I/O in flight, frees every tensor, region and the
  * context.  Does not flush (call hmm_flush() to keep the store's
- * contents).  No other call on h may run during or after it.
+ * contents).  No other call on h may run during or after it, except the
+ * deleters of its DLPack exports (hmm_dlpack_export): while some are
+ * alive it only marks h closed and returns; their memory stays mapped
+ * and the store open, and the last deleter, on whatever thread runs it
+ * (even at the same time as this call), does the close.
  */
 void hmm_close(struct hmm *h);
 
@@ -268,7 +273,9 @@ size_t hmm_dtype_size(uint32_t dtype);
 /*
  * A new tensor of ndim (1..HMM_MAX_DIMS) dimensions shape[], contents
  * zero.  name (1..63 bytes, none a control character: below 0x20 or
- * 0x7f) shows in stats and traces; it need not be unique.  Returns 0
+ * 0x7f) shows in stats and traces; it need not be unique (hmm_flush
+ * saves every tensor, and hmm_tensor_open opens those of one name in
+ * turn, oldest first).  Returns 0
  * and *out, -EINVAL (unknown dtype, zero or negative dimension, bad
  * ndim, a name empty, too long or with a control character: the detail
  * names the byte), -EOVERFLOW (over 2^46 bytes, or 2^32 chunks or
@@ -295,7 +302,10 @@ int hmm_tensor_new(struct hmm *h, const char *name, uint32_t dtype,
 /*
  * Open a tensor saved in the store by an earlier context's hmm_flush()
  * (the context must be opened with HMM_CONFIG_STORE_KEEP and the same
- * chunk_bytes).  Its contents are read on demand.  Returns 0 and *out,
+ * chunk_bytes).  Its contents are read on demand.  Several tensors
+ * saved under one name are opened in turn, one a call, in the order
+ * they were made (hmm_tensor_new); the next call after the last gets
+ * -ENOENT.  Returns 0 and *out,
  * -ENOENT (no such name saved, or already opened), -EINVAL (as well a
  * name hmm_tensor_new would refuse), -EIO (the saved record is
  * corrupt), -ENOMEM.  Any thread.
@@ -416,7 +426,9 @@ int hmm_wait(struct hmm *h, struct hmm_tensor *t);
 
 /*
  * Write every dirty chunk to the store, then the table of tensors (names,
- * shapes, which chunks are stored: see hmm_tensor_open), and make the
+ * shapes, which chunks are stored: see hmm_tensor_open; every live
+ * tensor and every saved one not opened, several of one name
+ * included, none hiding another), and make the
  * store durable: a checkpoint.  Mapped chunks are written as they are.
  * Returns 0, -ENODEV (no store tier), -ENOMEM (a dirty chunk only at
  * the device reaches the store through the host, and pinned maps held
@@ -499,7 +511,9 @@ int hmm_stats(struct hmm *h, struct hmm_stats *st);
  * always terminated when cap > 0).  Returns the length the whole object
  * needs (as snprintf), so a return >= cap means it was cut; buf may be
  * NULL with cap 0, to ask for it.  -EINVAL: no context, or buf NULL with
- * cap > 0.  Any thread.
+ * cap > 0.  Any thread.  Besides struct hmm_stats' fields it holds
+ * "chunk_bytes": the context's chunk size (in shared mode hmmd's, which
+ * may differ from config.chunk_bytes).
  */
 int hmm_stats_json(struct hmm *h, char *buf, size_t cap);
 
@@ -597,8 +611,11 @@ struct DLManagedTensor;		/* dlpack.h */
 /*
  * Map the whole tensor at tier with access and describe it as a DLPack
  * DLManagedTensor (shape, dtype, device).  Its deleter unmaps and frees
- * it; the consumer calls it exactly once.  Returns 0 and *out, or the
- * errors of hmm_map(), -EINVAL (dtype without a DLPack code).  Any thread.
+ * it; the consumer calls it exactly once, from any thread, before or
+ * after hmm_close(): the export keeps the context (its memory, the
+ * store) until then, and the last deleter after hmm_close closes it.
+ * Returns 0 and *out, or the errors of hmm_map(), -EINVAL (dtype without
+ * a DLPack code).  Any thread, before hmm_close().
  */
 int hmm_dlpack_export(struct hmm_tensor *t, int tier, unsigned access,
 		      struct DLManagedTensor **out);

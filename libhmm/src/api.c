@@ -64,7 +64,8 @@ uint64_t hmm_store_required(uint64_t bytes, uint32_t chunk_bytes)
 
 void hmm_close(struct hmm *h)
 {
-	if (h)
+	/* with DLPack exports alive the last deleter closes it (dlpack.c) */
+	if (h && hmm_dlpack_close(h))
 		h->be->close(h);
 }
 

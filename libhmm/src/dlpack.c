@@ -6,6 +6,12 @@
  * DLManagedTensor allocated with it; the deleter unmaps and frees it.
  * The struct is owned by the consumer from export until it calls the
  * deleter (exactly once, from any thread).
+ *
+ * A consumer may hold an export past hmm_close (PyTorch frees a tensor
+ * whenever its last reference goes), so the context counts its exports
+ * (h->dl_live, ctx.h): hmm_close with some alive only marks it closed,
+ * and the last deleter unmaps and then closes it.  Until then the
+ * mapping, the tensor and the store stay as they were.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -42,14 +48,34 @@ static int dl_dtype(uint32_t dtype, DLDataType *d)
 	return 0;
 }
 
+int hmm_dlpack_close(struct hmm *h)
+{
+	int now;
+
+	pthread_mutex_lock(&h->dl_lock);
+	h->dl_closed = 1;
+	now = !h->dl_live;
+	pthread_mutex_unlock(&h->dl_lock);
+	return now;
+}
+
 static void dl_deleter(DLManagedTensor *self)
 {
 	struct hmm_dlpack *d = (struct hmm_dlpack *)self;
+	struct hmm *h;
+	int last;
 
 	if (!d)
 		return;
+	h = d->t->h;
+	/* h is whole: hmm_close, if it ran, left it to the last deleter */
 	hmm_unmap(d->t, d->ptr);
 	free(d);
+	pthread_mutex_lock(&h->dl_lock);
+	last = !--h->dl_live && h->dl_closed;
+	pthread_mutex_unlock(&h->dl_lock);
+	if (last)
+		h->be->close(h);
 }
 
 int hmm_dlpack_export(struct hmm_tensor *t, int tier, unsigned access,
@@ -74,6 +100,9 @@ int hmm_dlpack_export(struct hmm_tensor *t, int tier, unsigned access,
 		return r;
 	}
 	d->t = t;
+	pthread_mutex_lock(&t->h->dl_lock);
+	t->h->dl_live++;
+	pthread_mutex_unlock(&t->h->dl_lock);
 	memcpy(d->shape, t->shape, t->ndim * sizeof(int64_t));
 	d->m.dl_tensor.data = d->ptr;
 	d->m.dl_tensor.device.device_type =

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "ctx.h"
 #include "err.h"
 #include "hmm.h"
 
@@ -75,7 +76,8 @@ int hmm_stats_json(struct hmm *h, char *buf, size_t cap)
 	     "\"store_direct\":%llu,\"pool_bytes\":%llu,"
 	     "\"queue_depth\":%llu,\"io_depth\":%llu,"
 	     "\"io_inflight_peak\":%llu,\"kernel_threads\":%llu,"
-	     "\"store_buffers_registered\":%llu,\"host_spare\":%llu}",
+	     "\"store_buffers_registered\":%llu,\"host_spare\":%llu,"
+	     "\"chunk_bytes\":%llu}",
 	     (unsigned long long)st.tensors, (unsigned long long)st.chunks,
 	     (unsigned long long)st.discard_skips,
 	     (unsigned long long)st.prefetches,
@@ -92,7 +94,8 @@ int hmm_stats_json(struct hmm *h, char *buf, size_t cap)
 	     (unsigned long long)st.io_inflight_peak,
 	     (unsigned long long)st.kernel_threads,
 	     (unsigned long long)st.store_buffers_registered,
-	     (unsigned long long)st.host_spare);
+	     (unsigned long long)st.host_spare,
+	     (unsigned long long)h->chunk_bytes);
 	if (b.len > INT32_MAX)
 		return hmm_err(-EOVERFLOW, "hmm_stats_json: too long");
 	return (int)b.len;

@@ -10,11 +10,12 @@ name (hmm_config_set) and the stats are read as JSON (hmm_stats_json).
 """
 import ctypes
 import errno as _errno
+import operator
 import os
 
 vp = ctypes.c_void_p
 u32, u64, i64 = ctypes.c_uint32, ctypes.c_uint64, ctypes.c_int64
-cstr = ctypes.c_char_p
+charp = ctypes.c_char_p      # not cstr: that is the converter below
 
 HMM_ALL = 2**64 - 1
 TIERS = {"device": 0, "host": 1, "store": 2}
@@ -42,15 +43,15 @@ lib = _load("libhmm.so.0")
 _declare(lib, [
     ("hmm_config_new", vp, []),
     ("hmm_config_free", None, [vp]),
-    ("hmm_config_set", ctypes.c_int, [vp, cstr, cstr]),
-    ("hmm_config_get", ctypes.c_int, [vp, cstr, cstr, ctypes.c_size_t]),
-    ("hmm_config_key", cstr, [ctypes.c_uint]),
+    ("hmm_config_set", ctypes.c_int, [vp, charp, charp]),
+    ("hmm_config_get", ctypes.c_int, [vp, charp, charp, ctypes.c_size_t]),
+    ("hmm_config_key", charp, [ctypes.c_uint]),
     ("hmm_open", ctypes.c_int, [vp, ctypes.POINTER(vp)]),
     ("hmm_close", None, [vp]),
-    ("hmm_tensor_new", ctypes.c_int, [vp, cstr, u32, ctypes.c_uint,
+    ("hmm_tensor_new", ctypes.c_int, [vp, charp, u32, ctypes.c_uint,
                                       ctypes.POINTER(i64),
                                       ctypes.POINTER(vp)]),
-    ("hmm_tensor_open", ctypes.c_int, [vp, cstr, ctypes.POINTER(vp)]),
+    ("hmm_tensor_open", ctypes.c_int, [vp, charp, ctypes.POINTER(vp)]),
     ("hmm_tensor_free", ctypes.c_int, [vp]),
     ("hmm_tensor_bytes", u64, [vp]),
     ("hmm_tensor_dtype", u32, [vp]),
@@ -67,10 +68,10 @@ _declare(lib, [
     ("hmm_flush", ctypes.c_int, [vp]),
     ("hmm_step_begin", ctypes.c_int, [vp]),
     ("hmm_step_end", ctypes.c_int, [vp]),
-    ("hmm_stats_json", ctypes.c_int, [vp, cstr, ctypes.c_size_t]),
-    ("hmm_strerror", cstr, [ctypes.c_int]),
-    ("hmm_size_parse", ctypes.c_int, [cstr, ctypes.POINTER(u64)]),
-    ("hmm_last_error", cstr, []),
+    ("hmm_stats_json", ctypes.c_int, [vp, charp, ctypes.c_size_t]),
+    ("hmm_strerror", charp, [ctypes.c_int]),
+    ("hmm_size_parse", ctypes.c_int, [charp, ctypes.POINTER(u64)]),
+    ("hmm_last_error", charp, []),
     ("hmm_dlpack_export", ctypes.c_int, [vp, ctypes.c_int, ctypes.c_uint,
                                          ctypes.POINTER(vp)]),
 ])
@@ -86,10 +87,10 @@ def hk():
         _hk = _load("libhk.so.0")
         _declare(_hk, [
             ("hk_offload_adamw_step", ctypes.c_int, [vp, vp]),
-            ("hk_offload_error", cstr, []),
+            ("hk_offload_error", charp, []),
             ("hk_adamw_step", ctypes.c_int, [vp]),
-            ("hk_adamw_error", cstr, []),
-            ("hk_adamw_isa", cstr, []),
+            ("hk_adamw_error", charp, []),
+            ("hk_adamw_isa", charp, []),
         ])
     return _hk
 
@@ -119,17 +120,44 @@ def cstr(what, s):
 
 
 def size_parse(s):
-    """A byte size as hmm-train reads it ("2G", "64K", 4096) -> int."""
-    if isinstance(s, int):
+    """A byte size as hmm-train reads it ("2G", "64K", 4096) -> int:
+    a str, or an int in [0, 2**64) (past it ERANGE, as the same number
+    written as a str); anything else (bool, float, bytes) EINVAL."""
+    if isinstance(s, int) and not isinstance(s, bool):
         if s < 0:
             raise OSError(_errno.EINVAL, "size %d: negative" % s)
+        if s > HMM_ALL:
+            raise OSError(_errno.ERANGE, "size %d: past 2**64 - 1" % s)
         return s
+    if not isinstance(s, str):
+        raise OSError(_errno.EINVAL, "size %r: not a str or int" % (s,))
     v = u64()
-    r = lib.hmm_size_parse(str(s).encode(), ctypes.byref(v))
+    r = lib.hmm_size_parse(cstr("size", s), ctypes.byref(v))
     if r < 0:
         raise OSError(-r, "size '%s': not a size (e.g. 4096, 64K, 2M, 1G)"
                       % s)
     return v.value
+
+
+def as_u64(what, v, none=None):
+    """v as the uint64 an offset or length is in hmm.h: an int (or
+    anything with __index__, not a bool) in [0, 2**64); None -> none
+    where the caller documents it (none not None).  Else OSError(EINVAL)
+    naming what (the tensor and the parameter) and v: ctypes would raise
+    a bare ArgumentError, or wrap a negative or larger int silently."""
+    if v is None and none is not None:
+        return none
+    try:
+        if isinstance(v, bool):
+            raise TypeError
+        i = operator.index(v)
+    except TypeError:
+        raise OSError(_errno.EINVAL, "%s %r: not an integer" % (what, v)) \
+            from None
+    if not 0 <= i <= HMM_ALL:
+        raise OSError(_errno.EINVAL, "%s %d: outside [0, 2**64)"
+                      % (what, i))
+    return i
 
 
 def lib_path():

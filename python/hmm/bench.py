@@ -131,7 +131,10 @@ def one_way(a):
             ctx = hmm.Context(store=store, store_size=str(4 * state),
                               host_budget=budget, chunk_bytes="2M")
         finally:
-            os.unlink(store)    # open: it lives on until the close
+            # open: it lives on until the close; a failed open may have
+            # made none, and its error is the one to show
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(store)
         opt = hmm.torch.AdamW(model.parameters(), lr=1e-3, ctx=ctx,
                               overlap=a.overlap)
         hooks = lambda: hmm.torch.offload_activations(  # noqa: E731
@@ -235,6 +238,9 @@ def deepspeed_engine(a, model, budget):
     return opt, engine
 
 
+WAYS = ("inmem", "hmm", "deepspeed")
+
+
 def main():
     ap = argparse.ArgumentParser(prog="python3 -m hmm.bench",
                                  description=__doc__.split("\n\n")[0])
@@ -258,16 +264,30 @@ def main():
                     help="repetitions, the ways interleaved (every other "
                     "rep in reverse); the figures are their medians "
                     "(default 1)")
-    ap.add_argument("--way", help=argparse.SUPPRESS)
+    ap.add_argument("--way", choices=WAYS, help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.steps < 2:
         ap.error("--steps: at least 2 (one warm-up, one timed)")
     if a.reps < 1:
         ap.error("--reps: at least 1")
+    if not a.budget_frac > 0:
+        ap.error("--budget-frac %r: must be above 0" % a.budget_frac)
+    if a.min_bytes < 0:
+        ap.error("--min-bytes %d: negative" % a.min_bytes)
+    if a.threads < 1:
+        ap.error("--threads %d: at least 1" % a.threads)
+    if a.dir is not None and not os.path.isdir(a.dir):
+        ap.error("--dir %s: not a folder" % a.dir)
+    ways = a.ways.split(",")
+    for w in ways:
+        if w not in WAYS:
+            ap.error("--ways %r: %r is not one of %s"
+                     % (a.ways, w, ", ".join(WAYS)))
+    if len(set(ways)) != len(ways):
+        ap.error("--ways %r: a way twice" % a.ways)
     if a.way:
         return one_way(a)
     top = tempfile.mkdtemp(prefix="hmm-bench.", dir=a.dir)
-    ways = a.ways.split(",")
     reps = []
     # the same threads everywhere; OpenMP threads that spin while they
     # wait made torch 2-4x slower on a loaded 2-core machine

@@ -40,7 +40,8 @@ pid=$!
 for _ in $(seq 100); do [ -S "$dir/s.sock" ] && break; sleep 0.1; done
 if [ -S "$dir/s.sock" ]; then
 	for t in tests/python/test_*.py; do
-		HMM_TEST_DAEMON=unix:$dir/s.sock run shared "$t"
+		HMM_TEST_DAEMON=unix:$dir/s.sock HMM_TEST_DAEMON_CHUNK=65536 \
+			run shared "$t"
 	done
 else
 	n=$((n + 1)); failed=1

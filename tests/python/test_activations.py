@@ -7,10 +7,11 @@ hmm tensor it made is freed once autograd is done; written back and kept
 (the default) a budget that holds them reads nothing back, evicted
 (writeback=False) it reads them back, and a budget under them drops and
 reads some, the same bits every way.  Both modes."""
+import errno
 import gc
 
 import tap
-from tap import ok, diag
+from tap import ok, diag, raises
 import hmm.torch
 import torch
 
@@ -140,4 +141,19 @@ if not tap.DAEMON:
            % (read, off.packed_bytes))
         ok(st1["host"]["peak"] <= 512 << 10, "the budget held (peak %d)"
            % st1["host"]["peak"])
+# its sizes and context checked at the with, not in the forward
+with tap.context(host_budget="16M") as ctx:
+    for kw, name in ((dict(min_bytes=-1), "min_bytes: size -1"),
+                     (dict(keep_bytes=-5), "keep_bytes: size -5"),
+                     (dict(ahead_bytes=1.5), "ahead_bytes: size 1.5"),
+                     (dict(min_bytes="1Q"), "min_bytes: size '1Q'")):
+        raises(lambda: hmm.torch.offload_activations(ctx, **kw).__enter__(),
+               errno.EINVAL, name, "offload_activations %s refused" % name)
+    raises(lambda: hmm.torch.offload_activations(None).__enter__(),
+           errno.EINVAL, "ctx None", "offload_activations(None)")
+    x = torch.ones(64, 64, requires_grad=True)
+    with hmm.torch.offload_activations(ctx, min_bytes="1K") as off:
+        y = (x * 2).sin().sum()
+    y.backward()
+    ok(off.packed_bytes >= 64 * 64 * 4, "min_bytes as a size string (\"1K\")")
 tap.done()

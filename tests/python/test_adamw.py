@@ -9,6 +9,7 @@ import errno
 
 import tap
 from tap import ok, raises, diag
+import hmm._lib
 import hmm.torch
 import torch
 
@@ -116,11 +117,39 @@ with tap.context(host_budget="64M", store_size="128M") as big:
     raises(lambda: hmm.torch.AdamW([torch.nn.Parameter(
         torch.zeros(4, dtype=torch.float64))], ctx=big), errno.EINVAL,
         "float64", "a float64 parameter")
-    try:
-        hmm.torch.AdamW(params(), ctx=big, lr=-1)
-        ok(False, "a negative lr is refused")
-    except ValueError as e:
-        ok("lr" in str(e), "a negative lr is refused: %s" % e)
+    for kw, name in ((dict(lr=-1), "lr -1"),
+                     (dict(lr=float("nan")), "lr nan"),
+                     (dict(lr=float("inf")), "lr inf"),
+                     (dict(eps=float("nan")), "eps nan"),
+                     (dict(weight_decay=float("inf")), "weight_decay inf"),
+                     (dict(betas=(float("nan"), 0.9)), "betas[0] nan"),
+                     (dict(betas=(0.9, 1.0)), "betas[1] 1.0")):
+        raises(lambda: hmm.torch.AdamW(params(), ctx=big, **kw),
+               errno.EINVAL, name, "hyperparameter %s refused" % name)
+    raises(lambda: hmm.torch.AdamW(params(), ctx=None), errno.EINVAL,
+           "ctx None", "ctx=None")
+    # a state of another size than its parameter: refused, nothing loaded
+    p5 = torch.nn.Parameter(torch.zeros(5))
+    o5 = hmm.torch.AdamW([p5], ctx=big, **HP)
+    p6 = torch.nn.Parameter(torch.zeros(6))
+    t6 = torch.optim.AdamW([p6], **HP)
+    p6.grad = torch.ones(6)
+    t6.step()
+    raises(lambda: o5.load_state_dict(t6.state_dict()), errno.EINVAL,
+           "parameter 0: exp_avg of 6 elements for a parameter of 5",
+           "load_state_dict of a 6-element state into 5")
+    ok(o5.state[p5]["step"] == 0, "and nothing was loaded")
+    # the kernels' own calls (their restypes were once a Python function)
+    hk = hmm._lib.hk()
+    ok(isinstance(hk.hk_adamw_isa(), bytes) and hk.hk_adamw_isa(),
+       "hk_adamw_isa() names the kernel's ISA (%r)" % hk.hk_adamw_isa())
+    ok(hk.hk_adamw_error() is None or isinstance(hk.hk_adamw_error(), bytes),
+       "hk_adamw_error() is a C string")
+    # an optimizer's m and v go with it (the context would keep them)
+    before = big.stats()["tensors"]
+    o5 = None
+    ok(big.stats()["tensors"] == before - 2, "a dropped optimizer frees its "
+       "m and v")
 # overlap=True: each parameter stepped in the backward, as soon as its
 # gradient is complete (the tied weight once, after both uses): the same
 # bits as stepping after it, and step() steps nothing twice
@@ -150,4 +179,17 @@ with tap.context(host_budget="1M", chunk_bytes="64K",
            for p in g["params"]), "each parameter stepped once a step")
     ok(len(ob._last) == sum(len(g["params"]) for g in ob.param_groups),
        "every parameter was stepped in the backward (%d)" % len(ob._last))
+
+# shared mode: slices sized by hmmd's chunk (64 KiB there), not the
+# client's default 2 MiB, which a 1 MiB quota could never hold
+with tap.context(host_budget="1M", store_size="64M",
+                 chunk_bytes="64K" if not tap.DAEMON else None) as c:
+    lin = torch.nn.Linear(512, 512)
+    o = hmm.torch.AdamW(lin.parameters(), ctx=c)
+    lin(torch.ones(2, 512)).sum().backward()
+    try:
+        o.step()
+        ok(True, "a step in a 1 MiB budget (chunk %d)" % c.chunk_bytes)
+    except OSError as e:
+        ok(False, "a step in a 1 MiB budget: %s" % e)
 tap.done()

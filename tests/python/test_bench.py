@@ -26,6 +26,23 @@ bad = subprocess.run([sys.executable, "-m", "hmm.bench", "--reps", "0",
                      timeout=60, env=env)
 ok(bad.returncode == 2 and "--reps: at least 1" in bad.stderr,
    "--reps 0 is refused, naming --reps (%s)" % bad.stderr.strip()[-60:])
+# every bad argument refused up front (argparse: exit 2, naming it), no
+# child run, no traceback
+for args, names in ((["--ways", "inmem,"], "'' is not one of"),
+                    (["--ways", "inmem,foo"], "'foo' is not one of"),
+                    (["--ways", "hmm,hmm"], "a way twice"),
+                    (["--budget-frac", "0"], "--budget-frac 0.0"),
+                    (["--budget-frac", "-1"], "--budget-frac -1.0"),
+                    (["--threads", "0"], "--threads 0"),
+                    (["--min-bytes", "-1"], "--min-bytes -1"),
+                    (["--dir", d + "/missing"], "missing: not a folder"),
+                    (["--way", "foo"], "invalid choice")):
+    bad = subprocess.run([sys.executable, "-m", "hmm.bench", "--dir", d,
+                          *args], stderr=subprocess.PIPE, text=True,
+                         timeout=60, env=env)
+    ok(bad.returncode == 2 and names in bad.stderr and
+       "Traceback" not in bad.stderr, "%s refused (%s)"
+       % (" ".join(args), bad.stderr.strip()[-70:]))
 r = subprocess.run([sys.executable, "-m", "hmm.bench", "--steps", "2",
                     "--reps", "2", "--dir", d], stdout=subprocess.PIPE,
                    text=True, timeout=280, env=env)

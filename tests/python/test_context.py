@@ -2,10 +2,14 @@
 # SPDX-License-Identifier: MIT
 """test_context — hmm.Context and hmm.Tensor: a config by name, bytes
 through map() as torch (DLPack, zero-copy) and numpy, evict to the store
-and back, write back and keep resident, flush and reopen, and every bad input an OSError with errno and
+and back, write back and keep resident, flush and reopen, the context
+owning its tensors (a dropped Tensor object frees nothing), a torch map
+outliving close(), and every bad input an OSError with errno and
 libhmm's detail.  Both modes (tap.py: HMM_TEST_DAEMON)."""
 import errno
 import gc
+import os
+import pathlib
 
 import tap
 from tap import ok, raises, diag
@@ -126,4 +130,137 @@ if not tap.DAEMON:
                "open_tensor of a name not saved")
 raises(lambda: ctx.tensor("late", (1,)), errno.EBADF, "closed",
        "a closed context")
+
+# -- arguments: every bad one an OSError(EINVAL) naming it ------------------
+raises(lambda: hmm.Context(host_budget="16M", chunk_sizee=None),
+       errno.EINVAL, "chunk_sizee", "an unknown config key, even as None")
+raises(lambda: hmm.Context(store_path="x", host_budget="16M"), errno.EINVAL,
+       "store=", "store_path as a key (store= is the path)")
+raises(lambda: hmm.Context(store=123, store_size="16M"), errno.EINVAL,
+       "store 123", "a store that is not a path")
+raises(lambda: hmm.size_parse(True), errno.EINVAL, "True", "size_parse(True)")
+raises(lambda: hmm.size_parse(2 ** 70), errno.ERANGE, str(2 ** 70),
+       "size_parse past 2**64 - 1, as the str")
+raises(lambda: hmm.size_parse("18446744073709551616"), errno.ERANGE,
+       "18446744073709551616", "size_parse of that str")
+ok(hmm.size_parse(2 ** 64 - 1) == 2 ** 64 - 1, "size_parse(2**64 - 1)")
+with tap.context(host_budget="16M") as c:
+    for dt in (None, "float", float, int, "x.int8", "torch.float32",
+               torch.bool):
+        raises(lambda: c.tensor("d", (2,), dt), errno.EINVAL, repr(dt),
+               "dtype %r refused" % (dt,))
+    import numpy
+    ok(c.tensor("n16", (2,), numpy.float16).dtype == "float16" and
+       c.tensor("nd", (2,), numpy.dtype("int8")).dtype == "int8",
+       "numpy dtypes taken")
+    t = c.tensor("w", (1000,), "float32")
+    for what, fn, names in [
+            ("map_ptr offset '0'", lambda: t.map_ptr("0", 10), "offset '0'"),
+            ("map_ptr offset 1.0", lambda: t.map_ptr(1.0, 10), "offset 1.0"),
+            ("map_ptr offset None", lambda: t.map_ptr(None, 10),
+             "offset None"),
+            ("map_ptr offset -1", lambda: t.map_ptr(-1, 10), "offset -1"),
+            ("map_ptr offset 2**64 + 400 (not 400)",
+             lambda: t.map_ptr(2 ** 64 + 400, 4), "offset %d" % (2 ** 64 + 400)),
+            ("map_ptr length -1", lambda: t.map_ptr(0, -1), "length -1"),
+            ("map_ptr length True", lambda: t.map_ptr(0, True),
+             "length True"),
+            ("map_ptr access 'x'", lambda: t.map_ptr(0, 10, "host", "x"),
+             "access 'x'"),
+            ("prefetch offset '0'", lambda: t.prefetch("host", "0"),
+             "offset '0'"),
+            ("evict offset 1.5", lambda: t.evict("host", 1.5), "offset 1.5"),
+            ("evict length -1", lambda: t.evict("host", 0, -1), "length -1"),
+            ("writeback offset '0'", lambda: t.writeback("0"), "offset '0'"),
+            ("writeback length -1", lambda: t.writeback(0, -1), "length -1"),
+            ("unmap_ptr None", lambda: t.unmap_ptr(None), "address None"),
+            ("wait('x')", lambda: c.wait("x"), "'x'"),
+            ("map tier ['host']", lambda: t.map(["host"]).__enter__(),
+             "['host']")]:
+        raises(fn, errno.EINVAL, names, what)
+    raises(lambda: t.map_ptr(-1, 10), errno.EINVAL, "w:", "naming the tensor")
+    ok(t.residency()["host"] == 0, "none of them pinned or moved anything")
+    b = c.tensor("b", (4,), "bfloat16")
+    raises(lambda: b.map("host", "r", as_="numpy").__enter__(), errno.EINVAL,
+           "bfloat16", "a numpy map of bfloat16 (numpy has none)")
+    b.free()
+    ok(True, "and it pinned nothing: free works")
+
+# -- the context owns its tensors --------------------------------------------
+def make(c, name, v):
+    t = c.tensor(name, (256,), "int64")
+    with t.map("host", "w", as_="numpy") as a:
+        a[:] = v
+
+
+with tap.context(host_budget="16M") as c:
+    make(c, "kept", 42)
+    gc.collect()
+    ok(c.stats()["tensors"] == 1, "a dropped Tensor object frees nothing")
+    k = c.open_tensor("kept")
+    with k.map("host", "r", as_="numpy") as a:
+        ok(int(a.sum()) == 42 * 256, "open_tensor gives it back, its bytes")
+    ok(c.open_tensor("kept") is k, "the same Tensor object while it lives")
+    raises(lambda: c.tensor("kept", (4,)), errno.EEXIST, "kept",
+           "a second tensor of a name the context holds")
+    ok(c.open_tensor("kept").residency()["host"] > 0 and
+       c.stats()["tensors"] == 1, "a temporary open_tensor frees nothing")
+    k.free()
+    ok(c.stats()["tensors"] == 0, "free() frees it")
+    if not tap.DAEMON:
+        raises(lambda: c.open_tensor("kept"), errno.ENOENT, "kept",
+               "a freed tensor is not open_tensor's any more")
+        raises(k.residency, errno.EBADF, "kept", "nor its object's")
+
+if not tap.DAEMON:
+    # flush saves what the context holds, Tensor objects or not
+    path = tap.scratch("own.store")
+    with hmm.Context(store=path, store_size="32M", host_budget="8M") as c:
+        make(c, "a", 7)
+        c.flush()
+    with hmm.Context(store=path, host_budget="8M", flags="store_keep") as c:
+        ok(int(sum(c.open_tensor("a").residency().values())) >= 0,
+           "reopened after its Tensor object went")
+        raises(lambda: c.tensor("b", (2,)).free() or c.tensor("a", (2,)),
+               errno.EEXIST, "a", "a new tensor of a name open here")
+        c.flush()
+    with hmm.Context(store=path, host_budget="8M", flags="store_keep") as c:
+        raises(lambda: c.tensor("a", (2,)), errno.EEXIST, "saved by a flush",
+               "a new tensor of a name saved in the store")
+        with c.open_tensor("a").map("host", "r", as_="numpy") as a:
+            ok(int(a.sum()) == 7 * 256, "a temporary open_tensor, a flush: "
+               "the tensor is still saved, its bytes")
+
+    # a store path as bytes or os.PathLike, not str(b"...")
+    for kind, p in (("bytes", os.fsencode(tap.scratch("b.store"))),
+                    ("PathLike", pathlib.Path(tap.scratch("p.store")))):
+        with hmm.Context(store=p, store_size="16M", host_budget="8M"):
+            ok(os.path.exists(os.fsdecode(p)), "store=%s: that file" % kind)
+
+# -- ctx.chunk_bytes is the chunk in use (shared: hmmd's) -------------------
+with tap.context(host_budget="16M", chunk_bytes="128K") as c:
+    want = int(os.environ.get("HMM_TEST_DAEMON_CHUNK", 0)) or 128 << 10
+    ok(c.chunk_bytes == want, "chunk_bytes %d: the context's (%d)"
+       % (c.chunk_bytes, want))
+
+# -- close() with a torch map alive: the map keeps its memory ---------------
+c = tap.context(host_budget="16M")
+t = c.tensor("live", (1024,), "float32")
+with t.map("host", "rw") as x:
+    x.fill_(7)
+c.close()
+ok(float(x.sum()) == 7 * 1024, "a torch map outlives close(): its bytes")
+x[3] = 1
+ok(float(x[3]) == 1.0, "and it is writable")
+raises(t.residency, errno.EBADF, "live", "its tensor after close")
+raises(c.flush, errno.EBADF, "closed", "its context after close")
+if not tap.DAEMON:
+    spath = tap.scratch("store.%d" % tap._stores)
+    raises(lambda: hmm.Context(store=spath, store_size="16M"), errno.EBUSY,
+           "in use", "the store stays open while the map lives")
+del x
+gc.collect()
+if not tap.DAEMON:
+    with hmm.Context(store=spath, store_size="16M", host_budget="8M"):
+        ok(True, "the last reference gone: the store closed, it opens")
 tap.done()

@@ -10,7 +10,12 @@
  * checks run through hmmd, and the script connects to the same hmmd;
  * the device-tier export is then staged through hmmd's host tier
  * (libhmm/src/remote/dev_stage.c).
+ *
+ * hmm_close with exports alive: the context stays until the last
+ * deleter, the exported bytes readable (embedded: the store stays locked
+ * until then), including a deleter racing hmm_close on another thread.
  */
+#include <pthread.h>
 #include <libgen.h>
 #include <stddef.h>
 
@@ -60,6 +65,100 @@ static void run_torch(const struct hmm_config *cfg)
 	t_ok(WIFEXITED(st) && WEXITSTATUS(st) == 0,
 	     "torch.from_dlpack sees the tensor's bytes, and its deleter "
 	     "unmaps");
+}
+
+/*
+ * Close with an export alive: its bytes stay readable, the store stays
+ * open (a second context on it gets -EBUSY) until the deleter, which
+ * closes it (ASan: nothing touched after it is freed).
+ */
+static void close_deferred(const struct hmm_config *base)
+{
+	struct hmm_config cfg = *base, cfg2;
+	char path[4096];
+	int64_t n = 1024;
+	struct hmm_tensor *t;
+	DLManagedTensor *m;
+	struct hmm *h, *h2;
+	int32_t want[1024];
+	void *p;
+	int i;
+
+	if (!cfg.daemon) {
+		snprintf(path, sizeof(path), "%s/close.store", t_tmpdir());
+		cfg.store_path = path;
+		cfg.store_size = 16 << 20;
+	}
+	if (hmm_open(&cfg, &h))
+		t_fail_all("hmm_open: %s", hmm_last_error());
+	if (hmm_tensor_new(h, "c", HMM_DTYPE_I32, 1, &n, &t) ||
+	    hmm_map(t, 0, HMM_ALL, HMM_TIER_HOST, HMM_DISCARD, &p))
+		t_fail_all("tensor c: %s", hmm_last_error());
+	for (i = 0; i < 1024; i++)
+		want[i] = ((int32_t *)p)[i] = i * 7;
+	hmm_unmap(t, p);
+	t_eq(hmm_dlpack_export(t, HMM_TIER_HOST, HMM_READ | HMM_WRITE, &m), 0,
+	     "export c");
+	hmm_close(h);
+	t_ok(!memcmp(m->dl_tensor.data, want, sizeof(want)),
+	     "after hmm_close the export's bytes are still there");
+	((int32_t *)m->dl_tensor.data)[3] = -1;	/* and writable */
+	if (!cfg.daemon) {
+		cfg2 = cfg;
+		t_eq(hmm_open(&cfg2, &h2), -EBUSY,
+		     "the store stays open until the deleter (%s)",
+		     hmm_last_error());
+	} else {
+		hmm_test_skip("the store stays open", "hmmd's store");
+	}
+	m->deleter(m);
+	if (!cfg.daemon) {
+		t_eq(hmm_open(&cfg, &h2), 0,
+		     "the deleter closed the store: it opens again");
+		hmm_close(h2);
+	}
+}
+
+struct race {
+	pthread_barrier_t go;
+	DLManagedTensor *m;
+};
+
+static void *race_deleter(void *arg)
+{
+	struct race *r = arg;
+
+	pthread_barrier_wait(&r->go);
+	r->m->deleter(r->m);
+	return NULL;
+}
+
+/* A deleter on another thread at the same time as hmm_close: whichever
+ * is last closes the context, exactly once (ASan, and no hang). */
+static void close_race(const struct hmm_config *cfg)
+{
+	int64_t n = 4096;
+	struct hmm_tensor *t;
+	struct race r;
+	struct hmm *h;
+	pthread_t th;
+	int i;
+
+	for (i = 0; i < 200; i++) {
+		if (hmm_open(cfg, &h))
+			t_fail_all("hmm_open: %s", hmm_last_error());
+		if (hmm_tensor_new(h, "r", HMM_DTYPE_U8, 1, &n, &t) ||
+		    hmm_dlpack_export(t, HMM_TIER_HOST, HMM_READ, &r.m))
+			t_fail_all("export r: %s", hmm_last_error());
+		pthread_barrier_init(&r.go, NULL, 2);
+		if (pthread_create(&th, NULL, race_deleter, &r))
+			t_fail_all("pthread_create");
+		pthread_barrier_wait(&r.go);
+		hmm_close(h);
+		pthread_join(th, NULL);
+		pthread_barrier_destroy(&r.go);
+	}
+	t_eq(i, 200, "hmm_close racing a deleter on another thread, 200 times");
 }
 
 int main(void)
@@ -125,6 +224,8 @@ int main(void)
 	     "no tensor");
 	hmm_close(h);
 
+	close_deferred(&cfg);
+	close_race(&cfg);
 	run_torch(&cfg);
 	return t_done();
 }

@@ -4,7 +4,8 @@
  * a checkpoint, and a context reopened with HMM_CONFIG_STORE_KEEP gets
  * them back by name, exact, read on demand; unflushed writes are not
  * there; unopened tensors survive the next flush; new tensors do not
- * collide with saved ones.
+ * collide with saved ones; tensors sharing a name are all saved and
+ * opened in turn, in the order they were made.
  */
 #include "t.h"
 #include "hmm_mode.h"
@@ -70,6 +71,56 @@ static void flush_while_mapped(int tier, const char *tn)
 	     "written through the map after the first", tn);
 	hmm_close(h);
 	cfg.device = "none";
+}
+
+/*
+ * Three tensors named "dup": a flush saves all three, and
+ * hmm_tensor_open("dup") gives them in the order they were made, then
+ * -ENOENT; after a flush with only the first opened, the same again.
+ */
+static void same_name(void)
+{
+	char p2[4300];
+	struct hmm_config c2 = cfg;
+	struct hmm_tensor *t[3], *x;
+	int64_t n = TB;
+	struct hmm *h;
+	int i, round;
+
+	snprintf(p2, sizeof(p2), "%s.dup", path);
+	c2.store_path = p2;
+	c2.flags = 0;
+	if (hmm_open(&c2, &h))
+		t_fail_all("hmm_open: %s", hmm_last_error());
+	for (i = 0; i < 3; i++) {
+		if (hmm_tensor_new(h, "dup", HMM_DTYPE_U8, 1, &n, &t[i]))
+			t_fail_all("dup: %s", hmm_last_error());
+		fill(t[i], 11 + i);
+	}
+	t_eq(hmm_flush(h), 0, "flush of three tensors named dup");
+	hmm_close(h);
+	c2.flags = HMM_CONFIG_STORE_KEEP;
+	for (round = 0; round < 2; round++) {
+		if (hmm_open(&c2, &h))
+			t_fail_all("reopen: %s", hmm_last_error());
+		for (i = 0; i < 3; i++) {
+			int r = hmm_tensor_open(h, "dup", &t[i]);
+
+			t_eq(r, 0, "open dup #%d (%s)", i,
+			     r ? hmm_last_error() : "");
+			t_ok(hmm_test_same(t[i], TB, 11 + i), "dup #%d is the "
+			     "%s made", i, i ? i == 1 ? "second" : "third" :
+			     "first");
+		}
+		t_eq(hmm_tensor_open(h, "dup", &x), -ENOENT, "then no more");
+		if (!round) {	/* only the first open, the rest saved */
+			hmm_close(h);
+			if (hmm_open(&c2, &h) ||
+			    hmm_tensor_open(h, "dup", &x) || hmm_flush(h))
+				t_fail_all("dup: %s", hmm_last_error());
+		}
+		hmm_close(h);
+	}
 }
 
 int main(void)
@@ -151,6 +202,7 @@ int main(void)
 	     "%s", hmm_last_error());
 	hmm_close(h);
 
+	same_name();
 	flush_while_mapped(HMM_TIER_HOST, "host");
 	flush_while_mapped(HMM_TIER_DEVICE, "device");
 	return t_done();

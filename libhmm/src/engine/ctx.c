@@ -200,6 +200,7 @@ static void ctx_init(struct hmm *h, const struct hmm_config *cfg)
 	pthread_cond_init(&h->crc_cond, &ca);
 	pthread_condattr_destroy(&ca);
 	pthread_mutex_init(&h->trace_lock, NULL);
+	pthread_mutex_init(&h->dl_lock, NULL);
 	h->cfg = *cfg;
 	h->cfg.store_path = h->cfg.device = h->cfg.daemon = NULL;
 	h->cfg.trace_path = h->cfg.host_dir = NULL;
@@ -274,6 +275,7 @@ void hmm_ctx_free(struct hmm *h)
 	pthread_cond_destroy(&h->cond);
 	pthread_mutex_destroy(&h->lock);
 	pthread_mutex_destroy(&h->trace_lock);
+	pthread_mutex_destroy(&h->dl_lock);
 	free(h);
 }
 

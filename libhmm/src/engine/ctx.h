@@ -196,6 +196,17 @@ struct hmm {
 	/* regions (region_int.h), under h->lock */
 	struct hmm_list regions;
 
+	/*
+	 * DLPack exports alive (dlpack.c).  Own lock: an export's deleter
+	 * may run on any thread, during or after hmm_close, which must not
+	 * free the context under it.  hmm_close sets dl_closed; whichever of
+	 * it and the deleters finds dl_closed with dl_live 0 tears the
+	 * context down, exactly once, and nothing touches h after that.
+	 */
+	pthread_mutex_t dl_lock;
+	uint64_t dl_live;
+	int dl_closed;
+
 	/* trace (trace.c); own lock */
 	FILE *trace;
 	pthread_mutex_t trace_lock;
@@ -214,6 +225,11 @@ void hmm_async_error(struct hmm *h, int err, const char *fmt, ...)
 /* Take it (h->lock held): 0, or the error with its detail made this
  * thread's, and forgotten. */
 int hmm_async_take(struct hmm *h);
+
+/* ---- dlpack.c --------------------------------------------------------- */
+/* hmm_close's half of the deferral: 1 = no export alive, close h now;
+ * 0 = the last export's deleter will. */
+int hmm_dlpack_close(struct hmm *h);
 
 /* ---- iothread.c -------------------------------------------------------- */
 int hmm_iot_start(struct hmm *h, const struct hmm_config *cfg);

@@ -8,7 +8,11 @@
  * checkpoint is a flush of the table and not a copy.  hmm_open with
  * HMM_CONFIG_STORE_KEEP reads the blob back; hmm_tensor_open(name) then
  * gives the tensor its old id (its extents' keys) and reads it on demand.
- * Tensors saved and not opened are kept in the next blob.
+ * Tensors saved and not opened are kept in the next blob.  Names need
+ * not be unique: every tensor is saved, and hmm_tensor_open of a name
+ * several share opens them in turn, in the order they were made (id
+ * order: h->saved is sorted by id at load and kept so), so none is
+ * hidden behind another.
  *
  * Blob (native endian; a reader on another architecture refuses it):
  *   "HMMT" u32 version=1 u32 count, then count records of
@@ -41,6 +45,14 @@ struct hmm_saved {
 static size_t rec_bytes(uint32_t nchunks)
 {
 	return HMM_ROUND_UP(sizeof(struct rec_head) + (nchunks + 7) / 8, 8);
+}
+
+static int saved_by_id(const void *a, const void *b)
+{
+	uint32_t x = ((const struct hmm_saved *)a)->r.id;
+	uint32_t y = ((const struct hmm_saved *)b)->r.id;
+
+	return (x > y) - (x < y);
 }
 
 static int persist_parse(struct hmm *h, const uint8_t *b, size_t len)
@@ -81,6 +93,8 @@ static int persist_parse(struct hmm *h, const uint8_t *b, size_t len)
 		if (s->r.id + 1 > maxid)
 			maxid = s->r.id + 1;
 	}
+	/* opened in the order they were made (ids are never reused) */
+	qsort(h->saved, h->nsaved, sizeof(*h->saved), saved_by_id);
 	/* new tensors take ids above every saved one */
 	if (maxid) {
 		h->tensors = calloc(maxid, sizeof(*h->tensors));
@@ -217,13 +231,21 @@ int hmm_engine_tensor_open(struct hmm *h, const char *name,
 		return hmm_err(-EIO, "tensor %s: saved record does not "
 			       "match its shape", name);
 	}
-	h->saved[i] = h->saved[--h->nsaved];
+	/* out of h->saved, keeping the order (the next of that name) */
+	memmove(&h->saved[i], &h->saved[i + 1],
+		(h->nsaved - i - 1) * sizeof(*h->saved));
+	h->nsaved--;
 	pthread_mutex_unlock(&h->lock);
 	r = hmm_tensor_create(h, s.r.name, s.r.dtype, s.r.ndim, s.r.shape,
 			      bytes, s.r.id, s.stored, out);
-	if (r < 0) {	/* put it back */
+	if (r < 0) {	/* put it back in its place (others may have gone) */
 		pthread_mutex_lock(&h->lock);
-		h->saved[h->nsaved++] = s;
+		for (i = 0; i < h->nsaved && h->saved[i].r.id < s.r.id; i++)
+			;
+		memmove(&h->saved[i + 1], &h->saved[i],
+			(h->nsaved - i) * sizeof(*h->saved));
+		h->saved[i] = s;
+		h->nsaved++;
 		pthread_mutex_unlock(&h->lock);
 		return r;
 	}

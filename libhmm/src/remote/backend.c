@@ -40,6 +40,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "client.h"
 #include "err.h"
 #include "region_int.h"
 #include "remote.h"
@@ -82,6 +83,9 @@ static int remote_open(const struct hmm_config *cfg, struct hmm **out)
 		goto out_rc;
 	h->be = &hmm_remote_backend;
 	h->be_priv = rc;
+	/* the chunks are hmmd's (its hello says), whatever config asked:
+	 * what the stats report, and what staged device maps round to */
+	h->chunk_bytes = hmm_client_chunk_bytes(rc->c);
 	*out = h;
 	return 0;
 

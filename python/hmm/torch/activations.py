@@ -31,6 +31,8 @@ autograd has dropped every tensor saved in it.
 """
 import contextlib
 import ctypes
+import errno
+import itertools
 import weakref
 
 import torch
@@ -38,6 +40,7 @@ import torch
 from .. import _lib
 
 SEG_CHUNKS = 8
+_serial = itertools.count()     # offloaders: their tensors' names
 
 
 def _dense(x):
@@ -182,6 +185,7 @@ class _Offloader:
 
     def __init__(self, ctx, min_bytes, keep_bytes, ahead_bytes, writeback):
         self.ctx, self.min_bytes = ctx, min_bytes
+        self.serial = next(_serial)     # its tensors' names: unique
         self.keep_bytes, self.ahead_bytes = keep_bytes, ahead_bytes
         self.writeback = writeback
         self.chunk = ctx.chunk_bytes
@@ -205,7 +209,7 @@ class _Offloader:
                 if self.segs:
                     self.segs[-1].closed = True
                 self.segs.append(_Segment(self.ctx, "act.%d.%d" % (
-                    id(self) & 0xffff, len(self.segs)), self.pos,
+                    self.serial, len(self.segs)), self.pos,
                     self.seg_bytes))
             seg = self.segs[-1]
             off = self.pos - seg.base
@@ -308,12 +312,26 @@ def offload_activations(ctx, min_bytes=1 << 20, keep_bytes=None,
     host memory until the budget needs the room, or with
     writeback=False evicted), and come back in the backward with
     ahead_bytes prefetched (default a quarter of the host budget).
-    Yields an object whose packed_bytes counts the bytes offloaded."""
+    Yields an object whose packed_bytes counts the bytes offloaded.
+    The sizes are ints or size strings ("1M"), checked here: OSError
+    (EINVAL) naming a bad one."""
+    from ..context import Context
+    if not isinstance(ctx, Context):
+        raise OSError(errno.EINVAL, "hmm.torch.offload_activations: ctx "
+                      "%r: not an hmm.Context" % (ctx,))
     b = ctx.host_budget
-    off = _Offloader(ctx, min_bytes,
-                     b // 2 if keep_bytes is None else keep_bytes,
-                     b // 4 if ahead_bytes is None else ahead_bytes,
-                     writeback)
+    sizes = {}
+    for k, v, dflt in (("min_bytes", min_bytes, None),
+                       ("keep_bytes", keep_bytes, b // 2),
+                       ("ahead_bytes", ahead_bytes, b // 4)):
+        try:
+            sizes[k] = dflt if v is None and dflt is not None else \
+                _lib.size_parse(v)
+        except OSError as e:
+            raise OSError(e.errno, "hmm.torch.offload_activations: %s: %s"
+                          % (k, e.strerror)) from None
+    off = _Offloader(ctx, sizes["min_bytes"], sizes["keep_bytes"],
+                     sizes["ahead_bytes"], writeback)
     try:
         with torch.autograd.graph.saved_tensors_hooks(off.pack, off.unpack):
             yield off

@@ -20,6 +20,8 @@ budget or the pipeline depth.
 """
 import ctypes
 import errno
+import itertools
+import math
 
 import torch
 
@@ -27,6 +29,7 @@ from .. import _lib
 from .._lib import check
 
 F32 = 0     # HK_ADAMW_F32
+_serial = itertools.count()     # optimizers: their tensors' names
 
 
 class _AdamwArgs(ctypes.Structure):     # struct hk_adamw_args
@@ -96,18 +99,19 @@ class AdamW(torch.optim.Optimizer):
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8,
                  weight_decay=1e-2, *, ctx, depth=0, slice_bytes=None,
                  overlap=False):
-        if lr < 0 or eps < 0 or weight_decay < 0 or \
-           not (0 <= betas[0] < 1 and 0 <= betas[1] < 1):
-            raise ValueError("hmm.torch.AdamW: lr %r, betas %r, eps %r, "
-                             "weight_decay %r out of range"
-                             % (lr, betas, eps, weight_decay))
+        from ..context import Context
+        if not isinstance(ctx, Context):
+            raise OSError(errno.EINVAL, "hmm.torch.AdamW: ctx %r: not an "
+                          "hmm.Context" % (ctx,))
+        _check_hp(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay)
+        self._tag = "adamw%d" % next(_serial)   # unique in the context
+        self._slices = {}
         super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps,
                                       weight_decay=weight_decay))
         self.ctx, self.depth = ctx, depth
         cb = ctx.chunk_bytes
         sb = slice_bytes or min(16 << 20, ctx.host_budget // 16)
         self.slice_elems = max(cb, sb // cb * cb) // 4
-        self._slices = {}
         self._names = []        # keeps the C name strings alive
         _lib.hk()
         for i, p in enumerate(self._params()):
@@ -237,8 +241,9 @@ class AdamW(torch.optim.Optimizer):
         sl = []
         for lo in range(0, flat.numel(), self.slice_elems):
             hi = min(lo + self.slice_elems, flat.numel())
-            sl.append(_Slice(self.ctx, "adamw.p%d.%d"
-                             % (i, lo // self.slice_elems), lo, hi))
+            sl.append(_Slice(self.ctx, "%s.p%d.%d"
+                             % (self._tag, i, lo // self.slice_elems),
+                             lo, hi))
         self._slices[p] = sl
         self.state[p] = {"step": 0}
 
@@ -298,6 +303,21 @@ class AdamW(torch.optim.Optimizer):
         return sd
 
     def load_state_dict(self, state_dict):
+        """torch.optim.AdamW's format; a state of another size than its
+        parameter is EINVAL, before anything is loaded."""
+        ps = list(self._params())
+        for i, st in state_dict.get("state", {}).items():
+            for key in ("exp_avg", "exp_avg_sq"):
+                if isinstance(i, int) and 0 <= i < len(ps) and key in st \
+                        and st[key].numel() != ps[i].numel():
+                    raise OSError(errno.EINVAL, "hmm.torch.AdamW."
+                                  "load_state_dict: parameter %d: %s of %d "
+                                  "elements for a parameter of %d"
+                                  % (i, key, st[key].numel(),
+                                     ps[i].numel()))
+        for g in state_dict.get("param_groups", ()):
+            _check_hp(**{k: g[k] for k in
+                         ("lr", "betas", "eps", "weight_decay") if k in g})
         super().load_state_dict(state_dict)
         for p in self._params():
             st = self.state[p]
@@ -309,3 +329,35 @@ class AdamW(torch.optim.Optimizer):
                         if key in st else torch.zeros(p.numel())
                     s.put(getattr(s, attr), src[s.lo:s.hi].contiguous())
             self.state[p] = {"step": step}
+
+    def __del__(self):
+        """Its m and v go with it (the context would keep them: it owns
+        what is not freed)."""
+        for sl in getattr(self, "_slices", {}).values():
+            for s in sl:
+                for t in (s.m, s.v):
+                    try:
+                        t.free()
+                    except OSError:
+                        pass    # the context closed: freed with it
+
+
+def _check_hp(lr=0.0, betas=(0.0, 0.0), eps=0.0, weight_decay=0.0):
+    """The hyperparameters torch.optim.AdamW takes: finite, lr, eps and
+    weight_decay >= 0, betas in [0, 1); else OSError(EINVAL) naming the
+    first one that is not (NaN passes every < test: checked apart)."""
+    try:
+        b1, b2 = betas
+    except (TypeError, ValueError):
+        raise OSError(errno.EINVAL, "hmm.torch.AdamW: betas %r: not two "
+                      "numbers" % (betas,)) from None
+    for name, v, hi in (("lr", lr, math.inf), ("eps", eps, math.inf),
+                        ("weight_decay", weight_decay, math.inf),
+                        ("betas[0]", b1, 1), ("betas[1]", b2, 1)):
+        try:
+            f = float(v) if not isinstance(v, bool) else math.nan
+        except (TypeError, ValueError):
+            f = math.nan
+        if not math.isfinite(f) or not 0 <= f < hi:
+            raise OSError(errno.EINVAL, "hmm.torch.AdamW: %s %r: not a "
+                          "finite number in [0, %s)" % (name, v, hi))
