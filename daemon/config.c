@@ -4,11 +4,14 @@
  * See hmmd.conf.example for every key.
  */
 #include <errno.h>
+#include <grp.h>
 #include <ini.h>
+#include <netinet/in.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "hmm.h"
 #include "hmmd.h"
@@ -43,6 +46,23 @@ static int set_str(char **dst, const char *value)
 	return 0;
 }
 
+/* What a string key's value can be checked for before anything starts
+ * (a bad one would otherwise stop hmmd half-way, in a second message). */
+static int str_check(const char *key, const char *value, char *err,
+		     size_t errlen)
+{
+	struct sockaddr_in sa;
+
+	if (!strcmp(key, "metrics"))
+		return hmmd_metrics_addr(value, &sa, err, errlen);
+	if (!strcmp(key, "socket_group") && !getgrnam(value)) {
+		snprintf(err, errlen, "socket_group: \"%s\" is no group",
+			 value);
+		return -EINVAL;
+	}
+	return 0;
+}
+
 #define OFF(f)	offsetof(struct hmmd_config, f)
 
 /* The string keys: a heap copy at off, never empty. */
@@ -62,8 +82,8 @@ static const struct {
 /*
  * The numeric keys: a field of size bytes (4: uint32_t, unsigned or int;
  * 8: uint64_t) at off.  NUM_SIZE takes a size with a suffix, any value;
- * NUM_RANGE a size in [min, max] and a multiple of align; NUM_INT a
- * plain integer in [min, max].
+ * NUM_RANGE a size in [min, max] and a multiple of align (1 or 4096);
+ * NUM_INT a plain integer in [min, max].
  */
 enum { NUM_SIZE, NUM_RANGE, NUM_INT };
 static const struct {
@@ -72,12 +92,15 @@ static const struct {
 	int kind;
 	uint64_t min, max, align;
 } nums[] = {
-	{ "host_budget", OFF(host_budget), 8, NUM_SIZE, 0, 0, 1 },
+	/* 0 would mean "the default" inside, not what a user means by 0:
+	 * refused (hmmd_config_check then wants a chunk at least) */
+	{ "host_budget", OFF(host_budget), 8, NUM_RANGE, 1, UINT64_MAX, 1 },
 	{ "device_budget", OFF(device_budget), 8, NUM_SIZE, 0, 0, 1 },
 	{ "store_size", OFF(store_size), 8, NUM_SIZE, 0, 0, 1 },
-	{ "client_quota", OFF(client_quota), 8, NUM_SIZE, 0, 0, 1 },
+	{ "client_quota", OFF(client_quota), 8, NUM_RANGE, 1, UINT64_MAX, 1 },
 	{ "module_store_size", OFF(module_store_size), 8, NUM_SIZE, 0, 0, 1 },
-	{ "chunk_bytes", OFF(chunk_bytes), 4, NUM_RANGE, 0, UINT32_MAX, 4096 },
+	{ "chunk_bytes", OFF(chunk_bytes), 4, NUM_RANGE, 4096, UINT32_MAX,
+	  4096 },
 	{ "wait_ms", OFF(wait_ms), 4, NUM_RANGE, 0, UINT32_MAX, 1 },
 	/* the engine store's I/O knobs (struct hmm_config's); 0 = default */
 	{ "pool_bytes", OFF(pool_bytes), 4, NUM_RANGE, 0, HMM_CONFIG_POOL_MAX,
@@ -109,7 +132,17 @@ static int num_parse(unsigned i, const char *value, uint64_t *v, char *err,
 		if (!hmm_size_parse(value, v) && *v >= nums[i].min &&
 		    *v <= nums[i].max && *v % nums[i].align == 0)
 			return 0;
-		snprintf(err, errlen, "%s: \"%s\" is out of range", key, value);
+		if (nums[i].max == UINT64_MAX)
+			snprintf(err, errlen, "%s: \"%s\" is out of range (want "
+				 "a size, at least %llu)", key, value,
+				 (unsigned long long)nums[i].min);
+		else
+			snprintf(err, errlen, "%s: \"%s\" is out of range (want "
+				 "%llu to %llu%s)", key, value,
+				 (unsigned long long)nums[i].min,
+				 (unsigned long long)nums[i].max,
+				 nums[i].align > 1 ? ", a multiple of 4096" :
+				 "");
 		return -EINVAL;
 	}
 	errno = 0;
@@ -138,6 +171,9 @@ int hmmd_config_set(struct hmmd_config *cfg, const char *key,
 			snprintf(err, errlen, "%s: empty", key);
 			return -EINVAL;
 		}
+		ret = str_check(key, value, err, errlen);
+		if (ret)
+			return ret;
 		return set_str((char **)((char *)cfg + strs[i].off), value);
 	}
 	for (i = 0; i < sizeof(nums) / sizeof(nums[0]); i++) {
@@ -213,6 +249,7 @@ int hmmd_config_load(struct hmmd_config *cfg, const char *path,
 {
 	struct load l = { .cfg = cfg };
 	FILE *f = fopen(path, "re");
+	struct stat st;
 	int line;
 
 	if (!f) {
@@ -220,6 +257,12 @@ int hmmd_config_load(struct hmmd_config *cfg, const char *path,
 
 		snprintf(err, errlen, "%s: %s", path, strerror(-e));
 		return e;
+	}
+	/* a folder opens, and reads as an empty file: no settings at all */
+	if (fstat(fileno(f), &st) || S_ISDIR(st.st_mode)) {
+		fclose(f);
+		snprintf(err, errlen, "%s: %s", path, strerror(EISDIR));
+		return -EISDIR;
 	}
 	line = ini_parse_file(f, on_line, &l);
 	fclose(f);

@@ -181,6 +181,13 @@ void hmmd_server_close(struct hmmd_server *s);
 
 /* ---- metrics (metrics.c) ------------------------------------------------- */
 
+/* Parse "127.0.0.1:PORT" (IPv4, loopback only, port 0..65535; 0: the
+ * kernel picks) into *sa: 0, or -EINVAL with the reason, naming the
+ * metrics key and addr, in err.  The one parser: the config checks a
+ * value with it when it is set, the listener when it binds. */
+struct sockaddr_in;
+int hmmd_metrics_addr(const char *addr, struct sockaddr_in *sa,
+		      char *err, size_t errlen);
 /* Listen on "127.0.0.1:PORT" (loopback only); the fd or -errno. */
 int hmmd_metrics_listen(const char *addr);
 

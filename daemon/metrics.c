@@ -25,33 +25,51 @@
 #include "hmmd.h"
 #include "log.h"
 
+int hmmd_metrics_addr(const char *addr, struct sockaddr_in *sa,
+		      char *err, size_t errlen)
+{
+	const char *colon = strrchr(addr, ':'), *why = NULL;
+	char host[64];
+	char *end;
+	long port = -1;
+
+	memset(sa, 0, sizeof(*sa));
+	sa->sin_family = AF_INET;
+	if (!colon || colon == addr || colon - addr >= (long)sizeof(host)) {
+		why = "is not IPV4:PORT (e.g. 127.0.0.1:9100)";
+	} else {
+		memcpy(host, addr, colon - addr);
+		host[colon - addr] = 0;
+		errno = 0;
+		port = strtol(colon + 1, &end, 10);
+		if (inet_pton(AF_INET, host, &sa->sin_addr) != 1)
+			why = "is not IPV4:PORT (e.g. 127.0.0.1:9100)";
+		else if (*end || end == colon + 1 || errno || port < 0 ||
+			 port > 65535)
+			why = "has a port not in 0..65535";
+		else if ((ntohl(sa->sin_addr.s_addr) >> 24) != 127)
+			why = "is not loopback (127.0.0.0/8 only)";
+	}
+	if (why) {
+		snprintf(err, errlen, "metrics: \"%s\" %s", addr, why);
+		return -EINVAL;
+	}
+	sa->sin_port = htons((uint16_t)port);
+	return 0;
+}
+
 int hmmd_metrics_listen(const char *addr)
 {
-	struct sockaddr_in sa = { .sin_family = AF_INET };
+	struct sockaddr_in sa;
 	socklen_t salen = sizeof(sa);
-	char host[64];
-	const char *colon = strrchr(addr, ':');
-	char *end;
+	char err[160];
 	long port;
 	int fd, one = 1;
 
-	if (!colon || colon == addr || colon - addr >= (long)sizeof(host)) {
-		hmmd_log("metrics %s: not HOST:PORT", addr);
+	if (hmmd_metrics_addr(addr, &sa, err, sizeof(err))) {
+		hmmd_log("%s", err);
 		return -EINVAL;
 	}
-	memcpy(host, addr, colon - addr);
-	host[colon - addr] = 0;
-	port = strtol(colon + 1, &end, 10);
-	if (*end || end == colon + 1 || port < 0 || port > 65535 ||
-	    inet_pton(AF_INET, host, &sa.sin_addr) != 1) {
-		hmmd_log("metrics %s: not IPV4:PORT", addr);
-		return -EINVAL;
-	}
-	if ((ntohl(sa.sin_addr.s_addr) >> 24) != 127) {
-		hmmd_log("metrics %s: loopback (127.0.0.0/8) only", addr);
-		return -EINVAL;
-	}
-	sa.sin_port = htons((uint16_t)port);
 	fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (fd < 0)
 		return -errno;
@@ -65,9 +83,10 @@ int hmmd_metrics_listen(const char *addr)
 		return err;
 	}
 	/* port 0: the kernel's pick, which is what a scraper needs */
-	if (!getsockname(fd, (struct sockaddr *)&sa, &salen))
-		port = ntohs(sa.sin_port);
-	hmmd_log("metrics on http://%s:%ld/metrics", host, port);
+	getsockname(fd, (struct sockaddr *)&sa, &salen);
+	port = ntohs(sa.sin_port);
+	hmmd_log("metrics on http://%.*s:%ld/metrics",
+		 (int)(strrchr(addr, ':') - addr), addr, port);
 	return fd;
 }
 

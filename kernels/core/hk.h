@@ -14,7 +14,8 @@
  *
  * Threads: hk_parallel(n, fn, arg) runs fn(arg, i, n) for i in [0, n) on
  * hk_threads() threads (HK_THREADS, default the online CPUs, at most
- * 64; hk_set_threads() changes it), the caller
+ * 64: a value that is not a count from 1 to 64 is said on stderr and
+ * the default used; hk_set_threads() changes it), the caller
  * being one of them; it returns when all are done.  Calls from several
  * threads at once are serialised.  fn runs on a pool thread or the caller.
  */

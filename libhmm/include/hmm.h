@@ -525,7 +525,10 @@ const char *hmm_strerror(int err);
 
 /*
  * Parse a byte size: digits, then optionally K, M, G or T (powers of
- * 1024, either case) and "iB" or "B": "4096", "64K", "2MiB", "1G".
+ * 1024, either case), optionally followed by "iB"; or digits and "B"
+ * (bytes): "4096", "512B", "64K", "2MiB", "1G".  "KB", "MB", "GB" and
+ * "TB" are refused (-EINVAL), not read as powers of 1024: MB is 10^6
+ * bytes wherever hmm prints it.
  * Returns 0 with *out set, -EINVAL (not a size: nothing written) or
  * -ERANGE (does not fit 64 bits).  Any thread; no detail string.
  */

@@ -41,6 +41,9 @@ bad adamw "--reps 3x: want an integer from 1 to 1000" --reps 3x
 bad adamw "--threads 65: want an integer from 1 to 64" --threads 65
 bad adamw "--n 1.5M: want a size" --n 1.5M
 bad adamw "--n 99999999999999999999: want a size" --n 99999999999999999999
+bad adamw "--n 1MB: want a size" --n 1MB
+bad io "--size 8MB: want a size" --size 8MB
+bad io "--bs 4KB: want a size" --bs 4KB
 bad attn "--d 0: want an integer from 1 to 256" --d 0
 bad attn "--dtype f16: want f32 or bf16" --dtype f16
 bad io "--bs 6000: want a size from 4K to 1G, a multiple of 4K" --bs 6000
@@ -66,8 +69,54 @@ bad tensors "--layers 3: want an integer from 4" --layers 3
 bad train "--batch 0: want an integer from 1 to 4096" --batch 0
 bad attn "--torch-venv v: only with --vs-torch" --torch-venv v
 bad train "--torch-venv v: only with --vs-torch" --torch-venv v
+bad train "--store x.store: not with --vs-torch" --vs-torch --store x.store
+bad train "--store $dir/none/x: $dir/none: No such file or directory" --store "$dir/none/x"
 bad uvm "--block 3M: want a size from 2M to 1T, a multiple of 2M" --block 3M
+# folders: one named by a flag, or the scratch folder, is never made; a
+# missing one (or a file) is refused before anything runs, named
+: >"$dir/afile"
+bad offload "--dir $dir/none: No such file or directory" --dir "$dir/none"
+bad offload "--dir $dir/afile: not a folder" --dir "$dir/afile"
+bad scale "--dir $dir/none: No such file or directory" --dir "$dir/none"
+bad shared "--dir $dir/none: No such file or directory" --dir "$dir/none"
+bad shared "--dir $dir/afile: not a folder" --dir "$dir/afile"
+bad tensors "--trace-dir $dir/none/t: No such file or directory" --trace-dir "$dir/none/t"
+bad shared "--host-dir $dir/none: No such file or directory" --host-dir "$dir/none"
+bad shared "--host-dir $dir/afile: not a folder" --host-dir "$dir/afile"
+if [ "$(stat -f -c %T "$dir")" != tmpfs ]; then
+	bad shared "--host-dir $dir: not a tmpfs" --host-dir "$dir"
+else
+	skip "the scratch folder is a tmpfs"
+fi
+bad shared "--hmmd $dir/nohmmd: No such file or directory" --hmmd "$dir/nohmmd"
+(cd "$dir" && HMM_TEST_DIR=$dir/none "$bin" tensors --layers 4 --steps 1 --reps 1 >out 2>err)
+ok $([ $? = 2 ] && grep -qF "\$HMM_TEST_DIR $dir/none: No such file or directory" "$dir/err"; echo $?) "\$HMM_TEST_DIR missing: exit 2, named"
+rm -f "$dir/afile"
+# what hmm-train refuses (a preset it does not know, a foreign --store)
+# is a bad value of hmm-bench train's too: exit 2, named once
+"$bin" train --preset nope --steps 2 --reps 1 >/dev/null 2>"$dir/err"
+ok $([ $? = 2 ] && grep -q "^hmm-train: --preset nope: unknown" "$dir/err" && ! grep -q "hmm-train: hmm-train:" "$dir/err"; echo $?) "train --preset nope: exit 2, the prefix not doubled"
+printf 'precious' >"$dir/keep"
+"$bin" train --preset tiny --store "$dir/keep" --steps 2 --reps 1 >/dev/null 2>"$dir/err"
+ok $([ $? = 2 ] && grep -q "keep.*not an hmm store" "$dir/err" && [ "$(cat "$dir/keep")" = precious ]; echo $?) "train --store FOREIGN: exit 2, untouched"
+rm -f "$dir/keep"
+# a file a flag names in a folder that is not there: a bad value, exit 2
+"$bin" io --file "$dir/none/x" --no-fio --size 1M --reps 1 >/dev/null 2>"$dir/err"
+ok $([ $? = 2 ] && grep -q "io: --file $dir/none/x: No such file or directory" "$dir/err"; echo $?) "io --file in a missing folder: exit 2, named"
+"$bin" tensors --store "$dir/none/x" --layers 4 --steps 1 --reps 1 >/dev/null 2>"$dir/err"
+ok $([ $? = 2 ] && grep -q "tensors: --store $dir/none/x: No such file or directory" "$dir/err"; echo $?) "tensors --store in a missing folder: exit 2, named"
 ok $([ -z "$(ls -A "$dir" | grep -Ev '^(out|err)$')" ]; echo $?) "the refused runs made nothing"
+
+# outside a source tree, without $HMM_TEST_DIR: the scratch folder is
+# $TMPDIR for every subcommand, and no build/tmp is made
+mkdir -p "$dir/away" "$dir/tmpd"
+(cd "$dir/away" && env -u HMM_TEST_DIR TMPDIR="$dir/tmpd" "$bin" tensors --layers 4 --layer-size 1M --chunk 256K --steps 1 --reps 1 >/dev/null 2>"$dir/err")
+rc=$?
+ok $([ $rc = 0 ] && [ -z "$(ls -A "$dir/away")" ] && [ -z "$(ls -A "$dir/tmpd")" ]; echo $?) "tensors outside the tree: no build/tmp made, its store in \$TMPDIR and gone (rc $rc, $(head -1 "$dir/err"))"
+(cd "$dir/away" && env -u HMM_TEST_DIR TMPDIR="$dir/tmpd" "$bin" offload --n 1M --chunk 256K --reps 1 >/dev/null 2>"$dir/err")
+rc=$?
+ok $([ $rc = 0 ] && [ -z "$(ls -A "$dir/away")" ] && [ -z "$(ls -A "$dir/tmpd")" ]; echo $?) "offload outside the tree: no build/tmp, its store in \$TMPDIR and gone (rc $rc, $(head -1 "$dir/err"))"
+rm -rf "$dir/away" "$dir/tmpd"
 
 # a file named by a flag: one holding data, or a device, is refused
 # untouched without --overwrite; a new path is made and removed at exit

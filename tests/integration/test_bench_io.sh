@@ -6,7 +6,7 @@
 # <rw>_ratio_<kind> on 4 KiB and huge pages, medians of 5 interleaved
 # rounds; bad options exit 2.  The file: an existing non-empty --file is
 # refused untouched (exit 2) unless --overwrite; a file the run made (its
-# --file, or its own scratch file in $TMPDIR) is gone after it, also
+# --file, or its own scratch file in the scratch folder) is gone after it, also
 # after a failure and after SIGTERM.  DeepSpeed's aio ceiling
 # (read/write_ds_MBps, read/write_ratio_ds_4k) is null, with a note,
 # where its venv has no python or its python cannot run it; a SIGTERM
@@ -50,11 +50,11 @@ ok $([ $? = 0 ] && [ -s "$dir/keep" ] && [ "$(head -c 8 "$dir/keep")" != preciou
 "$bin" io --file "$dir/empty" --size 16M --bs 1M --qd 4 --rw read --pages 4k --no-fio --reps 1 >/dev/null 2>"$dir/err"
 ok $([ $? = 0 ] && [ -e "$dir/empty" ] && [ ! -s "$dir/empty" ]; echo $?) "an empty --file is used and left empty again"
 mkdir -p "$dir/tmp"
-TMPDIR=$dir/tmp "$bin" io --size 16M --bs 1M --qd 4 --rw write --pages 4k --no-fio --reps 1 >/dev/null 2>"$dir/err"
-ok $([ $? = 0 ] && [ -z "$(ls -A "$dir/tmp")" ]; echo $?) "no --file: a scratch file in \$TMPDIR, removed at the end"
-TMPDIR=$dir/tmp "$bin" io --size 1T --bs 1M --qd 4 --rw read --pages 4k --no-fio --reps 1 >/dev/null 2>&1
+HMM_TEST_DIR=$dir/tmp "$bin" io --size 16M --bs 1M --qd 4 --rw write --pages 4k --no-fio --reps 1 >/dev/null 2>"$dir/err"
+ok $([ $? = 0 ] && [ -z "$(ls -A "$dir/tmp")" ]; echo $?) "no --file: a scratch file in the scratch folder (\$HMM_TEST_DIR), removed at the end"
+HMM_TEST_DIR=$dir/tmp "$bin" io --size 1T --bs 1M --qd 4 --rw read --pages 4k --no-fio --reps 1 >/dev/null 2>&1
 ok $([ $? = 1 ] && [ -z "$(ls -A "$dir/tmp")" ]; echo $?) "a store that cannot be made (1T): exit 1, scratch removed"
-TMPDIR=$dir/tmp "$bin" io --size 1G --bs 4K --qd 1 --rw write --pages 4k --no-fio --reps 50 >/dev/null 2>&1 &
+HMM_TEST_DIR=$dir/tmp "$bin" io --size 1G --bs 4K --qd 1 --rw write --pages 4k --no-fio --reps 50 >/dev/null 2>&1 &
 pid=$!
 for i in $(seq 100); do [ -n "$(ls -A "$dir/tmp")" ] && break; sleep 0.05; done
 sleep 0.3
@@ -122,7 +122,21 @@ if command -v fio >/dev/null; then
 	ok $(echo "$out" | grep -c '^io: ' | grep -qx 4; echo $?) "four lines, one per cell, each with its ratio"
 	out=$("$bin" io --file "$dir/f" --size 32M --bs 1M --qd 8 --rw read --pages 4k --vs-fio --json 2>"$dir/err" | tail -1)
 	ok $(has "$out" ours_MBps fio_MBps ratio; echo $?) "one cell: ours_MBps, fio_MBps, ratio"
+	# fio's jobs as processes run in sessions of their own, out of
+	# reach of its group's kill: a SIGTERM to hmm-bench must stop
+	# every fio process before the file goes (fio.c runs --thread)
+	"$bin" io --file "$dir/f" --size 64M --bs 4K --qd 1 --rw read --pages 4k --reps 5 >/dev/null 2>&1 &
+	pid=$!
+	for i in $(seq 600); do pgrep -f "filename=$dir/f " >/dev/null && break; sleep 0.05; done
+	sleep 0.3
+	nfio=$(pgrep -fc "filename=$dir/f ")
+	kill -TERM $pid; wait $pid 2>/dev/null
+	sleep 0.5
+	left=$(pgrep -f "filename=$dir/f ")
+	[ -n "$left" ] && kill -KILL $left
+	ok $([ "$nfio" = 1 ] && [ -z "$left" ] && [ ! -e "$dir/f" ]; echo $?) "SIGTERM while fio runs: fio ($nfio process) stopped, the file removed"
 else
+	skip "fio not installed"
 	skip "fio not installed"
 	skip "fio not installed"
 	skip "fio not installed"

@@ -29,8 +29,12 @@ if [ "$(id -u)" = 0 ]; then
 fi
 last=$("$bin" shared --size 8M --slice 1M --host 4M --passes 1 --reps 1 --memfd --dir "$dir" --hmmd "$B/bin/hmmd" --json 2>"$dir/err" | tail -1)
 ok $(echo "$last" | grep -q '"host_tier":"memfd"'; echo $?) "--memfd: memfds"
-"$bin" shared --host-dir "$dir" --size 8M --slice 1M --host 4M --reps 1 --dir "$dir" --hmmd "$B/bin/hmmd" >/dev/null 2>&1
-ok $([ $? != 0 ]; echo $?) "--host-dir on a disk directory: hmmd refuses it, the bench fails"
+# an hmmd that does not start: what it said is shown, not swallowed
+printf '#!/bin/sh\necho "hmmd: store: something specific" >&2\nexit 1\n' >"$dir/badhmmd"
+chmod +x "$dir/badhmmd"
+"$bin" shared --size 8M --slice 1M --host 4M --reps 1 --memfd --dir "$dir" --hmmd "$dir/badhmmd" >/dev/null 2>"$dir/err"
+ok $([ $? = 1 ] && grep -q "^hmmd: store: something specific" "$dir/err" && grep -q "cannot start $dir/badhmmd" "$dir/err" && [ -z "$(ls "$dir" | grep -v 'err\|badhmmd')" ]; echo $?) "hmmd refuses to start: its own words shown, exit 1, nothing left"
+rm -f "$dir/badhmmd"
 # a file of this run's names already there: refused, left untouched
 printf 'precious' >"$dir/bench-shared.store"
 "$bin" shared --size 8M --slice 1M --host 4M --reps 1 --memfd --dir "$dir" --hmmd "$B/bin/hmmd" >/dev/null 2>"$dir/err"

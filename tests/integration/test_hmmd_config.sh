@@ -77,6 +77,8 @@ ctlbad 'stats: option "--yaml": only --json' stats --yaml
 ctlbad 'tensors: argument "x": unexpected' tensors x
 ctlbad 'evict: wants TENSOR' evict
 ctlbad '--socket "": want a path' --socket "" status
+HMMD_SOCKET= "$B/bin/hmmctl" status 2>"$dir/log"
+ok $([ $? = 2 ] && grep -q 'HMMD_SOCKET is set but empty' "$dir/log"; echo $?) "HMMD_SOCKET= hmmctl status: exit 2, the variable named"
 "$B/bin/hmmctl" --socket "$dir/none" status 2>"$dir/log"
 ok $([ $? = 1 ] && grep -q "$dir/none" "$dir/log"; echo $?) "hmmctl status with no hmmd: exit 1, the socket named"
 
@@ -100,6 +102,27 @@ badkey max_clients 0 "is not 1..256"
 badkey max_clients 3x "is not 1..256"
 badkey verbose 2 "is not 0..1"
 badkey store_size -1 "is not a size"
+badkey host_budget 0 "is out of range"
+badkey client_quota 0 "is out of range"
+badkey chunk_bytes 0 "is out of range"
+badkey host_budget 64MB "is out of range"
+badkey metrics 0.0.0.0:0 "is not loopback (127.0.0.0/8 only)"
+# flags go through the same parser: exit 2 at once, one line naming the
+# key and the value, no second line (nothing was started)
+badflag() {	# pattern args...
+	local pat=$1; shift
+	"$B/bin/hmmd" --module none --socket "$dir/s" --store "$dir/stf" "$@" 2>"$dir/log"
+	ok $([ $? = 2 ] && grep -qF -- "$pat" "$dir/log" && [ "$(wc -l <"$dir/log")" = 1 ] && [ ! -e "$dir/s" ] && [ ! -e "$dir/stf" ]; echo $?) "hmmd $*: exit 2, one line: $(head -1 "$dir/log")"
+}
+badflag 'metrics: "0.0.0.0:0" is not loopback (127.0.0.0/8 only)' --metrics 0.0.0.0:0
+badflag 'metrics: "127.0.0.1:99999" has a port not in 0..65535' --metrics 127.0.0.1:99999
+badflag 'metrics: "127.0.0.1" is not IPV4:PORT' --metrics 127.0.0.1
+badflag 'socket_group: "nosuchgroup" is no group' --group nosuchgroup
+badflag 'host_budget: "0" is out of range' --host-budget 0
+badflag 'chunk_bytes: "0" is out of range' --chunk 0
+badflag 'client_quota: "0" is out of range' --client-quota 0
+badflag 'host_budget: "64MB"' --host-budget 64MB
+badflag "config $dir: Is a directory" --config "$dir"
 printf '[hmmd]\nno_such_key = 1\n' >"$dir/bad.conf"
 "$B/bin/hmmd" --config "$dir/bad.conf" --socket "$dir/s" 2>"$dir/log"
 ok $([ $? = 2 ] && grep -q 'bad.conf:2: unknown key "no_such_key"' "$dir/log"; echo $?) "an unknown key: exit 2, named"

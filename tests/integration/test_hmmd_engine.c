@@ -832,8 +832,8 @@ int main(void)
 		      NULL);
 		_exit(127);
 	}
-	t_eq(wait_exit(pid, 10), 1, "--metrics on a non-loopback address: "
-	     "refused, exit 1");
+	t_eq(wait_exit(pid, 10), 2, "--metrics on a non-loopback address: "
+	     "refused before anything starts, exit 2 (a config error)");
 	pid = start("10000", getuid() == 0 && getgrnam("nogroup"));
 	m = metrics();
 	t_ok(strstr(m, "hmm_tier_capacity_bytes{tier=\"host\"} 8388608\n") &&

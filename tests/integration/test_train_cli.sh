@@ -35,6 +35,7 @@ bad() {	# pattern what args...
 bad "below the" "a budget too small for one step" --host-budget 100K
 bad "--host-budget 1.5G" "a fractional size" --host-budget 1.5G
 bad "--host-budget 12Q" "an unknown suffix" --host-budget 12Q
+bad "--host-budget 64MB" "MB, not read as MiB" --host-budget 64MB
 bad "--host-budget /0" "a fraction /0" --host-budget /0
 bad "--host-budget /x" "a fraction /x" --host-budget /x
 bad "--steps" "--steps 0" --steps 0
@@ -58,6 +59,15 @@ for f in --ckpt --store --data --report --resume; do
 	ok $([ $rc = 2 ] && grep -q -- "$f \"\": want a value" "$dir/err" && [ -z "$(ls -A "$dir" | grep -Ev '^(out|err)$')" ]; echo $?) "$f \"\": exit 2, nothing made in the cwd"
 done
 
+# --report replaces only a report: it once overwrote whatever it was given
+printf 'precious user data\n' >"$dir/foreign.txt"
+"$bin" --preset tiny --steps 2 --report "$dir/foreign.txt" >"$dir/out" 2>"$dir/err"
+ok $([ $? = 2 ] && grep -q "not an hmm-train report; refusing" "$dir/err" && [ "$(cat "$dir/foreign.txt")" = "precious user data" ] && ! grep -q '^step' "$dir/out"; echo $?) "--report FILE of other data: exit 2 before step 1, the file intact"
+"$bin" --preset tiny --steps 2 --report "$dir/r.html" >/dev/null 2>&1 &&
+	"$bin" --preset tiny --steps 3 --report "$dir/r.html" >"$dir/out" 2>&1
+ok $([ $? = 0 ] && grep -q "report written to $dir/r.html" "$dir/out"; echo $?) "--report over an earlier report replaces it"
+rm -f "$dir/foreign.txt" "$dir/r.html"
+
 # the knobs: in the JSON summary and the header line, as in force
 s=$(sum --threads 1 --pool 8M --io-depth 2 --queue-depth 16 --host-budget 2M)
 ok $(grep -q '"threads":1,"pool_bytes":8388608,"io_depth":2,"queue_depth":16,' <<<"$s"; echo $?) "--threads 1 --pool 8M --io-depth 2 --queue-depth 16 in force"
@@ -66,9 +76,15 @@ ok $(grep -q "\"threads\":$(getconf _NPROCESSORS_ONLN)," <<<"$s" && grep -q '"po
 h=$("$bin" --preset tiny --steps 1 --threads 1 --io-depth 3 --host-budget 2M 2>&1 | grep 'kernel threads')
 echo "# $h"
 ok $(grep -q '1 kernel threads; store pool 4.0 MiB, 3 I/Os in flight, queue depth 64' <<<"$h"; echo $?) "the header line shows them"
+h=$("$bin" --preset tiny --steps 1 --pool 4K --host-budget 2M 2>&1 | grep 'kernel threads')
+ok $(grep -q 'store pool 4 KiB,' <<<"$h"; echo $?) "--pool 4K shows as 4 KiB, not 0.0 MiB"
 for kv in "--io-depth 5000:config.io_depth 5000" "--queue-depth 4097:config.queue_depth 4097" "--threads 65:config.kernel_threads 65" "--pool 5000:config.pool_bytes 5000"; do
 	e=$("$bin" --preset tiny --steps 1 ${kv%%:*} 2>&1)
 	ok $([ $? -ne 0 ] && grep -q -- "${kv#*:}" <<<"$e" && ! grep -q '^step' <<<"$e"; echo $?) "${kv%%:*} refused naming ${kv#*:}"
+done
+for v in abc 0 65 2x; do	# atoi ran "abc" on one thread, silently
+	e=$(HK_THREADS=$v "$bin" --preset tiny --steps 1 --json 2>&1)
+	ok $(grep -q "HK_THREADS=\"$v\": not a count from 1 to 64" <<<"$e" && grep -q "\"threads\":$(getconf _NPROCESSORS_ONLN)," <<<"$e"; echo $?) "HK_THREADS=$v: said, and the online CPUs used"
 done
 ok $("$bin" --preset list | grep -q '^default'; echo $?) "--preset list"
 ok $("$bin" --help | grep -q -- '--host-budget' && "$bin" --help | grep -q -- '--io-depth'; echo $?) "--help"

@@ -28,6 +28,19 @@ ok $([ "$(wc -l <"$dir/d.loss")" -eq $steps ]; echo $?) "through hmmd: $steps lo
 cmp -s "$dir/emb.loss" "$dir/d.loss"
 ok $? "losses bit-identical to the embedded run"
 
+# hmmd's 2 MiB chunks are larger than tiny's own: a budget that would do
+# embedded pins more there, and is refused before any map with the
+# number to give (exit 2, bad input), which then runs
+"$bin" --preset tiny --steps 2 --daemon "unix:$dir/s.sock" >"$dir/small.out" 2>"$dir/small.err"
+rc=$?
+give=$(sed -n 's/.*give --host-budget \([0-9]*M\) or more.*/\1/p' "$dir/small.err")
+ok $([ $rc = 2 ] && grep -q "below the .* this run needs mapped at once in hmmd's 2 MiB chunks" "$dir/small.err" && [ -n "$give" ] && ! grep -q '^step\|initialising' "$dir/small.out" "$dir/small.err"; echo $?) "tiny on hmmd's 2M chunks, default budget: exit 2 with the minimum ($(head -c 200 "$dir/small.err"))"
+"$bin" --preset tiny --steps 2 --host-budget "${give:-1G}" --daemon "unix:$dir/s.sock" >"$dir/small.out" 2>"$dir/small.err"
+ok $? "--host-budget $give, the minimum it named: runs"
+# the header says whose store it is: hmmd's, no file of ours
+"$bin" --steps 1 --daemon "unix:$dir/s.sock" >"$dir/small.out" 2>&1
+ok $(grep -q "store hmmd's (--daemon unix:$dir/s.sock)" "$dir/small.out" && ! grep -q 'hmm-train\.[0-9]*\.store' "$dir/small.out"; echo $?) "offloaded: the header names hmmd's store, no file of ours: $(grep -m1 'training state' "$dir/small.out")"
+
 "$bin" --steps 1 --daemon "unix:$dir/none.sock" >"$dir/none.out" 2>"$dir/none.err"
 rc=$?
 ok $([ $rc -ne 0 ]; echo $?) "no daemon at the address: fails (rc $rc)"

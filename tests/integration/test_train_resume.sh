@@ -45,6 +45,13 @@ for budget in default 1G; do
 	ok $([ $? -eq 0 ] && cmp -s <(losses "$dir/b.json") <(losses "$dir/b2.json"); echo $?) "$budget budget: resuming the same checkpoint again gives the same losses"
 done
 
+# a checkpoint at or past --steps: nothing to train is bad input, said,
+# exit 2, and no step, loss or summary is reported
+for st in 8 5; do
+	"$bin" --preset tiny --steps $st --json --resume "$dir/c" >"$dir/out" 2>"$dir/err"
+	ok $([ $? -eq 2 ] && grep -q "checkpoint is at step 8 and --steps is $st: nothing to train" "$dir/err" && ! grep -q '"step"\|"summary"' "$dir/out"; echo $?) "--resume at step 8 with --steps $st: exit 2, said: $(cat "$dir/err")"
+done
+
 # a later checkpoint in the same store rewrites the file: 8 -> 12 -> 16
 cp "$dir/c" "$dir/c8"
 "$bin" --preset tiny --steps 12 --json --resume "$dir/c" --ckpt "$dir/c" >"$dir/b12.json" 2>"$dir/err"

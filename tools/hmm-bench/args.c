@@ -10,7 +10,8 @@
  *	hmm-bench offload: --n 0: want a size from 1K to 16G (K, M, G,
  *	T: powers of 1024)
  * Integers are whole decimal numbers; sizes take K, M, G, T suffixes
- * (powers of 1024; hmm_size_parse); nothing trailing is ignored.
+ * (powers of 1024; hmm_size_parse: "8MiB" too, "8MB" refused); nothing
+ * trailing is ignored.
  */
 #include <errno.h>
 #include <math.h>

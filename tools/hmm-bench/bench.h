@@ -30,7 +30,8 @@ struct bench_cmd {
 
 double bench_now(void);				/* monotonic seconds */
 double bench_median(double *v, int n);		/* sorts v */
-/* Parse "123", "4K", "2M", "1G" (powers of 1024); -1 on junk. */
+/* Parse "123", "4K", "2M", "1G", "2MiB" (powers of 1024;
+ * hmm_size_parse); -1 on junk, "2MB" included. */
 int64_t bench_parse_size(const char *s);
 
 /* Remove path (a file this run made) at exit, whatever the exit:
@@ -47,10 +48,18 @@ void bench_scratch_empty(int fd);
  * that does not exist is made, and removed on those exits; an empty
  * regular file is used and cut back to empty; one that holds data or is
  * not a regular file (a device) only with overwrite, and is then left
- * as the run leaves it.  0; 2 when refused, 1 when it cannot be made
- * (said on stderr, naming cmd, flag and path). */
+ * as the run leaves it.  0; 2 when refused or it cannot be made there
+ * (a missing folder: a bad value), 1 when out of memory (said on
+ * stderr, naming cmd, flag and path). */
 int bench_user_file(const char *cmd, const char *flag, const char *path,
 		    int overwrite);
+/* The folder for a run's scratch files: dir (the value of flag, e.g.
+ * --dir, or any folder a flag names for the run to write in) when not
+ * NULL, else $HMM_TEST_DIR, else build/tmp where it is
+ * a folder (a source tree), else $TMPDIR, else /var/tmp.  Not made: one
+ * that is not a folder this run can write is refused as a bad value
+ * (bench_arg_bad, naming the flag or variable and the path: exit 2). */
+const char *bench_scratch_dir(const char *flag, const char *dir);
 /* Unmount dir, a tmpfs this run mounted, and remove the folder on those
  * exits (after the children are stopped); NULL forgets it. */
 void bench_scratch_mount(const char *dir);
@@ -76,7 +85,8 @@ int bench_child_add(pid_t pid);
  * not exit normally. */
 int bench_child_close(FILE *f, pid_t pid);
 
-/* Run fio with argv (argv[0] "fio") as a bench child: all it wrote, its
+/* Run fio with argv (argv[0] "fio"; --thread added, so that fio is one
+ * process, fio.c says why) as a bench child: all it wrote, its
  * JSON and anything it said on stderr, as a string to free; NULL when
  * it did not run or did not exit 0.  huge: fio's buffers on transparent
  * huge pages where the system gives them, as hmm's are (fio.c says why);

@@ -6,6 +6,16 @@
  * make that file again; and the I/O floor, fio moving bytes the way a
  * store does.
  *
+ * fio --thread.  By default fio forks each job, and the job calls
+ * setsid(): it leaves fio's process group, so the group's SIGKILL
+ * (scratch.c) missed it, and a stopped hmm-bench left a job process,
+ * reparented to init, asleep for ever on the file it had just removed.
+ * With --thread the jobs are threads of the one fio process, which the
+ * kill cannot miss; the I/O is the same (io_uring, O_DIRECT, a malloc'd
+ * buffer of bs * iodepth per job), only the job's address space is
+ * fio's.  Simpler than a subreaper hunting for orphans, and it holds
+ * for whatever fio forks no more.
+ *
  * Huge pages for fio's buffers.  hmm does its I/O from 2 MiB pages (a
  * tensor's chunks are MADV_HUGEPAGE, the store's pool MAP_HUGETLB or
  * THP), and fio by default from malloc'd 4 KiB pages.  On the build
@@ -32,16 +42,24 @@
 
 #define TUNE	"glibc.malloc.hugetlb=1"
 
+#define MAX_ARGS	32
+
 char *bench_fio_run(char *const argv[], int huge)
 {
 	char *out = NULL, *n, **env = NULL, *mine = NULL;
-	size_t len = 0, cap = 0, k;
+	char *av[MAX_ARGS + 2] = { argv[0], "--thread" };	/* why: above */
+	size_t len = 0, cap = 0, k, i;
 	FILE *f;
 	pid_t pid;
 
+	for (i = 1; argv[i]; i++) {
+		if (i == MAX_ARGS)
+			return NULL;
+		av[i + 1] = argv[i];
+	}
 	if (huge && !(env = bench_env_with("GLIBC_TUNABLES", TUNE, ":", &mine)))
 		return NULL;
-	f = bench_child_open(argv, env, &pid);
+	f = bench_child_open(av, env, &pid);
 	free(env);
 	free(mine);
 	if (!f)

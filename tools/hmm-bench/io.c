@@ -205,10 +205,10 @@ static const char usage[] =
 	"[--pages KIND,...] [--reps N]\n"
 	"                    [--no-fio] [--sqpoll] [--extent] "
 	"[--unregistered] [--ds-venv DIR] [--json]\n"
-	"F (default: a scratch file in $TMPDIR or /var/tmp, removed at "
-	"exit) is\nformatted as a store; an existing non-empty F only "
-	"with --overwrite.\nKIND: 4k, huge (the store's own pool on those "
-	"pages), 4k_unreg, huge_unreg\n(a pool of ours, never registered); "
+	"F (default: a scratch file in $HMM_TEST_DIR, build/tmp, $TMPDIR or "
+	"/var/tmp,\nremoved at exit) is formatted as a store; an existing "
+	"non-empty F only\nwith --overwrite.\nKIND: 4k, huge (the store's "
+	"own pool on those pages), 4k_unreg, huge_unreg\n(a pool of ours, never registered); "
 	"default 4k,huge.\n"
 	"BYTES: --bs 4K..1G, a multiple of 4K (default 1M); --size at "
 	"least --bs (default 1G);\nN: --qd 1..1024 (default 32), --reps "
@@ -309,13 +309,12 @@ static void parse(int argc, char **argv, struct io_opts *o)
  */
 static int pick_file(struct io_opts *o, char *buf, size_t len)
 {
-	const char *tmp = getenv("TMPDIR");
 	int fd;
 
 	if (o->file)
 		return bench_user_file("io", "--file", o->file, o->overwrite);
-	snprintf(buf, len, "%s/hmm-bench-io.XXXXXX", tmp && *tmp ? tmp :
-		 "/var/tmp");
+	snprintf(buf, len, "%s/hmm-bench-io.XXXXXX",
+		 bench_scratch_dir(NULL, NULL));
 	fd = mkstemp(buf);
 	if (fd < 0) {
 		fprintf(stderr, "hmm-bench io: scratch file %s: %s\n", buf,

@@ -195,7 +195,8 @@ static const char usage[] =
 	"  --segment PARAMS  parameters per segment, each its own tensors\n"
 	"              and stepped beside its own fio floor (default 64M)\n"
 	"  --dir DIR   where the store and fio's file go "
-	"(default $HMM_TEST_DIR or build/tmp)\n"
+	"(default $HMM_TEST_DIR, build/tmp,\n"
+	"              $TMPDIR or /var/tmp; not made)\n"
 	"  --stripe N  stripe the store over N files in DIR (1..8)\n"
 	"  --stripe P[,P...]  or over these new files or block devices\n"
 	"  --reps N    timed rounds, 1..100 (default 3)\n";
@@ -219,11 +220,9 @@ static void parse(int argc, char **argv, struct opts *o)
 
 	*o = (struct opts){ .n = 8 << 20, .chunk = 2 << 20, .depth = 0,
 			    .seg = SEG_N,
-			    .io_depth = IO_DEPTH, .reps = 3,
-			    .dir = getenv("HMM_TEST_DIR") };
-	if (!o->dir)
-		o->dir = "build/tmp";
+			    .io_depth = IO_DEPTH, .reps = 3 };
 	bench_args("offload", usage, argc, argv, args);
+	o->dir = bench_scratch_dir("--dir", o->dir);
 	if (4 * o->n < o->chunk)	/* fio's blocks are chunks too */
 		bench_arg_bad("--n", bench_arg_val("--n"), "want at least one "
 			      "--chunk of fp32 parameters (--chunk / 4)");
@@ -376,7 +375,6 @@ static int bench_offload(int argc, char **argv)
 
 	parse(argc, argv, &o);
 	nc = o.n < COMPUTE_N ? o.n : COMPUTE_N;
-	mkdir(o.dir, 0755);
 	members = store_paths(&o, store, sizeof(store));
 	if (snprintf(scratch, sizeof(scratch), "%s/hmm-bench-offload.fio",
 		     o.dir) >= (int)sizeof(scratch))

@@ -62,7 +62,7 @@ static double floor_s(const char *file, double rd, double wr)
 
 static int bench_scale(int argc, char **argv)
 {
-	const char *dir = getenv("HMM_TEST_DIR");
+	const char *dir = NULL;
 	int steps = 3, reps = 3, json = 0;
 	char bin[PATH_MAX], fio[PATH_MAX + 64], nsteps[16], budget[16];
 	struct row row[NPRESET];
@@ -75,8 +75,7 @@ static int bench_scale(int argc, char **argv)
 	};
 
 	bench_args("scale", usage, argc, argv, args);
-	if (!dir)
-		dir = "build/tmp";
+	dir = bench_scratch_dir("--dir", dir);
 	if (snprintf(fio, sizeof(fio), "%s/hmm-bench-scale.fio", dir) >=
 	    (int)sizeof(fio) || bench_scratch_add(fio)) {
 		fprintf(stderr, "hmm-bench scale: --dir %s: too long\n", dir);

@@ -130,7 +130,45 @@ int bench_user_file(const char *cmd, const char *flag, const char *path,
 	}
 	fprintf(stderr, "hmm-bench %s: %s %s: %s\n", cmd, flag, path,
 		strerror(errno));
-	return 1;
+	return errno == ENOMEM ? 1 : 2;	/* else the path is the fault */
+}
+
+/*
+ * The folder: one rule for every subcommand, hmm-train's for its store
+ * (state_store.c) with the tests' folder first: $HMM_TEST_DIR, else
+ * build/tmp in a source tree, else $TMPDIR, else /var/tmp (a disk, not
+ * tmpfs: O_DIRECT).  Never made here: a folder we made would be left
+ * behind (or, removed, would race another run's); a missing one is a
+ * bad input, named.
+ */
+const char *bench_scratch_dir(const char *flag, const char *dir)
+{
+	const char *what = flag, *why = NULL, *env;
+	struct stat st;
+
+	if (!dir) {
+		what = "scratch folder";
+		if ((env = getenv("HMM_TEST_DIR")) && *env) {
+			what = "$HMM_TEST_DIR";
+			dir = env;
+		} else if (!stat("build/tmp", &st) && S_ISDIR(st.st_mode)) {
+			dir = "build/tmp";
+		} else if ((env = getenv("TMPDIR")) && *env) {
+			what = "$TMPDIR";
+			dir = env;
+		} else {
+			dir = "/var/tmp";
+		}
+	}
+	if (stat(dir, &st))
+		why = strerror(errno);
+	else if (!S_ISDIR(st.st_mode))
+		why = "not a folder";
+	else if (access(dir, W_OK | X_OK))
+		why = strerror(errno);
+	if (why)
+		bench_arg_bad(what, dir, why);
+	return dir;
 }
 
 void bench_scratch_mount(const char *dir)

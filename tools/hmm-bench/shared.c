@@ -28,11 +28,13 @@
 #include <fcntl.h>
 #include <libgen.h>
 #include <limits.h>
+#include <linux/magic.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/vfs.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -171,8 +173,21 @@ static double run_two(const struct sh_opts *o, const char *sock,
 	return bench_now() - t0;
 }
 
+/* hmmd's stderr goes to a log of the run's, shown when something
+ * failed: what it refused is said there, not here. */
+static void show_log(const char *log)
+{
+	char line[512];
+	FILE *f = fopen(log, "re");
+
+	while (f && fgets(line, sizeof(line), f))
+		fputs(line, stderr);
+	if (f)
+		fclose(f);
+}
+
 static pid_t start_hmmd(const struct sh_opts *o, const char *sock,
-			const char *store)
+			const char *store, const char *log)
 {
 	char host[32], size[32];
 	struct stat st;
@@ -185,7 +200,7 @@ static pid_t start_hmmd(const struct sh_opts *o, const char *sock,
 		 (long long)(o->size * 4 + (64 << 20)));
 	pid = fork();
 	if (pid == 0) {
-		int fd = open("/dev/null", O_WRONLY);
+		int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0600);
 
 		setpgid(0, 0);	/* its own group, as scratch.c kills it */
 		if (fd >= 0)
@@ -289,12 +304,12 @@ static void parse(int argc, char **argv, struct sh_opts *o)
 	o->host = 32 << 20;
 	o->passes = 3;
 	o->reps = 3;
-	o->dir = access("build/tmp", W_OK) ? "/tmp" : "build/tmp";
 	n = readlink("/proc/self/exe", self, sizeof(self) - 1);
 	self[n > 0 ? n : 0] = 0;
 	snprintf(hmmd, sizeof(hmmd), "%s/hmmd", dirname(self));
 	o->hmmd = hmmd;
 	bench_args("shared", usage, argc, argv, args);
+	o->dir = bench_scratch_dir("--dir", o->dir);
 	/* slices start at multiples of slice, so at multiples of
 	 * g = gcd(slice, CHUNK) into a chunk: at most C - g in */
 	for (g = o->slice, r = CHUNK; r; t = g % r, g = r, r = t)
@@ -302,6 +317,15 @@ static void parse(int argc, char **argv, struct sh_opts *o)
 	span = (CHUNK - g + o->slice + CHUNK - 1) / CHUNK * CHUNK;
 	if (o->host_dir && o->no_mount)
 		bench_arg_bad("--memfd", NULL, "not with --host-dir");
+	if (o->host_dir) {	/* hmmd would refuse it, less clearly */
+		struct statfs sf;
+
+		bench_scratch_dir("--host-dir", o->host_dir);
+		if (statfs(o->host_dir, &sf) || sf.f_type != TMPFS_MAGIC)
+			bench_arg_bad("--host-dir", o->host_dir, "not a tmpfs");
+	}
+	if (access(o->hmmd, X_OK))
+		bench_arg_bad("--hmmd", o->hmmd, strerror(errno));
 	if (o->size % o->slice)
 		bench_arg_bad("--size", bench_arg_val("--size") ?: "64M",
 			      "want a multiple of --slice");
@@ -313,7 +337,8 @@ static void parse(int argc, char **argv, struct sh_opts *o)
 static int bench_shared(int argc, char **argv)
 {
 	char sock[PATH_MAX], store[PATH_MAX], shm[PATH_MAX], ws[2][PATH_MAX];
-	const char *mine[] = { sock, store, ws[0], ws[1] };	/* its files */
+	char log[PATH_MAX];
+	const char *mine[] = { sock, store, ws[0], ws[1], log };  /* its files */
 	struct hmm_proto_stats_reply st0, st;
 	double t_ind[MAX_REPS], t_sh[MAX_REPS], mb_ind[MAX_REPS];
 	double mb_sh[MAX_REPS], m_t_ind, m_t_sh, m_ind, m_sh;
@@ -329,13 +354,14 @@ static int bench_shared(int argc, char **argv)
 	snprintf(sock, sizeof(sock), "%s/bench-shared.sock", o.dir);
 	snprintf(store, sizeof(store), "%s/bench-shared.store", o.dir);
 	snprintf(shm, sizeof(shm), "%s/bench-shared.shm", o.dir);
+	snprintf(log, sizeof(log), "%s/bench-shared.log", o.dir);
 	/* the files this run makes: none may be there before (a run
 	 * stopped by SIGKILL leaves them; nothing here removes another's),
 	 * each removed on every exit */
 	for (i = 0; i < 2; i++)		/* work_embedded's stores */
 		snprintf(ws[i], sizeof(ws[i]), "%s/bench-shared-%d.store", o.dir,
 			 i);
-	for (i = 0; i < 4; i++)
+	for (i = 0; i < 5; i++)
 		if (bench_scratch_claim("shared", mine[i]))
 			return 1;
 	if (!o.host_dir && !o.no_mount && (mounted = mount_huge(&o, shm))) {
@@ -344,9 +370,11 @@ static int bench_shared(int argc, char **argv)
 	}
 	tier = mounted ? "tmpfs huge=within_size (mounted here)" :
 	       o.host_dir ? "tmpfs (--host-dir)" : "memfd";
-	pid = start_hmmd(&o, sock, store);
+	pid = start_hmmd(&o, sock, store, log);
 	if (pid < 0) {
-		fprintf(stderr, "hmm-bench shared: cannot start %s\n", o.hmmd);
+		show_log(log);
+		fprintf(stderr, "hmm-bench shared: cannot start %s (what it "
+			"said is above)\n", o.hmmd);
 		ret = 1;
 		goto out;
 	}
@@ -376,7 +404,11 @@ out:
 		rmdir(shm);
 	bench_scratch_mount(NULL);
 	if (ret) {
-		fprintf(stderr, "hmm-bench shared: a worker failed\n");
+		if (pid >= 0) {
+			show_log(log);
+			fprintf(stderr, "hmm-bench shared: a worker failed "
+				"(hmmd's log is above)\n");
+		}
 		return 1;
 	}
 	m_t_ind = bench_median(t_ind, o.reps);

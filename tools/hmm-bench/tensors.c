@@ -355,18 +355,16 @@ static int bench_tensors(int argc, char **argv)
 	};
 
 	bench_args("tensors", usage, argc, argv, args);
+	if (o.trace_dir)
+		bench_scratch_dir("--trace-dir", o.trace_dir);
 	if (overwrite && !o.store)
 		bench_arg_bad("--overwrite", NULL, "only with --store");
 	if (o.store && (c = bench_user_file("tensors", "--store", o.store,
 					    overwrite)))
 		return c;
 	if (!o.store) {		/* ours: removed on every exit */
-		const char *d = getenv("HMM_TEST_DIR");
-
 		snprintf(path, sizeof(path), "%s/bench-tensors.store",
-			 d ? d : "build/tmp");
-		if (!d && system("mkdir -p build/tmp"))
-			return 1;
+			 bench_scratch_dir(NULL, NULL));
 		if (bench_scratch_claim("tensors", path))
 			return 1;
 		o.store = path;

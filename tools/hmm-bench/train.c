@@ -32,10 +32,12 @@
  * "load_before","load_after" (1-minute load averages)}.  Target: ratio
  * >= 1.2.
  */
+#include <errno.h>
 #include <immintrin.h>
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "bench.h"
@@ -121,6 +123,26 @@ static const char usage[] =
 	"  --vs-torch: in memory vs the same GPT in Debian's torch "
 	"(and DIR/bin/python's)\n";
 
+/* The basics of --store, checked before anything runs: its folder is
+ * one hmm-train can make the file in.  What the file holds hmm-train
+ * judges (exit 2, passed on by run_train). */
+static void store_dir_check(const char *store)
+{
+	char dir[PATH_MAX], why[PATH_MAX + 64];
+	const char *slash = strrchr(store, '/');
+	struct stat st;
+
+	snprintf(dir, sizeof(dir), "%.*s", slash ? (int)(slash - store) +
+		 (slash == store) : 1, slash ? store : ".");
+	if (stat(dir, &st))
+		snprintf(why, sizeof(why), "%s: %s", dir, strerror(errno));
+	else if (!S_ISDIR(st.st_mode))
+		snprintf(why, sizeof(why), "%s: not a folder", dir);
+	else
+		return;
+	bench_arg_bad("--store", store, why);
+}
+
 static double loadavg(void)
 {
 	double l = -1;
@@ -152,9 +174,9 @@ static int vs_torch(const char *bin, const char *const args[], int steps,
 
 	if (vpy)
 		py[np++] = vpy;
-	for (int r = 0; r < reps; r++) {
-		if (run_train(bin, args, &m))
-			return 1;
+	for (int r = 0, e; r < reps; r++) {
+		if ((e = run_train(bin, args, &m)))
+			return e == 2 ? 2 : 1;
 		hmm[r] = m.shape.batch * m.shape.ctx / m.step_s;
 		for (int k = 0; k < np; k++) {
 			struct torch_gpt_result res;
@@ -228,7 +250,7 @@ static int bench_train(int argc, char **argv)
 	int64_t rss = 0;
 	char bin[PATH_MAX], vpy[PATH_MAX + 16], nsteps[16], nbatch[16];
 	const char *a_mem[9] = { NULL }, *a_off[9] = { NULL };
-	int found = 0;
+	int found = 0, e;
 	const struct bench_arg args[] = {
 		{ "--preset", BA_STR, &preset },
 		{ "--steps", BA_INT, &steps, 2, 100000 },
@@ -244,6 +266,10 @@ static int bench_train(int argc, char **argv)
 	bench_args("train", usage, argc, argv, args);
 	if (venv && !torch)
 		bench_arg_bad("--torch-venv", venv, "only with --vs-torch");
+	if (store && torch)	/* --vs-torch runs in memory only */
+		bench_arg_bad("--store", store, "not with --vs-torch");
+	if (store)		/* before the in-memory run, which has none */
+		store_dir_check(store);
 	sibling(bin, sizeof(bin));
 	if (access(bin, X_OK)) {
 		fprintf(stderr, "hmm-bench train: %s not found (make)\n", bin);
@@ -273,8 +299,9 @@ static int bench_train(int argc, char **argv)
 		double p = fma_peak();
 
 		peak = p > peak ? p : peak;
-		if (run_train(bin, a_mem, &m) || run_train(bin, a_off, &o))
-			return 1;
+		if ((e = run_train(bin, a_mem, &m)) ||
+		    (e = run_train(bin, a_off, &o)))
+			return e == 2 ? 2 : 1;
 		mem[r] = m.step_s, mtok[r] = m.tok_s;
 		off[r] = o.step_s, otok[r] = o.tok_s;
 		ostall[r] = o.stall_s / steps;

@@ -28,7 +28,7 @@ int run_train(const char *bin, const char *const args[], struct summary *s)
 	double rd0 = 0, wr0 = 0;
 	FILE *p;
 	pid_t pid;
-	int n = 0;
+	int n = 0, st;
 
 	argv[n++] = (char *)bin;
 	argv[n++] = "--json";
@@ -53,15 +53,18 @@ int run_train(const char *bin, const char *const args[], struct summary *s)
 			s->step_rd = r - rd0;	/* the last step's */
 			s->step_wr = w - wr0;
 			rd0 = r, wr0 = w;
-		} else if (line[0] != '{') {
-			fprintf(stderr, "hmm-train: %s", line);
+		} else if (line[0] != '{') {	/* named once, not twice */
+			fprintf(stderr, "%s%s", strncmp(line, "hmm-train:", 10) ?
+				"hmm-train: " : "", line);
 		}
-	if (bench_child_close(p, pid) != 0 || !last[0]) {
+	st = bench_child_close(p, pid);
+	if (st != 0 || !last[0]) {
 		fprintf(stderr, "hmm-bench: %s", bin);
 		for (int i = 1; argv[i]; i++)
 			fprintf(stderr, " %s", argv[i]);
-		fprintf(stderr, " failed\n");
-		return -1;
+		fprintf(stderr, " %s\n", st == 2 ? "refused its arguments" :
+			"failed");
+		return st == 2 ? 2 : -1;
 	}
 	s->step_s = num(last, "step_s_median");
 	s->tok_s = num(last, "tok_s");

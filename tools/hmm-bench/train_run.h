@@ -20,8 +20,10 @@ struct summary {
 
 /* Run hmm-train --json with args (a NULL-terminated list of at most
  * RUN_ARGS, passed as they are: no shell) as a bench child (bench.h),
- * its stderr lines copied to stderr; fill s from its summary.  0 or -1
- * (said on stderr). */
+ * its stderr lines copied to stderr; fill s from its summary.  0; 2 when
+ * hmm-train refused its arguments (exit 2: a bad --preset, --store...;
+ * hmm-bench then exits 2 too); -1 on any other failure (said on
+ * stderr). */
 #define RUN_ARGS	16
 int run_train(const char *bin, const char *const args[], struct summary *s);
 

@@ -87,7 +87,8 @@ static int parse_int(const char *s, int64_t *out)
 
 static int bad(const char *flag, const char *val, const char *why)
 {
-	fprintf(stderr, "hmm-train: %s %s: %s\n", flag, val ? val : "", why);
+	fprintf(stderr, "hmm-train: %s%s%s: %s\n", flag, val && *val ? " " : "",
+		val ? val : "", why);
 	return 2;
 }
 

@@ -69,9 +69,13 @@ void progress_begin(struct run *r)
 		r->kept_acts ? "kept" : "recomputed per block", r->attn,
 		r->optim, r->blas_core);
 	fprintf(f, "hmm-train: %d kernel threads", r->threads);
+	if (r->pool_bytes >= 1 << 20)
+		fprintf(f, "; store pool %.1f MiB", mib(r->pool_bytes));
+	else if (r->pool_bytes)	/* --pool 4K is not "0.0 MiB" */
+		fprintf(f, "; store pool %llu KiB",
+			(unsigned long long)r->pool_bytes >> 10);
 	if (r->pool_bytes)
-		fprintf(f, "; store pool %.1f MiB, %u I/Os in flight, queue "
-			"depth %u", mib(r->pool_bytes), r->io_depth,
+		fprintf(f, ", %u I/Os in flight, queue depth %u", r->io_depth,
 			r->queue_depth);
 	fprintf(f, "\n");
 	fflush(f);

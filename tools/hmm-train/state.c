@@ -34,13 +34,21 @@ void st_human(char *buf, size_t cap, uint64_t b)
 {
 	if (b >= 10ull << 30)
 		snprintf(buf, cap, "%.1f GiB", b / 1073741824.0);
+	else if (b && !(b & ((1 << 20) - 1)))
+		snprintf(buf, cap, "%llu MiB", (unsigned long long)b >> 20);
 	else if (b >= 10ull << 20)
 		snprintf(buf, cap, "%.1f MiB", b / 1048576.0);
-	else
+	else if (b && !(b & 1023))
+		snprintf(buf, cap, "%llu KiB", (unsigned long long)b >> 10);
+	else if (b >= 10ull << 10)
 		snprintf(buf, cap, "%.1f KiB", b / 1024.0);
+	else			/* exact: 1 byte is not "0.0 KiB" */
+		snprintf(buf, cap, "%llu bytes", (unsigned long long)b);
 }
 
-uint64_t st_min_budget(const struct state *s)
+#define UP(x, c)	(((x) + (c) - 1) / (c) * (c))
+
+uint64_t st_min_budget_in(const struct state *s, uint64_t c)
 {
 	uint64_t big = 0;
 
@@ -48,9 +56,26 @@ uint64_t st_min_budget(const struct state *s)
 		if (s->floats[i] * 4 > big)
 			big = s->floats[i] * 4;
 	/* mapped at once: the embeddings' p and g, one layer's p and g,
-	 * and the optimizer's m and v chunks */
-	return 2 * ROUND(s->floats[s->nblocks - 1] * 4) + 2 * ROUND(big) +
-	       4 * s->chunk;
+	 * and the optimizer's m and v chunks, each pinned in whole c */
+	return 2 * UP(s->floats[s->nblocks - 1] * 4, c) + 2 * UP(big, c) +
+	       4 * UP(s->chunk, c);
+}
+
+uint64_t st_min_budget(const struct state *s)
+{
+	return st_min_budget_in(s, s->chunk);
+}
+
+uint64_t st_all_in(const struct state *s, uint64_t c)
+{
+	uint64_t b = UP((uint64_t)s->grad_floats * 4, c) +
+		     UP((uint64_t)s->act_floats * 4, c) * s->act_count;
+
+	for (int i = 0; i < s->nblocks; i++)
+		for (int k = 0; k < ST_KINDS; k++)
+			if (!st_shares_grad(s, i, k))
+				b += UP((uint64_t)s->floats[i] * 4, c);
+	return b;
 }
 
 #define PAGE_UP(x)	(((x) + 4095) / 4096 * 4096)
@@ -140,6 +165,10 @@ int state_open(const struct state_config *cfg, struct state **out)
 	s->offloaded = s->budget < s->bytes;
 	if (!s->offloaded)	/* everything fits: room for whole chunks */
 		s->budget = s->store_size;
+	/* hmmd's chunks may be larger than ours: then the budget given is
+	 * what this run may ask hmmd for (st_arrays_open checks it) */
+	if (!s->offloaded && cfg->daemon && cfg->host_budget > s->budget)
+		s->budget = cfg->host_budget;
 	if (s->offloaded && s->budget < st_min_budget(s)) {
 		char b[32], m[32];
 

@@ -53,6 +53,45 @@ static int array_open(struct state *s, const char *name, int64_t floats,
 	return 0;
 }
 
+/*
+ * hmmd pins a client's maps in its own whole chunks, which may be larger
+ * than ours (state.c picks ours by the model), against the quota this
+ * run asks for (its budget): the minimum in hmmd's chunks, checked
+ * before the first map, so that a budget too small is refused with the
+ * number to give, as it is embedded, not found at step 0.  A budget
+ * that holds the state keeps it all mapped, so the number to give is
+ * the streamed minimum only where that is below the state.
+ */
+static int daemon_check(struct state *s)
+{
+	char js[8192], b[32], m[32], c[32];
+	uint64_t hc, min, all, need, give;
+	const char *p;
+
+	if (hmm_stats_json(s->h, js, sizeof(js)) <= 0 ||
+	    !(p = strstr(js, "\"chunk_bytes\":")))
+		return 0;	/* hmmd's chunk unknown: it will say */
+	hc = strtoull(p + 14, NULL, 10);
+	if (!hc || hc <= s->chunk)
+		return 0;	/* ours are as large: state.c checked */
+	min = st_min_budget_in(s, hc);
+	all = st_all_in(s, hc);
+	need = s->offloaded ? min : all;
+	if (s->budget >= need)
+		return 0;
+	give = min < s->bytes ? min : all;
+	st_human(b, sizeof(b), s->budget);
+	st_human(m, sizeof(m), need);
+	st_human(c, sizeof(c), hc);
+	return st_fail(-EINVAL, "host budget %s is below the %s this run "
+		       "needs mapped at once in hmmd's %s chunks (%s): give "
+		       "--host-budget %lluM or more, or run hmmd with a smaller "
+		       "--chunk", b, m, c, s->offloaded ? "one layer's p and g, "
+		       "the embeddings' p and g, optimizer chunks" :
+		       "all of the state, kept in memory",
+		       (unsigned long long)(give + (1 << 20) - 1) >> 20);
+}
+
 int st_arrays_open(struct state *s, const struct state_config *cfg)
 {
 	struct hmm_config hc;
@@ -92,6 +131,11 @@ int st_arrays_open(struct state *s, const struct state_config *cfg)
 			    *hmm_last_error() ? ": " : "", hmm_last_error(),
 			    err == -EEXIST ? "; hmm-train --format formats "
 			    "it" : "");
+	if (cfg->daemon) {
+		err = daemon_check(s);
+		if (err)
+			return err;
+	}
 	/* a temporary store: libhmm holds it open by its one descriptor,
 	 * so its name can go now, and its space with the process however
 	 * that ends (SIGINT, SIGTERM, SIGKILL), not only at state_close */

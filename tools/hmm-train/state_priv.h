@@ -62,6 +62,11 @@ int st_fail(int err, const char *fmt, ...)
 void st_human(char *buf, size_t cap, uint64_t b);
 /* state.c: the bytes that must be mapped at once (the smallest budget). */
 uint64_t st_min_budget(const struct state *s);
+/* The same pinned in whole chunks of c bytes (hmmd's, in shared mode). */
+uint64_t st_min_budget_in(const struct state *s, uint64_t c);
+/* state.c: every array mapped at once in whole chunks of c bytes (what
+ * a run kept all in memory may pin). */
+uint64_t st_all_in(const struct state *s, uint64_t c);
 
 /* Is array (blk, kind) the shared layer gradient? */
 static inline int st_shares_grad(const struct state *s, int blk, int kind)

@@ -64,7 +64,8 @@ static int reopen_check(int fd, const char *p)
 	    == 8 && (!memcmp(head[0], "HMMSTORE", 8) ||
 		     !memcmp(head[1], "HMMSTORE", 8)))
 		return 0;
-	return st_fail(-EIO, "store %s: no hmm superblock at offset 0 or %d "
+	/* -EINVAL: a bad checkpoint is bad input (exit 2), not an I/O error */
+	return st_fail(-EINVAL, "store %s: no hmm superblock at offset 0 or %d "
 		    "(%lld bytes: %s); the checkpoint's state is not there "
 		    "and the store is left as it is, not reformatted", p,
 		    SB_BYTES, (long long)st.st_size,

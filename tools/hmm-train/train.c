@@ -16,6 +16,7 @@
 #include "attn.h"
 #include "ckpt.h"
 #include "data.h"
+#include "file.h"
 #include "gpu.h"
 #include "hk.h"
 #include "run.h"
@@ -23,11 +24,38 @@
 
 #define SYNTH_BYTES	(2u << 20)
 
-/* Can the report be written at path?  Checked before training. */
+/*
+ * Can the report be written at path?  Checked before training.  An
+ * existing file is replaced only when it is a report (report.c's title
+ * in its first bytes): --report once replaced any file it was given,
+ * where --ckpt refuses a file that is not a checkpoint.
+ */
 static int report_check_target(const char *path, char *err, size_t cap)
 {
+	static const char mark[] = "<title>hmm-train report</title>";
+	const char *kind = "";
+	char head[256];
+	ssize_t n;
 	int fd, existed = !access(path, F_OK);
 
+	if (existed) {
+		fd = file_open_regular(path, O_RDONLY, &kind);
+		if (fd == -EINVAL) {
+			snprintf(err, cap, "--report %s: not a regular file (%s); "
+				 "refusing to replace it", path, kind);
+			return fd;
+		}
+		n = fd >= 0 ? pread(fd, head, sizeof(head) - 1, 0) : 0;
+		if (fd >= 0)
+			close(fd);
+		head[n > 0 ? n : 0] = 0;
+		if (n > 0 && !strstr(head, mark)) {
+			snprintf(err, cap, "--report %s: the file exists and is "
+				 "not an hmm-train report; refusing to replace "
+				 "it", path);
+			return -EEXIST;
+		}
+	}
 	fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
 	if (fd < 0) {
 		int e = -errno;
@@ -291,6 +319,14 @@ static int start(const struct train_opts *o, struct run *r, struct gpt *g,
 			state_store_path(st));
 		return -EINVAL;
 	}
+	/* a run of no steps would report losses it never had */
+	if (ci->step >= r->steps) {
+		fprintf(stderr, "hmm-train: --resume %s: the checkpoint is at "
+			"step %lld and --steps is %lld: nothing to train (give "
+			"--steps above %lld)\n", o->resume, (long long)ci->step,
+			(long long)r->steps, (long long)ci->step);
+		return -EINVAL;
+	}
 	r->first_step = ci->step + 1;
 	r->seed = ci->seed;
 	return 0;
@@ -473,7 +509,7 @@ int train_main(const struct train_opts *o)
 	struct gpt *g = NULL;
 	struct gpu *gpu = NULL;
 	struct data d;
-	char err[512];
+	char err[512], hmmd_store[256];
 	uint64_t dhash;
 	int e, rc = 1;
 
@@ -529,6 +565,11 @@ int train_main(const struct train_opts *o)
 	r.offloaded = state_offloaded(st);
 	r.has_store = state_has_store(st);
 	r.store_path = state_store_path(st);
+	if (o->daemon) {	/* the tiers are hmmd's: no file of ours */
+		snprintf(hmmd_store, sizeof(hmmd_store), "hmmd's (--daemon %s)",
+			 o->daemon);
+		r.store_path = hmmd_store;
+	}
 	e = gpt_new(&r.cfg, st, &g);
 	if (e) {
 		fprintf(stderr, "hmm-train: model: %s\n", strerror(-e));

@@ -243,6 +243,11 @@ int main(int argc, char **argv)
 		default: usage(stderr); return 2;
 		}
 	}
+	if (sock && !*sock) {	/* set but empty: not a path, not unset */
+		fprintf(stderr, "hmmctl: $HMMD_SOCKET is set but empty: want a "
+			"path (or --socket PATH)\n");
+		return 2;
+	}
 	if (optind >= argc) {
 		usage(stderr);
 		return 2;

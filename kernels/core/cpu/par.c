@@ -5,7 +5,9 @@
  * part 0 itself; workers take parts 1..n-1.  One job at a time: run_lock
  * serialises callers.  lock/cv protect job, gen, pending.
  */
+#include <errno.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -23,12 +25,32 @@ static int pending, job_n, next_part;
 static void (*job_fn)(void *, int, int);
 static void *job_arg;
 
+/*
+ * HK_THREADS, else the online CPUs.  A value that is not a count from 1
+ * to HK_MAX_THREADS is said once on stderr and the default used: a
+ * library must not exit, and "abc" silently running one thread (atoi)
+ * hid the typo behind a slow run.
+ */
 int hk_threads(void)
 {
 	if (!nthreads) {
 		const char *e = getenv("HK_THREADS");
-		int n = e ? atoi(e) : (int)sysconf(_SC_NPROCESSORS_ONLN);
+		long cpus = sysconf(_SC_NPROCESSORS_ONLN), n = cpus;
+		char *end;
 
+		if (e) {
+			errno = 0;
+			n = strtol(e, &end, 10);
+			if (errno || end == e || *end || n < 1 ||
+			    n > HK_MAX_THREADS) {
+				n = cpus;
+				fprintf(stderr, "hk: HK_THREADS=\"%s\": not a "
+					"count from 1 to %d; using %ld (the "
+					"online CPUs)\n", e, HK_MAX_THREADS,
+					n < 1 ? 1 : n > HK_MAX_THREADS ?
+					HK_MAX_THREADS : n);
+			}
+		}
 		nthreads = n < 1 ? 1 : n > HK_MAX_THREADS ? HK_MAX_THREADS : n;
 	}
 	return nthreads;

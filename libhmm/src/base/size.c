@@ -1,6 +1,11 @@
 // SPDX-License-Identifier: MIT
 /* size.c — hmm_size_parse(), the one parser of byte sizes in the tree,
- * and hmm_dtype_size(). */
+ * and hmm_dtype_size().
+ *
+ * K, M, G, T are powers of 1024, and "KiB" says the same; "512B" is
+ * bytes.  "KB", "MB", "GB", "TB" are refused rather than read as powers
+ * of 1024: MB is 10^6 bytes wherever hmm prints it (MB/s), so a user
+ * who wrote 8MB would silently get 8 MiB, which is not what was said. */
 #include <ctype.h>
 #include <errno.h>
 #include <stdint.h>
@@ -29,7 +34,7 @@ int hmm_size_parse(const char *s, uint64_t *out)
 	}
 	if (shift && !strcasecmp(end, "iB"))
 		end += 2;
-	else if (!strcasecmp(end, "B"))
+	else if (!shift && !strcasecmp(end, "B"))
 		end++;
 	if (*end)
 		return -EINVAL;
