@@ -72,16 +72,13 @@ int ckpt_check_target(const char *path, char *err, size_t cap)
 	int fd, e = 0;
 
 	if (!stat(path, &st)) {
-		fd = file_open_regular(path, O_RDONLY, &kind);
-		if (fd == -EINVAL) {
+		n = file_head(path, head, sizeof(head), &kind);
+		if (n == -EINVAL) {
 			snprintf(err, cap, "--ckpt %s: not a regular file (%s); "
 				 "refusing to replace it", path, kind);
-			return fd;
+			return -EINVAL;
 		}
-		n = fd >= 0 ? pread(fd, head, sizeof(head), 0) : 0;
-		if (fd >= 0)
-			close(fd);
-		if (n && (n < 6 || memcmp(head, MAGIC_ANY, 6))) {
+		if (n > 0 && (n < 6 || memcmp(head, MAGIC_ANY, 6))) {
 			snprintf(err, cap, "--ckpt %s: the file exists and is "
 				 "not an hmm-train checkpoint; refusing to "
 				 "replace it", path);

@@ -32,3 +32,15 @@ int file_open_regular(const char *path, int flags, const char **kind)
 	fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
 	return fd;
 }
+
+ssize_t file_head(const char *path, void *buf, size_t n, const char **kind)
+{
+	int fd = file_open_regular(path, O_RDONLY, kind);
+	ssize_t got;
+
+	if (fd < 0)
+		return fd;
+	got = pread(fd, buf, n, 0);
+	close(fd);
+	return got < 0 ? 0 : got;
+}

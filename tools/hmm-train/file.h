@@ -16,4 +16,12 @@ const char *file_kind(mode_t mode);
  */
 int file_open_regular(const char *path, int flags, const char **kind);
 
+/*
+ * The first n bytes of path, read with file_open_regular: how many
+ * (0 for an empty or unreadable file), -EINVAL when path is not a
+ * regular file (*kind says what it is), or the open's -errno.  For
+ * checking that an existing file is ours before replacing it.
+ */
+ssize_t file_head(const char *path, void *buf, size_t n, const char **kind);
+
 #endif

@@ -39,15 +39,12 @@ static int report_check_target(const char *path, char *err, size_t cap)
 	int fd, existed = !access(path, F_OK);
 
 	if (existed) {
-		fd = file_open_regular(path, O_RDONLY, &kind);
-		if (fd == -EINVAL) {
+		n = file_head(path, head, sizeof(head) - 1, &kind);
+		if (n == -EINVAL) {
 			snprintf(err, cap, "--report %s: not a regular file (%s); "
 				 "refusing to replace it", path, kind);
-			return fd;
+			return -EINVAL;
 		}
-		n = fd >= 0 ? pread(fd, head, sizeof(head) - 1, 0) : 0;
-		if (fd >= 0)
-			close(fd);
 		head[n > 0 ? n : 0] = 0;
 		if (n > 0 && !strstr(head, mark)) {
 			snprintf(err, cap, "--report %s: the file exists and is "
