@@ -72,6 +72,35 @@ def _capsule(ptr):
     return new(ptr, b"dltensor", None)
 
 
+class _DLManagedTensor(ctypes.Structure):
+    """dlpack.h's DLManagedTensor, as far as its deleter."""
+    _fields_ = [("data", ctypes.c_void_p), ("device_type", ctypes.c_int32),
+                ("device_id", ctypes.c_int32), ("ndim", ctypes.c_int32),
+                ("dtype", ctypes.c_uint32), ("shape", ctypes.c_void_p),
+                ("strides", ctypes.c_void_p),
+                ("byte_offset", ctypes.c_uint64),
+                ("manager_ctx", ctypes.c_void_p),
+                ("deleter", ctypes.CFUNCTYPE(None, ctypes.c_void_p))]
+
+
+def _from_dlpack(ptr):
+    """A torch.Tensor of libhmm's export ptr.  Should torch refuse it
+    (a device its build lacks, ...) before taking it (the capsule keeps
+    the name "dltensor"), the export is still ours: its deleter ends the
+    pin, and with it a close() waiting for it."""
+    import torch.utils.dlpack
+    cap = _capsule(ptr)
+    try:
+        return torch.utils.dlpack.from_dlpack(cap)
+    except BaseException:
+        valid = ctypes.pythonapi.PyCapsule_IsValid
+        valid.restype, valid.argtypes = ctypes.c_int, [ctypes.py_object,
+                                                       ctypes.c_char_p]
+        if valid(cap, b"dltensor"):
+            _DLManagedTensor.from_address(ptr.value).deleter(ptr.value)
+        raise
+
+
 def _config_get(cfg, key):
     buf = ctypes.create_string_buffer(256)
     check(lib.hmm_config_get(cfg, key.encode(), buf, 256), "hmm_config_get")
@@ -326,12 +355,11 @@ class Tensor:
         inside the with only)."""
         code, tc = _access(access), _tier(tier)
         if as_ == "torch":
-            import torch.utils.dlpack
             mt = ctypes.c_void_p()
             check(lib.hmm_dlpack_export(self._handle(), tc, code,
                                         ctypes.byref(mt)),
                   "hmm tensor %s: map" % self.name)
-            x = torch.utils.dlpack.from_dlpack(_capsule(mt))
+            x = _from_dlpack(mt)
             try:
                 yield x
             finally:

@@ -4,8 +4,8 @@
 through map() as torch (DLPack, zero-copy) and numpy, evict to the store
 and back, write back and keep resident, flush and reopen, the context
 owning its tensors (a dropped Tensor object frees nothing), a torch map
-outliving close(), and every bad input an OSError with errno and
-libhmm's detail.  Both modes (tap.py: HMM_TEST_DAEMON)."""
+outliving close(), a map torch refuses leaving no pin, and every bad
+input an OSError with errno and libhmm's detail.  Both modes (tap.py: HMM_TEST_DAEMON)."""
 import errno
 import gc
 import os
@@ -242,6 +242,34 @@ with tap.context(host_budget="16M", chunk_bytes="128K") as c:
     want = int(os.environ.get("HMM_TEST_DAEMON_CHUNK", 0)) or 128 << 10
     ok(c.chunk_bytes == want, "chunk_bytes %d: the context's (%d)"
        % (c.chunk_bytes, want))
+
+# -- torch refusing an export (a device its build lacks) keeps no pin -------
+import torch.utils.dlpack
+c = tap.context(host_budget="16M")
+t = c.tensor("refused", (1024,), "float32")
+real = torch.utils.dlpack.from_dlpack
+
+
+def refuse(cap):
+    raise RuntimeError("refused by the test")
+
+
+torch.utils.dlpack.from_dlpack = refuse
+try:
+    with t.map("host", "rw") as x:
+        ok(False, "a map torch refuses yields nothing")
+except RuntimeError as e:
+    ok("refused by the test" in str(e), "torch's own error comes through")
+finally:
+    torch.utils.dlpack.from_dlpack = real
+ok(c.stats()["host"]["pinned"] == 0, "and the export's pin is ended")
+t.free()
+ok(True, "so free works")
+c.close()
+if not tap.DAEMON:
+    spath = tap.scratch("store.%d" % tap._stores)
+    with hmm.Context(store=spath, store_size="16M", host_budget="8M"):
+        ok(True, "close() closed the store at once: it opens")
 
 # -- close() with a torch map alive: the map keeps its memory ---------------
 c = tap.context(host_budget="16M")
