@@ -14,8 +14,10 @@
  *	m, v, streamed through the budget  ->  p read back into the weights
  *
  * Usage: train_mlp --store PATH [--steps N] [--daemon unix:SOCKET]
- * With --daemon the tensors live in that hmmd (shared mode) and --store
- * is not used.  Prints the batch loss every 10 steps, then one line
+ * With --daemon the tensors live in that hmmd (shared mode), --store is
+ * not used, and the host budget asked of hmmd is at least two pieces of
+ * the four tensors in hmmd's chunks (2 MiB by default, more than BUDGET).
+ * Prints the batch loss every 10 steps, then one line
  * "train_mlp: loss A -> B, store written W bytes, host peak P of BUDGET"
  * (A, B: a held-out batch's loss before and after training) and exits
  * 0 when B < A.
@@ -125,6 +127,25 @@ static void batch(const float *teacher, float *x, float *y)
 	}
 }
 
+/*
+ * The chunk the context uses: ours, or in shared mode hmmd's, which may
+ * be larger (hmm_stats_json's "chunk_bytes").  Maps pin whole chunks, so
+ * the budget and the optimizer's pieces are sized by it.
+ */
+static uint32_t chunk_in_use(struct hmm *c)
+{
+	int n = hmm_stats_json(c, NULL, 0);
+	char *buf = n > 0 ? malloc(n + 1) : NULL, *p;
+	uint32_t chunk = CHUNK;
+
+	if (buf && hmm_stats_json(c, buf, n + 1) == n &&
+	    (p = strstr(buf, "\"chunk_bytes\":")))
+		chunk = (uint32_t)strtoul(p + strlen("\"chunk_bytes\":"),
+					  NULL, 10);
+	free(buf);
+	return chunk;
+}
+
 static int die(const char *what, int err)
 {
 	fprintf(stderr, "train_mlp: %s: %s (%s)\n", what, hmm_strerror(err),
@@ -149,6 +170,7 @@ int main(int argc, char **argv)
 	int64_t shape = NPARAM;
 	double first = 0, loss = 0;
 	int steps = 60, r, opt;
+	uint32_t chunk;
 	float *w, *g, *x, *y, *hbuf, teacher[IN], xe[BATCH * IN], ye[BATCH];
 	struct hmm *c;
 
@@ -191,6 +213,15 @@ int main(int argc, char **argv)
 	r = hmm_open(&cfg, &c);
 	if (r)
 		return die("hmm_open", r);
+	chunk = chunk_in_use(c);
+	if (cfg.daemon && cfg.host_budget < 8 * (uint64_t)chunk) {
+		/* hmmd's chunks: ask for two pieces of the four tensors */
+		hmm_close(c);
+		cfg.host_budget = 8 * (uint64_t)chunk;
+		r = hmm_open(&cfg, &c);
+		if (r)
+			return die("hmm_open", r);
+	}
 	for (int k = 0; k < 4; k++) {
 		r = hmm_tensor_new(c, names[k], HMM_DTYPE_F32, 1, &shape, &t[k]);
 		if (r)
@@ -208,7 +239,7 @@ int main(int argc, char **argv)
 	o.param = t[0], o.grad = t[1], o.exp_avg = t[2], o.exp_avg_sq = t[3];
 	o.hp.lr = 3e-3, o.hp.beta1 = 0.9, o.hp.beta2 = 0.999;
 	o.hp.eps = 1e-8, o.hp.weight_decay = 0.01;
-	o.chunk_bytes = CHUNK;
+	o.chunk_bytes = chunk;
 	for (int s = 1; s <= steps; s++) {
 		batch(teacher, x, y);
 		loss = forward_backward(w, g, x, y, hbuf);

@@ -3,12 +3,15 @@
 # would use it: the libraries, headers and pkg-config files are where
 # hmm.pc and hk.pc say (written for that PREFIX, not the build's), and
 # examples/ (a trainer outside the build system, pkg-config only) builds
-# against the image, shared and static, runs and learns.
+# against the image, shared and static, runs and learns, in its own store
+# and through an hmmd of default settings (2 MiB chunks).
 set -u
 . "$(dirname "$0")/../t.sh"
 need "$B/lib/libhmm.so.0" "$B/lib/libhk.so.0"
 command -v pkg-config >/dev/null || skip_all "no pkg-config"
 scratch install
+pid=
+trap '[ -n "$pid" ] && kill $pid 2>/dev/null && wait $pid; rm -rf "$dir"' EXIT
 dir=$(cd "$dir" && pwd)
 img=$dir/img
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -56,6 +59,17 @@ set -- $(echo "$line" | sed 's/[^0-9. ]//g') 0 0 0 0 0
 ok $(awk -v a="$1" -v b="$2" 'BEGIN { exit !(b < a * 0.9) }'; echo $?) "held-out loss fell by over 10% ($1 -> $2)"
 ok $([ "${3:-0}" -gt 0 ] && [ "${4:-1}" -le "${5:-0}" ]; echo $?) \
 	"the state went through the store ($3 bytes written) and the host stayed in budget ($4 <= $5)"
+
+# through hmmd, whose chunks (2 MiB) are larger than the example's budget
+"$B/bin/hmmd" --socket "$dir/s.sock" --store "$dir/hmmd.store" --module none \
+	>"$dir/hmmd.log" 2>&1 &
+pid=$!
+for _ in $(seq 50); do [ -S "$dir/s.sock" ] && break; sleep 0.1; done
+LD_LIBRARY_PATH=$img/usr/lib "$dir/train_mlp" --daemon "unix:$dir/s.sock" \
+	--steps 30 >"$dir/out" 2>&1
+rc=$?
+echo "# $(grep -m1 '^train_mlp' "$dir/out")"
+ok $rc "train_mlp --daemon through a default hmmd: its loss falls (exit 0)"
 
 # static: the archives and Libs.private, no shared hmm library needed
 cc -O2 $(pc --cflags hk) -o "$dir/train_static" "$dir/train_mlp.c" \
