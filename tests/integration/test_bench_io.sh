@@ -60,6 +60,8 @@ for i in $(seq 100); do [ -n "$(ls -A "$dir/tmp")" ] && break; sleep 0.05; done
 sleep 0.3
 kill -TERM $pid; wait $pid 2>/dev/null
 ok $([ -z "$(ls -A "$dir/tmp")" ]; echo $?) "SIGTERM mid-run: scratch removed"
+HMM_TEST_DIR=$dir/tmp "$bin" io --size 16M --bs 1M --qd 4 --rw read --pages 4k --no-fio --reps 3 2>/dev/null | head -c 1 >/dev/null
+ok $([ ${PIPESTATUS[0]} = 141 ] && [ -z "$(ls -A "$dir/tmp")" ]; echo $?) "its reader gone (| head): SIGPIPE, scratch removed"
 
 # DeepSpeed's aio ceiling: a venv without python, or one whose python
 # cannot load it, leaves the ds fields null with a note; the run goes on

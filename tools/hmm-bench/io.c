@@ -40,7 +40,7 @@
  * The file: --file F is formatted as a store only when it is absent or
  * empty, or with --overwrite (its contents are lost); without --file a
  * scratch file in $TMPDIR (or /var/tmp) is made.  A file this run made
- * is removed on every exit: the end, an error, SIGINT/SIGTERM/SIGHUP;
+ * is removed on every exit: the end, an error, SIGINT/SIGTERM/SIGHUP/SIGPIPE;
  * an empty file it was given is left empty again.
  */
 #include <errno.h>

@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: MIT
 /*
  * scratch.c — files a benchmark made and must remove on every exit:
- * normal return, exit() from a failure, SIGINT, SIGTERM or SIGHUP (and
- * an empty file it was given, cut back to empty on the same exits, and
+ * normal return, exit() from a failure, SIGINT, SIGTERM, SIGHUP or
+ * SIGPIPE (its output's reader gone, as `| head` does) (and an empty
+ * file it was given, cut back to empty on the same exits, and
  * a tmpfs it mounted, unmounted and its folder removed); and
  * the child programs it runs (a peer's Python), stopped first on such
  * an exit, so that none writes a file again after the files are gone.
@@ -70,6 +71,7 @@ static void arm(void)
 		signal(SIGINT, on_signal);
 		signal(SIGTERM, on_signal);
 		signal(SIGHUP, on_signal);
+		signal(SIGPIPE, on_signal);
 	}
 }
 
@@ -257,6 +259,7 @@ FILE *bench_child_open(char *const argv[], char *const envp[], pid_t *pid)
 	sigaddset(&dfl, SIGINT);
 	sigaddset(&dfl, SIGTERM);
 	sigaddset(&dfl, SIGHUP);
+	sigaddset(&dfl, SIGPIPE);
 	/* no signal between the spawn and the slot holding the pid */
 	sigfillset(&all);
 	sigprocmask(SIG_BLOCK, &all, &old);
