@@ -497,8 +497,10 @@ struct hmm_stats {
 	uint64_t store_buffers_registered; /* 1: the pool is registered
 				   with io_uring (fixed buffers) */
 	uint64_t host_spare;	/* bytes of dropped host chunks' pages kept
-				   for the next chunks read in (at most 32
-				   MiB): counted in the host budget and its
+				   for the next chunks read in (at most a
+				   quarter of the host budget or 32 MiB,
+				   whichever is more, 2 to 1024 chunks):
+				   counted in the host budget and its
 				   peak, not in its resident; freed before
 				   anything is evicted for room */
 };

@@ -16,6 +16,7 @@
 #include "cuda.h"
 #include "gpu.h"
 #include "hmm.h"
+#include "model.h"
 #include "train.h"
 
 static void usage(FILE *f)
@@ -96,9 +97,10 @@ static void list_presets(void)
 {
 	for (const struct preset *p = preset_list(); p->name; p++)
 		printf("%-8s %2d layers, d %4d, ctx %3d, batch %d, %3d steps, "
-		       "loss_max %.2f: %s\n", p->name, p->cfg.layers, p->cfg.d,
-		       p->cfg.ctx, p->cfg.batch, p->steps, p->loss_max,
-		       p->about);
+		       "loss_max %.2f: %.1f M parameters%s%s\n", p->name,
+		       p->cfg.layers, p->cfg.d, p->cfg.ctx, p->cfg.batch,
+		       p->steps, p->loss_max, gpt_params(&p->cfg) / 1e6,
+		       *p->about ? ", " : "", p->about);
 }
 
 /* --device cuda: 0, or 1 saying what is missing (before any state). */
