@@ -14,6 +14,7 @@
  * capped by client_quota or else the budget.
  */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -198,7 +199,7 @@ void hmmd_client_free(struct hmmd_engine *e, struct hmmd_client *cl)
 	cl->u->conns--;
 	was = uid_quota_fall(e, cl->u);
 	now = cl->u->quota;
-	pinned = cl->u->pinned;
+	pinned = eng_uid_pinned(e, cl->u);
 	left = cl->u->conns;
 	uid = cl->u->uid;
 	hmmd_uid_put(e, cl->u);
@@ -219,7 +220,8 @@ int hmmd_req_quota_set(struct hmmd_req *q)
 	const struct hmm_proto_quota_set *m = &q->m->u.quota_set;
 	struct hmmd_engine *e = q->e;
 	struct hmmd_client *cl;
-	int i;
+	char msg[256];
+	int i, n;
 
 	pthread_mutex_lock(&e->lock);
 	for (cl = e->clients; cl; cl = cl->next)
@@ -253,11 +255,20 @@ int hmmd_req_quota_set(struct hmmd_req *q)
 	cl->u->quota = cl->quota[HMM_TIER_HOST];	/* the uid's */
 	cl->u->set = 1;
 	eng_quota_sync(e, cl->u);
+	/* what was set, read while cl cannot go */
+	n = snprintf(msg, sizeof(msg), "client %llu: quota set by client "
+		     "%llu: host %llu bytes for uid %u",
+		     (unsigned long long)cl->id, (unsigned long long)q->cl->id,
+		     (unsigned long long)cl->quota[HMM_TIER_HOST],
+		     (unsigned)cl->uid);
+	if (m->quota[HMM_TIER_DEVICE])
+		n += snprintf(msg + n, sizeof(msg) - n, ", device %llu bytes",
+			      (unsigned long long)cl->quota[HMM_TIER_DEVICE]);
+	if (m->quota[HMM_TIER_STORE])
+		snprintf(msg + n, sizeof(msg) - n, ", store %llu bytes for "
+			 "the client's tensors",
+			 (unsigned long long)cl->quota[HMM_TIER_STORE]);
 	pthread_mutex_unlock(&e->lock);
-	hmmd_log("client %llu: quota set by client %llu: host %llu bytes "
-		 "for uid %u", (unsigned long long)cl->id,
-		 (unsigned long long)q->cl->id,
-		 (unsigned long long)cl->quota[HMM_TIER_HOST],
-		 (unsigned)cl->uid);
+	hmmd_log("%s", msg);
 	return hmmd_reply_ok(q);
 }

@@ -2,26 +2,31 @@
 /*
  * engine.c — libhmm's engine inside hmmd: one context on the configured
  * store and budgets (the tree's only store, pool and policy), and on top
- * of it per-client quotas of pinned host bytes under the global host
- * budget, with back-pressure: each client is an owner in the engine's
- * host ledger, admitted by its one admission function (budget.h).
+ * of it per-uid quotas of pinned host bytes under the global host
+ * budget, with back-pressure: each uid is an owner in the engine's host
+ * ledger, admitted by its one admission function (budget.h).
  *
  * Quotas and fairness.  A uid's host quota (the most its open
  * connections' hellos asked, each capped by client_quota, until a
- * QUOTA_SET fixes it: client.c) bounds the host bytes the
- * maps of all its connections pin, counted in whole chunks; the sum of all clients' pins never passes the host budget, so
- * the engine can always evict an unpinned chunk for a new map.  A map
- * that would take a client past its own quota waits (up to wait_ms) for
- * that client's own unmaps, as a map in the embedded engine waits for
- * pins to drop; only a map larger than the whole quota fails at once.
- * Quotas may add up to more than the budget (oversubscription): then a
- * map that does not fit waits.  Waiters are ordered by the fraction of its quota
- * a client has pinned (smallest first: shares follow the quota weights),
- * then by arrival.  A map goes when it fits and no waiter ahead of it
- * fits; a waiter ahead that does not fit is passed (the budget is not
- * left idle) until it has waited a quarter of wait_ms, after which the
- * budget is kept for it (a large map is not starved by small ones).  A
- * waiter fails with -ENOMEM only after wait_ms.
+ * QUOTA_SET fixes it: client.c) bounds the host bytes the maps of all
+ * its connections pin, counted in whole chunks; the sum of all pins
+ * never passes the host budget, so the engine can always evict an
+ * unpinned chunk for a new map.  A map that would take the uid past its
+ * quota waits (up to wait_ms) for the uid's own unmaps, as a map in the
+ * embedded engine waits for pins to drop; only a map larger than the
+ * whole quota fails at once.  Quotas may add up to more than the budget
+ * (oversubscription): then a map that does not fit waits.  Waiters are
+ * ordered by the fraction of its quota their uid has pinned, all its
+ * connections together (smallest first: shares follow the quota
+ * weights), then by arrival.  Ranked per connection, a uid that opened a
+ * fresh connection for each map counted as 0% of its share every time
+ * and went ahead of every other uid.  A map goes when it fits and no
+ * waiter ahead of it fits; a waiter ahead that does not fit is passed
+ * (the budget is not left idle) until it has waited a quarter of
+ * wait_ms, after which the budget is kept for it (a large map is not
+ * starved by small ones).  A waiter fails with -ENOMEM only after
+ * wait_ms.  A connection's own count of what it pins (cl->used) is
+ * hmmd's, for the lists and metrics; its waits end with it (cl->cancel).
  */
 #include <errno.h>
 #include <stdarg.h>
@@ -30,7 +35,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <time.h>
 
 #include "backend.h"
 #include "bridge.h"
@@ -83,14 +87,6 @@ int hmmd_engine_open(const struct hmmd_config *cfg, struct hmmd_engine **out)
 	e->next_tid = 1;
 	pthread_mutex_init(&e->open_lock, NULL);
 	pthread_mutex_init(&e->lock, NULL);
-	{
-		pthread_condattr_t ca;
-
-		pthread_condattr_init(&ca);
-		pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-		pthread_cond_init(&e->uid_cond, &ca);
-		pthread_condattr_destroy(&ca);
-	}
 	hmmd_log("engine: store %s, host budget %llu bytes, chunk %u bytes",
 		 cfg->store_path ? cfg->store_path : "none (host only)",
 		 (unsigned long long)e->budget, e->chunk);
@@ -116,8 +112,7 @@ void hmmd_engine_stop(struct hmmd_engine *e)
 	pthread_mutex_lock(&e->lock);
 	e->stopping = 1;
 	for (cl = e->clients; cl; cl = cl->next)	/* waits end */
-		hmm_budget_owner_gone(e->h, &cl->own, -ESHUTDOWN);
-	pthread_cond_broadcast(&e->uid_cond);
+		hmm_budget_cancel(e->h, &cl->cancel, -ESHUTDOWN);
 	pthread_mutex_unlock(&e->lock);
 }
 
@@ -154,7 +149,6 @@ int hmmd_engine_close(struct hmmd_engine *e)
 		e->uids = u->next;
 		free(u);
 	}
-	pthread_cond_destroy(&e->uid_cond);
 	pthread_mutex_destroy(&e->lock);
 	pthread_mutex_destroy(&e->open_lock);
 	free(e);
@@ -163,67 +157,12 @@ int hmmd_engine_close(struct hmmd_engine *e)
 
 /* ---- quotas and back-pressure ------------------------------------------- */
 
-/* Reserve charge in cl's uid's quota, waiting for its pins to drop
- * (see eng_admit).  e->lock held, dropped while waiting. */
-static int64_t mono_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec * 1000000000ll + ts.tv_nsec;
-}
-
-/* Wait (e->lock held) until cl's uid may pin charge more bytes or the
- * deadline passes: 0 when it may, else the reason (see eng_admit). */
-static int uid_wait(struct hmmd_engine *e, struct hmmd_client *cl,
-		    uint64_t charge, int64_t deadline)
-{
-	struct hmmd_uid *u = cl->u;
-	struct timespec dl = { deadline / 1000000000, deadline % 1000000000 };
-
-	while (u->pinned + charge > u->quota) {
-		if (e->stopping)
-			return -ESHUTDOWN;
-		if (cl->gone)
-			return -ECONNRESET;
-		if (pthread_cond_timedwait(&e->uid_cond, &e->lock, &dl) ==
-		    ETIMEDOUT && u->pinned + charge > u->quota)
-			return -EDQUOT;
-	}
-	return 0;
-}
-
-/* Reserve charge in cl's uid's quota, waiting for its pins to drop
- * (see eng_admit); the wait counts as hmmd's stall time.  e->lock
- * held, dropped while waiting. */
-static int uid_admit(struct hmmd_engine *e, struct hmmd_client *cl,
-		     uint64_t charge, int nowait)
-{
-	struct hmmd_uid *u = cl->u;
-	int64_t t0;
-	int ret;
-
-	if (u->pinned + charge > u->quota) {
-		if (charge > u->quota)
-			return -EDQUOT;
-		if (nowait)
-			return -EAGAIN;
-		cl->waits++;
-		t0 = mono_ns();
-		ret = uid_wait(e, cl, charge, t0 + e->wait_ms * 1000000ll);
-		e->wait_ns += mono_ns() - t0;
-		if (ret)
-			return ret;
-	}
-	u->pinned += charge;
-	return 0;
-}
-
 int eng_admit(struct hmmd_engine *e, struct hmmd_client *cl, uint64_t charge,
 	      int nowait)
 {
 	struct hmm_admit a = {
-		.tier = HMM_TIER_HOST, .bytes = charge, .owner = &cl->own,
+		.tier = HMM_TIER_HOST, .bytes = charge, .owner = &cl->u->own,
+		.cancel = &cl->cancel,
 		.wait_s = nowait ? 0 : e->wait_ms / 1000.0,
 	};
 	int ret;
@@ -232,9 +171,6 @@ int eng_admit(struct hmmd_engine *e, struct hmmd_client *cl, uint64_t charge,
 		return -ESHUTDOWN;
 	if (cl->gone)
 		return -ECONNRESET;
-	ret = uid_admit(e, cl, charge, nowait);
-	if (ret)
-		return ret;
 	pthread_mutex_unlock(&e->lock);	/* unmaps make the room */
 	ret = hmm_budget_admit_locked(e->h, &a);
 	pthread_mutex_lock(&e->lock);
@@ -242,32 +178,29 @@ int eng_admit(struct hmmd_engine *e, struct hmmd_client *cl, uint64_t charge,
 		cl->waits++;
 		e->wait_ns += (uint64_t)(a.waited_s * 1e9);
 	}
-	if (ret == 0 && (e->stopping || cl->gone)) {
+	if (ret)
+		return ret;
+	cl->used[HMM_TIER_HOST] += charge;
+	if (e->stopping || cl->gone) {
 		eng_release(e, cl, charge);
 		return e->stopping ? -ESHUTDOWN : -ECONNRESET;
 	}
-	if (ret) {			/* give the uid's share back */
-		cl->u->pinned -= charge;
-		pthread_cond_broadcast(&e->uid_cond);
-	}
-	return ret;
+	return 0;
 }
 
 void eng_client_gone(struct hmmd_engine *e, struct hmmd_client *cl)
 {
 	pthread_mutex_lock(&e->lock);
 	cl->gone = 1;
-	pthread_cond_broadcast(&e->uid_cond);
 	pthread_mutex_unlock(&e->lock);
-	hmm_budget_owner_gone(e->h, &cl->own, -ECONNRESET);
+	hmm_budget_cancel(e->h, &cl->cancel, -ECONNRESET);
 }
 
 void eng_release(struct hmmd_engine *e, struct hmmd_client *cl,
 		 uint64_t charge)
 {
-	hmm_budget_owner_release(e->h, &cl->own, HMM_TIER_HOST, charge);
-	cl->u->pinned -= charge;
-	pthread_cond_broadcast(&e->uid_cond);
+	hmm_budget_owner_release(e->h, &cl->u->own, HMM_TIER_HOST, charge);
+	cl->used[HMM_TIER_HOST] -= charge;
 }
 
 void eng_quota_sync(struct hmmd_engine *e, struct hmmd_uid *u)
@@ -275,12 +208,9 @@ void eng_quota_sync(struct hmmd_engine *e, struct hmmd_uid *u)
 	struct hmmd_client *cl;
 
 	for (cl = e->clients; cl; cl = cl->next)
-		if (cl->u == u) {
+		if (cl->u == u)
 			cl->quota[HMM_TIER_HOST] = u->quota;
-			hmm_budget_owner_quota(e->h, &cl->own, HMM_TIER_HOST,
-					       u->quota);
-		}
-	pthread_cond_broadcast(&e->uid_cond);
+	hmm_budget_owner_quota(e->h, &u->own, HMM_TIER_HOST, u->quota);
 }
 
 uint64_t eng_pinned(struct hmmd_engine *e)
@@ -291,9 +221,9 @@ uint64_t eng_pinned(struct hmmd_engine *e)
 	return now;
 }
 
-uint64_t eng_client_pinned(struct hmmd_engine *e, struct hmmd_client *cl)
+uint64_t eng_uid_pinned(struct hmmd_engine *e, struct hmmd_uid *u)
 {
-	return hmm_budget_owner_used(e->h, &cl->own, HMM_TIER_HOST);
+	return hmm_budget_owner_used(e->h, &u->own, HMM_TIER_HOST);
 }
 
 /* ---- metrics ---------------------------------------------------------------- */
@@ -444,7 +374,9 @@ size_t hmmd_engine_metrics(struct hmmd_engine *e, char *buf, size_t cap)
 	  "# TYPE hmmd_wait_seconds_total counter\n"
 	  "hmmd_wait_seconds_total %.6f\n", e->wait_ns / 1e9);
 	P("# HELP hmmd_copy_bytes_total Bytes copied between the engine "
-	  "and clients (0: maps share the engine's pages).\n# TYPE hmmd_copy_bytes_total counter\n"
+	  "and clients: into a copy map's memfd at the map, back at the "
+	  "unmap of a write map (maps of a tensor's own memfd copy "
+	  "nothing).\n# TYPE hmmd_copy_bytes_total counter\n"
 	  "hmmd_copy_bytes_total %llu\n", (unsigned long long)e->copy_bytes);
 	P("# HELP hmmd_client_quota_bytes Host quota of a client.\n"
 	  "# TYPE hmmd_client_quota_bytes gauge\n");
@@ -457,7 +389,7 @@ size_t hmmd_engine_metrics(struct hmmd_engine *e, char *buf, size_t cap)
 	for (cl = e->clients; cl; cl = cl->next)
 		P("hmmd_client_pinned_bytes{client=\"%llu\",uid=\"%u\"} %llu\n",
 		  (unsigned long long)cl->id, (unsigned)cl->uid,
-		  (unsigned long long)eng_client_pinned(e, cl));
+		  (unsigned long long)cl->used[HMM_TIER_HOST]);
 	pthread_mutex_unlock(&e->lock);
 #undef P
 	return n < cap ? n : cap ? cap - 1 : 0;

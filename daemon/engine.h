@@ -89,7 +89,12 @@ struct hmmd_uid {
 					   QUOTA_SET fixes it; may be below
 					   pinned (client.c) */
 	int set;			/* a QUOTA_SET fixed quota */
-	uint64_t pinned;		/* host bytes they pin (admitted) */
+	struct hmm_owner own;		/* the host bytes its connections'
+					   maps pin, in the engine's ledger
+					   (budget.h), with quota as its
+					   quota: admitted by eng_admit,
+					   ranked among waiters by this
+					   share; h->lock */
 	uint64_t reach;			/* bytes of the tensors whose whole
 					   memfd it was sent (alive), at most
 					   quota; kept while > 0 (map.c) */
@@ -107,12 +112,12 @@ struct hmmd_client {
 	uint64_t asked;			/* host quota its hello asked,
 					   capped: u->quota is the most of
 					   these */
-	uint64_t quota[HMM_TIERS];	/* granted; host: u->quota's copy,
-					   the weight */
-	uint64_t used[HMM_TIERS];	/* store: bytes of tensors made */
-	struct hmm_owner own;		/* its host pins in the engine's
-					   ledger (budget.h): admitted by
-					   eng_admit, h->lock */
+	uint64_t quota[HMM_TIERS];	/* granted; host: u->quota's copy */
+	uint64_t used[HMM_TIERS];	/* host: bytes its maps pin (its
+					   part of u->own); store: bytes of
+					   tensors made */
+	int cancel;			/* -errno: its waits for room end
+					   (hmm_budget_cancel; h->lock) */
 	struct hmmd_handle *handles;	/* [nhandles], grown by doubling */
 	unsigned nhandles, cap;
 	struct hmmd_map *maps;		/* newest first */
@@ -136,8 +141,6 @@ struct hmmd_engine {
 	struct hmmd_tensor *tensors;
 	struct hmmd_client *clients;
 	struct hmmd_uid *uids;
-	pthread_cond_t uid_cond;	/* a uid's pins dropped, a client
-					   went, or hmmd stops */
 	uint64_t next_tid;
 	uint64_t nclients;
 	/* counters, for stats and metrics */
@@ -145,14 +148,14 @@ struct hmmd_engine {
 };
 
 /*
- * Admit charge host bytes for cl: first against its uid's quota (all
- * the uid's connections together: waits, on uid_cond, while their pins
- * leave no room, up to wait_ms; their unmaps make room), then through
- * the engine's admission (hmm_budget_admit, cl->own as the owner):
- * waits while the global budget is full (serving the waiter furthest
- * below its share first), up to wait_ms.  nowait: return -EAGAIN
- * instead of waiting.  Called and returns with e->lock held; drops it
- * while waiting.  0;
+ * Admit charge host bytes for cl through the engine's admission
+ * (hmm_budget_admit, its uid's u->own as the owner): against the uid's
+ * quota (all the uid's connections together: waits while their pins
+ * leave no room; their unmaps make room) and the global budget (waits
+ * while it is full, serving the waiter whose uid is furthest below its
+ * share first), up to wait_ms.  Counted in cl->used[host] too.  nowait:
+ * return -EAGAIN instead of waiting.  Called and returns with e->lock
+ * held; drops it while waiting.  0;
  * -EDQUOT: more than the uid's quota (never fits), or the uid's pins
  * stayed too many for wait_ms;
  * -ENOMEM: more than the budget, or the budget stayed full for wait_ms;
@@ -166,9 +169,10 @@ void eng_client_gone(struct hmmd_engine *e, struct hmmd_client *cl);
 /* u's quota changed (hello, a client gone, quota_set): its clients'
  * copies and the engine's ledger take it.  e->lock held. */
 void eng_quota_sync(struct hmmd_engine *e, struct hmmd_uid *u);
-/* Host bytes admitted: all clients', and cl's. */
+/* Host bytes admitted: all clients', and u's (all its connections).
+ * A client's own are cl->used[HMM_TIER_HOST] (e->lock). */
 uint64_t eng_pinned(struct hmmd_engine *e);
-uint64_t eng_client_pinned(struct hmmd_engine *e, struct hmmd_client *cl);
+uint64_t eng_uid_pinned(struct hmmd_engine *e, struct hmmd_uid *u);
 
 /*
  * hmmd_request (hmmd.h) in two steps: with nowait, a MAP that would wait

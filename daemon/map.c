@@ -21,21 +21,25 @@
 #include "request.h"
 
 /*
- * Undo one map: unpin, release.  The client wrote straight into the
- * engine's pages (zero-copy), so there is nothing to copy back.  Called
- * with e->lock held; the engine's unmap runs with it dropped (mp is off
- * every list, and only cl's own thread reaches it).
+ * Undo one map: a copy's written bytes come back (counted in
+ * copy_bytes), then unpin, release; a map of the tensor's own memfd
+ * wrote straight into the engine's pages, so there is nothing to copy.
+ * Called with e->lock held; the engine's unmap runs with it dropped (mp
+ * is off every list, and only cl's own thread reaches it).
  */
 void hmmd_map_undo(struct hmmd_engine *e, struct hmmd_client *cl,
 		      struct hmmd_map *mp)
 {
+	int wr = mp->access & (HMM_WRITE | HMM_DISCARD);
+	uint64_t back = 0;
 	int ret;
 
 	pthread_mutex_unlock(&e->lock);
 	if (mp->wfd >= 0) {		/* a copy: its bytes come back */
-		if (mp->access & (HMM_WRITE | HMM_DISCARD) &&
-		    pread(mp->wfd, mp->eptr, mp->len, mp->woff) !=
+		if (wr && pread(mp->wfd, mp->eptr, mp->len, mp->woff) ==
 		    (ssize_t)mp->len)
+			back = mp->len;
+		else if (wr)
 			hmmd_log("client %llu: tensor %llu: copy back of "
 				 "[%llu, +%llu): %s", (unsigned long long)cl->id,
 				 (unsigned long long)mp->dt->id,
@@ -46,6 +50,7 @@ void hmmd_map_undo(struct hmmd_engine *e, struct hmmd_client *cl,
 	}
 	ret = hmm_unmap(mp->dt->t, mp->eptr);
 	pthread_mutex_lock(&e->lock);
+	e->copy_bytes += back;
 	if (ret)
 		hmmd_log("client %llu: unmap of tensor %llu: %s",
 			 (unsigned long long)cl->id,
@@ -177,11 +182,13 @@ void hmmd_map_reach_drop(struct hmmd_engine *e, struct hmmd_tensor *dt)
  * A copy of mp's range for a client that may not reach the tensor's
  * memfd: a memfd window of the pinned pages (page-rounded), sealed
  * against size changes, so that all the client can touch is the range;
- * hmmd keeps it (mp->wfd) to copy a write map back at unmap.  *out: a
+ * hmmd keeps it (mp->wfd) to copy a write map back at unmap; both copies
+ * count in e->copy_bytes (the metric hmmd_copy_bytes_total).  *out: a
  * descriptor for the client; *addr: byte off's offset in it.  The
  * window's pages are as many again as the range's, for the map's life.
  */
-static int map_window(struct hmmd_map *mp, int *out, uint64_t *addr)
+static int map_window(struct hmmd_engine *e, struct hmmd_map *mp, int *out,
+		      uint64_t *addr)
 {
 	uint64_t bytes = hmm_tensor_bytes(mp->dt->t);
 	uint64_t start = mp->off & ~4095ull;
@@ -205,6 +212,7 @@ static int map_window(struct hmmd_map *mp, int *out, uint64_t *addr)
 			       mp->dt->name, (unsigned long long)mp->off,
 			       (unsigned long long)mp->len, strerror(-err));
 	}
+	e->copy_bytes += copy;
 	mp->wfd = fd;
 	mp->woff = mp->off - start;
 	*addr = mp->woff;
@@ -271,7 +279,8 @@ int hmmd_req_map(struct hmmd_req *q)
 				 "for %u ms (%llu of %llu pinned by the maps of "
 				 "its %u connections)", (unsigned)q->cl->uid,
 				 e->wait_ms,
-				 (unsigned long long)q->cl->u->pinned,
+				 (unsigned long long)
+				 eng_uid_pinned(e, q->cl->u),
 				 (unsigned long long)q->cl->u->quota,
 				 q->cl->u->conns);
 		else
@@ -297,7 +306,7 @@ int hmmd_req_map(struct hmmd_req *q)
 		ret = map_fd(mp->dt, wr, &mfd, &foff);
 		foff += mp->off;
 	} else {
-		ret = map_window(mp, &mfd, &foff);
+		ret = map_window(e, mp, &mfd, &foff);
 	}
 	if (ret) {
 		pthread_mutex_unlock(&e->lock);

@@ -23,8 +23,7 @@ int hmmd_req_move(struct hmmd_req *q)
 	int ret;
 
 	if (!dt)
-		return hmmd_reply_err(q, -ENOENT, "%s: tensor %llu: not yours",
-				 what, (unsigned long long)m->id);
+		return hmmd_tensor_miss(q, what, m->id);
 	if (type == HMM_PROTO_EVICT)
 		ret = hmm_evict(dt->t, m->off, m->len, m->tier);
 	else if (type == HMM_PROTO_WRITEBACK)
@@ -55,8 +54,7 @@ int hmmd_req_wait(struct hmmd_req *q)
 	if (id) {
 		dt = hmmd_tensor_get(q, id);
 		if (!dt)
-			return hmmd_reply_err(q, -ENOENT, "wait: tensor %llu: not "
-					 "yours", (unsigned long long)id);
+			return hmmd_tensor_miss(q, "wait", id);
 		ret = hmm_wait(e->h, dt->t);
 		hmmd_tensor_drop(q, dt);
 		goto out;

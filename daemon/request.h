@@ -57,11 +57,19 @@ int hmmd_handle_add(struct hmmd_client *cl, struct hmmd_tensor *dt,
 /* Take back cl's handle on dt (its ref: hmmd_tensor_put). */
 void hmmd_handle_drop(struct hmmd_engine *e, struct hmmd_client *cl,
 		      struct hmmd_tensor *dt);
-/* Lock not held: the tensor of id for q's client (administrators may
- * name any), with a ref for the call; NULL when not.  Give it back
- * with hmmd_tensor_drop. */
+/* May cl see (list, evict, prefetch, write back, wait for) dt: an
+ * administrator any, anyone else the tensors its uid made and those it
+ * holds?  Lock held. */
+int hmmd_tensor_seen(struct hmmd_client *cl, struct hmmd_tensor *dt);
+/* Lock not held: the tensor of id for q's client if it may see it
+ * (hmmd_tensor_seen), with a ref for the call; NULL when not.  Give it
+ * back with hmmd_tensor_drop. */
 struct hmmd_tensor *hmmd_tensor_get(struct hmmd_req *q, uint64_t id);
 void hmmd_tensor_drop(struct hmmd_req *q, struct hmmd_tensor *dt);
+/* The -ENOENT reply for an id hmmd_tensor_get did not give: "no such
+ * tensor" to an administrator, who sees all; to anyone else, without
+ * telling whether another uid has one of that id. */
+int hmmd_tensor_miss(struct hmmd_req *q, const char *what, uint64_t id);
 
 /* ---- tensors (tensor.c) ---------------------------------------------- */
 

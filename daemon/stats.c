@@ -2,7 +2,10 @@
 /*
  * stats.c — what a client may learn: STATS and STATS2 (the engine's
  * counters and its own quota), LIST (clients, or tensors, one per call
- * from a cursor; only its own unless an administrator).
+ * from a cursor): an administrator sees all; anyone else its own uid's
+ * clients (every connection of the uid, such as the jobs hmmctl looks
+ * at) and the tensors its uid made or it holds (hmmd_tensor_seen), and
+ * nothing of other uids.
  */
 #include <string.h>
 
@@ -85,7 +88,7 @@ static void list_find(struct hmmd_req *q, struct hmm_proto_list_reply *r)
 	if (m->what == HMM_PROTO_LIST_CLIENTS) {
 		for (cl = q->e->clients; cl; cl = cl->next)
 			if (cl->id >= m->cursor && (!best || cl->id < best->id)
-			    && (q->cl->admin || cl == q->cl))
+			    && (q->cl->admin || cl->uid == q->cl->uid))
 				best = cl;
 		if (best)
 			list_client(r, best);
@@ -93,7 +96,7 @@ static void list_find(struct hmmd_req *q, struct hmm_proto_list_reply *r)
 	}
 	for (dt = q->e->tensors; dt; dt = dt->next)
 		if (dt->id >= m->cursor && (!bdt || dt->id < bdt->id) &&
-		    (q->cl->admin || hmmd_handle_of(q->cl, dt->id)))
+		    hmmd_tensor_seen(q->cl, dt))
 			bdt = dt;
 	if (!bdt)
 		return;

@@ -162,11 +162,17 @@ static int tensor_new_locked(struct hmmd_req *q)
 	pthread_mutex_lock(&e->lock);
 	if (q->cl->used[HMM_TIER_STORE] + bytes >
 	    q->cl->quota[HMM_TIER_STORE]) {
+		uint64_t held = q->cl->used[HMM_TIER_STORE];
+
 		pthread_mutex_unlock(&e->lock);
 		hmm_tensor_free(t);
-		return hmmd_reply_err(q, -EDQUOT, "tensor %s: %llu bytes over the "
-				 "store quota %llu", m->name,
-				 (unsigned long long)bytes,
+		/* the total is over, not the new tensor alone */
+		return hmmd_reply_err(q, -EDQUOT, "tensor %s: %llu bytes more "
+				 "would make this client's tensors %llu bytes "
+				 "(%llu held), over its store quota %llu",
+				 m->name, (unsigned long long)bytes,
+				 (unsigned long long)(held + bytes),
+				 (unsigned long long)held,
 				 (unsigned long long)
 				 q->cl->quota[HMM_TIER_STORE]);
 	}

@@ -18,11 +18,17 @@
  *    after a client's FLUSH and kill -9 of hmmd, a restarted one finds
  *    what that flush saved, byte-exact;
  *  - own quotas: -EDQUOT at once; weights: bytes follow quota ratios;
+ *  - fair order per uid: the waiter whose uid is furthest below its
+ *    quota share goes first, whichever connection asks;
  *  - a uid's quota is the most its connected clients asked: with none
  *    left (its entry kept for a persistent tensor's memfd), a new
  *    hello's 1 MiB, not the gone job's 2 MiB;
- *  - hmmctl: status, clients, tensors, evict (by id and by name),
- *    stats --json, set-quota, and its usage errors;
+ *  - hmmctl: status, clients (host_pinned as the metric says), tensors,
+ *    evict (by id and by name; an unknown id is no such tensor),
+ *    stats --json, set-quota, and its usage errors (client 0 among
+ *    them); as a user who is not an administrator: its uid's clients
+ *    and tensors, evict by name, nothing of other uids;
+ *  - hmmd_copy_bytes_total counts a copy map's bytes, in and back;
  *  - kill -9 of hmmd while a client waits in map: the map fails with
  *    -ENOTCONN / -ECONNRESET / -EPIPE within 5 s;
  *  - --metrics: Prometheus text over a loopback TCP connection.
@@ -335,6 +341,9 @@ static void test_own_quota(void)
 	     "store quota 3 MiB: a 2 MiB tensor");
 	t_eq(hmm_client_tensor_new(c, "b", HMM_DTYPE_F32, 1, shape, 0, NULL),
 	     -EDQUOT, "a second one: -EDQUOT (store quota)");
+	t_ok(strstr(hmm_last_error(), "tensors 4194304 bytes (2097152 held), "
+		    "over its store quota 3145728") != NULL, "detail: the "
+	     "total over the quota, what it holds: %s", hmm_last_error());
 	t0 = now();
 	ret = hmm_client_map(c, t.id, 0, HMM_ALL, HMM_READ, &v);
 	t_eq(ret, -EDQUOT, "host quota 1 MiB: a 2 MiB map fails at once, "
@@ -366,16 +375,17 @@ static void test_own_quota(void)
 
 /* ---- hmmctl ---------------------------------------------------------------- */
 
-/* Run hmmctl with args; its stdout, and its exit status in *code. */
-static const char *ctl(const char *args, int *code)
+/* Run hmmctl with args; its stdout (with its stderr when err), and its
+ * exit status in *code. */
+static const char *ctl_out(const char *args, int *code, int err)
 {
 	static char out[1 << 15];
 	char cmd[12288];
 	size_t n;
 	FILE *f;
 
-	snprintf(cmd, sizeof(cmd), "%s --socket %s %s 2>/dev/null", hmmctl,
-		 sock, args);
+	snprintf(cmd, sizeof(cmd), "%s --socket %s %s %s", hmmctl, sock, args,
+		 err ? "2>&1" : "2>/dev/null");
 	f = popen(cmd, "r");
 	if (!f)
 		t_fail_all("popen %s", cmd);
@@ -384,6 +394,27 @@ static const char *ctl(const char *args, int *code)
 	*code = pclose(f);
 	*code = WIFEXITED(*code) ? WEXITSTATUS(*code) : -1;
 	return out;
+}
+
+static const char *ctl(const char *args, int *code)
+{
+	return ctl_out(args, code, 0);
+}
+
+/* Column col (0: id) of the clients line whose name is name, or -1. */
+static long long client_col(const char *out, const char *name, int col)
+{
+	const char *p;
+	char nm[64];
+	unsigned long long v[8];
+
+	for (p = out; p && *p; p = strchr(p, '\n'), p = p ? p + 1 : NULL)
+		if (sscanf(p, "%llu %llu %llu %63s %llu %llu %llu %llu", &v[0],
+			   &v[1], &v[2], nm, &v[3], &v[4], &v[5], &v[6]) == 8
+		    && !strcmp(nm, name))
+			return col < 3 ? (long long)v[col] :
+			       (long long)v[col - 1];
+	return -1;
 }
 
 /* The numbers on the line of tensors output whose name is name. */
@@ -426,6 +457,18 @@ static void test_hmmctl(struct hmm_client *a, uint64_t a_id, size_t bytes)
 	out = ctl("clients", &code);
 	t_ok(code == 0 && strstr(out, " main ") && strstr(out, " hmmctl "),
 	     "hmmctl clients lists main and itself");
+	if (hmm_client_map(a, 1, 0, 4 * CHUNK, HMM_READ, &p))
+		t_fail_all("map: %s", hmm_last_error());
+	out = ctl("clients", &code);
+	snprintf(args, sizeof(args), "hmmd_client_pinned_bytes{client=\"%llu\","
+		 "uid=\"%u\"}", (unsigned long long)a_id, (unsigned)getuid());
+	t_ok(code == 0 && client_col(out, "main", 5) == 4 * CHUNK &&
+	     metric(args) == 4 * CHUNK, "hmmctl clients: main's host_pinned "
+	     "is what it pins, %lld, as the metric says, %.0f",
+	     client_col(out, "main", 5), metric(args));
+	hmm_client_unmap(a, p);
+	out = ctl("clients", &code);
+	t_eq(client_col(out, "main", 5), 0, "and 0 after its unmap");
 	hmm_client_map(a, 1, 0, HMM_ALL, HMM_READ, &p);	/* all on host */
 	hmm_client_unmap(a, p);
 	out = ctl("tensors", &code);
@@ -462,6 +505,15 @@ static void test_hmmctl(struct hmm_client *a, uint64_t a_id, size_t bytes)
 	     bytes);
 	ctl("evict no-such-tensor", &code);
 	t_eq(code, 1, "evict of a name no tensor has: exit 1");
+	out = ctl_out("evict 999", &code, 1);
+	t_ok(code == 1 && strstr(out, "tensor 999: no such tensor") &&
+	     !strstr(out, "not yours"), "an administrator's evict of an id "
+	     "no tensor has: exit 1, no such tensor: %s", out);
+	ctl("set-quota 0 4M", &code);
+	t_eq(code, 2, "set-quota of client 0 (no client's id; hmmctl's own "
+	     "connection to hmmd): a usage error, exit 2");
+	t_ok(!hmm_client_stats(a, &st) && st.quota[HMM_TIER_HOST] == 2 << 20,
+	     "quotas unchanged");
 	ctl("set-quota 99999999999999999999 1M", &code);
 	t_eq(code, 2, "set-quota of a client id past 64 bits: exit 2");
 	ctl("set-quota 1 99999999999T", &code);
@@ -470,6 +522,79 @@ static void test_hmmctl(struct hmm_client *a, uint64_t a_id, size_t bytes)
 	t_eq(code, 2, "evict to a tier not host or device: exit 2");
 	ctl("status extra", &code);
 	t_eq(code, 2, "a stray argument: exit 2");
+}
+
+/*
+ * In a child as uid 65534 (not an administrator): a job's connection
+ * makes "mine" (4 MiB, more than the uid's 2 MiB quota: a map of it is a
+ * copy) and writes 1 MiB of it through a copy map; then hmmctl, run as
+ * the same uid, lists the job and "mine" (not root's clients and
+ * tensors), evicts "mine" by name, and is told no more than "not one of
+ * uid 65534's" about root's tensor 1.  Exit 0, or the step that failed.
+ */
+static int nonadmin_child(void)
+{
+	int64_t shape[1] = { (4 << 20) / 4 };
+	unsigned long long v[6];
+	struct hmm_proto_tensor t;
+	struct hmm_client *c;
+	const char *out;
+	int code;
+	void *p;
+
+	if (setgroups(0, NULL) || setgid(65534) || setuid(65534))
+		return 100;
+	if (hmm_client_open(sock, NULL, "job", &c, NULL) ||
+	    hmm_client_tensor_new(c, "mine", HMM_DTYPE_F32, 1, shape, 0, &t) ||
+	    hmm_client_map(c, t.id, 0, 1 << 20, HMM_WRITE, &p))
+		return 101;
+	memset(p, 7, 1 << 20);
+	if (hmm_client_unmap(c, p))
+		return 102;
+	out = ctl("clients", &code);
+	if (code || !strstr(out, " job ") || strstr(out, " main "))
+		return 10;		/* its uid's job, not root's main */
+	out = ctl("tensors", &code);
+	if (code || !tensor_row(out, "mine", v) || v[2] != 1 << 20 ||
+	    tensor_row(out, "w", v))
+		return 11;		/* its uid's tensor, 1 MiB on host */
+	ctl("evict mine", &code);
+	if (code)
+		return 12;
+	out = ctl("tensors", &code);
+	if (code || !tensor_row(out, "mine", v) || v[2] != 0)
+		return 13;		/* evicted from the host */
+	out = ctl_out("evict 1", &code, 1);
+	if (code != 1 || !strstr(out, "not one of uid 65534's"))
+		return 14;		/* root's w: not told it exists */
+	hmm_client_close(c);
+	return 0;
+}
+
+static void test_nonadmin(void)
+{
+	double copied = metric("hmmd_copy_bytes_total");
+	pid_t pid;
+	int st;
+
+	if (getuid() != 0 || !getgrnam("nogroup") || !others_reach() ||
+	    access(hmmctl, X_OK)) {
+		t_ok(1, "hmmctl as a user # SKIP not root, no nogroup, uid "
+		     "65534 cannot reach %s, or no hmmctl", sock);
+		return;
+	}
+	pid = fork();
+	if (pid == 0)
+		_exit(nonadmin_child());
+	if (pid < 0 || waitpid(pid, &st, 0) != pid)
+		t_fail_all("fork: %s", strerror(errno));
+	t_eq(WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st), 0,
+	     "hmmctl as uid 65534 lists its job and the job's tensor, not "
+	     "root's (10, 11), evicts it by name (12, 13), and learns nothing "
+	     "of root's tensor 1 (14)");
+	t_eq(metric("hmmd_copy_bytes_total") - copied, 2 << 20,
+	     "hmmd_copy_bytes_total: a 1 MiB copy write map counts 1 MiB "
+	     "copied in at the map and 1 MiB back at the unmap");
 }
 
 /* ---- quotas and back-pressure --------------------------------------------- */
@@ -637,6 +762,118 @@ static void test_weights(void)
 	     r[0], r[1]);
 	t_ok(ratio > 1.4 && ratio < 2.8, "bytes mapped follow the weights: "
 	     "8M-client / 4M-client = %.2f (quota ratio 2)", ratio);
+}
+
+/*
+ * Fair order is the uid's: uid 65534 pins 1.5 of its 2 MiB quota on one
+ * connection and asks 256 KiB more on a fresh one; uid 65533 (nothing
+ * pinned) asks 256 KiB after it; root holds the rest of the budget and
+ * frees 256 KiB.  65533 is furthest below its share and goes first.
+ * Ranked per connection, the fresh one counted as 0% and, asking first,
+ * went first.  A child as uid writes 'w' before its map and 'm' once the
+ * map is served ('x': it failed), then holds it until killed.
+ */
+static void fair_child(uid_t uid, uint64_t bytes, int fd)
+{
+	int64_t shape[1] = { (int64_t)(bytes / 4) };
+	struct hmm_proto_tensor t;
+	struct hmm_client *c;
+	void *v;
+	int ret;
+
+	if (setgroups(0, NULL) || setgid(65534) || setuid(uid) ||
+	    hmm_client_open(sock, NULL, "fair", &c, NULL) ||
+	    hmm_client_tensor_new(c, "fair", HMM_DTYPE_F32, 1, shape, 0, &t) ||
+	    write(fd, "w", 1) != 1)
+		_exit(1);
+	ret = hmm_client_map(c, t.id, 0, HMM_ALL, HMM_WRITE, &v);
+	if (write(fd, ret ? "x" : "m", 1) != 1)
+		_exit(1);
+	pause();
+	_exit(0);
+}
+
+static pid_t fair_fork(uid_t uid, uint64_t bytes, int *rfd)
+{
+	char ch = 0;
+	int p[2];
+	pid_t pid;
+
+	if (pipe(p))
+		t_fail_all("pipe");
+	pid = fork();
+	if (pid == 0) {
+		close(p[0]);
+		fair_child(uid, bytes, p[1]);
+	}
+	close(p[1]);
+	*rfd = p[0];
+	if (read(p[0], &ch, 1) != 1 || ch != 'w')
+		t_diag("fair child uid %u did not start", (unsigned)uid);
+	if (bytes < (1u << 20))		/* a waiter: let it queue */
+		usleep(200000);
+	else if (read(p[0], &ch, 1) != 1 || ch != 'm')
+		t_diag("fair child uid %u did not map", (unsigned)uid);
+	return pid;
+}
+
+/* Which of the fds in[2] says 'm' first within secs: 0, 1, or -1. */
+static int fair_first(const int in[2], double secs)
+{
+	struct pollfd pf[2] = { { in[0], POLLIN, 0 }, { in[1], POLLIN, 0 } };
+	char ch;
+	int i;
+
+	if (poll(pf, 2, (int)(secs * 1000)) <= 0)
+		return -1;
+	for (i = 0; i < 2; i++)
+		if (pf[i].revents && read(in[i], &ch, 1) == 1 && ch == 'm')
+			return i;
+	return -1;
+}
+
+static void test_fair_uid(void)
+{
+	uint64_t held = (3u << 20) / 2, ask = 256u << 10, rest;
+	int64_t shape[1] = { BUDGET / 4 };
+	struct hmm_proto_tensor t;
+	struct hmm_client *root;
+	int fd[3], first, second;
+	void *big, *small;
+	pid_t pid[3];
+	int i, st;
+
+	if (getuid() != 0 || !getgrnam("nogroup") || !others_reach()) {
+		t_ok(1, "fair order per uid # SKIP not root, no nogroup, or "
+		     "uid 65534 cannot reach %s", sock);
+		return;
+	}
+	rest = BUDGET - held - (uint64_t)metric("hmmd_pinned_bytes");
+	pid[0] = fair_fork(65534, held, &fd[0]);
+	root = conn(BUDGET, "fair-root");
+	if (hmm_client_tensor_new(root, "fair-root", HMM_DTYPE_F32, 1, shape,
+				  0, &t) ||
+	    hmm_client_map(root, t.id, 0, rest - ask, HMM_WRITE, &big) ||
+	    hmm_client_map(root, t.id, rest - ask, ask, HMM_WRITE, &small))
+		t_fail_all("fair: root pins the budget: %s", hmm_last_error());
+	pid[1] = fair_fork(65534, ask, &fd[1]);	/* a fresh connection */
+	pid[2] = fair_fork(65533, ask, &fd[2]);
+	hmm_client_unmap(root, small);		/* room for one */
+	first = fair_first(&fd[1], 3);
+	hmm_client_unmap(root, big);		/* room for the other */
+	second = fair_first(&fd[1], 3);
+	t_ok(first == 1 && second == 0, "fair order is the uid's: with room "
+	     "for one 256 KiB map, uid 65533 (0 of its 2 MiB pinned) goes "
+	     "before uid 65534's fresh connection (1.5 MiB pinned by its "
+	     "other one, asked first): first %s, then %s",
+	     first < 0 ? "none" : first ? "65533" : "65534",
+	     second < 0 ? "none" : second ? "65533" : "65534");
+	for (i = 0; i < 3; i++) {
+		kill(pid[i], SIGKILL);
+		waitpid(pid[i], &st, 0);
+		close(fd[i]);
+	}
+	hmm_client_close(root);
 }
 
 /* ---- kill -9 of a client ---------------------------------------------------- */
@@ -854,9 +1091,11 @@ int main(void)
 	test_own_quota();
 	test_share(a, id, pat);
 	test_kept_uid();
+	test_nonadmin();
 	test_kill_client(a);
 	test_quotas(a);
 	test_weights();
+	test_fair_uid();
 	hmm_client_close(a);
 	test_restart(&pid, pat, bytes);
 	test_kill_daemon(pid);

@@ -12,11 +12,12 @@
  *   hmmctl [--socket PATH] evict TENSOR [host|device]
  *
  * Seeing every client and tensor, setting another client's quota and
- * evicting another client's tensor take an administrator (uid 0 or
- * hmmd's own uid); others see themselves.  TENSOR is an id or the name
- * of the one listed tensor that has it.  Exit status: 0, 1 when hmmd
- * refused or is unreachable, 2 on a usage error (found before hmmd is
- * asked anything, the word named).
+ * evicting another uid's tensor take an administrator (uid 0 or hmmd's
+ * own uid); others see (and evict) their own uid's clients and tensors.
+ * TENSOR is an id or the name of the one listed tensor that has it.
+ * Exit status: 0, 1 when hmmd refused or is unreachable, 2 on a usage
+ * error (found before hmmd is asked anything, the word named; client 0
+ * among them).
  */
 #include <errno.h>
 #include <getopt.h>
@@ -288,7 +289,10 @@ int main(int argc, char **argv)
 	for (int i = 0; !strcmp(cmd, "set-quota") && i < argc; i++) {
 		int t = quota_tier[i];
 
-		if (t < 0 ? id_arg(argv[i], &id) : hmm_size_parse(argv[i], &q[t]))
+		/* ids start at 1: 0 is the protocol's "this connection",
+		   hmmctl's own, never the client meant */
+		if (t < 0 ? id_arg(argv[i], &id) || !id :
+		    hmm_size_parse(argv[i], &q[t]))
 			return bad(cmd, quota_what[i], argv[i], t < 0 ?
 				   "not a client id (hmmctl clients)" :
 				   "not a byte size (K, M, G, T suffixes)");

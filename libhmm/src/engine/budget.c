@@ -338,6 +338,15 @@ void hmm_budget_owner_gone(struct hmm *h, struct hmm_owner *o, int err)
 	pthread_mutex_unlock(&h->lock);
 }
 
+void hmm_budget_cancel(struct hmm *h, int *cancel, int err)
+{
+	pthread_mutex_lock(&h->lock);
+	if (!*cancel)
+		*cancel = err;
+	pthread_cond_broadcast(&h->cond);
+	pthread_mutex_unlock(&h->lock);
+}
+
 uint64_t hmm_budget_owner_used(struct hmm *h, struct hmm_owner *o, int tier)
 {
 	uint64_t u;

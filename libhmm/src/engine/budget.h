@@ -128,6 +128,10 @@ void hmm_budget_owner_quota(struct hmm *h, struct hmm_owner *o, int tier,
 void hmm_budget_owner_gone(struct hmm *h, struct hmm_owner *o, int err);
 uint64_t hmm_budget_owner_used(struct hmm *h, struct hmm_owner *o,
 			       int tier);
+/* Set *cancel (an admission's, see struct hmm_admit) to err and wake the
+ * waiters, taking h->lock: one caller's waits end (hmmd: a connection's,
+ * whose uid's other connections go on waiting as the same owner). */
+void hmm_budget_cancel(struct hmm *h, int *cancel, int err);
 void hmm_budget_owners(struct hmm *h, int tier, uint64_t *admitted,
 		       uint64_t *peak, uint64_t *waits);
 
