@@ -80,6 +80,9 @@ int hmmd_engine_open(const struct hmmd_config *cfg, struct hmmd_engine **out)
 		free(e);
 		return ret;
 	}
+	/* one context, many clients: a tensor's asynchronous errors are
+	   its own, for its client alone (move.c) */
+	hmm_engine_async_by_tensor(e->h);
 	e->cfg = cfg;
 	e->chunk = cfg->chunk_bytes ? cfg->chunk_bytes : HMMD_CHUNK_DEF;
 	e->budget = hc.host_budget;

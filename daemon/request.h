@@ -5,7 +5,7 @@
  * and it calls the file that holds that request:
  *
  *   client.c   hello (hmmd_client_new), goodbye, QUOTA_SET
- *   tensor.c   TENSOR_NEW, TENSOR_FREE, a tensor's last reference
+ *   tensor.c   TENSOR_NEW, TENSOR_FREE, SAVE, a tensor's last reference
  *   share.c    SHARE, ATTACH
  *   map.c      MAP, UNMAP
  *   move.c     PREFETCH, EVICT, WRITEBACK, WAIT, FLUSH
@@ -90,6 +90,7 @@ void hmmd_map_undo(struct hmmd_engine *e, struct hmmd_client *cl,
 
 int hmmd_req_tensor_new(struct hmmd_req *q);	/* tensor.c */
 int hmmd_req_tensor_free(struct hmmd_req *q);
+int hmmd_req_save(struct hmmd_req *q);
 int hmmd_req_share(struct hmmd_req *q);		/* share.c */
 int hmmd_req_attach(struct hmmd_req *q);
 int hmmd_req_map(struct hmmd_req *q);		/* map.c */

@@ -8,13 +8,25 @@
  * "uU/N", so names never collide between uids and a restarted hmmd finds
  * it by that name; TENSOR_NEW with HMM_PROTO_TENSOR_PERSIST opens the
  * saved one when it exists (same dtype and shape, else -EEXIST) and makes
- * it otherwise.  Temporaries are named "cID/N".
+ * it otherwise.  Temporaries are named "cID/N".  SAVE (hmm_flush in
+ * shared mode) makes a client's temporary its uid's persistent tensor:
+ * its engine tensor is renamed "uU/N" (saved so at the next flush), and
+ * one of that name saved before is replaced.
+ *
+ * Lifetime.  A persistent tensor stays in hmmd while no client holds it:
+ * its chunks count in the engine's host residency (unpinned: evicted to
+ * the store when room is wanted) and in no client's quota (quotas count
+ * a client's pins and the tensors it made while it is connected); the
+ * store keeps it across restarts.  It goes when a client of its uid
+ * frees it (TENSOR_FREE: the owner uid frees it for everyone) or SAVE
+ * replaces it.
  */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend.h"
 #include "guard.h"
 #include "request.h"
 
@@ -242,6 +254,103 @@ int hmmd_req_tensor_free(struct hmmd_req *q)
 	hmmd_handle_drop(e, q->cl, dt);
 	pthread_mutex_unlock(&e->lock);
 	return hmmd_reply_ok(q);
+}
+
+/*
+ * dt, its uid's persistent tensor, is replaced by another of its name
+ * (SAVE): a temporary from now on, it goes when its last holder lets go
+ * (now, when nobody holds it), and its engine tensor takes a name that
+ * no restarted hmmd opens ("x<id>/" and its name, cut to fit).  Lock
+ * held; may drop it.
+ */
+static void unkeep(struct hmmd_engine *e, struct hmmd_tensor *dt)
+{
+	char tmp[HMM_PROTO_NAME_MAX];
+	int p = snprintf(tmp, sizeof(tmp), "x%llu/",
+			 (unsigned long long)dt->id);
+	size_t n = strlen(dt->name);
+
+	if (p + n >= sizeof(tmp))
+		n = sizeof(tmp) - 1 - p;
+	memcpy(tmp + p, dt->name, n);
+	tmp[p + n] = 0;
+	dt->flags &= ~HMM_PROTO_TENSOR_PERSIST;
+	hmm_tensor_rename(dt->t, tmp);	/* fits: cannot fail */
+	dt->refs++;
+	hmmd_tensor_put(e, dt);
+}
+
+/*
+ * SAVE: the client's own tensor becomes its uid's persistent one of its
+ * name; the one saved before under that name is replaced: unkept when
+ * this hmmd holds it, deleted from the store when an earlier hmmd saved
+ * it and nobody opened it since.  e->open_lock held (as TENSOR_NEW's
+ * PERSIST and ATTACH: nobody opens or makes that name meanwhile).
+ */
+static int save_locked(struct hmmd_req *q)
+{
+	uint64_t id = q->m->u.save.id;
+	struct hmmd_engine *e = q->e;
+	char sname[HMM_PROTO_NAME_MAX];
+	struct hmmd_tensor *dt, *old;
+	struct hmmd_handle *h;
+	struct hmm_tensor *t;
+	int ret = 0, n;
+
+	pthread_mutex_lock(&e->lock);
+	h = hmmd_handle_of(q->cl, id);
+	dt = h ? h->dt : NULL;
+	if (!dt || dt->owner_uid != q->cl->uid) {
+		pthread_mutex_unlock(&e->lock);
+		return hmmd_reply_err(q, dt ? -EPERM : -ENOENT, "save: tensor "
+				 "%llu: %s", (unsigned long long)id, dt ?
+				 "another uid's, attached: only its uid saves "
+				 "it" : "not yours");
+	}
+	if (dt->flags & HMM_PROTO_TENSOR_PERSIST) {	/* the saved one */
+		pthread_mutex_unlock(&e->lock);
+		return hmmd_reply_ok(q);
+	}
+	if (store_name(sname, q->cl, dt->name, 1)) {
+		pthread_mutex_unlock(&e->lock);
+		return hmmd_reply_err(q, -ENAMETOOLONG, "save: tensor %s: name "
+				 "too long with its uid prefix %s (at most %d "
+				 "bytes in all)", dt->name, sname,
+				 HMM_PROTO_NAME_MAX - 1);
+	}
+	dt->refs++;			/* for the call */
+	old = find_kept(e, q->cl->uid, dt->name);
+	if (old) {
+		unkeep(e, old);
+	} else {
+		pthread_mutex_unlock(&e->lock);
+		ret = hmm_tensor_open(e->h, sname, &t);
+		if (!ret)
+			ret = hmm_tensor_free(t);
+		pthread_mutex_lock(&e->lock);
+		if (ret == -ENOENT)	/* none saved */
+			ret = 0;
+	}
+	if (ret == 0)
+		ret = hmm_tensor_rename(dt->t, sname);
+	if (ret == 0)
+		dt->flags |= HMM_PROTO_TENSOR_PERSIST;
+	n = ret ? hmmd_reply_err(q, ret, "save: tensor %s: the one saved "
+				 "before: %s", dt->name, hmm_last_error()) :
+		  hmmd_reply_ok(q);
+	hmmd_tensor_put(e, dt);
+	pthread_mutex_unlock(&e->lock);
+	return n;
+}
+
+int hmmd_req_save(struct hmmd_req *q)
+{
+	int n;
+
+	pthread_mutex_lock(&q->e->open_lock);
+	n = save_locked(q);
+	pthread_mutex_unlock(&q->e->open_lock);
+	return n;
 }
 
 void hmmd_tensor_put(struct hmmd_engine *e, struct hmmd_tensor *dt)

@@ -420,7 +420,9 @@ int hmm_writeback(struct hmm_tensor *t, uint64_t off, uint64_t len);
  * Wait until no prefetch, eviction or write-back (hmm_writeback's too)
  * of t (of every tensor when t is NULL) is in flight.  Returns 0, or the
  * first asynchronous error since the last hmm_wait/hmm_flush (e.g. -EIO
- * of a write-back; the chunk stays dirty in memory).  Any thread.
+ * of a write-back; the chunk stays dirty in memory).  In shared mode,
+ * the first met by a tensor this context holds of its own uid (another
+ * client's never, nor its tensor's name).  Any thread.
  */
 int hmm_wait(struct hmm *h, struct hmm_tensor *t);
 
@@ -435,6 +437,13 @@ int hmm_wait(struct hmm *h, struct hmm_tensor *t);
  * the host budget full for wait_ms: nothing is lost, and a flush after
  * the unmaps saves it; the detail names the tensor and chunk), or an I/O
  * error.  Any thread.
+ * Shared mode: every tensor the context holds becomes its uid's saved
+ * tensor of that name in hmmd (replacing one saved before under that
+ * name), which hmmd keeps while no client holds it, until a context of
+ * the uid opens and frees it; the same errors, and -ENAMETOOLONG (a name
+ * longer than 63 bytes with hmmd's "u<uid>/" prefix: the others are
+ * saved), -EOPNOTSUPP (an hmmd older than protocol 4 saves only tensors
+ * opened with hmm_tensor_open), naming the tensor.
  */
 int hmm_flush(struct hmm *h);
 

@@ -322,13 +322,13 @@ static void test_isolation(const char *sock, const char *log)
 	memcpy(buf, msg, n);
 	refused(sock, buf, 5000, 0, -EMSGSIZE, "longer than 4096", "oversized");
 
-	msg[4] = 4;
-	refused(sock, msg, n, 0, -EPROTO, "field version: 4 not spoken",
-		"version 4");
+	msg[4] = 5;
+	refused(sock, msg, n, 0, -EPROTO, "field version: 5 not spoken",
+		"version 5");
 
-	n = hello(msg, 3, 4, 5);
-	refused(sock, msg, n, 3, -EPROTO, "client speaks versions 4..5",
-		"hello 4..5");
+	n = hello(msg, 3, 5, 6);
+	refused(sock, msg, n, 3, -EPROTO, "client speaks versions 5..6",
+		"hello 5..6");
 
 	/* a client that agreed on version 1 may not send WAIT (version 2) */
 	bad = client(sock);
@@ -354,6 +354,18 @@ static void test_isolation(const char *sock, const char *log)
 	want_error(bad, 2, -EPROTO, "of version 3, but hello agreed on 2",
 		   "writeback after hello 1..2");
 	want_eof(bad, "writeback after hello 1..2");
+
+	/* nor one that agreed on version 3 SAVE (version 4) */
+	bad = client(sock);
+	n = hello(msg, 1, 1, 3);
+	send(bad, msg, n, 0);
+	want_type(bad, 1, HMM_PROTO_HELLO_REPLY, "hello 1..3");
+	n = hmm_proto_save_encode(msg, sizeof(msg), 2,
+				  &(struct hmm_proto_save){ 1 });
+	send(bad, msg, n, 0);
+	want_error(bad, 2, -EPROTO, "of version 4, but hello agreed on 3",
+		   "save after hello 1..3");
+	want_eof(bad, "save after hello 1..3");
 
 	n = hmm_proto_map_encode(msg, sizeof(msg), 4, &map);
 	refused(sock, msg, n, 4, -EPROTO, "message map: before hello",

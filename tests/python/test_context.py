@@ -194,9 +194,12 @@ def make(c, name, v):
 
 
 with tap.context(host_budget="16M") as c:
+    # shared mode: hmmd's count, with what other clients saved (flush)
+    base = c.stats()["tensors"]
     make(c, "kept", 42)
     gc.collect()
-    ok(c.stats()["tensors"] == 1, "a dropped Tensor object frees nothing")
+    ok(c.stats()["tensors"] == base + 1,
+       "a dropped Tensor object frees nothing")
     k = c.open_tensor("kept")
     with k.map("host", "r", as_="numpy") as a:
         ok(int(a.sum()) == 42 * 256, "open_tensor gives it back, its bytes")
@@ -204,9 +207,10 @@ with tap.context(host_budget="16M") as c:
     raises(lambda: c.tensor("kept", (4,)), errno.EEXIST, "kept",
            "a second tensor of a name the context holds")
     ok(c.open_tensor("kept").residency()["host"] > 0 and
-       c.stats()["tensors"] == 1, "a temporary open_tensor frees nothing")
+       c.stats()["tensors"] == base + 1,
+       "a temporary open_tensor frees nothing")
     k.free()
-    ok(c.stats()["tensors"] == 0, "free() frees it")
+    ok(c.stats()["tensors"] == base, "free() frees it")
     if not tap.DAEMON:
         raises(lambda: c.open_tensor("kept"), errno.ENOENT, "kept",
                "a freed tensor is not open_tensor's any more")

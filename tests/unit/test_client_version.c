@@ -5,7 +5,8 @@
  * answers HELLO with version 1 or 2 and records every request after it.
  * The client must not send what that version lacks: WRITEBACK (version
  * 3) fails at once with -EOPNOTSUPP naming both versions and sends
- * nothing; against version 1, WAIT returns at once (nothing sent) and
+ * nothing, and so does SAVE (version 4) of a tensor not yet persistent
+ * (hmm_flush's error), while one persistent already needs none; against version 1, WAIT returns at once (nothing sent) and
  * STATS2 falls back to STATS.  Against version 2, WAIT and STATS2 go out.
  */
 #include <errno.h>
@@ -117,6 +118,19 @@ static void against(unsigned version)
 	     strstr(hmm_last_error(), "WRITEBACK is of version 3"),
 	     "v%u: writeback is -EOPNOTSUPP naming both versions (%d: %s)",
 	     version, r, hmm_last_error());
+	{
+		struct hmm_proto_tensor tt = { .id = 1, .name = "w" };
+
+		r = hmm_client_save(c, &tt);
+		t_ok(r == -EOPNOTSUPP && strstr(hmm_last_error(), want) &&
+		     strstr(hmm_last_error(), "(SAVE) is of version 4") &&
+		     strstr(hmm_last_error(), "tensor w"),
+		     "v%u: save is -EOPNOTSUPP naming the tensor and both "
+		     "versions (%d: %s)", version, r, hmm_last_error());
+		tt.flags = HMM_PROTO_TENSOR_PERSIST;
+		t_eq(hmm_client_save(c, &tt), 0, "v%u: save of a persistent "
+		     "tensor: 0 (FLUSH saves it), nothing sent", version);
+	}
 	r = hmm_client_wait(c, 1);
 	t_eq(r, 0, "v%u: wait returns 0", version);
 	r = hmm_client_stats2(c, &st);

@@ -28,7 +28,7 @@ static const unsigned types[] = {
 	HMM_PROTO_OK, HMM_PROTO_TENSOR_REPLY, HMM_PROTO_MAP_REPLY,
 	HMM_PROTO_STATS_REPLY, HMM_PROTO_LIST, HMM_PROTO_LIST_REPLY,
 	HMM_PROTO_WAIT, HMM_PROTO_STATS2, HMM_PROTO_STATS2_REPLY,
-	HMM_PROTO_WRITEBACK,
+	HMM_PROTO_WRITEBACK, HMM_PROTO_SAVE,
 };
 #define NTYPES (sizeof(types) / sizeof(types[0]))
 
@@ -115,6 +115,9 @@ static void sample(unsigned type, union hmm_proto_body *b)
 	case HMM_PROTO_WAIT:
 		b->wait.id = 0x0102030405060708ull;
 		break;
+	case HMM_PROTO_SAVE:
+		b->save.id = 0x0807060504030201ull;
+		break;
 	case HMM_PROTO_STATS2_REPLY:
 		sample(HMM_PROTO_STATS_REPLY, b);
 		b->stats2_reply.discard_skips = 11;
@@ -162,7 +165,8 @@ static void test_round_trip(void)
 			continue;
 		}
 		t_ok(!memcmp(buf, "HMMP", 4) &&
-		     le(buf + 4, 2) == (type == HMM_PROTO_WRITEBACK ? 3 :
+		     le(buf + 4, 2) == (type == HMM_PROTO_SAVE ? 4 :
+					type == HMM_PROTO_WRITEBACK ? 3 :
 					type == HMM_PROTO_WAIT ||
 					type == HMM_PROTO_STATS2 ||
 					type == HMM_PROTO_STATS2_REPLY ? 2 : 1) &&
@@ -296,16 +300,16 @@ static void test_framing(void)
 	buf[0] = 'X';
 	want(n, -EPROTO, "message header: field magic", "wrong magic");
 	buf[0] = 'H';
-	buf[4] = 4;
-	want(n, -EPROTO, "field version: 4 not spoken (1..3)", "version 4");
+	buf[4] = 5;
+	want(n, -EPROTO, "field version: 5 not spoken (1..4)", "version 5");
 	buf[4] = 2;
 	want(n, -EPROTO, "message map: field version: 2, but map is a "
 	     "message of version 1", "map in a version-2 header");
 	buf[4] = 0;
 	want(n, -EPROTO, "field version: 0", "version 0");
 	buf[4] = 1;
-	buf[6] = 17;
-	want(n, -EPROTO, "field type: 17 unknown", "type 17");
+	buf[6] = 18;
+	want(n, -EPROTO, "field type: 18 unknown", "type 18");
 	buf[6] = 0;
 	want(n, -EPROTO, "field type: 0 unknown", "type 0");
 	buf[6] = 0xff;
@@ -335,8 +339,8 @@ static void test_framing(void)
 	sample(HMM_PROTO_MAP, &b);
 	t_eq(hmm_proto_encode(buf, 63, HMM_PROTO_MAP, 0, 1, &b), -EMSGSIZE,
 	     "encode into 63 bytes: -EMSGSIZE");
-	t_eq(hmm_proto_encode(buf, sizeof(buf), 17, 0, 1, &b), -EPROTO,
-	     "encode type 17: -EPROTO");
+	t_eq(hmm_proto_encode(buf, sizeof(buf), 18, 0, 1, &b), -EPROTO,
+	     "encode type 18: -EPROTO");
 	t_eq(hmm_proto_encode(buf, sizeof(buf), HMM_PROTO_MAP,
 			      HMM_PROTO_F_FDS, 1, &b), -EPROTO,
 	     "encode map with FDS: -EPROTO");
@@ -418,21 +422,21 @@ static void test_fields(void)
 		     "hello with every feature bit: fine");
 		t_eq(hmm_proto_negotiate(&h), 1, "negotiate 1..1: 1");
 		h.version_max = 9;
-		t_eq(hmm_proto_negotiate(&h), 3, "negotiate 1..9: 3");
+		t_eq(hmm_proto_negotiate(&h), 4, "negotiate 1..9: 4");
 		h.version_max = 2;
 		t_eq(hmm_proto_negotiate(&h), 2, "negotiate 1..2: 2 (a "
 		     "version-2 client)");
 		h.version_max = 9;
-		h.version_min = 4;
-		t_eq(hmm_proto_negotiate(&h), -EPROTO, "negotiate 4..9: -EPROTO");
-		t_ok(strstr(hmm_last_error(), "client speaks versions 4..9, "
-			    "daemon 1..3") != NULL, "detail: %s",
+		h.version_min = 5;
+		t_eq(hmm_proto_negotiate(&h), -EPROTO, "negotiate 5..9: -EPROTO");
+		t_ok(strstr(hmm_last_error(), "client speaks versions 5..9, "
+			    "daemon 1..4") != NULL, "detail: %s",
 		     hmm_last_error());
 	}
 
 	/* hello_reply */
-	BADS(HMM_PROTO_HELLO_REPLY, b.hello_reply.version = 4, P,
-	     "message hello_reply: field version: 4 not spoken");
+	BADS(HMM_PROTO_HELLO_REPLY, b.hello_reply.version = 5, P,
+	     "message hello_reply: field version: 5 not spoken");
 	bad_wire(HMM_PROTO_HELLO_REPLY, 2, 2, 1, P, "field reserved0");
 	BADS(HMM_PROTO_HELLO_REPLY, b.hello_reply.features = 1u << 9, E,
 	     "field features: unknown bits 0x200");
@@ -744,6 +748,35 @@ static void test_version3(void)
 	t_eq(others, 0, "no other type is of version 3");
 }
 
+/* SAVE is of version 4 (hmm_flush in shared mode): a u64 id, nonzero,
+ * in a version-4 header, which no other type has. */
+static void test_version4(void)
+{
+	struct hmm_proto_save sv = { 42 }, sv2;
+	struct hmm_proto_hdr h;
+	size_t i;
+	int n, others = 0;
+
+	n = hmm_proto_save_encode(buf, sizeof(buf), 5, &sv);
+	t_eq(n, HMM_PROTO_HDR_SIZE + 8, "save: 8 body bytes");
+	t_ok(le(buf + 4, 2) == 4 && le(buf + 6, 2) == HMM_PROTO_SAVE &&
+	     le(buf + 32, 8) == 42, "save: version 4, type 17; id at 0");
+	memset(&sv2, 0xa5, sizeof(sv2));
+	t_ok(hmm_proto_save_decode(buf, n, &h, &sv2) == 0 && h.version == 4 &&
+	     sv2.id == 42, "save decodes to the same header and id");
+	t_ok(hmm_proto_is_request(HMM_PROTO_SAVE), "save is a request");
+	buf[4] = 3;
+	want(n, -EPROTO, "message save: field version: 3, but save is a "
+	     "message of version 4", "save in a version-3 header");
+	sv.id = 0;
+	t_eq(hmm_proto_save_encode(buf, sizeof(buf), 5, &sv), -EINVAL,
+	     "save of id 0: -EINVAL");
+	for (i = 0; i < NTYPES; i++)
+		others += types[i] != HMM_PROTO_SAVE &&
+			  hmm_proto_type_version(types[i]) == 4;
+	t_eq(others, 0, "no other type is of version 4");
+}
+
 /* ---- the seed corpus for tests/fuzz/fuzz_proto ---------------------------- */
 
 static int write_corpus(const char *dir)
@@ -782,5 +815,6 @@ int main(int argc, char **argv)
 	test_garbage();
 	test_version2();
 	test_version3();
+	test_version4();
 	return t_done();
 }

@@ -132,9 +132,10 @@ int main(void)
 	void *p;
 
 	if (hmm_test_shared())
-		t_skip_all("shared mode: hmmd's flush keeps only tensors made "
-			   "persistent through its protocol, not every "
-			   "hmm_tensor_new one (see test_hmm_remote)");
+		t_skip_all("shared mode: a tensor hmm_flush saved stays live "
+			   "in hmmd, so a write after the flush is not lost "
+			   "at close as this test expects (flush and reopen "
+			   "in shared mode: test_hmmd_save)");
 	hmm_test_config(&cfg, path, sizeof(path), 32 << 20, 4 << 20, 256 << 10);
 	if (hmm_open(&cfg, &h))
 		t_fail_all("hmm_open: %s", hmm_last_error());

@@ -82,6 +82,25 @@ int hmm_ctx_new(const struct hmm_config *cfg, struct hmm **out);
 void hmm_ctx_free(struct hmm *h);
 int hmm_engine_open(const struct hmm_config *cfg, struct hmm **out);
 
+/*
+ * hmmd's: one engine context serves many clients, so what belongs to one
+ * client's tensor must not reach another.
+ * hmm_engine_async_by_tensor (right after open): a chunk's failed copy
+ * down (a write-back or eviction nobody waits for) is kept as its
+ * tensor's first asynchronous error, not the context's: hmm_wait and
+ * hmm_flush no longer return it (a flush fails, without naming it, while
+ * a write it made failed), nor does a starved map's detail name it;
+ * hmm_tensor_async_take(t, peek) returns t's (0 when none) with its
+ * detail made this thread's, and forgets it unless peek (chunk.c).
+ * hmm_tensor_rename: the name the engine shows and saves in the store's
+ * table at the next flush (hmm.h's accessor says constant: hmmd's
+ * engine tensors alone are renamed); -EINVAL when not 1..63 bytes
+ * (tensor.c).
+ */
+void hmm_engine_async_by_tensor(struct hmm *h);
+int hmm_tensor_async_take(struct hmm_tensor *t, int peek);
+int hmm_tensor_rename(struct hmm_tensor *t, const char *name);
+
 /* Step markers, the same in both modes (ctx.c); begin = 1 or 0. */
 int hmm_ctx_step(struct hmm *h, int begin);
 

@@ -107,6 +107,54 @@ static void io_busy(struct hmm *h, int tier, int d, double now)
 		T->st.io_s += now - T->busy_since;
 }
 
+/*
+ * A copy down failed, nobody waiting for it: the error for the next
+ * hmm_wait/hmm_flush, the context's, or with async_by_tensor (hmmd)
+ * its tensor's first, so that hmmd gives it to the tensor's client
+ * alone (hmm_tensor_async_take).  h->lock held.
+ */
+static void chunk_async_error(struct hmm *h, struct hmm_chunk *c, int err,
+			      const char *what)
+{
+	struct hmm_tensor *t = c->t;
+	const char *why = *hmm_last_error() ? hmm_last_error() :
+			  strerror(-err);
+
+	if (!h->async_by_tensor) {
+		hmm_async_error(h, err, "tensor %s chunk %u: %s failed: %s",
+				t->name, c->idx, what, why);
+		return;
+	}
+	if (t->async_err)
+		return;
+	t->async_err = err;
+	snprintf(t->async_detail, sizeof(t->async_detail),
+		 "tensor %s chunk %u: %s failed: %s", t->name, c->idx, what,
+		 why);
+}
+
+void hmm_engine_async_by_tensor(struct hmm *h)
+{
+	pthread_mutex_lock(&h->lock);
+	h->async_by_tensor = 1;
+	pthread_mutex_unlock(&h->lock);
+}
+
+int hmm_tensor_async_take(struct hmm_tensor *t, int peek)
+{
+	struct hmm *h = t->h;
+	int r;
+
+	pthread_mutex_lock(&h->lock);
+	r = t->async_err;
+	if (r)
+		hmm_err(r, "%s", t->async_detail);
+	if (!peek)
+		t->async_err = 0;
+	pthread_mutex_unlock(&h->lock);
+	return r;
+}
+
 /* The end of any copy, h->lock held. */
 static void chunk_copy_end(struct hmm *h, struct hmm_chunk *c, int err)
 {
@@ -133,10 +181,7 @@ static void chunk_copy_end(struct hmm *h, struct hmm_chunk *c, int err)
 			   they are valid; hmm_wait and hmm_flush report it */
 			if (io == CH_IO_WRITE || ++c->dfail > 1)
 				c->nowb = 1;
-			hmm_async_error(h, err, "tensor %s chunk %u: %s "
-					"failed: %s", c->t->name, c->idx,
-					io_names[io], *hmm_last_error() ?
-					hmm_last_error() : strerror(-err));
+			chunk_async_error(h, c, err, io_names[io]);
 			evict = -1;
 		} else {
 			c->err = err;	/* for the map waiting on it */

@@ -98,6 +98,9 @@ struct hmm_tensor {
 	uint64_t dev;		/* device range (backend), 0 = none */
 	struct hmm_list maps;	/* struct hmm_mapping, under h->lock */
 	uint32_t inflight;	/* chunks busy */
+	int async_err;		/* with h->async_by_tensor: its chunks'
+				   first async error, h->lock */
+	char async_detail[256];
 	void *be_priv;		/* another backend's (backend.h): no
 				   chunks, no host range here */
 };

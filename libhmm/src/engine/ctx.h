@@ -141,6 +141,8 @@ struct hmm {
 	uint64_t live_tensors, live_chunks;
 	int async_err;			/* first async error since wait */
 	char async_detail[256];
+	int async_by_tensor;		/* a chunk's goes to its tensor's
+					   (hmm_engine_async_by_tensor) */
 	/* the latest failed copy a map waits for: its detail (the store's
 	 * path, offset and why), given to that map (chunk.c) */
 	struct hmm_chunk *copy_err_chunk;

@@ -529,6 +529,26 @@ static void flush_dirty_mapped(struct hmm *h)
 	}
 }
 
+/*
+ * With async_by_tensor (hmmd) a write's error is its tensor's, not this
+ * flush's: a chunk whose write failed since flush_retry_failed still
+ * keeps the table from being saved, named by count alone (the tensors'
+ * owners get the names).  h->lock held.
+ */
+static int flush_failed_writes(struct hmm *h)
+{
+	uint32_t i, j, n = 0;
+
+	for (i = 0; i < h->ntensors; i++)
+		for (j = 0; h->tensors[i] && j < h->tensors[i]->nchunks; j++)
+			n += h->tensors[i]->chunks[j].nowb == 1;
+	if (!n)
+		return 0;
+	return hmm_err(-EIO, "hmm_flush: the store write of %u chunk(s) "
+		       "failed; nothing was committed (each tensor's error "
+		       "goes to its next hmm_wait or hmm_flush)", n);
+}
+
 int hmm_engine_flush(struct hmm *h)
 {
 	struct hmm_ioreq req;
@@ -546,6 +566,8 @@ int hmm_engine_flush(struct hmm *h)
 		pthread_cond_wait(&h->cond, &h->lock);
 	if (!err)
 		err = hmm_async_take(h);
+	if (!err && h->async_by_tensor)
+		err = flush_failed_writes(h);
 	if (!err)
 		err = hmm_persist_save(h);
 	if (!err) {

@@ -465,6 +465,19 @@ int hmm_tensor_shell(struct hmm *h, const char *name, uint32_t dtype,
 	return 0;
 }
 
+int hmm_tensor_rename(struct hmm_tensor *t, const char *name)
+{
+	size_t n = strlen(name);
+
+	if (!n || n >= sizeof(t->name))
+		return hmm_err(-EINVAL, "tensor %s: new name of %zu bytes "
+			       "(1..%zu)", t->name, n, sizeof(t->name) - 1);
+	pthread_mutex_lock(&t->h->lock);
+	memcpy(t->name, name, n + 1);
+	pthread_mutex_unlock(&t->h->lock);
+	return 0;
+}
+
 void hmm_tensor_shell_free(struct hmm_tensor *t)
 {
 	struct hmm *h = t->h;

@@ -46,7 +46,7 @@
 
 #define HMM_PROTO_MAGIC		0x504d4d48u	/* "HMMP" as bytes on the wire */
 #define HMM_PROTO_VERSION_MIN	1		/* the versions this codec speaks */
-#define HMM_PROTO_VERSION_MAX	3
+#define HMM_PROTO_VERSION_MAX	4
 #define HMM_PROTO_HDR_SIZE	32
 #define HMM_PROTO_MSG_MAX	4096	/* no datagram is longer; receive into
 					   MSG_MAX + 1 bytes to see truncation */
@@ -70,7 +70,7 @@
  *
  * Versions.  version is the protocol version that defined the message's
  * type, exactly: 1 for every type of version 1, 2 for WAIT, 3 for
- * WRITEBACK.  A type's layout never changes; a later version adds types
+ * WRITEBACK, 4 for SAVE.  A type's layout never changes; a later version adds types
  * (a changed layout would be a new type).  So every version-1 message is
  * byte-identical in every version, a version-1 peer reads all of them,
  * and a sender uses a type of version N only once HELLO negotiated
@@ -79,7 +79,8 @@
  *   version 1: HELLO .. LIST and their replies;
  *   version 2: WAIT (the client's prefetches and evictions finished),
  *              STATS2 / STATS2_REPLY (the engine's other counters too);
- *   version 3: WRITEBACK (hmm_writeback: write back, keep resident).
+ *   version 3: WRITEBACK (hmm_writeback: write back, keep resident);
+ *   version 4: SAVE (hmm_flush saves every tensor the client holds).
  */
 struct hmm_proto_hdr {
 	uint32_t magic;
@@ -110,6 +111,7 @@ struct hmm_proto_hdr {
 #define HMM_PROTO_WAIT		14	/* -> OK (version 2: I/O done) */
 #define HMM_PROTO_STATS2	15	/* -> STATS2_REPLY (version 2) */
 #define HMM_PROTO_WRITEBACK	16	/* -> OK (version 3: written) */
+#define HMM_PROTO_SAVE		17	/* -> OK (version 4: persistent) */
 /* Daemon to client (replies).  ERROR may answer any request. */
 #define HMM_PROTO_HELLO_REPLY	64
 #define HMM_PROTO_ERROR		65
@@ -322,6 +324,19 @@ struct hmm_proto_stats2_reply {
  * once the engine's write-backs of the range are done (as EVICT is), or
  * ERROR with the first I/O error they met; the chunks stay resident. */
 
+/* SAVE (version 4), 8 bytes: 0 u64 id.  Tensor id, which the client
+ * holds and its uid owns, becomes the uid's persistent tensor under its
+ * name (as TENSOR_NEW with HMM_PROTO_TENSOR_PERSIST would have made it):
+ * one the uid saved under that name before is replaced (the daemon
+ * frees it once nobody holds it).  OK at once when it is that already.
+ * Durable at the next FLUSH: a client saves each tensor it holds, then
+ * flushes (hmm_flush).  ERROR -ENOENT (not held), -EPERM (another uid's,
+ * attached), -ENAMETOOLONG (the name with the uid's prefix is too long
+ * for the store). */
+struct hmm_proto_save {
+	uint64_t id;		/* nonzero */
+};
+
 /* OK, FLUSH, STATS, STATS2: empty bodies (no struct). */
 
 /* Any decoded message (hmm_proto_decode). */
@@ -344,6 +359,7 @@ struct hmm_proto_msg {
 		struct hmm_proto_list_reply list_reply;
 		struct hmm_proto_wait wait;
 		struct hmm_proto_stats2_reply stats2_reply;
+		struct hmm_proto_save save;
 	} u;
 };
 
@@ -406,6 +422,7 @@ HMM_PROTO_PAIR(wait, struct hmm_proto_wait);
 HMM_PROTO_PAIR0(stats2);
 HMM_PROTO_PAIR(stats2_reply, struct hmm_proto_stats2_reply);
 HMM_PROTO_PAIR(writeback, struct hmm_proto_range);
+HMM_PROTO_PAIR(save, struct hmm_proto_save);
 
 /* ---- helpers ------------------------------------------------------------- */
 

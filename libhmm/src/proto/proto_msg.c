@@ -802,6 +802,24 @@ static int check_writeback(const void *v, const char *msg)
 	return ret;
 }
 
+/* ---- save (version 4) ----------------------------------------------------- */
+
+static void put_save(struct wr *w, const void *v)
+{
+	w64(w, ((const struct hmm_proto_save *)v)->id);
+}
+
+static int get_save(struct rd *r, void *v, const char *msg)
+{
+	((struct hmm_proto_save *)v)->id = r64(r);
+	return 0;
+}
+
+static int check_save(const void *v, const char *msg)
+{
+	return check_id(((const struct hmm_proto_save *)v)->id, msg);
+}
+
 /* ---- the table (proto_wire.h) ------------------------------------------------ */
 
 #define REQ(T, n, sz, p, g, c)						\
@@ -810,6 +828,8 @@ static int check_writeback(const void *v, const char *msg)
 	[HMM_PROTO_##T] = { n, sz, 1, 2, 0, p, g, c }
 #define REQ3(T, n, sz, p, g, c)						\
 	[HMM_PROTO_##T] = { n, sz, 1, 3, 0, p, g, c }
+#define REQ4(T, n, sz, p, g, c)						\
+	[HMM_PROTO_##T] = { n, sz, 1, 4, 0, p, g, c }
 #define REP(T, n, sz, f, p, g, c)					\
 	[HMM_PROTO_##T] = { n, sz, 0, 1, f, p, g, c }
 #define REP2(T, n, sz, f, p, g, c)					\
@@ -837,6 +857,7 @@ const struct hmm_proto_mtype hmm_proto_mtypes[] = {
 	REQ2(STATS2, "stats2", 0, NULL, NULL, NULL),
 	REQ3(WRITEBACK, "writeback", 32, put_range, get_range,
 	     check_writeback),
+	REQ4(SAVE, "save", 8, put_save, get_save, check_save),
 	REP(HELLO_REPLY, "hello_reply", 48, HMM_PROTO_F_FDS, put_hello_reply,
 	    get_hello_reply, check_hello_reply),
 	REP(ERROR, "error", 264, 0, put_error, get_error, check_error),

@@ -15,12 +15,20 @@
  *    userfaultfd here with evicted blocks kept in an hmmd tensor
  *    (region.c); their resident bytes count against config.host_budget
  *    in this process;
- *  - hmm_tensor_open() attaches the caller's uid's persistent tensor of
- *    that name in hmmd; hmm_tensor_new() tensors are not kept by a flush
- *    (hmmd keeps only tensors made persistent through its protocol);
+ *  - hmm_flush() saves every tensor this context holds (SAVE, protocol
+ *    4: its uid's persistent tensor in hmmd under its name, replacing
+ *    one saved before under that name), then sends FLUSH; an hmmd older
+ *    than 4 saves only tensors already persistent, and the flush returns
+ *    -EOPNOTSUPP naming the first other one.  hmm_tensor_open()
+ *    attaches the caller's uid's persistent tensor of that name.  A
+ *    saved tensor is one live tensor in hmmd: after this context closes
+ *    hmmd keeps it (its bytes as its last holder left them, in the store
+ *    as of the latest flush), until a context of the uid opens and frees
+ *    it (hmm_tensor_free deletes it);
  *  - hmm_wait() sends WAIT (protocol 2): hmmd answers once this client's
- *    prefetches and evictions are done, with the first error they met,
- *    else (hmm_flush too) the first of this process's regions';
+ *    prefetches and evictions are done, with the first error met by a
+ *    tensor it holds of its own uid (never another client's), else
+ *    (hmm_flush too) the first of this process's regions';
  *  - hmm_writeback() sends WRITEBACK (protocol 3), which hmmd answers
  *    once the writes are done, as it answers EVICT: their error comes
  *    from the call itself (-EOPNOTSUPP from an older hmmd);
@@ -37,6 +45,7 @@
  *    and its regions' faults and evictions.
  */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -258,12 +267,59 @@ static int remote_wait(struct hmm *h, struct hmm_tensor *t)
 	return remote_async(h, r);
 }
 
+/*
+ * What this context holds, each tensor's hmmd reply (id, flags, name)
+ * copied under h->lock: *out (malloc) and the count, or -ENOMEM.
+ */
+static int held(struct hmm *h, struct hmm_proto_tensor **out)
+{
+	struct hmm_proto_tensor *v;
+	uint32_t i;
+	int n = 0;
+
+	pthread_mutex_lock(&h->lock);
+	v = malloc((h->ntensors ? h->ntensors : 1) * sizeof(*v));
+	for (i = 0; v && i < h->ntensors; i++)
+		if (h->tensors[i])
+			v[n++] = hmm_remote_of(h->tensors[i])->t;
+	pthread_mutex_unlock(&h->lock);
+	if (!v)
+		return hmm_err(-ENOMEM, "hmm_flush: no memory");
+	*out = v;
+	return n;
+}
+
+/*
+ * As the embedded engine's: every tensor this context holds is saved
+ * (SAVE: its uid's persistent tensor under its name, replacing one
+ * saved before), then FLUSH makes hmmd's store durable.  A tensor that
+ * cannot be saved (a name too long with hmmd's uid prefix, an hmmd
+ * older than protocol 4) does not stop the others: the first such error
+ * is returned after the flush.
+ */
 static int remote_flush(struct hmm *h)
 {
+	struct hmm_client *c = hmm_remote_client(h);
+	struct hmm_proto_tensor *v = NULL;
 	double t0 = hmm_now();
-	int r = hmm_client_flush(hmm_remote_client(h));
+	char det[256] = "";
+	int i, n, r, first = 0;
 
+	n = held(h, &v);
+	if (n < 0)
+		return n;
+	for (i = 0; i < n; i++) {
+		r = hmm_client_save(c, &v[i]);
+		if (r && !first) {
+			first = r;
+			snprintf(det, sizeof(det), "%s", hmm_last_error());
+		}
+	}
+	free(v);
+	r = hmm_client_flush(c);
 	hmm_trace_event(h, "io", "flush in hmmd", "", 0, 0, t0, hmm_now(), 1);
+	if (!r && first)
+		return hmm_err(first, "%s", det);
 	return remote_async(h, r);
 }
 

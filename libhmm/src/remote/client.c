@@ -683,6 +683,21 @@ int hmm_client_writeback(struct hmm_client *c, uint64_t id, uint64_t off,
 	return move(c, HMM_PROTO_WRITEBACK, id, off, len, HMM_TIER_HOST);
 }
 
+int hmm_client_save(struct hmm_client *c, const struct hmm_proto_tensor *t)
+{
+	struct hmm_proto_save q = { t->id };
+
+	if (c->version < 4) {	/* an hmmd of version 1 to 3 has none */
+		if (t->flags & HMM_PROTO_TENSOR_PERSIST)
+			return 0;	/* its FLUSH saves that one */
+		return hmm_err(-EOPNOTSUPP, "hmm_flush: tensor %s: hmmd "
+			       "speaks protocol version %u, saving a tensor "
+			       "(SAVE) is of version 4: upgrade hmmd",
+			       t->name, c->version);
+	}
+	return simple(c, HMM_PROTO_SAVE, &q, HMM_PROTO_OK, NULL);
+}
+
 int hmm_client_flush(struct hmm_client *c)
 {
 	return simple(c, HMM_PROTO_FLUSH, NULL, HMM_PROTO_OK, NULL);

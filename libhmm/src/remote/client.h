@@ -71,6 +71,12 @@ int hmm_client_evict(struct hmm_client *c, uint64_t id, uint64_t off,
  * are done (0, or the first I/O error); -EOPNOTSUPP with an older hmmd. */
 int hmm_client_writeback(struct hmm_client *c, uint64_t id, uint64_t off,
 			 uint64_t len);
+/* SAVE (protocol version 4): t (TENSOR_REPLY's) becomes its uid's
+ * persistent tensor under its name, replacing one saved before; durable
+ * at the next FLUSH.  With an older hmmd: 0 for a tensor already
+ * persistent (its FLUSH saves it), else -EOPNOTSUPP naming both versions,
+ * nothing sent. */
+int hmm_client_save(struct hmm_client *c, const struct hmm_proto_tensor *t);
 int hmm_client_flush(struct hmm_client *c);
 /* WAIT (protocol version 2): until the prefetches and evictions hmmd
  * runs for tensor id (0: every tensor this client holds) are done; 0, or

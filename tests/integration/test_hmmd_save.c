@@ -1,0 +1,279 @@
+// SPDX-License-Identifier: MIT
+/*
+ * test_hmmd_save — hmm_flush in shared mode saves every tensor the
+ * context holds, as in the embedded engine (man/libhmm.3): a real hmmd
+ * on a temporary socket and store, each context a forked child (some
+ * setuid to nobody) through the public hmm.h calls:
+ *
+ *  - a context's hmm_tensor_new tensors, flushed and the context
+ *    closed: another context of the uid opens them byte-exact; one freed
+ *    before a second flush is no longer saved (-ENOENT);
+ *  - another uid does not find them (its own names only);
+ *  - a later context's flush of a tensor of the same name replaces the
+ *    saved one; the tensor it replaced, still held open, keeps its bytes;
+ *  - after kill -9 of hmmd, a restarted one has what the flush saved;
+ *  - hmm_tensor_free of an opened saved tensor deletes it;
+ *  - a name too long for hmmd's "u<uid>/" prefix: hmm_flush says so
+ *    (-ENAMETOOLONG naming it) and still saves the others.
+ */
+#include <pwd.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+
+#include "t.h"
+#include "hmmd_t.h"
+#include "hmm.h"
+
+#define CHUNK	(64u << 10)
+#define TB	(320u << 10)	/* 5 chunks */
+
+static char hmmd[4096], dir[4096], sock[200], store[4200], logf[4200];
+static char addr[300];
+
+static pid_t start(void)
+{
+	char *argv[] = { hmmd, "--socket", sock, "--store", store,
+			 "--store-size", "64M", "--host-budget", "4M",
+			 "--chunk", "64K", "--group", "nogroup",
+			 "--module", "none", NULL };
+	pid_t pid;
+
+	unlink(sock);
+	pid = t_hmmd_spawn(hmmd, argv, logf, 0, NULL);
+	t_hmmd_wait_listen(pid, sock, 20, logf);
+	return pid;
+}
+
+static void stop(pid_t pid, int sig)
+{
+	int st;
+
+	kill(pid, sig);
+	waitpid(pid, &st, 0);
+}
+
+static int ctx(uid_t uid, struct hmm **h)
+{
+	struct hmm_config cfg;
+
+	if (uid && (setgid(uid) || setuid(uid)))
+		return -errno;
+	hmm_config_default(&cfg);
+	cfg.daemon = addr;
+	cfg.host_budget = 4 << 20;
+	cfg.chunk_bytes = CHUNK;
+	return hmm_open(&cfg, h);
+}
+
+static int fill(struct hmm_tensor *t, uint64_t seed)
+{
+	void *p;
+	int r = hmm_map(t, 0, HMM_ALL, HMM_TIER_HOST, HMM_WRITE, &p);
+
+	if (r)
+		return r;
+	t_fill(p, hmm_tensor_bytes(t), seed);
+	return hmm_unmap(t, p);
+}
+
+/* 1 when t holds seed's pattern, 0 when not, -errno when unreadable. */
+static int same(struct hmm_tensor *t, uint64_t seed)
+{
+	uint64_t n = hmm_tensor_bytes(t);
+	uint8_t *want = malloc(n);
+	void *p;
+	int r = want ? hmm_map(t, 0, HMM_ALL, HMM_TIER_HOST, HMM_READ, &p) :
+		-ENOMEM;
+
+	if (r) {
+		free(want);
+		return r;
+	}
+	t_fill(want, n, seed);
+	r = !memcmp(p, want, n);
+	hmm_unmap(t, p);
+	free(want);
+	return r;
+}
+
+static struct hmm_tensor *mk(struct hmm *h, const char *name)
+{
+	int64_t n = TB;
+	struct hmm_tensor *t = NULL;
+
+	hmm_tensor_new(h, name, HMM_DTYPE_U8, 1, &n, &t);
+	return t;
+}
+
+/* The first context: w (seed 5) and g (seed 6) made and flushed; g
+ * freed, flushed again.  Writes "flush1 flush2 | detail". */
+static int job_make(int fd, void *arg)
+{
+	struct hmm_tensor *w, *g;
+	struct hmm *h;
+	int r1, r2;
+
+	if (ctx(0, &h))
+		return 2;
+	w = mk(h, "w");
+	g = mk(h, "g");
+	if (!w || !g || fill(w, 5) || fill(g, 6))
+		return 3;
+	r1 = hmm_flush(h);
+	dprintf(fd, "%d ", r1);
+	r2 = hmm_tensor_free(g) ? -999 : hmm_flush(h);
+	dprintf(fd, "%d | %s\n", r2, hmm_last_error());
+	hmm_close(h);
+	return 0;
+}
+
+/* Open name as uid: writes "open same | detail". */
+struct look {
+	uid_t uid;
+	const char *name;
+	uint64_t seed;
+	int free_it;		/* then hmm_tensor_free it */
+};
+
+static int job_open(int fd, void *arg)
+{
+	const struct look *l = arg;
+	struct hmm_tensor *t = NULL;
+	struct hmm *h;
+	int r, s = -1, f = 0;
+
+	if (ctx(l->uid, &h))
+		return 2;
+	r = hmm_tensor_open(h, l->name, &t);
+	if (!r)
+		s = same(t, l->seed);
+	dprintf(fd, "%d %d ", r, s);
+	if (!r && l->free_it)
+		f = hmm_tensor_free(t);
+	dprintf(fd, "%d | %s\n", f, r ? hmm_last_error() : "");
+	hmm_close(h);
+	return 0;
+}
+
+/* A context holding the saved w open (seed 5) while another context
+ * makes its own w (seed 7) and flushes: the saved w is then the new
+ * one, and the held one keeps its bytes.  Writes "flush held | det". */
+static int job_replace(int fd, void *arg)
+{
+	struct hmm_tensor *old = NULL, *w;
+	struct hmm *h, *h2;
+	int r, held;
+
+	if (ctx(0, &h) || hmm_tensor_open(h, "w", &old))
+		return 2;
+	if (ctx(0, &h2) || !(w = mk(h2, "w")) || fill(w, 7))
+		return 3;
+	r = hmm_flush(h2);
+	held = same(old, 5);
+	dprintf(fd, "%d %d | %s\n", r, held, r ? hmm_last_error() : "");
+	hmm_close(h2);
+	hmm_close(h);
+	return 0;
+}
+
+/* A name of 60 bytes: with "u0/" it fits (63); nobody's "u65534/"
+ * does not.  Writes "flush | detail" as nobody; "ok" is saved too. */
+static int job_long(int fd, void *arg)
+{
+	char name[61];
+	struct hmm_tensor *a, *b;
+	struct hmm *h;
+	int r;
+
+	memset(name, 'n', 60);
+	name[60] = 0;
+	if (ctx(65534, &h))
+		return 2;
+	a = mk(h, name);
+	b = mk(h, "ok");
+	if (!a || !b || fill(b, 9))
+		return 3;
+	r = hmm_flush(h);
+	dprintf(fd, "%d | %s\n", r, hmm_last_error());
+	hmm_close(h);
+	return 0;
+}
+
+int main(void)
+{
+	char line[1024];
+	struct look l;
+	int a, b, c;
+	pid_t pid;
+
+	if (getuid() != 0 || !getpwuid(65534))
+		t_skip_all("needs root and uid 65534 (nobody) for a second "
+			   "uid");
+	T_HMMD_PATHS(hmmd, dir, sock, store, logf, "save");
+	snprintf(addr, sizeof(addr), "unix:%s", sock);
+	t_watchdog(120, "test_hmmd_save");
+	pid = start();
+
+	t_eq(t_child(job_make, NULL, line, sizeof(line)), 0, "make, flush");
+	t_ok(sscanf(line, "%d %d", &a, &b) == 2 && a == 0 && b == 0,
+	     "both flushes return 0 (%s)", line);
+
+	l = (struct look){ 0, "w", 5, 0 };
+	t_child(job_open, &l, line, sizeof(line));
+	t_ok(sscanf(line, "%d %d", &a, &b) == 2 && a == 0 && b == 1,
+	     "another context of the uid opens w byte-exact (%s)", line);
+	l = (struct look){ 0, "g", 6, 0 };
+	t_child(job_open, &l, line, sizeof(line));
+	t_ok(sscanf(line, "%d", &a) == 1 && a == -ENOENT,
+	     "g, freed before the second flush, is not saved (%s)", line);
+	l = (struct look){ 65534, "w", 5, 0 };
+	t_child(job_open, &l, line, sizeof(line));
+	t_ok(sscanf(line, "%d", &a) == 1 && a == -ENOENT &&
+	     !strstr(line, "u0/"),
+	     "another uid does not find it (%s)", line);
+
+	t_child(job_replace, NULL, line, sizeof(line));
+	t_ok(sscanf(line, "%d %d", &a, &b) == 2 && a == 0 && b == 1,
+	     "a later flush of a new w: 0, the held old w keeps its bytes "
+	     "(%s)", line);
+	l = (struct look){ 0, "w", 7, 0 };
+	t_child(job_open, &l, line, sizeof(line));
+	t_ok(sscanf(line, "%d %d", &a, &b) == 2 && a == 0 && b == 1,
+	     "w is now the later one (%s)", line);
+
+	t_child(job_long, NULL, line, sizeof(line));
+	t_ok(sscanf(line, "%d", &a) == 1 && a == -ENAMETOOLONG &&
+	     strstr(line, "nnnnnnnn"),
+	     "a name too long with nobody's prefix: -ENAMETOOLONG naming "
+	     "it (%s)", line);
+
+	stop(pid, SIGKILL);	/* what the flushes saved is durable */
+	pid = start();
+	l = (struct look){ 0, "w", 7, 0 };
+	t_child(job_open, &l, line, sizeof(line));
+	t_ok(sscanf(line, "%d %d", &a, &b) == 2 && a == 0 && b == 1,
+	     "after kill -9 and restart: w byte-exact (%s)", line);
+	l = (struct look){ 65534, "ok", 9, 1 };
+	t_child(job_open, &l, line, sizeof(line));
+	t_ok(sscanf(line, "%d %d %d", &a, &b, &c) == 3 && a == 0 && b == 1 &&
+	     c == 0, "nobody's ok, saved beside the refused name, opens "
+	     "byte-exact and frees (%s)", line);
+	l = (struct look){ 65534, "ok", 9, 0 };
+	t_child(job_open, &l, line, sizeof(line));
+	t_ok(sscanf(line, "%d", &a) == 1 && a == -ENOENT,
+	     "hmm_tensor_free of an opened saved tensor deletes it (%s)",
+	     line);
+	stop(pid, SIGTERM);
+	pid = start();
+	l = (struct look){ 0, "w", 7, 0 };
+	t_child(job_open, &l, line, sizeof(line));
+	t_ok(sscanf(line, "%d %d", &a, &b) == 2 && a == 0 && b == 1,
+	     "after SIGTERM and restart: w byte-exact (%s)", line);
+	l = (struct look){ 65534, "ok", 9, 0 };
+	t_child(job_open, &l, line, sizeof(line));
+	t_ok(sscanf(line, "%d", &a) == 1 && a == -ENOENT,
+	     "the freed one stays gone (%s)", line);
+	stop(pid, SIGTERM);
+	return t_done();
+}
