@@ -42,6 +42,47 @@
 
 #define STORE_SIZE_NEW	(1ull << 30)	/* a new store file, unless set */
 
+/* "u<uid>/...": a uid's saved tensor (tensor.c's store_name). */
+static int uid_saved(const char *name)
+{
+	const char *p = name + 1;
+
+	if (name[0] != 'u' || *p < '0' || *p > '9')
+		return 0;
+	while (*p >= '0' && *p <= '9')
+		p++;
+	return *p == '/';
+}
+
+/*
+ * What an earlier hmmd left in the store that no client can open: the
+ * engine's flush saves every tensor it holds, so one run while a client's
+ * temporary ("c<id>/") or a replaced tensor ("x<id>/") lived keeps it in
+ * the store's table, and after a kill -9 (no flush at the stop) nothing
+ * ever opened or freed it: its extents held store space for good.  They
+ * are freed here, before any client (the next flush gives the space
+ * back); a uid's saved tensors are kept.
+ */
+static void sweep(struct hmm *h)
+{
+	char name[HMM_PROTO_NAME_MAX];
+	struct hmm_tensor *t;
+	unsigned n = 0;
+	uint32_t i = 0;
+
+	while (!hmm_persist_saved_name(h, i, name, sizeof(name))) {
+		if (uid_saved(name) || hmm_tensor_open(h, name, &t)) {
+			i++;	/* kept, or not to be opened: skip it */
+			continue;
+		}
+		hmm_tensor_free(t);	/* its record goes: i is the next */
+		n++;
+	}
+	if (n)
+		hmmd_log("engine: freed %u tensor(s) no client can open "
+			 "(temporaries an earlier hmmd left in the store)", n);
+}
+
 int hmmd_engine_open(const struct hmmd_config *cfg, struct hmmd_engine **out)
 {
 	struct hmmd_engine *e = calloc(1, sizeof(*e));
@@ -83,6 +124,7 @@ int hmmd_engine_open(const struct hmmd_config *cfg, struct hmmd_engine **out)
 	/* one context, many clients: a tensor's asynchronous errors are
 	   its own, for its client alone (move.c) */
 	hmm_engine_async_by_tensor(e->h);
+	sweep(e->h);
 	e->cfg = cfg;
 	e->chunk = cfg->chunk_bytes ? cfg->chunk_bytes : HMMD_CHUNK_DEF;
 	e->budget = hc.host_budget;

@@ -117,4 +117,21 @@ static inline void t_free_port(char *buf, size_t n)
 	close(fd);
 }
 
+/* hmmd's log at path (this start's) holds want; else it is shown. */
+static inline int t_hmmd_log_has(const char *path, const char *want)
+{
+	static char log[1 << 16];
+	FILE *f = fopen(path, "r");
+	size_t n = 0;
+
+	if (f) {
+		n = fread(log, 1, sizeof(log) - 1, f);
+		fclose(f);
+	}
+	log[n] = 0;
+	if (!strstr(log, want))
+		t_diag("hmmd's log: %s", log);
+	return strstr(log, want) != NULL;
+}
+
 #endif /* HMMD_T_H */

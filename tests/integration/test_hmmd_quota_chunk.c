@@ -339,23 +339,6 @@ static int names(const struct seen *s, const char *const want[])
 	return 1;
 }
 
-/* hmmd's log (this start's) holds want. */
-static int log_has(const char *want)
-{
-	static char log[1 << 16];
-	FILE *f = fopen(logf, "r");
-	size_t n = 0;
-
-	if (f) {
-		n = fread(log, 1, sizeof(log) - 1, f);
-		fclose(f);
-	}
-	log[n] = 0;
-	if (!strstr(log, want))
-		t_diag("hmmd's log: %s", log);
-	return strstr(log, want) != NULL;
-}
-
 /* The quota from the client's config: host_budget 1M, hmmd's chunk 2M. */
 static void from_client_config(void)
 {
@@ -370,9 +353,9 @@ static void from_client_config(void)
 					  "chunk 2097152", NULL }),
 	     "hmm_region_new: -EINVAL naming the region, quota and chunk "
 	     "(%s)", s.line);
-	t_ok(log_has("host quota 1048576 bytes (asked 1048576), less than "
-		     "a chunk: no map of it fits"), "hmmd's log says so at "
-	     "its hello");
+	t_ok(t_hmmd_log_has(logf, "host quota 1048576 bytes (asked 1048576), "
+			    "less than a chunk: no map of it fits"),
+	     "hmmd's log says so at its hello");
 	run_client(2 << 20, 8 << 20, 0, &s);
 	t_eq(s.code, C_OK, "host_budget 2M (a chunk): a region of 8M works, "
 	     "its bytes read back after evictions");
@@ -400,7 +383,8 @@ static void hmmd_refuses(const char *what, char *const extra[],
 		waitpid(pid, &st, 0);
 	}
 	t_ok(i < 500 && WIFEXITED(st) && WEXITSTATUS(st) == 2 &&
-	     log_has(want), "%s: hmmd exits 2, its log names it", what);
+	     t_hmmd_log_has(logf, want), "%s: hmmd exits 2, its log names it",
+	     what);
 }
 
 static void from_hmmd_config(void)
@@ -520,7 +504,8 @@ static void big_leaves_case(void)
 	t_eq(wait, -ENOMEM, "a 2M map while the tool pins 4M waits for its "
 	     "unmaps (wait_ms), then -ENOMEM");
 	t_eq(after, 0, "after the unmap, a 2M map is admitted");
-	t_ok(log_has("host quota falls from 8388608 to 2097152 bytes"),
+	t_ok(t_hmmd_log_has(logf, "host quota falls from 8388608 to 2097152 "
+			    "bytes"),
 	     "hmmd's log says the quota fell");
 	stop(pid);
 }

@@ -11,7 +11,9 @@
  *  - another uid does not find them (its own names only);
  *  - a later context's flush of a tensor of the same name replaces the
  *    saved one; the tensor it replaced, still held open, keeps its bytes;
- *  - after kill -9 of hmmd, a restarted one has what the flush saved;
+ *  - after kill -9 of hmmd, a restarted one has what the flush saved,
+ *    and frees the temporary the flush saved too (no client can open it:
+ *    its store space would be held for good);
  *  - hmm_tensor_free of an opened saved tensor deletes it;
  *  - a name too long for hmmd's "u<uid>/" prefix: hmm_flush says so
  *    (-ENAMETOOLONG naming it) and still saves the others.
@@ -254,6 +256,8 @@ int main(void)
 	t_child(job_open, &l, line, sizeof(line));
 	t_ok(sscanf(line, "%d %d", &a, &b) == 2 && a == 0 && b == 1,
 	     "after kill -9 and restart: w byte-exact (%s)", line);
+	t_ok(t_hmmd_log_has(logf, "engine: freed 1 tensor(s) no client can open"),
+	     "and the temporary nnn... the flush saved is freed (the log)");
 	l = (struct look){ 65534, "ok", 9, 1 };
 	t_child(job_open, &l, line, sizeof(line));
 	t_ok(sscanf(line, "%d %d %d", &a, &b, &c) == 3 && a == 0 && b == 1 &&

@@ -100,6 +100,10 @@ int hmm_engine_open(const struct hmm_config *cfg, struct hmm **out);
 void hmm_engine_async_by_tensor(struct hmm *h);
 int hmm_tensor_async_take(struct hmm_tensor *t, int peek);
 int hmm_tensor_rename(struct hmm_tensor *t, const char *name);
+/* The name of the i-th tensor found in the store and not opened (0), or
+ * -ENOENT past the last; hmmd sweeps what no client can open (persist.c). */
+int hmm_persist_saved_name(struct hmm *h, uint32_t i, char *name,
+			   size_t cap);
 
 /* Step markers, the same in both modes (ctx.c); begin = 1 or 0. */
 int hmm_ctx_step(struct hmm *h, int begin);

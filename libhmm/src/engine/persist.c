@@ -22,6 +22,7 @@
  * hmm_persist_fini.
  */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -262,4 +263,19 @@ void hmm_persist_fini(struct hmm *h)
 	free(h->saved);
 	h->saved = NULL;
 	h->nsaved = 0;
+}
+
+int hmm_persist_saved_name(struct hmm *h, uint32_t i, char *name,
+			   size_t cap)
+{
+	int r = -ENOENT;
+
+	pthread_mutex_lock(&h->lock);
+	if (i < h->nsaved) {
+		snprintf(name, cap, "%.*s", (int)sizeof(h->saved[i].r.name),
+			 h->saved[i].r.name);
+		r = 0;
+	}
+	pthread_mutex_unlock(&h->lock);
+	return r;
 }
