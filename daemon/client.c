@@ -148,7 +148,21 @@ int hmmd_client_new(struct hmmd_engine *e, uint64_t id, pid_t pid,
 	cl->quota[HMM_TIER_STORE] = cap_quota(h->quota[HMM_TIER_STORE],
 		st.tier[HMM_TIER_STORE].capacity ?
 		st.tier[HMM_TIER_STORE].capacity : UINT64_MAX);
+	cl->control = cl->admin && (h->features & HMM_PROTO_FEAT_CONTROL);
 	pthread_mutex_lock(&e->lock);
+	/* accept let an admin take any free slot, not knowing what it
+	   is: any but hmmctl stays out of the kept ones */
+	if (!cl->control && e->nclients - e->ncontrol >=
+	    hmmd_open_slots(e->cfg->max_clients)) {
+		unsigned max = e->cfg->max_clients;
+
+		pthread_mutex_unlock(&e->lock);
+		free(cl);
+		return hmm_err(-EUSERS, "too many clients (%u connected; "
+			       "the last %u of max_clients %u are kept for "
+			       "hmmctl)", (unsigned)e->nclients,
+			       max - hmmd_open_slots(max), max);
+	}
 	cl->u = uid_get(e, uid, cl->admin, cl->quota[HMM_TIER_HOST]);
 	if (!cl->u) {
 		pthread_mutex_unlock(&e->lock);
@@ -158,11 +172,13 @@ int hmmd_client_new(struct hmmd_engine *e, uint64_t id, pid_t pid,
 	cl->next = e->clients;
 	e->clients = cl;
 	e->nclients++;
+	e->ncontrol += cl->control;
 	eng_quota_sync(e, cl->u);	/* the uid's, if it had one */
 	pthread_mutex_unlock(&e->lock);
 	memset(rep, 0, sizeof(*rep));
 	rep->version = 1;
-	rep->features = h->features & HMM_PROTO_FEAT_MEMFD;
+	rep->features = h->features & (HMM_PROTO_FEAT_MEMFD |
+				       (cl->control ? HMM_PROTO_FEAT_CONTROL : 0));
 	rep->client_id = id;
 	memcpy(rep->quota, cl->quota, sizeof(rep->quota));
 	rep->chunk_bytes = e->chunk;
@@ -196,6 +212,7 @@ void hmmd_client_free(struct hmmd_engine *e, struct hmmd_client *cl)
 		;
 	*pp = cl->next;
 	e->nclients--;
+	e->ncontrol -= cl->control;
 	cl->u->conns--;
 	was = uid_quota_fall(e, cl->u);
 	now = cl->u->quota;

@@ -83,7 +83,10 @@ static const struct {
  * The numeric keys: a field of size bytes (4: uint32_t, unsigned or int;
  * 8: uint64_t) at off.  NUM_SIZE takes a size with a suffix, any value;
  * NUM_RANGE a size in [min, max] and a multiple of align (1 or 4096);
- * NUM_INT a plain integer in [min, max].
+ * NUM_INT a plain integer in [min, max] (a count, milliseconds: no
+ * suffix).  A value that does not parse is "not a size" or "not a
+ * number", told apart from one out of range: "5 # five" is refused for
+ * the comment in it, not for a range it never reached.
  */
 enum { NUM_SIZE, NUM_RANGE, NUM_INT };
 static const struct {
@@ -101,7 +104,7 @@ static const struct {
 	{ "module_store_size", OFF(module_store_size), 8, NUM_SIZE, 0, 0, 1 },
 	{ "chunk_bytes", OFF(chunk_bytes), 4, NUM_RANGE, 4096, UINT32_MAX,
 	  4096 },
-	{ "wait_ms", OFF(wait_ms), 4, NUM_RANGE, 0, UINT32_MAX, 1 },
+	{ "wait_ms", OFF(wait_ms), 4, NUM_INT, 0, UINT32_MAX, 1 },
 	/* the engine store's I/O knobs (struct hmm_config's); 0 = default */
 	{ "pool_bytes", OFF(pool_bytes), 4, NUM_RANGE, 0, HMM_CONFIG_POOL_MAX,
 	  4096 },
@@ -118,43 +121,45 @@ static int num_parse(unsigned i, const char *value, uint64_t *v, char *err,
 		     size_t errlen)
 {
 	const char *key = nums[i].key;
+	unsigned long long min = nums[i].min, max = nums[i].max;
 	char *end;
-	long n;
+	long long n;
+	int ret;
 
-	switch (nums[i].kind) {
-	case NUM_SIZE:
-		if (!hmm_size_parse(value, v))
-			return 0;
-		snprintf(err, errlen, "%s: \"%s\" is not a size (e.g. 8G, 512M)",
-			 key, value);
-		return -EINVAL;
-	case NUM_RANGE:
-		if (!hmm_size_parse(value, v) && *v >= nums[i].min &&
-		    *v <= nums[i].max && *v % nums[i].align == 0)
-			return 0;
-		if (nums[i].max == UINT64_MAX)
-			snprintf(err, errlen, "%s: \"%s\" is out of range (want "
-				 "a size, at least %llu)", key, value,
-				 (unsigned long long)nums[i].min);
-		else
-			snprintf(err, errlen, "%s: \"%s\" is out of range (want "
-				 "%llu to %llu%s)", key, value,
-				 (unsigned long long)nums[i].min,
-				 (unsigned long long)nums[i].max,
-				 nums[i].align > 1 ? ", a multiple of 4096" :
-				 "");
+	if (nums[i].kind == NUM_INT) {
+		errno = 0;
+		n = strtoll(value, &end, 10);
+		if (end == value || *end) {
+			snprintf(err, errlen, "%s: \"%s\" is not a number "
+				 "(want %llu..%llu)", key, value, min, max);
+			return -EINVAL;
+		}
+		if (errno || n < (long long)min || n > (long long)max) {
+			snprintf(err, errlen, "%s: \"%s\" is not %llu..%llu",
+				 key, value, min, max);
+			return -EINVAL;
+		}
+		*v = (uint64_t)n;
+		return 0;
+	}
+	ret = hmm_size_parse(value, v);
+	if (ret == -EINVAL) {
+		snprintf(err, errlen, "%s: \"%s\" is not a size (e.g. 8G, "
+			 "512M)", key, value);
 		return -EINVAL;
 	}
-	errno = 0;
-	n = strtol(value, &end, 10);
-	if (errno || end == value || *end || n < (long)nums[i].min ||
-	    n > (long)nums[i].max) {
-		snprintf(err, errlen, "%s: \"%s\" is not %d..%d", key, value,
-			 (int)nums[i].min, (int)nums[i].max);
-		return -EINVAL;
-	}
-	*v = (uint64_t)n;
-	return 0;
+	if (nums[i].kind == NUM_SIZE && !ret)
+		return 0;
+	if (!ret && *v >= min && *v <= max && *v % nums[i].align == 0)
+		return 0;
+	if (max == UINT64_MAX || nums[i].kind == NUM_SIZE)
+		snprintf(err, errlen, "%s: \"%s\" is out of range (want a "
+			 "size, at least %llu, below 16E)", key, value, min);
+	else
+		snprintf(err, errlen, "%s: \"%s\" is out of range (want "
+			 "%llu to %llu%s)", key, value, min, max,
+			 nums[i].align > 1 ? ", a multiple of 4096" : "");
+	return -EINVAL;
 }
 
 int hmmd_config_set(struct hmmd_config *cfg, const char *key,
@@ -220,17 +225,114 @@ int hmmd_config_check(const struct hmmd_config *cfg, char *err,
 	return -EINVAL;
 }
 
-/* What ini_parse's handler needs, and the first error it met. */
+/* Which key: an index over strs then nums, or -1 for none. */
+#define NSTRS	(sizeof(strs) / sizeof(strs[0]))
+#define NKEYS	(NSTRS + sizeof(nums) / sizeof(nums[0]))
+static int key_id(const char *key)
+{
+	unsigned i;
+
+	for (i = 0; i < NKEYS; i++)
+		if (!strcmp(key, i < NSTRS ? strs[i].key : nums[i - NSTRS].key))
+			return (int)i;
+	return -1;
+}
+
+/*
+ * The file's lines go through read_line before libinih sees them, for
+ * what it cannot tell us: it reads C strings, so text after a NUL byte
+ * would vanish; it splits a line longer than its buffer into two; and it
+ * calls on_line for keys only, so a second section header would pass.
+ * What it read, and the first error met (which stops the parse).
+ */
 struct load {
 	struct hmmd_config *cfg;
+	FILE *f;
+	char *buf;		/* getline's, freed by hmmd_config_load */
+	size_t cap;
+	int line;		/* lines read so far */
+	int section;		/* the line of the section header; 0 = none */
+	int indented;		/* the last line read starts with a blank */
+	int set_on[NKEYS];	/* the line each key was set on; 0 = not */
 	char msg[256];
 	int err;
 };
+
+/* The key of a raw line s (before '=' or ':'), trimmed, into key[cap];
+ * NULL when the line has none. */
+static const char *line_key(const char *s, char *key, size_t cap)
+{
+	size_t k = strcspn(s, "=:");
+
+	if (!s[k])
+		return NULL;
+	while (k && (s[k - 1] == ' ' || s[k - 1] == '\t'))
+		k--;
+	if (!k || k >= cap)
+		return NULL;
+	memcpy(key, s, k);
+	key[k] = '\0';
+	return key;
+}
+
+/* libinih's ini_reader: the next line into str[num], or NULL at the end
+ * or at an error (l->err, l->msg). */
+static char *read_line(char *str, int num, void *stream)
+{
+	struct load *l = stream;
+	char key[64];
+	const char *p;
+	ssize_t n;
+
+	if (l->err)
+		return NULL;
+	n = getline(&l->buf, &l->cap, l->f);
+	if (n < 0)
+		return NULL;
+	l->line++;
+	p = l->buf + strspn(l->buf, " \t");
+	if (l->line == 1 && !strncmp(p, "\xef\xbb\xbf", 3))	/* a BOM */
+		p += 3;
+	if (memchr(l->buf, '\0', n)) {
+		const char *k = line_key(p, key, sizeof(key));
+
+		snprintf(l->msg, sizeof(l->msg), "%s%sa NUL byte in the line "
+			 "(the text after it would be lost)", k ? k : "",
+			 k ? ": " : "");
+		l->err = -EINVAL;
+		return NULL;
+	}
+	if (n >= num) {
+		snprintf(l->msg, sizeof(l->msg), "a line longer than %d "
+			 "bytes", num - 2);
+		l->err = -EINVAL;
+		return NULL;
+	}
+	if (*p == '[' && l->section) {
+		int len = (int)strcspn(p + 1, "]\r\n");
+
+		if (len == 4 && !strncmp(p + 1, "hmmd", 4))
+			snprintf(l->msg, sizeof(l->msg), "[hmmd] again (first "
+				 "on line %d): every key goes in the one "
+				 "section", l->section);
+		else
+			snprintf(l->msg, sizeof(l->msg), "section [%.*s]: "
+				 "only [hmmd] is known", len, p + 1);
+		l->err = -EINVAL;
+		return NULL;
+	}
+	if (*p == '[')
+		l->section = l->line;
+	l->indented = p > l->buf && l->line > 1;
+	memcpy(str, l->buf, n + 1);
+	return str;
+}
 
 static int on_line(void *user, const char *section, const char *name,
 		   const char *value)
 {
 	struct load *l = user;
+	int id = key_id(name);
 
 	if (l->err)		/* keep the first error */
 		return 0;
@@ -240,6 +342,19 @@ static int on_line(void *user, const char *section, const char *name,
 		l->err = -EINVAL;
 		return 0;
 	}
+	/* the last one silently winning hides a mistake in the other */
+	if (id >= 0 && l->set_on[id]) {
+		/* libinih reads an indented line as the key above's value
+		   going on (multi-line values): say so */
+		snprintf(l->msg, sizeof(l->msg), "%s: set again (first on "
+			 "line %d)%s", name, l->set_on[id], l->indented ?
+			 ": an indented line continues the key above" :
+			 ": each key is set once");
+		l->err = -EINVAL;
+		return 0;
+	}
+	if (id >= 0)
+		l->set_on[id] = l->line;
 	l->err = hmmd_config_set(l->cfg, name, value, l->msg, sizeof(l->msg));
 	return l->err == 0;
 }
@@ -248,28 +363,29 @@ int hmmd_config_load(struct hmmd_config *cfg, const char *path,
 		     char *err, size_t errlen)
 {
 	struct load l = { .cfg = cfg };
-	FILE *f = fopen(path, "re");
 	struct stat st;
 	int line;
 
-	if (!f) {
+	l.f = fopen(path, "re");
+	if (!l.f) {
 		int e = -errno;
 
 		snprintf(err, errlen, "%s: %s", path, strerror(-e));
 		return e;
 	}
 	/* a folder opens, and reads as an empty file: no settings at all */
-	if (fstat(fileno(f), &st) || S_ISDIR(st.st_mode)) {
-		fclose(f);
+	if (fstat(fileno(l.f), &st) || S_ISDIR(st.st_mode)) {
+		fclose(l.f);
 		snprintf(err, errlen, "%s: %s", path, strerror(EISDIR));
 		return -EISDIR;
 	}
-	line = ini_parse_file(f, on_line, &l);
-	fclose(f);
-	if (line == 0)
+	line = ini_parse_stream(read_line, &l, on_line, &l);
+	fclose(l.f);
+	free(l.buf);
+	if (line == 0 && !l.err)
 		return 0;
 	if (!l.err)
 		snprintf(l.msg, sizeof(l.msg), "not an INI line");
-	snprintf(err, errlen, "%s:%d: %s", path, line, l.msg);
+	snprintf(err, errlen, "%s:%d: %s", path, l.err ? l.line : line, l.msg);
 	return l.err ? l.err : -EINVAL;
 }

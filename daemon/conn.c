@@ -243,6 +243,15 @@ static int job_start(struct hmmd_conn *c, const struct hmm_proto_msg *m)
 	return 0;
 }
 
+void hmmd_conn_settle(struct hmmd_conn *c, const struct timespec *until)
+{
+	pthread_mutex_lock(&c->jobs_lock);
+	while (c->jobs && pthread_cond_timedwait(&c->jobs_cond, &c->jobs_lock,
+						 until) != ETIMEDOUT)
+		;
+	pthread_mutex_unlock(&c->jobs_lock);
+}
+
 /* The peer went: wake its waiting maps and let their jobs end. */
 static void jobs_end(struct hmmd_conn *c)
 {

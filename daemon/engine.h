@@ -107,6 +107,8 @@ struct hmmd_client {
 	pid_t pid;
 	uid_t uid;
 	int admin;			/* uid 0 or hmmd's own uid */
+	int control;			/* an admin's hmmctl: may hold the
+					   slots kept back (hmmd.h) */
 	char name[HMM_PROTO_NAME_MAX];
 	struct hmmd_uid *u;		/* its uid's host quota */
 	uint64_t asked;			/* host quota its hello asked,
@@ -143,6 +145,7 @@ struct hmmd_engine {
 	struct hmmd_uid *uids;
 	uint64_t next_tid;
 	uint64_t nclients;
+	uint64_t ncontrol;		/* of them, control (hmmctl) */
 	/* counters, for stats and metrics */
 	uint64_t wait_ns, maps, unmaps, copy_bytes;
 };

@@ -62,7 +62,15 @@
 					   (each is a memfd in hmmd) */
 #define HMMD_HELLO_MS		5000	/* a connection says hello by then */
 #define HMMD_ADMIN_SLOTS	2	/* of max_clients (when above 4),
-					   kept for uid 0 and hmmd's uid */
+					   kept for hmmctl (a control
+					   client of uid 0 or hmmd's uid) */
+
+/* The slots of max clients that every other client may hold (server.c
+ * at accept, client.c at hello). */
+static inline unsigned hmmd_open_slots(unsigned max)
+{
+	return max - (max > 4 ? HMMD_ADMIN_SLOTS : 0);
+}
 
 /*
  * The daemon's settings: defaults, then the config file, then flags.
@@ -192,9 +200,10 @@ int hmmd_metrics_addr(const char *addr, struct sockaddr_in *sa,
 int hmmd_metrics_listen(const char *addr);
 
 /* Accept one connection on lfd (blocking) and have it answered (GET
- * /metrics) on a thread of its own, at most 16 at once (then a 503),
- * each within 1 s to read and 1 s to answer; returns at once when lfd
- * is shut down. */
+ * /metrics or /, any query string; else 400, 404, 405, or 408 with no
+ * request line) on a thread of its own, at most 16 at once (then a
+ * 503), each within 1 s to read and 1 s to answer; returns at once when
+ * lfd is shut down. */
 void hmmd_metrics_serve(int lfd, struct hmmd_engine *e);
 
 /* Wait for every answer in flight (bounded: 2 s each). */
@@ -223,6 +232,12 @@ int hmmd_conn_done(struct hmmd_conn *c);
 /* 1 if the peer has hung up (its thread may not have noticed yet).
  * Main thread; does not read from the socket. */
 int hmmd_conn_hung_up(struct hmmd_conn *c);
+
+/* Wait (until the CLOCK_REALTIME time until at most) for c's waiting
+ * maps to have answered, once hmmd_engine_stop woke them: so that their
+ * clients read "shutting down" rather than find the connection gone. */
+struct timespec;
+void hmmd_conn_settle(struct hmmd_conn *c, const struct timespec *until);
 
 /* Wake the thread out of its socket (shutdown); it then finishes. */
 void hmmd_conn_kick(struct hmmd_conn *c);

@@ -283,6 +283,10 @@ int hmmd_req_map(struct hmmd_req *q)
 				 eng_uid_pinned(e, q->cl->u),
 				 (unsigned long long)q->cl->u->quota,
 				 q->cl->u->conns);
+		else if (ret == -ESHUTDOWN)	/* hmmd_engine_stop woke it */
+			snprintf(why, sizeof(why), "hmmd is shutting down");
+		else if (ret == -ECONNRESET)
+			snprintf(why, sizeof(why), "the client is gone");
 		else
 			snprintf(why, sizeof(why), "the host budget stayed "
 				 "full for %u ms (%llu of %llu pinned)",

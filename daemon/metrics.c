@@ -116,37 +116,96 @@ static void say(int fd, const char *s, size_t n, double deadline)
 	}
 }
 
-/* Read one request on fd and answer it; closes fd. */
+/*
+ * What the request line line[0..n) (its line end cut) asks: 200 for a
+ * GET of /metrics or / with any query string (a Prometheus scrape config
+ * with params: adds one), else the status that refuses it: 400 for a
+ * line that is not METHOD SP /TARGET SP HTTP/x (bytes, controls), 405
+ * for another method, 404 for another path.
+ */
+static int route(const char *line, size_t n)
+{
+	const char *t, *v, *q;
+	size_t i, len;
+
+	for (i = 0; i < n; i++)
+		if ((unsigned char)line[i] < 0x20 || line[i] == 0x7f)
+			return 400;
+	t = memchr(line, ' ', n);
+	v = t ? memchr(t + 1, ' ', line + n - t - 1) : NULL;
+	if (!t || t == line || !v || t[1] != '/' ||
+	    line + n - v - 1 < 5 || memcmp(v + 1, "HTTP/", 5) ||
+	    memchr(v + 1, ' ', line + n - v - 1))
+		return 400;
+	if (t - line != 3 || memcmp(line, "GET", 3))
+		return 405;
+	t++;
+	len = v - t;
+	q = memchr(t, '?', len);
+	if (q)
+		len = q - t;
+	if (len == 1 || (len == 8 && !memcmp(t, "/metrics", 8)))
+		return 200;
+	return 404;
+}
+
+/* Refuse a request with status (route's, or 408: no request line). */
+static void refuse(int fd, int status)
+{
+	const char *what = status == 400 ? "Bad Request" :
+			   status == 405 ? "Method Not Allowed" :
+			   status == 408 ? "Request Timeout" : "Not Found";
+	char out[256];
+	int n;
+
+	n = snprintf(out, sizeof(out), "HTTP/1.0 %d %s\r\nContent-Type: "
+		     "text/plain\r\nContent-Length: 18\r\n%sConnection: "
+		     "close\r\n\r\ntry GET /metrics\r\n", status, what,
+		     status == 405 ? "Allow: GET\r\n" : "");
+	say(fd, out, n, now_ms() + METRICS_MS);
+}
+
+/*
+ * Read one request on fd and answer it; closes fd.  A request line that
+ * will not be served is refused as soon as it is complete; one that will
+ * is answered once its headers are read (closing on unread bytes would
+ * reset the connection under the answer), the buffer is full, or
+ * METRICS_MS passed.  Bytes are searched as bytes: a NUL in the request
+ * once hid its end, and garbage waited out the whole second.
+ */
 static void answer(int fd, struct hmmd_engine *e)
 {
 	struct timeval tv = { 0, 200000 };
 	double deadline = now_ms() + METRICS_MS;
-	char req[2048], hdr[256], *body;
+	char req[2048], hdr[256], *body, *eol = NULL;
 	size_t got = 0, cap = 1 << 16, n;
 	struct pollfd p = { fd, POLLIN, 0 };
+	int left, status = 408;
 	ssize_t k;
-	int left;
 
 	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
-	while (got < sizeof(req) - 1) {
+	while (got < sizeof(req)) {
 		left = (int)(deadline - now_ms());
 		if (left <= 0 || poll(&p, 1, left) != 1)
 			break;		/* too slow: whatever came is it */
-		k = recv(fd, req + got, sizeof(req) - 1 - got, MSG_DONTWAIT);
+		k = recv(fd, req + got, sizeof(req) - got, MSG_DONTWAIT);
 		if (k <= 0)
 			break;
 		got += k;
-		req[got] = 0;
-		if (strstr(req, "\r\n\r\n") || strstr(req, "\n\n"))
+		if (!eol) {
+			eol = memchr(req, '\n', got);
+			if (eol)
+				status = route(req, eol - req -
+					       (eol > req && eol[-1] == '\r'));
+		}
+		if (eol && (status != 200 || memmem(req, got, "\r\n\r\n", 4) ||
+			    memmem(req, got, "\n\n", 2)))
 			break;
 	}
-	req[got] = 0;
-	if (strncmp(req, "GET /metrics ", 13) && strncmp(req, "GET / ", 6)) {
-		static const char nf[] = "HTTP/1.0 404 Not Found\r\n"
-			"Content-Type: text/plain\r\nContent-Length: 20\r\n\r\n"
-			"try GET /metrics\r\n\r\n";
-
-		say(fd, nf, sizeof(nf) - 1, now_ms() + METRICS_MS);
+	if (!eol && got == sizeof(req))
+		status = 400;		/* a request line longer than req */
+	if (status != 200) {
+		refuse(fd, status);
 		close(fd);
 		return;
 	}

@@ -18,6 +18,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "hmmd.h"
@@ -296,9 +297,11 @@ static unsigned free_slot(struct hmmd_server *s)
 }
 
 /*
- * May a peer of uid take a slot?  uid 0 and hmmd's own uid always may
- * (hmmctl gets in whatever others hold); others only below the slots
- * kept for those, and one uid in at most half of what is left, so idle
+ * May a peer of uid take a slot?  uid 0 and hmmd's own uid may take any
+ * free one: its hello then tells whether it is hmmctl, which the last
+ * HMMD_ADMIN_SLOTS are kept for (client.c refuses any other client
+ * there), so hmmctl gets in whatever trainers hold; others only below
+ * those, and one uid in at most half of what is left, so idle
  * connections of one user cannot lock everyone out.  0, or -EUSERS with
  * why[] filled.
  */
@@ -306,7 +309,7 @@ static int may_connect(struct hmmd_server *s, uid_t uid, char *why,
 		       size_t cap)
 {
 	unsigned max = s->cfg->max_clients, i, mine = 0;
-	unsigned open = max - (max > 4 ? HMMD_ADMIN_SLOTS : 0);
+	unsigned open = hmmd_open_slots(max);
 	unsigned per_uid = open / 2 ? open / 2 : 1;
 
 	if (uid == 0 || uid == geteuid())
@@ -315,7 +318,7 @@ static int may_connect(struct hmmd_server *s, uid_t uid, char *why,
 		mine += s->conns[i] && hmmd_conn_uid(s->conns[i]) == uid;
 	if (s->nconns >= open)
 		snprintf(why, cap, "hmmd: too many clients (%u connected; the "
-			 "last %u of max_clients %u are kept for root)",
+			 "last %u of max_clients %u are kept for hmmctl)",
 			 s->nconns, max - open, max);
 	else if (mine >= per_uid)
 		snprintf(why, cap, "hmmd: too many clients of uid %u (%u "
@@ -364,7 +367,10 @@ static void accept_one(struct hmmd_server *s)
 	if (slot == s->cfg->max_clients) {
 		hmmd_log("refusing a client: %u connected (max_clients)",
 			 s->nconns);
-		hmmd_conn_refuse(fd, -EUSERS, "hmmd: too many clients");
+		snprintf(why, sizeof(why), "hmmd: too many clients (%u "
+			 "connected, max_clients %u)", s->nconns,
+			 s->cfg->max_clients);
+		hmmd_conn_refuse(fd, -EUSERS, why);
 		close(fd);
 		return;
 	}
@@ -427,10 +433,17 @@ int hmmd_server_run(struct hmmd_server *s)
 
 void hmmd_server_close(struct hmmd_server *s)
 {
+	struct timespec until;
 	unsigned i;
 
-	/* wake every client thread (socket and back-pressure), then join */
+	/* wake every client thread (back-pressure, then socket), then
+	   join; the maps woken answer first (1 s for all at most) */
 	hmmd_engine_stop(s->e);
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_sec += 1;
+	for (i = 0; i < s->cfg->max_clients; i++)
+		if (s->conns[i])
+			hmmd_conn_settle(s->conns[i], &until);
 	for (i = 0; i < s->cfg->max_clients; i++)
 		if (s->conns[i])
 			hmmd_conn_kick(s->conns[i]);

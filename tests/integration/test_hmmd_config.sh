@@ -58,6 +58,25 @@ if [ -n "$port" ] && [ "$port" != 0 ] && exec 3<>"/dev/tcp/127.0.0.1/$port"; the
 	exec 3<&-
 fi
 ok $(grep -q '^hmm_store_io_depth 3' <<<"$body"; echo $?) "--metrics 127.0.0.1:0: the log names port $port, which serves the metrics"
+# GET /metrics with a query string (a scrape config's params:) is served;
+# a request line that is not HTTP gets 400 at once, not after the 1 s
+# read timeout
+http() {	# request (printf format) -> the answer, and its ms in $ms
+	local t0=$(date +%s%N)
+	body=
+	if [ -n "$port" ] && exec 3<>"/dev/tcp/127.0.0.1/$port"; then
+		printf "$1" >&3
+		body=$(timeout 5 cat <&3 | tr -d '\0')
+		exec 3<&-
+	fi
+	ms=$(( ($(date +%s%N) - t0) / 1000000 ))
+}
+http 'GET /metrics?x=1 HTTP/1.0\r\n\r\n'
+ok $(head -1 <<<"$body" | grep -q '^HTTP/1.0 200 OK' && grep -q '^hmm_store_io_depth 3' <<<"$body"; echo $?) "GET /metrics?x=1: 200 and the metrics ($(head -1 <<<"$body" | tr -d '\r'))"
+http '\001\002garbage\r\n\r\n'
+ok $(head -1 <<<"$body" | grep -q '^HTTP/1.0 400 Bad Request' && [ $ms -lt 500 ]; echo $?) "a garbage request line: 400 in $ms ms ($(head -1 <<<"$body" | tr -d '\r'))"
+http 'GET /metricsx HTTP/1.0\r\n\r\n'
+ok $(head -1 <<<"$body" | grep -q '^HTTP/1.0 404 Not Found'; echo $?) "GET /metricsx: 404"
 kill $pid; wait $pid 2>/dev/null
 "$B/bin/hmmd" --module none --io-depth 4097 --socket "$dir/s" --store "$dir/st5" 2>"$dir/log"
 ok $([ $? = 2 ] && grep -q 'io_depth: "4097" is not 0..4096' "$dir/log"; echo $?) "--io-depth 4097: exit 2, key and value named"
@@ -97,16 +116,35 @@ badkey pool_bytes 5000 "is out of range"
 badkey pool_bytes 2G "is out of range"
 badkey queue_depth 5000 "is not 0..4096"
 badkey io_depth -1 "is not 0..4096"
-badkey wait_ms 5G "is out of range"
+badkey wait_ms 5G "is not a number (want 0..4294967295)"
+badkey wait_ms 4294967296 "is not 0..4294967295"
 badkey max_clients 0 "is not 1..256"
-badkey max_clients 3x "is not 1..256"
+badkey max_clients 3x "is not a number (want 1..256)"
 badkey verbose 2 "is not 0..1"
 badkey store_size -1 "is not a size"
 badkey host_budget 0 "is out of range"
 badkey client_quota 0 "is out of range"
 badkey chunk_bytes 0 "is out of range"
-badkey host_budget 64MB "is out of range"
+badkey host_budget 64MB "is not a size (e.g. 8G, 512M)"
+badkey host_budget 1.5G "is not a size (e.g. 8G, 512M)"
+badkey host_budget 99999999999T "is out of range"
+# "#" starts a comment only at the start of a line (";" after a space
+# ends a value): a value with one is refused as what it is not
+badkey wait_ms "5 # five" "is not a number (want 0..4294967295)"
 badkey metrics 0.0.0.0:0 "is not loopback (127.0.0.0/8 only)"
+# a file that says something hmmd would not do: exit 2, one line naming
+# file, line and key (or section), nothing started
+badfile() {	# printf-format pattern desc
+	printf "$1" >"$dir/bad.conf"
+	timeout 5 "$B/bin/hmmd" --module none --config "$dir/bad.conf" --socket "$dir/s" --store "$dir/stb" 2>"$dir/log"
+	ok $([ $? = 2 ] && grep -qF -- "bad.conf:$2" "$dir/log" && [ "$(wc -l <"$dir/log")" = 1 ] && [ ! -e "$dir/stb" ]; echo $?) "$3: exit 2, $(head -1 "$dir/log" | sed 's|.*bad.conf|bad.conf|')"
+}
+badfile '[hmmd]\nhost_budget = 32M\nhost_budget = 64M\n' '3: host_budget: set again (first on line 2)' "a key set twice"
+badfile '[hmmd]\nwait_ms = 5\n[hmmd]\nchunk_bytes = 64K\n' '3: [hmmd] again (first on line 1)' "a second [hmmd] section"
+badfile '[hmmd]\nwait_ms = 5\n  chunk_bytes = 64K\n' '3: wait_ms: set again (first on line 2): an indented line' "an indented line after a key"
+badfile '[hmmd]\nwait_ms = 5\n[other]\n' '3: section [other]: only [hmmd] is known' "another section, with no key"
+badfile '[hmmd]\nwait_ms = 5\0000\n' '2: wait_ms: a NUL byte in the line' "a NUL byte inside a value"
+badfile "[hmmd]\nsocket = /$(printf 'x%.0s' $(seq 250))\n" '2: a line longer than' "a line longer than libinih reads at once"
 # flags go through the same parser: exit 2 at once, one line naming the
 # key and the value, no second line (nothing was started)
 badflag() {	# pattern args...

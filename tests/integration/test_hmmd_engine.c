@@ -1044,6 +1044,115 @@ static void test_kill_daemon(pid_t pid)
 	hmm_client_close(hog);
 }
 
+/*
+ * max_clients (64): trainers of an administrator (this test runs as
+ * hmmd's uid) hold at most 62 slots; the 63rd is refused at hello with
+ * -EUSERS naming the limit; the last 2 are hmmctl's (a control hello):
+ * hmmctl status gets in; past all 64, a refusal names max_clients.
+ */
+static void test_reserve(void)
+{
+	struct hmm_client *c[64], *ctl[3];
+	pid_t pid = start("10000", 0);
+	char cmd[10000];
+	int i, n = 0, ret;
+
+	for (i = 0; i < 63; i++) {
+		ret = hmm_client_open(sock, NULL, "trainer", &c[n], NULL);
+		if (ret)
+			break;
+		n++;
+	}
+	t_ok(n == 62 && ret == -EUSERS &&
+	     strstr(hmm_last_error(), "kept for hmmctl") &&
+	     strstr(hmm_last_error(), "max_clients 64"), "max_clients 64: "
+	     "%d trainers of an admin in, the next refused: %d %s", n, ret,
+	     hmm_last_error());
+	snprintf(cmd, sizeof(cmd), "%s --socket %s status >/dev/null 2>&1",
+		 hmmctl, sock);
+	t_eq(system(cmd), 0, "and hmmctl status still gets in");
+	for (i = 0; i < 3; i++)
+		ctl[i] = NULL;
+	for (i = 0; i < 3; i++) {
+		ret = hmm_client_open_feat(sock, NULL, "ctl",
+					   HMM_PROTO_FEAT_CONTROL, &ctl[i],
+					   NULL);
+		if (ret)
+			break;
+	}
+	t_ok(i == 2 && ret == -EUSERS &&
+	     strstr(hmm_last_error(), "too many clients (64 connected, "
+		    "max_clients 64)"), "two control clients take the kept "
+	     "slots; a third is refused naming the limit: %s",
+	     hmm_last_error());
+	for (i = 0; i < 3; i++)
+		hmm_client_close(ctl[i]);
+	for (i = 0; i < n; i++)
+		hmm_client_close(c[i]);
+	kill(pid, SIGTERM);
+	t_eq(wait_exit(pid, 30), 0, "SIGTERM: exit 0");
+}
+
+/* SIGTERM while a map waits for the budget: the waiter is told hmmd is
+ * shutting down (-ESHUTDOWN), at once, not that the budget stayed full
+ * for wait_ms, nor only that the connection went. */
+static void test_term_waiter(void)
+{
+	int64_t shape[1] = { BUDGET / 4 };
+	pid_t pid = start("20000", 0), w;
+	struct hmm_proto_tensor t;
+	struct hmm_client *hog;
+	char got[300] = "";
+	int p[2], q[2];
+	ssize_t n;
+	void *v;
+	char ch;
+
+	hog = conn(BUDGET, "hog");
+	if (hmm_client_tensor_new(hog, "hog", HMM_DTYPE_F32, 1, shape, 0,
+				  &t) ||
+	    hmm_client_map(hog, t.id, 0, HMM_ALL, HMM_WRITE, &v))
+		t_fail_all("hog: %s", hmm_last_error());
+	if (pipe(p) || pipe(q))
+		t_fail_all("pipe");
+	w = fork();
+	if (w == 0) {
+		struct hmm_proto_tensor t2;
+		struct hmm_client *c;
+		double t0;
+		int ret;
+
+		close(p[0]);
+		close(q[0]);
+		if (hmm_client_open(sock, NULL, "waiter", &c, NULL) ||
+		    hmm_client_tensor_new(c, "small", HMM_DTYPE_F32, 1,
+					  (int64_t[]){ 1024 }, 0, &t2))
+			_exit(1);
+		if (write(p[1], "x", 1) != 1)
+			_exit(1);
+		t0 = now();
+		ret = hmm_client_map(c, t2.id, 0, HMM_ALL, HMM_READ, &v);
+		dprintf(q[1], "%d %.1f %s", ret, now() - t0, hmm_last_error());
+		_exit(0);
+	}
+	close(p[1]);
+	close(q[1]);
+	t_eq(read(p[0], &ch, 1), 1, "SIGTERM: a client is about to map");
+	close(p[0]);
+	usleep(300000);		/* it waits in map (the budget is pinned) */
+	kill(pid, SIGTERM);
+	t_eq(wait_exit(pid, 30), 0, "SIGTERM with a map waiting: exit 0");
+	n = read(q[0], got, sizeof(got) - 1);
+	got[n > 0 ? n : 0] = '\0';
+	close(q[0]);
+	wait_exit(w, 10);
+	t_ok(atoi(got) == -ESHUTDOWN && strstr(got, "hmmd is shutting down") &&
+	     !strstr(got, "stayed full"), "SIGTERM: the waiting map gets "
+	     "-ESHUTDOWN \"hmmd is shutting down\" (ret, seconds, detail: %s)",
+	     got);
+	hmm_client_close(hog);
+}
+
 int main(void)
 {
 	const char *b = getenv("HMM_BUILD");
@@ -1100,6 +1209,8 @@ int main(void)
 	test_restart(&pid, pat, bytes);
 	test_kill_daemon(pid);
 	test_crash_recovery(bytes);
+	test_term_waiter();
+	test_reserve();
 	t_diag("hmmd log: %s", logf);
 	free(pat);
 	return t_done();

@@ -305,9 +305,11 @@ int main(int argc, char **argv)
 	}
 	if (!sock)
 		sock = "/run/hmm/hmmd.sock";
-	/* asks a 1-byte host quota: hmmctl pins nothing */
-	if (hmm_client_open(sock, (uint64_t[]){ 1, 1, 1 }, "hmmctl", &c,
-			    &rep))
+	/* asks a 1-byte host quota: hmmctl pins nothing; and says it is
+	   a control tool, which hmmd's kept slots are for (as root or as
+	   hmmd's user) */
+	if (hmm_client_open_feat(sock, (uint64_t[]){ 1, 1, 1 }, "hmmctl",
+				 HMM_PROTO_FEAT_CONTROL, &c, &rep))
 		return fail(sock);
 	if (!strcmp(cmd, "status")) {
 		printf("hmmd on %s: protocol %u, chunk %u bytes, this is "

@@ -130,10 +130,15 @@ struct hmm_proto_hdr {
  * HMM_PROTO_FEAT_MEMFD: the host tier is shared memory (a memfd mapped
  *   by the client); without it map of the host tier is refused.
  * HMM_PROTO_FEAT_MODULE: the daemon serves hmmk.ko's FILL/EVICT, so
- *   transparent regions are backed by the module. */
+ *   transparent regions are backed by the module.
+ * HMM_PROTO_FEAT_CONTROL: the client is a control tool (hmmctl); granted
+ *   to an administrator's (uid 0, the daemon's uid), which may then hold
+ *   the connection slots hmmd keeps back from every other client. */
 #define HMM_PROTO_FEAT_MEMFD	(1u << 0)
 #define HMM_PROTO_FEAT_MODULE	(1u << 1)
-#define HMM_PROTO_FEAT_ALL	(HMM_PROTO_FEAT_MEMFD | HMM_PROTO_FEAT_MODULE)
+#define HMM_PROTO_FEAT_CONTROL	(1u << 2)
+#define HMM_PROTO_FEAT_ALL	(HMM_PROTO_FEAT_MEMFD | HMM_PROTO_FEAT_MODULE | \
+				 HMM_PROTO_FEAT_CONTROL)
 
 /* TENSOR_NEW / TENSOR_REPLY flags. */
 #define HMM_PROTO_TENSOR_PERSIST (1u << 0)	/* keep in the store by name

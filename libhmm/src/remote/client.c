@@ -329,6 +329,14 @@ int hmm_client_open(const char *addr, const uint64_t quota[HMM_TIERS],
 		    const char *name, struct hmm_client **out,
 		    struct hmm_proto_hello_reply *rep)
 {
+	return hmm_client_open_feat(addr, quota, name, 0, out, rep);
+}
+
+int hmm_client_open_feat(const char *addr, const uint64_t quota[HMM_TIERS],
+			 const char *name, uint32_t features,
+			 struct hmm_client **out,
+			 struct hmm_proto_hello_reply *rep)
+{
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
 	pthread_condattr_t ca;
 	struct hmm_proto_hello h;
@@ -359,7 +367,7 @@ int hmm_client_open(const char *addr, const uint64_t quota[HMM_TIERS],
 	memset(&h, 0, sizeof(h));
 	h.version_min = HMM_PROTO_VERSION_MIN;
 	h.version_max = HMM_PROTO_VERSION_MAX;
-	h.features = HMM_PROTO_FEAT_MEMFD;
+	h.features = HMM_PROTO_FEAT_MEMFD | features;
 	if (quota)
 		memcpy(h.quota, quota, sizeof(h.quota));
 	snprintf(h.name, sizeof(h.name), "%s", name ? name : "");

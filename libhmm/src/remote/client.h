@@ -35,6 +35,13 @@ int hmm_client_open(const char *addr, const uint64_t quota[HMM_TIERS],
 		    const char *name, struct hmm_client **out,
 		    struct hmm_proto_hello_reply *rep);
 
+/* The same, asking for features (HMM_PROTO_FEAT_*) besides MEMFD:
+ * hmmctl asks for HMM_PROTO_FEAT_CONTROL. */
+int hmm_client_open_feat(const char *addr, const uint64_t quota[HMM_TIERS],
+			 const char *name, uint32_t features,
+			 struct hmm_client **out,
+			 struct hmm_proto_hello_reply *rep);
+
 /* Unmaps what is still mapped here and closes; hmmd releases the rest. */
 void hmm_client_close(struct hmm_client *c);
 
