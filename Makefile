@@ -323,6 +323,9 @@ FUZZ_LINK_fuzz_proto := $(L)/proto/proto.c $(L)/proto/proto_msg.c $(L)/base/err.
 # layers share a header name)
 FUZZ_LINK_fuzz_api := $(LIBHMM_SRC)
 FUZZ_INC_fuzz_api  := $(INC_remote)
+# fuzz_store: the same, and the store's format (table.h, crc32c.h)
+FUZZ_LINK_fuzz_store := $(LIBHMM_SRC)
+FUZZ_INC_fuzz_store  := $(INC_remote)
 $(B)/fuzz/%: tests/fuzz/%.c $(LIBHMM_SRC) $(DAEMON_SRC)
 	@mkdir -p $(@D)
 	$(CLANG) $(CPPFLAGS) $(INC_proto) $(FUZZ_INC_$*) -Idaemon -std=gnu11 -g -O1 -fsanitize=fuzzer,address,undefined \

@@ -44,7 +44,7 @@
  *
  * The store is one file, $HMM_TEST_DIR (else /tmp)/fuzz_api.PID.store,
  * made anew for each input and removed at its end, and however the run
- * ends (store_janitor).
+ * ends (fz_janitor.h).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -63,6 +63,7 @@
 
 #include "dlpack.h"
 #include "err.h"
+#include "fz_janitor.h"
 #include "hmm.h"
 
 /*
@@ -1723,53 +1724,6 @@ static void store_remove(void)
 	unlink(store_path);
 }
 
-/*
- * Remove the store however this process ends.  libFuzzer calls exit()
- * only when a run ends (-max_total_time, -runs): atexit covers that, at
- * once.  An interrupt (SIGINT, SIGTERM), a timeout (SIGALRM), a crash,
- * a sanitizer's report and -rss_limit_mb end in its handlers with _Exit,
- * past atexit, and those handlers are not ours to wrap: one installed
- * before libFuzzer's makes it install none (no timeouts), and
- * __sanitizer_set_death_callback has one slot, libFuzzer's, which
- * writes the crash- input.  So a janitor outlives this process: a
- * grandchild (no wait of ours meets it) that ignores the signals a
- * terminal or timeout(1) sends the whole group and blocks on a pipe
- * whose only writer is this process (close-on-exec).  The kernel closes
- * it at any exit, SIGKILL too, and the janitor removes the store within
- * moments.  Only a SIGKILL of the janitor as well (kill -9 of the
- * process group) leaves the store behind.
- */
-static void store_janitor(void)
-{
-	int fd[2], st;
-	pid_t pid;
-	char c;
-
-	if (pipe2(fd, O_CLOEXEC))
-		return;
-	pid = fork();
-	if (pid == 0) {
-		if (fork() == 0) {
-			signal(SIGINT, SIG_IGN);
-			signal(SIGTERM, SIG_IGN);
-			signal(SIGHUP, SIG_IGN);
-			signal(SIGQUIT, SIG_IGN);
-			close(fd[1]);
-			close(STDIN_FILENO);	/* hold no one's pipe open */
-			close(STDOUT_FILENO);
-			close(STDERR_FILENO);
-			while (read(fd[0], &c, 1) < 0 && errno == EINTR)
-				;
-			unlink(store_path);
-		}
-		_exit(0);
-	}
-	close(fd[0]);
-	if (pid > 0)
-		waitpid(pid, &st, 0);
-	/* fd[1] stays open, never written, for this process's life */
-}
-
 int LLVMFuzzerInitialize(int *argc, char ***argv);
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
@@ -1779,7 +1733,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 		 dir && *dir ? dir : "/tmp", (int)getpid());
 	tracing = getenv("FUZZ_API_TRACE") != NULL;
 	atexit(store_remove);
-	store_janitor();
+	fz_janitor(store_remove);
 	return 0;
 }
 

@@ -63,7 +63,7 @@ int main(void)
 	t_eq(slot[8], HMM_SB_VERSION, "version at 8, little-endian");
 	t_eq(slot[16], 0x08, "generation at 16, little-endian (low byte)");
 	t_eq(slot[23], 0x01, "generation high byte at 23");
-	t_eq(hmm_sb_decode(slot, 64 << 20, &back), 0, "decode");
+	t_eq(hmm_sb_decode(slot, 64 << 20, &back, NULL), 0, "decode");
 	t_ok(!memcmp(&sb, &back, sizeof(sb)), "round trip is exact");
 	t_eq(hmm_crc32c(0, tab, hmm_table_bytes(3, 5)), crc, "table crc");
 	hmm_table_entry(tab, 2, &x);
@@ -71,10 +71,10 @@ int main(void)
 	     x.crc == 0x33333333, "entry 2 decodes");
 	t_ok(!memcmp(tab + 3 * HMM_TENT_BYTES, "hello", 5), "meta after entries");
 
-	t_eq(hmm_sb_decode(slot, (64 << 20) - 4096, &back), -EBADMSG,
+	t_eq(hmm_sb_decode(slot, (64 << 20) - 4096, &back, NULL), -EBADMSG,
 	     "a file shorter than the data area");
 	slot[40] ^= 1;
-	t_eq(hmm_sb_decode(slot, 64 << 20, &back), -EBADMSG, "a flipped bit");
+	t_eq(hmm_sb_decode(slot, 64 << 20, &back, NULL), -EBADMSG, "a flipped bit");
 	slot[40] ^= 1;
 	slot[8] = 2;
 	hmm_sb_encode(&sb, slot);
@@ -84,13 +84,13 @@ int main(void)
 
 		memcpy(slot + 124, &c, 4);
 	}
-	t_eq(hmm_sb_decode(slot, 64 << 20, &back), -EPROTONOSUPPORT,
+	t_eq(hmm_sb_decode(slot, 64 << 20, &back, NULL), -EPROTONOSUPPORT,
 	     "another version");
 	memset(slot, 0, sizeof(slot));
-	t_eq(hmm_sb_decode(slot, 64 << 20, &back), -ENODATA, "zeros: no store");
+	t_eq(hmm_sb_decode(slot, 64 << 20, &back, NULL), -ENODATA, "zeros: no store");
 	sb.nextents = sb.max_extents + 1;
 	hmm_sb_encode(&sb, slot);
-	t_eq(hmm_sb_decode(slot, 64 << 20, &back), -EBADMSG,
+	t_eq(hmm_sb_decode(slot, 64 << 20, &back, NULL), -EBADMSG,
 	     "more extents than the table holds");
 	return t_done();
 }

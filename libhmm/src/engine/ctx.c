@@ -115,20 +115,19 @@ static int ctx_store_fresh(struct hmm *h, const struct hmm_config *cfg)
 {
 	struct hmm_store_stats st;
 	struct hmm_config fmt;
-	char why[256];
+	char why[512];
 	uint32_t n;
 	int r;
 
-	r = hmm_persist_load(h);
+	r = hmm_persist_load(h, cfg->store_path);
 	n = h->nsaved;
 	hmm_persist_fini(h);
 	free(h->tensors);	/* persist_load's slots for the saved ids */
 	h->tensors = NULL;
 	h->tensors_cap = h->ntensors = 0;
-	if (r < 0) {
+	if (r < 0) {	/* the detail names the store: keep it, a copy */
 		snprintf(why, sizeof(why), "%s", hmm_last_error());
-		return hmm_err(r == -EINVAL ? -EEXIST : r, "store %s: %s",
-			       cfg->store_path, why);
+		return hmm_err(r == -EINVAL ? -EEXIST : r, "%s", why);
 	}
 	if (n)
 		return hmm_err(-EEXIST, "store %s: hmm store with %u named "
@@ -298,7 +297,7 @@ int hmm_engine_open(const struct hmm_config *cfg, struct hmm **out)
 		if (r < 0)
 			goto out_ctx;
 		if (cfg->flags & HMM_CONFIG_STORE_KEEP)
-			r = hmm_persist_load(h);
+			r = hmm_persist_load(h, cfg->store_path);
 		else if (!(cfg->flags & HMM_CONFIG_STORE_FORMAT))
 			r = ctx_store_fresh(h, cfg);
 		if (r < 0)
@@ -309,6 +308,7 @@ int hmm_engine_open(const struct hmm_config *cfg, struct hmm **out)
 
 out_iot:
 	hmm_iot_stop(h);
+	hmm_persist_fini(h);	/* what a tensor table that failed had */
 out_ctx:
 	if (h->host_dirfd >= 0)
 		close(h->host_dirfd);

@@ -269,7 +269,7 @@ void hmm_trace_event(struct hmm *h, const char *cat, const char *name,
 
 /* ---- persist.c --------------------------------------------------------- */
 struct hmm_saved;
-int hmm_persist_load(struct hmm *h);
+int hmm_persist_load(struct hmm *h, const char *path);
 int hmm_persist_save(struct hmm *h);	/* h->lock held */
 void hmm_persist_fini(struct hmm *h);
 

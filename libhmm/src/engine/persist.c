@@ -43,9 +43,17 @@ struct hmm_saved {
 	uint8_t *stored;	/* malloc, ceil(nchunks / 8) */
 };
 
+/* Bytes of the bitmap of nchunks chunks: in 64 bits, since nchunks + 7
+ * wraps in 32 for a count near 2^32 (a record could then claim four
+ * billion chunks with a bitmap of none). */
+static size_t bitmap_bytes(uint32_t nchunks)
+{
+	return ((uint64_t)nchunks + 7) / 8;
+}
+
 static size_t rec_bytes(uint32_t nchunks)
 {
-	return HMM_ROUND_UP(sizeof(struct rec_head) + (nchunks + 7) / 8, 8);
+	return HMM_ROUND_UP(sizeof(struct rec_head) + bitmap_bytes(nchunks), 8);
 }
 
 static int saved_by_id(const void *a, const void *b)
@@ -56,7 +64,14 @@ static int saved_by_id(const void *a, const void *b)
 	return (x > y) - (x < y);
 }
 
-static int persist_parse(struct hmm *h, const uint8_t *b, size_t len)
+/*
+ * The blob is the store's (crc-checked, but written by anyone who can
+ * write the file): a count, an id or a bitmap it names is checked
+ * against its own bytes before anything is allocated by it.  Errors
+ * name the store, the record and its offset in the blob.
+ */
+static int persist_parse(struct hmm *h, const char *path, const uint8_t *b,
+			 size_t len)
 {
 	uint32_t hdr[3], i, maxid = 0;
 	size_t off = sizeof(hdr);
@@ -65,30 +80,37 @@ static int persist_parse(struct hmm *h, const uint8_t *b, size_t len)
 		return 0;	/* an empty store */
 	memcpy(hdr, b, sizeof(hdr));
 	if (hdr[0] != PERSIST_MAGIC || hdr[1] != 1)
-		return hmm_err(-EINVAL, "store: metadata is not libhmm's "
-			       "tensor table (magic %#x version %u)", hdr[0],
-			       hdr[1]);
+		return hmm_err(-EINVAL, "store %s: metadata is not libhmm's "
+			       "tensor table (magic %#x version %u)", path,
+			       hdr[0], hdr[1]);
+	if (hdr[2] > (len - sizeof(hdr)) / rec_bytes(0))
+		return hmm_err(-EIO, "store %s: tensor table: count %u (offset "
+			       "8) is more than its %zu bytes hold", path,
+			       hdr[2], len);
 	h->saved = calloc(hdr[2] ? hdr[2] : 1, sizeof(*h->saved));
 	if (!h->saved)
-		return hmm_err(-ENOMEM, "store: no memory for %u saved "
-			       "tensors", hdr[2]);
+		return hmm_err(-ENOMEM, "store %s: no memory for %u saved "
+			       "tensors", path, hdr[2]);
 	for (i = 0; i < hdr[2]; i++) {
 		struct hmm_saved *s = &h->saved[i];
 
 		if (off + sizeof(s->r) > len)
-			return hmm_err(-EIO, "store: tensor table cut at "
-				       "record %u", i);
+			return hmm_err(-EIO, "store %s: tensor table cut at "
+				       "record %u (offset %zu)", path, i, off);
 		memcpy(&s->r, b + off, sizeof(s->r));
-		if (off + rec_bytes(s->r.nchunks) > len ||
+		if (rec_bytes(s->r.nchunks) > len - off ||
 		    s->r.ndim > HMM_MAX_DIMS || s->r.id >= 0x80000000u)
-			return hmm_err(-EIO, "store: tensor table record %u "
-				       "is corrupt", i);
+			return hmm_err(-EIO, "store %s: tensor table record %u "
+				       "(offset %zu) is corrupt: id %u, ndim %u, "
+				       "nchunks %u in %zu bytes", path, i, off,
+				       s->r.id, s->r.ndim, s->r.nchunks,
+				       len - off);
 		s->r.name[63] = 0;
-		s->stored = malloc((s->r.nchunks + 7) / 8 + 1);
+		s->stored = malloc(bitmap_bytes(s->r.nchunks) + 1);
 		if (!s->stored)
-			return hmm_err(-ENOMEM, "store: no memory");
+			return hmm_err(-ENOMEM, "store %s: no memory", path);
 		memcpy(s->stored, b + off + sizeof(s->r),
-		       (s->r.nchunks + 7) / 8);
+		       bitmap_bytes(s->r.nchunks));
 		off += rec_bytes(s->r.nchunks);
 		h->nsaved++;
 		if (s->r.id + 1 > maxid)
@@ -96,25 +118,33 @@ static int persist_parse(struct hmm *h, const uint8_t *b, size_t len)
 	}
 	/* opened in the order they were made (ids are never reused) */
 	qsort(h->saved, h->nsaved, sizeof(*h->saved), saved_by_id);
+	/* an id is a tensor's extent keys: two records of one id would
+	 * read and write the same extents */
+	for (i = 1; i < h->nsaved; i++)
+		if (h->saved[i].r.id == h->saved[i - 1].r.id)
+			return hmm_err(-EIO, "store %s: tensor table: tensors "
+				       "'%s' and '%s' have the same id %u", path,
+				       h->saved[i - 1].r.name,
+				       h->saved[i].r.name, h->saved[i].r.id);
 	/* new tensors take ids above every saved one */
 	if (maxid) {
 		h->tensors = calloc(maxid, sizeof(*h->tensors));
 		if (!h->tensors)
-			return hmm_err(-ENOMEM, "store: no memory");
+			return hmm_err(-ENOMEM, "store %s: no memory", path);
 		h->tensors_cap = h->ntensors = maxid;
 	}
 	return 0;
 }
 
-int hmm_persist_load(struct hmm *h)
+int hmm_persist_load(struct hmm *h, const char *path)
 {
 	struct hmm_ioreq q;
 	uint8_t *b = malloc(PERSIST_MAX);
 	int r;
 
 	if (!b)
-		return hmm_err(-ENOMEM, "store: no memory for the tensor "
-			       "table");
+		return hmm_err(-ENOMEM, "store %s: no memory for the tensor "
+			       "table", path);
 	memset(&q, 0, sizeof(q));
 	q.io.op = HMM_IOREQ_META_GET;
 	q.io.buf = b;
@@ -123,9 +153,10 @@ int hmm_persist_load(struct hmm *h)
 	r = hmm_iot_sync(h, &q);
 	pthread_mutex_unlock(&h->lock);
 	if (r > PERSIST_MAX)
-		r = hmm_err(-EFBIG, "store: tensor table of %d bytes", r);
+		r = hmm_err(-EFBIG, "store %s: tensor table of %d bytes", path,
+			    r);
 	if (r >= 0)
-		r = persist_parse(h, b, r);
+		r = persist_parse(h, path, b, r);
 	free(b);
 	return r;
 }
@@ -134,7 +165,7 @@ static void rec_put(uint8_t *b, size_t *off, const struct rec_head *r,
 		    const uint8_t *stored)
 {
 	memcpy(b + *off, r, sizeof(*r));
-	memcpy(b + *off + sizeof(*r), stored, (r->nchunks + 7) / 8);
+	memcpy(b + *off + sizeof(*r), stored, bitmap_bytes(r->nchunks));
 	*off += rec_bytes(r->nchunks);
 }
 
@@ -175,7 +206,7 @@ int hmm_persist_save(struct hmm *h)
 		rh.chunk_bytes = h->chunk_bytes;
 		memcpy(rh.name, t->name, sizeof(rh.name));
 		memcpy(rh.shape, t->shape, sizeof(rh.shape));
-		st = calloc(1, (t->nchunks + 7) / 8);
+		st = calloc(1, bitmap_bytes(t->nchunks));
 		if (!st) {
 			free(b);
 			return hmm_err(-ENOMEM, "hmm_flush: no memory");

@@ -304,11 +304,13 @@ static int format(struct hmm_store *s, const struct hmm_store_config *cfg,
 	return 0;
 }
 
-/* Fill map, ext and meta from a table image; -EIO when inconsistent. */
+/* Fill map, ext and meta from a table image; -EIO when inconsistent,
+ * naming the entry, its offset in the file and the field. */
 static int load_table(struct hmm_store *s, const uint8_t *t)
 {
 	const struct hmm_sb *sb = &s->sb;
 	struct hmm_xent e, old;
+	const char *bad;
 	int err;
 
 	if (hmm_xmap_reserve(&s->map, sb->nextents))
@@ -318,21 +320,27 @@ static int load_table(struct hmm_store *s, const uint8_t *t)
 
 		hmm_table_entry(t, i, &e);
 		nblk = (e.len + (uint64_t)sb->block_size - 1) / sb->block_size;
-		if (!e.len || e.len % 4096 || e.blk >= s->blocks ||
-		    nblk > s->blocks - e.blk)
-			return hmm_err(-EIO, "store %s: table entry %llu (extent "
-				       "%#llx) is out of range", s->path,
+		bad = !e.len || e.len % 4096 ? "len" :
+		      e.blk >= s->blocks || nblk > s->blocks - e.blk ?
+		      "blk (past the data area)" : NULL;
+		if (!bad) {
+			err = hmm_ext_reserve(&s->ext, e.blk, nblk);
+			if (err == -ENOMEM)
+				return err;
+			e.on_disk = 1;
+			bad = err ? "blk (overlaps another extent)" :
+			      hmm_xmap_put(&s->map, &e, &old) ? "key" :
+			      old.used ? "key (a second entry)" : NULL;
+		}
+		if (bad)
+			return hmm_err(-EIO, "store %s: table %u entry %llu at "
+				       "offset %llu (extent %#llx, blk %llu, len "
+				       "%u): bad %s", s->path, sb->slot,
 				       (unsigned long long)i,
-				       (unsigned long long)e.key);
-		err = hmm_ext_reserve(&s->ext, e.blk, nblk);
-		if (err == -ENOMEM)
-			return err;
-		e.on_disk = 1;
-		if (err || hmm_xmap_put(&s->map, &e, &old) || old.used)
-			return hmm_err(-EIO, "store %s: table entry %llu (extent "
-				       "%#llx) overlaps another", s->path,
-				       (unsigned long long)i,
-				       (unsigned long long)e.key);
+				       (unsigned long long)(sb->table_off[sb->slot] +
+							    i * HMM_TENT_BYTES),
+				       (unsigned long long)e.key,
+				       (unsigned long long)e.blk, e.len, bad);
 	}
 	if (sb->meta_len) {
 		s->meta = malloc(sb->meta_len);
@@ -496,6 +504,7 @@ static int format_or_load(struct hmm_store *s,
 {
 	struct hmm_sb sb[2];
 	int ok[2] = { 0, 0 }, r[2] = { -ENODATA, -ENODATA }, err = 0;
+	const char *why[2] = { "magic", "magic" };
 	uint8_t *slots = aligned(2 * HMM_SB_BYTES);
 	int empty = 1;
 
@@ -513,8 +522,13 @@ static int format_or_load(struct hmm_store *s,
 				       "at offset 0: %s", s->path, errstr(err));
 		}
 		for (int i = 0; i < 2; i++) {
-			r[i] = hmm_sb_decode(slots + i * HMM_SB_BYTES, have, &sb[i]);
-			ok[i] = r[i] == 0 && sb[i].slot == (uint32_t)i;
+			r[i] = hmm_sb_decode(slots + i * HMM_SB_BYTES, have,
+					     &sb[i], &why[i]);
+			if (!r[i] && sb[i].slot != (uint32_t)i) {
+				r[i] = -EBADMSG;	/* another slot's */
+				why[i] = "slot";
+			}
+			ok[i] = r[i] == 0;
 		}
 		empty = all_zero(slots, 2 * HMM_SB_BYTES);
 	} else if (have) {
@@ -524,6 +538,11 @@ static int format_or_load(struct hmm_store *s,
 	if (cfg->flags & HMM_STORE_TRUNCATE)
 		goto fmt;
 	if (ok[0] || ok[1]) {
+		for (int i = 0; i < 2; i++)
+			if (r[i] == -EBADMSG)
+				note(s, "superblock %d at offset %d refused "
+				     "(%s): using the other", i,
+				     i * HMM_SB_BYTES, why[i]);
 		err = load(s, sb, ok);
 		if (!err)
 			err = check_role(s);
@@ -537,8 +556,10 @@ static int format_or_load(struct hmm_store *s,
 		return hmm_err(-EPROTONOSUPPORT, "store %s: written by another "
 			       "version of the format", s->path);
 	if (r[0] == -EBADMSG || r[1] == -EBADMSG)
-		return hmm_err(-EIO, "store %s: both superblocks are damaged",
-			       s->path);
+		return hmm_err(-EIO, "store %s: both superblocks are damaged "
+			       "(superblock 0 at offset 0: %s; superblock 1 at "
+			       "offset %d: %s)", s->path, why[0], HMM_SB_BYTES,
+			       why[1]);
 	if (!(cfg->flags & HMM_STORE_CREATE))
 		return hmm_err(-ENODATA, "store %s: no store here (open with "
 			       "HMM_STORE_CREATE to make one)", s->path);
@@ -900,6 +921,15 @@ int store_flush_commit(struct hmm_store *s, struct hmm_sb *out)
 	len = (tbytes + 4095) / 4096 * 4096;
 	if (len < HMM_SB_BYTES)
 		len = HMM_SB_BYTES;
+	/* never past the area: the next one holds the live table */
+	if (len > s->sb.table_cap) {
+		err = hmm_err(-ENOSPC, "store %s: a table of %llu bytes, its "
+			      "area at offset %llu holds %llu", s->path,
+			      (unsigned long long)len,
+			      (unsigned long long)s->sb.table_off[1 - s->sb.slot],
+			      (unsigned long long)s->sb.table_cap);
+		goto out;
+	}
 	if ((!v && n) || !(buf = aligned(len))) {
 		err = hmm_err(-ENOMEM, "store %s: out of memory", s->path);
 		goto out;

@@ -131,36 +131,68 @@ void hmm_sb_encode(const struct hmm_sb *sb, void *slot)
 	PUT32(p, 124, hmm_crc32c(0, p, 124));
 }
 
-static int sb_sane(const struct hmm_sb *sb, uint64_t file_bytes)
+/*
+ * NULL when sb is a geometry hmm_sb_layout could have made for a file of
+ * file_bytes, else the field that is not.  A crafted or rewritten slot
+ * has a valid crc, so every field a reader or a later flush uses is
+ * bounded here: table_cap by the file (the table areas' ends are sums
+ * that wrap), the table by what a flush may write into it (max_extents
+ * entries and meta_cap bytes of blob), the generation by its successor.
+ */
+static const char *sb_insane(const struct hmm_sb *sb, uint64_t file_bytes)
 {
 	uint64_t tend = sb->table_off[1] + sb->table_cap;
 
-	if (sb->block_size < ALIGN || (sb->block_size & (sb->block_size - 1)))
-		return 0;
-	if (sb->slot > 1 || sb->table_off[0] != 2 * HMM_SB_BYTES ||
-	    sb->table_off[1] != sb->table_off[0] + sb->table_cap ||
-	    sb->table_cap % ALIGN || sb->data_off < tend ||
-	    sb->data_off % sb->block_size || sb->data_bytes % sb->block_size)
-		return 0;
-	if (sb->data_off + sb->data_bytes > file_bytes ||
+	if (sb->block_size < ALIGN || (sb->block_size & (sb->block_size - 1)) ||
+	    sb->block_size > (1u << 30))
+		return "block_size";
+	if (sb->slot > 1)
+		return "slot";
+	if (sb->table_off[0] != 2 * HMM_SB_BYTES)
+		return "table_off[0]";
+	if (sb->table_cap % ALIGN || !sb->table_cap ||
+	    sb->table_cap > file_bytes)
+		return "table_cap";
+	if (sb->table_off[1] != sb->table_off[0] + sb->table_cap)
+		return "table_off[1]";
+	if (sb->data_off < tend || sb->data_off % sb->block_size)
+		return "data_off";
+	if (sb->data_bytes % sb->block_size ||
+	    sb->data_off + sb->data_bytes > file_bytes ||
 	    sb->data_off + sb->data_bytes < sb->data_off)
-		return 0;
+		return "data_bytes";
 	if (sb->set_count && (sb->set_index >= sb->set_count || !sb->set_uuid))
-		return 0;
-	if (sb->nextents > sb->max_extents || sb->meta_len > sb->meta_cap ||
-	    hmm_table_bytes(sb->nextents, sb->meta_len) > sb->table_cap)
-		return 0;
-	return 1;
+		return "set_index";
+	if ((uint64_t)sb->max_extents * HMM_TENT_BYTES + sb->meta_cap >
+	    sb->table_cap)
+		return "max_extents";
+	if (sb->nextents > sb->max_extents)
+		return "nextents";
+	if (sb->meta_len > sb->meta_cap)
+		return "meta_len";
+	if (hmm_table_bytes(sb->nextents, sb->meta_len) > sb->table_cap)
+		return "nextents";
+	if (sb->generation == UINT64_MAX)
+		return "generation";	/* the next flush's would be 0 */
+	return NULL;
 }
 
-int hmm_sb_decode(const void *slot, uint64_t file_bytes, struct hmm_sb *sb)
+int hmm_sb_decode(const void *slot, uint64_t file_bytes, struct hmm_sb *sb,
+		  const char **why)
 {
 	const uint8_t *p = slot;
+	const char *bad;
 
+	if (why)
+		*why = "magic";
 	if (memcmp(p, HMM_SB_MAGIC, 8))
 		return -ENODATA;
+	if (why)
+		*why = "crc";
 	if (get32(p, 124) != hmm_crc32c(0, p, 124))
 		return -EBADMSG;
+	if (why)
+		*why = "version";
 	if (get32(p, 8) != HMM_SB_VERSION)
 		return -EPROTONOSUPPORT;
 	sb->generation = get64(p, 16);
@@ -181,7 +213,10 @@ int hmm_sb_decode(const void *slot, uint64_t file_bytes, struct hmm_sb *sb)
 	sb->set_uuid = get64(p, 112);
 	sb->set_index = (uint16_t)get32(p, 120);
 	sb->set_count = (uint16_t)(get32(p, 120) >> 16);
-	return sb_sane(sb, file_bytes) ? 0 : -EBADMSG;
+	bad = sb_insane(sb, file_bytes);
+	if (why)
+		*why = bad;
+	return bad ? -EBADMSG : 0;
 }
 
 uint64_t hmm_table_bytes(uint64_t n, uint32_t meta_len)

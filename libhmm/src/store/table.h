@@ -81,8 +81,11 @@ uint32_t hmm_sb_extents_fit(uint64_t size, uint32_t block_size,
 
 void hmm_sb_encode(const struct hmm_sb *sb, void *slot);
 /* 0; -ENODATA: no magic (never formatted, or not a store); -EBADMSG: crc
- * or geometry wrong; -EPROTONOSUPPORT: another version. */
-int hmm_sb_decode(const void *slot, uint64_t file_bytes, struct hmm_sb *sb);
+ * or geometry wrong; -EPROTONOSUPPORT: another version.  why (may be
+ * NULL) gets what was wrong: "magic", "crc", "version" or the field
+ * (hmm_sb's name) that no store of file_bytes can have; NULL on 0. */
+int hmm_sb_decode(const void *slot, uint64_t file_bytes, struct hmm_sb *sb,
+		  const char **why);
 
 /* Bytes of a table with n entries and a meta blob of meta_len. */
 uint64_t hmm_table_bytes(uint64_t n, uint32_t meta_len);
