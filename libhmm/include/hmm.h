@@ -250,7 +250,10 @@ const char *hmm_config_key(unsigned i);
  * "cuda" with no driver or GPU), -EBUSY (another context, of this or
  * another process, has the store open: one context per store, by an
  * exclusive lock held until hmm_close; the detail names the path and the
- * holder's pid), or the store's error.  Any thread.
+ * holder's pid), -EUCLEAN (the store is damaged: both superblocks, the
+ * tables they name or the table of tensors fail their checks; the detail
+ * names the path and what failed, and nothing is written), or the
+ * store's error (-EIO: the device failed a read).  Any thread.
  */
 int hmm_open(const struct hmm_config *cfg, struct hmm **out);
 
@@ -307,7 +310,7 @@ int hmm_tensor_new(struct hmm *h, const char *name, uint32_t dtype,
  * they were made (hmm_tensor_new); the next call after the last gets
  * -ENOENT.  Returns 0 and *out,
  * -ENOENT (no such name saved, or already opened), -EINVAL (as well a
- * name hmm_tensor_new would refuse), -EIO (the saved record is
+ * name hmm_tensor_new would refuse), -EUCLEAN (the saved record is
  * corrupt), -ENOMEM.  Any thread.
  */
 int hmm_tensor_open(struct hmm *h, const char *name,

@@ -256,6 +256,7 @@ const char *hmm_strerror(int err)
 	case ENODEV: return "no such device or tier";
 	case EBUSY: return "busy (still mapped)";
 	case EIO: return "I/O error";
+	case EUCLEAN: return "store damaged (its structures fail their checks)";
 	case ENOSPC: return "no space left in the store";
 	case EOVERFLOW: return "size overflows";
 	case ENOENT: return "not found";

@@ -38,7 +38,7 @@ dd if=/dev/zero of="$dir/c.store" bs=4096 count=2 conv=notrunc 2>/dev/null
 resume_refused "both superblocks zeroed" 2
 printf 'XXXXXXXX' | dd of="$dir/c.store" bs=1 seek=100 conv=notrunc 2>/dev/null
 printf 'XXXXXXXX' | dd of="$dir/c.store" bs=1 seek=4196 conv=notrunc 2>/dev/null
-resume_refused "both superblocks damaged"
+resume_refused "both superblocks damaged" 2
 truncate -s 4096 "$dir/c.store"
 resume_refused "the store truncated to 4 KiB" 2
 truncate -s 0 "$dir/c.store"

@@ -3,7 +3,7 @@
  * test_store_corrupt — damage on disk is found, never returned as data:
  * a flipped byte in an extent fails its read with -EIO (crc32c); a
  * damaged newest superblock or table falls back to the previous flush;
- * both superblocks damaged fails the open; a file that is not a store is
+ * both superblocks damaged fails the open (-EUCLEAN); a file not a store is
  * refused unless the caller asks to overwrite it; a caller that takes
  * the crc32c itself (HMM_IOF_CRC_LATER, HMM_IOF_CRC_GIVEN) finds the
  * same damage, and a crc it gives is the one stored.
@@ -157,10 +157,11 @@ int main(void)
 	hmm_store_close(s);
 
 	flip(path, 4096 + 20);	/* and the other */
-	t_eq(try_open(path, 0, &s), -EIO, "both superblocks damaged: -EIO");
+	t_eq(try_open(path, 0, &s), -EUCLEAN,
+	     "both superblocks damaged: -EUCLEAN (not an I/O error)");
 	t_ok(strstr(hmm_last_error(), "damaged") != NULL, "detail: %s",
 	     hmm_last_error());
-	t_eq(try_open(path, HMM_STORE_CREATE, &s), -EIO,
+	t_eq(try_open(path, HMM_STORE_CREATE, &s), -EUCLEAN,
 	     "CREATE does not format over a damaged store");
 
 	/* not a store */

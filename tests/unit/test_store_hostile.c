@@ -18,7 +18,7 @@
  *     hold (an allocation of count records), two records of one id (one
  *     tensor's extents written by another), a record of 2^32 - 1 chunks
  *     whose bitmap size wrapped to 0 bytes, and a foreign blob: refused
- *     with -EIO (-EINVAL: foreign) naming the store path, and nothing
+ *     with -EUCLEAN (-EINVAL: foreign) naming the store path, and nothing
  *     leaked (the ASan build).
  */
 #include <fcntl.h>
@@ -320,7 +320,8 @@ static void named(void)
 	put(f.b + t + HMM_TENT_BYTES + 8, 8, 1ull << 40);	/* entry 1's blk */
 	recrc(&f, i);
 	file_write(path, &f);
-	t_eq(try_open(path, &s), -EIO, "an entry past the data area: -EIO");
+	t_eq(try_open(path, &s), -EUCLEAN,
+	     "an entry past the data area: -EUCLEAN");
 	snprintf(want, sizeof(want), "offset %llu",
 		 (unsigned long long)(t + HMM_TENT_BYTES));
 	t_ok(strstr(hmm_last_error(), path) && strstr(hmm_last_error(), want) &&
@@ -333,7 +334,7 @@ static void named(void)
 	put(slot(&f, 1) + SB_SLOT, 4, 0);
 	put(slot(&f, 1) + SB_CRC, 4, hmm_crc32c(0, slot(&f, 1), SB_CRC));
 	file_write(path, &f);
-	t_eq(try_open(path, &s), -EIO, "both superblocks lying: -EIO");
+	t_eq(try_open(path, &s), -EUCLEAN, "both superblocks lying: -EUCLEAN");
 	t_ok(strstr(hmm_last_error(), path) &&
 	     strstr(hmm_last_error(), "damaged") &&
 	     strstr(hmm_last_error(), "meta_len") &&
@@ -431,7 +432,7 @@ static void tensor_table(void)
 
 	saved(path);
 	blob_put(path, 8, UINT32_MAX);
-	refused(path, -EIO, "count", "a count of 2^32 - 1 records");
+	refused(path, -EUCLEAN, "count", "a count of 2^32 - 1 records");
 
 	saved(path);
 	file_read(path, &f);
@@ -440,7 +441,7 @@ static void tensor_table(void)
 	memcpy(b + rec1 + REC_ID, b + 12 + REC_ID, 4);
 	recrc(&f, i);
 	file_write(path, &f);
-	refused(path, -EIO, "same id", "two records of one id");
+	refused(path, -EUCLEAN, "same id", "two records of one id");
 
 	/* b (the last record): 2^32 - 1 chunks of 4 KiB, its shape saying
 	 * as much; its bitmap's size wrapped to none, so it "fit" */
@@ -452,13 +453,13 @@ static void tensor_table(void)
 	    (uint64_t)UINT32_MAX * CHUNK / 4);
 	recrc(&f, i);
 	file_write(path, &f);
-	refused(path, -EIO, "nchunks 4294967295", "a record of 2^32 - 1 "
+	refused(path, -EUCLEAN, "nchunks 4294967295", "a record of 2^32 - 1 "
 		"chunks");
 
 	/* after the records were allocated: nothing of them leaks */
 	saved(path);
 	blob_put(path, rec1 + REC_NDIM, HMM_MAX_DIMS + 1);
-	refused(path, -EIO, "record 1 (offset 172) is corrupt", "a record of "
+	refused(path, -EUCLEAN, "record 1 (offset 172) is corrupt", "a record of "
 		"9 dimensions");
 
 	saved(path);

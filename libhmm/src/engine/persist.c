@@ -84,9 +84,9 @@ static int persist_parse(struct hmm *h, const char *path, const uint8_t *b,
 			       "tensor table (magic %#x version %u)", path,
 			       hdr[0], hdr[1]);
 	if (hdr[2] > (len - sizeof(hdr)) / rec_bytes(0))
-		return hmm_err(-EIO, "store %s: tensor table: count %u (offset "
-			       "8) is more than its %zu bytes hold", path,
-			       hdr[2], len);
+		return hmm_err(-EUCLEAN, "store %s: tensor table: count %u "
+			       "(offset 8) is more than its %zu bytes hold",
+			       path, hdr[2], len);
 	h->saved = calloc(hdr[2] ? hdr[2] : 1, sizeof(*h->saved));
 	if (!h->saved)
 		return hmm_err(-ENOMEM, "store %s: no memory for %u saved "
@@ -95,14 +95,16 @@ static int persist_parse(struct hmm *h, const char *path, const uint8_t *b,
 		struct hmm_saved *s = &h->saved[i];
 
 		if (off + sizeof(s->r) > len)
-			return hmm_err(-EIO, "store %s: tensor table cut at "
-				       "record %u (offset %zu)", path, i, off);
+			return hmm_err(-EUCLEAN, "store %s: tensor table cut "
+				       "at record %u (offset %zu)", path, i,
+				       off);
 		memcpy(&s->r, b + off, sizeof(s->r));
 		if (rec_bytes(s->r.nchunks) > len - off ||
 		    s->r.ndim > HMM_MAX_DIMS || s->r.id >= 0x80000000u)
-			return hmm_err(-EIO, "store %s: tensor table record %u "
-				       "(offset %zu) is corrupt: id %u, ndim %u, "
-				       "nchunks %u in %zu bytes", path, i, off,
+			return hmm_err(-EUCLEAN, "store %s: tensor table "
+				       "record %u (offset %zu) is corrupt: id "
+				       "%u, ndim %u, nchunks %u in %zu bytes",
+				       path, i, off,
 				       s->r.id, s->r.ndim, s->r.nchunks,
 				       len - off);
 		s->r.name[63] = 0;
@@ -122,8 +124,9 @@ static int persist_parse(struct hmm *h, const char *path, const uint8_t *b,
 	 * read and write the same extents */
 	for (i = 1; i < h->nsaved; i++)
 		if (h->saved[i].r.id == h->saved[i - 1].r.id)
-			return hmm_err(-EIO, "store %s: tensor table: tensors "
-				       "'%s' and '%s' have the same id %u", path,
+			return hmm_err(-EUCLEAN, "store %s: tensor table: "
+				       "tensors '%s' and '%s' have the same id "
+				       "%u", path,
 				       h->saved[i - 1].r.name,
 				       h->saved[i].r.name, h->saved[i].r.id);
 	/* new tensors take ids above every saved one */
@@ -260,7 +263,7 @@ int hmm_engine_tensor_open(struct hmm *h, const char *name,
 			     &bytes) < 0 ||
 	    (bytes + h->chunk_bytes - 1) / h->chunk_bytes != s.r.nchunks) {
 		pthread_mutex_unlock(&h->lock);
-		return hmm_err(-EIO, "tensor %s: saved record does not "
+		return hmm_err(-EUCLEAN, "tensor %s: saved record does not "
 			       "match its shape", name);
 	}
 	/* out of h->saved, keeping the order (the next of that name) */

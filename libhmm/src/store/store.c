@@ -304,7 +304,7 @@ static int format(struct hmm_store *s, const struct hmm_store_config *cfg,
 	return 0;
 }
 
-/* Fill map, ext and meta from a table image; -EIO when inconsistent,
+/* Fill map, ext and meta from a table image; -EUCLEAN when inconsistent,
  * naming the entry, its offset in the file and the field. */
 static int load_table(struct hmm_store *s, const uint8_t *t)
 {
@@ -333,9 +333,10 @@ static int load_table(struct hmm_store *s, const uint8_t *t)
 			      old.used ? "key (a second entry)" : NULL;
 		}
 		if (bad)
-			return hmm_err(-EIO, "store %s: table %u entry %llu at "
-				       "offset %llu (extent %#llx, blk %llu, len "
-				       "%u): bad %s", s->path, sb->slot,
+			return hmm_err(-EUCLEAN, "store %s: table %u entry "
+				       "%llu at offset %llu (extent %#llx, blk "
+				       "%llu, len %u): bad %s", s->path,
+				       sb->slot,
 				       (unsigned long long)i,
 				       (unsigned long long)(sb->table_off[sb->slot] +
 							    i * HMM_TENT_BYTES),
@@ -456,8 +457,8 @@ static int load(struct hmm_store *s, struct hmm_sb sb[2], int ok[2])
 			       "%llu, which the other members of its striped "
 			       "store hold", s->path,
 			       (unsigned long long)s->role.at_gen);
-	return hmm_err(-EIO, "store %s: no superblock names an intact table",
-		       s->path);
+	return hmm_err(-EUCLEAN, "store %s: no superblock names an intact "
+		       "table", s->path);
 }
 
 static int all_zero(const uint8_t *p, size_t n)
@@ -556,10 +557,10 @@ static int format_or_load(struct hmm_store *s,
 		return hmm_err(-EPROTONOSUPPORT, "store %s: written by another "
 			       "version of the format", s->path);
 	if (r[0] == -EBADMSG || r[1] == -EBADMSG)
-		return hmm_err(-EIO, "store %s: both superblocks are damaged "
-			       "(superblock 0 at offset 0: %s; superblock 1 at "
-			       "offset %d: %s)", s->path, why[0], HMM_SB_BYTES,
-			       why[1]);
+		return hmm_err(-EUCLEAN, "store %s: both superblocks are "
+			       "damaged (superblock 0 at offset 0: %s; "
+			       "superblock 1 at offset %d: %s)", s->path,
+			       why[0], HMM_SB_BYTES, why[1]);
 	if (!(cfg->flags & HMM_STORE_CREATE))
 		return hmm_err(-ENODATA, "store %s: no store here (open with "
 			       "HMM_STORE_CREATE to make one)", s->path);

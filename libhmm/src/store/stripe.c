@@ -131,8 +131,9 @@ static int check_placement(struct hmm_stripe *p, unsigned i)
 	for (size_t k = 0; k < m->map.cap; k++)
 		if (m->map.v[k].used &&
 		    member_index(m->map.v[k].key, p->n) != i)
-			return hmm_err(-EIO, "store %s: extent %#llx belongs on "
-				       "member %u, not on this member %u",
+			return hmm_err(-EUCLEAN, "store %s: extent %#llx "
+				       "belongs on member %u, not on this "
+				       "member %u",
 				       m->path,
 				       (unsigned long long)m->map.v[k].key,
 				       member_index(m->map.v[k].key, p->n), i);
