@@ -14,8 +14,10 @@
 # fio runs on each kind's own page size: a fake fio on PATH records the
 # GLIBC_TUNABLES it was given (glibc.malloc.hugetlb=1 for the huge
 # cells, added to what the caller had; nothing added for the 4k ones),
-# and each kind's ratio is against its own fio.  Small sizes: this
-# checks the tool, it does not time.
+# and each kind's ratio is against its own fio.  A fio that fails is
+# reported with its exit status or signal, its file and its last words;
+# a scratch file that cannot be removed is named (exit 1).  Small
+# sizes: this checks the tool, it does not time.
 set -u
 . "$(dirname "$0")/../t.sh"
 bin=$B/bin/hmm-bench
@@ -115,6 +117,34 @@ ok $([ "$(grep -cx 'glibc.malloc.check=0:glibc.malloc.hugetlb=1' "$dir/fio.log")
 ok $(echo "$out" | awk -F'"read_fio_MBps":|"read_fio_huge_MBps":|"read_4k_MBps":|"read_huge_MBps":|"read_ratio_4k":|"read_ratio_huge":' '{ split($2,a,","); split($3,b,","); split($4,c,","); split($5,d,","); split($6,e,","); split($7,f,",");
 	# key order in the line: 4k_MBps, ratio_4k, huge_MBps, ratio_huge, fio_MBps, fio_huge_MBps
 	exit !(e[1] == 1000 && f[1] == 2000 && b[1] > 0 && (b[1] - a[1] / 1000) ^ 2 < 1e-6 && (d[1] - c[1] / 2000) ^ 2 < 1e-6) }'; echo $?) "each kind's ratio is against fio on its own page size"
+# fio that fails: how (its exit status, or the signal that killed it),
+# on which file, and its own last words are said, not "fio failed"
+cat > "$dir/fakefio/fio" <<'EOF2'
+#!/bin/sh
+echo "fio: pid=0, err=28/file:filesetup.c:235, func=write, error=No space left on device" >&2
+[ -n "${FAKEFIO_KILL:-}" ] && kill -9 $$
+exit 1
+EOF2
+PATH="$dir/fakefio:$PATH" "$bin" io --file "$dir/f" --size 16M --bs 1M --qd 4 --rw read --pages 4k --reps 5 >/dev/null 2>"$dir/err"
+ok $([ $? = 1 ] && grep -q "fio on $dir/f exited with status 1" "$dir/err" && grep -q "^  fio: pid=0, err=28.*No space left on device" "$dir/err" && [ ! -e "$dir/f" ]; echo $?) "fio exits 1: its status, the file and its error said ($(head -c 300 "$dir/err" | tr '\n' '|'))"
+PATH="$dir/fakefio:$PATH" FAKEFIO_KILL=1 "$bin" io --file "$dir/f" --size 16M --bs 1M --qd 4 --rw read --pages 4k --reps 5 >/dev/null 2>"$dir/err"
+ok $([ $? = 1 ] && grep -q "fio on $dir/f killed by signal 9 (Killed)" "$dir/err"; echo $?) "fio killed by SIGKILL: the signal named ($(head -1 "$dir/err"))"
+# a scratch file that cannot be removed at the end (its folder made
+# immutable while the run writes it) is said, naming it, and fails the
+# run; nothing is said when all goes (the runs above)
+if mkdir "$dir/imm" && chattr +i "$dir/imm" 2>/dev/null && chattr -i "$dir/imm"; then
+	HMM_TEST_DIR=$dir/imm "$bin" io --size 64M --bs 1M --qd 4 --rw write --pages 4k --no-fio --reps 20 >/dev/null 2>"$dir/err" &
+	pid=$!
+	for i in $(seq 200); do [ -n "$(ls -A "$dir/imm")" ] && break; sleep 0.05; done
+	chattr +i "$dir/imm"
+	wait $pid
+	rc=$?
+	chattr -i "$dir/imm"
+	ok $([ $rc = 1 ] && grep -q "^hmm-bench: $dir/imm/.*: cannot remove this run's scratch file: Operation not permitted (left behind)" "$dir/err"; echo $?) "a scratch file that cannot be removed: named with the error, exit 1 (rc $rc: $(tail -1 "$dir/err"))"
+	rm -rf "$dir/imm"
+else
+	skip "chattr +i does not work here (not root, or the file system)"
+fi
 if command -v fio >/dev/null; then
 	out=$("$bin" io --file "$dir/f" --size 32M --bs 1M --qd 8 --json 2>"$dir/err")
 	rc=$?

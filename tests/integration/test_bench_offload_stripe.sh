@@ -4,7 +4,8 @@
 # every file it made is gone after the run; a bad N is a usage error
 # (exit 2) and an existing path is refused (exit 1), the existing file
 # untouched; --segment cuts the states into that many parameters'
-# segments (JSON segments), and a segment of 0 is a usage error.  Small sizes: this checks the flags, it
+# segments (JSON segments), and a segment of 0 is a usage error; a fio
+# that fails is reported in its own words, with its file.  Small sizes: this checks the flags, it
 # does not time.
 set -u
 . "$(dirname "$0")/../t.sh"
@@ -44,4 +45,11 @@ ok $([ $? = 2 ] && grep -q -- '--stripe 9: want N from 1 to 8' "$dir/err"; echo 
 printf 'precious' >"$dir/keep"
 "$bin" offload --n 256K --chunk 64K --reps 1 --dir "$dir" --stripe "$dir/new.store,$dir/keep" >/dev/null 2>"$dir/err"
 ok $([ $? = 1 ] && grep -q "keep: exists" "$dir/err" && [ "$(cat "$dir/keep")" = precious ] && [ ! -e "$dir/new.store" ]; echo $?) "an existing path: refused, untouched, nothing left"
+# fio that fails (its file system full): fio's own words and the file
+# are said, not "did not run (is fio installed?)"
+mkdir -p "$dir/fakefio"
+printf '#!/bin/sh\necho "fio: ENOSPC on laying out file, stopping" >&2\nexit 1\n' >"$dir/fakefio/fio"
+chmod +x "$dir/fakefio/fio"
+PATH="$dir/fakefio:$PATH" "$bin" offload --n 256K --chunk 64K --reps 1 --dir "$dir" >/dev/null 2>"$dir/err"
+ok $([ $? = 1 ] && grep -q "fio on $dir/hmm-bench-offload.fio exited with status 1" "$dir/err" && grep -q "^  fio: ENOSPC on laying out file" "$dir/err" && ! grep -q "is fio installed" "$dir/err" && [ -z "$(ls -A "$dir" | grep -v '^err$\|^fakefio$\|^keep$')" ]; echo $?) "fio fails: its error and file said, nothing left ($(head -2 "$dir/err" | tr '\n' '|'))"
 t_done

@@ -3,7 +3,9 @@
 # hmmd and two embedded processes, and with --json its last line is one
 # object with both store rates, both host peaks and their ratios; bad
 # options exit 2; files of its names already in --dir are refused, and a
-# SIGTERM leaves neither hmmd nor its files.  Small sizes: this checks the
+# SIGTERM leaves neither hmmd nor its files; a signal in the first
+# phase stops the two worker processes; after a SIGKILL, hmmd stops and
+# its socket goes.  Small sizes: this checks the
 # tool, it does not time.
 set -u
 . "$(dirname "$0")/../t.sh"
@@ -53,6 +55,33 @@ for m in $modes; do
 	sleep 0.3
 	ok $([ -z "$(ls "$dir" | grep -v err)" ] && ! pgrep -f -- "--socket $dir/bench-shared.sock" >/dev/null && ! grep -q " $dir/bench-shared.shm " /proc/mounts; echo $?) "SIGTERM mid-run ($m): hmmd gone, no store, socket or mount left ($(ls "$dir" | grep -v err | tr '\n' ' '))"
 done
+# a signal in the first phase (two embedded worker processes): the
+# workers are stopped too, before their stores go, whatever the signal
+for sig in TERM INT HUP; do
+	"$bin" shared --size 64M --slice 1M --host 8M --passes 50 --reps 1 --memfd --dir "$dir" --hmmd "$B/bin/hmmd" >/dev/null 2>"$dir/err" &
+	bpid=$!
+	# the two workers: forks of hmm-bench, its command line
+	for i in $(seq 200); do [ "$(pgrep -fc -- "shared --size 64M .* --dir $dir ")" -ge 3 ] && break; sleep 0.05; done
+	sleep 0.2
+	kill -$sig $bpid; wait $bpid 2>/dev/null
+	sleep 0.3
+	left=$(pgrep -f -- "shared --size 64M .* --dir $dir ")
+	[ -n "$left" ] && kill -KILL $left
+	ok $([ -z "$left" ] && [ -z "$(ls "$dir" | grep -v err)" ]; echo $?) "SIG$sig while the two processes run: both stopped, nothing left (left: $left $(ls "$dir" | grep -v err | tr '\n' ' '))"
+done
+# SIGKILL cannot be caught: hmmd is told by the kernel (PDEATHSIG) and
+# stops, removing its socket; its store and log (and as root the tmpfs)
+# stay, as the man page says, and the next run refuses them until removed
+"$bin" shared --size 64M --slice 1M --host 8M --passes 50 --reps 1 --memfd --dir "$dir" --hmmd "$B/bin/hmmd" >/dev/null 2>"$dir/err" &
+bpid=$!
+for i in $(seq 100); do [ -S "$dir/bench-shared.sock" ] && break; sleep 0.05; done
+sleep 0.5
+kill -KILL $bpid; wait $bpid 2>/dev/null
+for i in $(seq 40); do pgrep -f -- "--socket $dir/bench-shared.sock" >/dev/null || break; sleep 0.1; done
+left=$(pgrep -f -- "--socket $dir/bench-shared.sock|shared --size 64M .* --dir $dir ")
+[ -n "$left" ] && kill -KILL $left
+ok $([ -z "$left" ] && [ ! -e "$dir/bench-shared.sock" ]; echo $?) "SIGKILL: hmmd and the workers stop, the socket goes (left: $left $(ls "$dir" | grep -v err | tr '\n' ' '))"
+rm -f "$dir"/bench-shared*
 "$bin" shared --slice 1000 >/dev/null 2>&1
 ok $([ $? = 2 ]; echo $?) "a slice that is not a multiple of 4096: exit 2"
 t_done

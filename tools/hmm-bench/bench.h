@@ -63,8 +63,13 @@ const char *bench_scratch_dir(const char *flag, const char *dir);
 /* Unmount dir, a tmpfs this run mounted, and remove the folder on those
  * exits (after the children are stopped); NULL forgets it. */
 void bench_scratch_mount(const char *dir);
-/* Remove it now and forget it. */
+/* Remove it now and forget it (one that cannot go is said on stderr,
+ * naming it, and counted for bench_scratch_finish). */
 void bench_scratch_remove(const char *path);
+/* At a subcommand's return (main.c): stop the children and remove the
+ * files now, saying each that cannot go (as the exit() and return
+ * paths do; a signal's cannot print); how many were left behind. */
+int bench_scratch_finish(void);
 /* This process's environment with name=value in it, for
  * bench_child_open: where name is set already, join (non-NULL) appends
  * value to it after join, NULL keeps it as it is.  An array of borrowed
@@ -73,22 +78,29 @@ char **bench_env_with(const char *name, const char *value,
 		      const char *join, char **mine);
 /* Run argv (argv[0] looked up on PATH) in its own process group, with
  * environment envp (NULL: this process's), its stdout and stderr into
- * the stream returned (NULL: could not start).
+ * the stream returned (NULL: could not start, errno says why).
  * On the exits above the group is killed and reaped before any scratch
  * file is removed (scratch.c; at most 4 at once). */
 FILE *bench_child_open(char *const argv[], char *const envp[], pid_t *pid);
-/* Have pid, a child of ours leading its own process group (fork,
- * setpgid), killed and reaped on those exits as bench_child_open's are.
- * 0, or -1 when 4 are held. */
-int bench_child_add(pid_t pid);
-/* Close f (may be NULL), wait for pid: its exit status, -1 when it did
- * not exit normally. */
+/* bench_child_open's kind of child, forked: this program's code (0 in
+ * the child, which leads its own group, our signal handlers and files
+ * dropped) or an exec of one that needs no pipe.  Unlike a spawned one
+ * it gets SIGTERM when we die, SIGKILL included (PR_SET_PDEATHSIG).
+ * Its pid in the parent; -1 when it could not (4 held, or fork). */
+pid_t bench_child_fork(void);
+/* Close f (may be NULL), wait for pid: its exit status 0..255, or
+ * -SIG when signal SIG killed it, -128 when it was reaped before
+ * (never 0 but for a clean exit). */
 int bench_child_close(FILE *f, pid_t pid);
+/* bench_child_close's st in words, into buf: "exited with status 1",
+ * "killed by signal 9 (Killed)"; buf. */
+const char *bench_child_said(int st, char *buf, size_t cap);
 
 /* Run fio with argv (argv[0] "fio"; --thread added, so that fio is one
  * process, fio.c says why) as a bench child: all it wrote, its
  * JSON and anything it said on stderr, as a string to free; NULL when
- * it did not run or did not exit 0.  huge: fio's buffers on transparent
+ * it did not run or did not exit 0, said on stderr: the file, its exit
+ * status or the signal that killed it, and its last lines.  huge: fio's buffers on transparent
  * huge pages where the system gives them, as hmm's are (fio.c says why);
  * 0: on 4 KiB pages, fio's default. */
 char *bench_fio_run(char *const argv[], int huge);
@@ -97,7 +109,7 @@ extern const int bench_fio_qd[2];
 /* Seconds fio takes to move io_bytes over the first size bytes of file
  * (made if absent; the caller removes it): blocks of bs, readpct% reads,
  * O_DIRECT, io_uring, the faster of bench_fio_qd's two (fio.c).
- * -1 when fio does not run; 0 when it took under a millisecond, the
+ * -1 when fio fails (said, as bench_fio_run does); 0 when it took under a millisecond, the
  * finest time its report gives. */
 double bench_fio_s(const char *file, int64_t bs, int64_t size,
 		   int64_t io_bytes, int readpct);

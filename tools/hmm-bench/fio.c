@@ -33,6 +33,7 @@
  * malloc of bs * iodepth).  Where THP is "never" neither hmm nor fio
  * gets huge pages; the tunable then changes nothing.
  */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -44,6 +45,40 @@
 
 #define MAX_ARGS	32
 
+/*
+ * fio failed: say how (its exit status or the signal), on which file,
+ * and its own last words: its errors ("ENOSPC on laying out file") are
+ * lines of their own among the JSON's indented ones.
+ */
+#define SAID_LINES	4
+static void fio_failed(char *const av[], int st, char *out)
+{
+	const char *file = "?", *line[SAID_LINES];
+	char how[64], *p, *nl;
+	int n = 0;
+
+	for (int i = 0; av[i]; i++)
+		if (!strncmp(av[i], "--filename=", 11))
+			file = av[i] + 11;
+	fprintf(stderr, "hmm-bench: fio on %s %s%s\n", file,
+		bench_child_said(st, how, sizeof(how)),
+		out && *out ? "; it said:" : "");
+	for (p = out; p && *p; p = nl ? nl + 1 : NULL) {
+		nl = strchr(p, '\n');
+		if (nl)
+			*nl = 0;
+		if (*p && !strchr(" \t{}\"", *p)) {
+			if (n == SAID_LINES)
+				memmove(line, line + 1, sizeof(*line) * --n);
+			line[n++] = p;
+		}
+		if (!nl)
+			break;
+	}
+	for (int i = 0; i < n; i++)
+		fprintf(stderr, "  %s\n", line[i]);
+}
+
 char *bench_fio_run(char *const argv[], int huge)
 {
 	char *out = NULL, *n, **env = NULL, *mine = NULL;
@@ -51,6 +86,7 @@ char *bench_fio_run(char *const argv[], int huge)
 	size_t len = 0, cap = 0, k, i;
 	FILE *f;
 	pid_t pid;
+	int st;
 
 	for (i = 1; argv[i]; i++) {
 		if (i == MAX_ARGS)
@@ -62,8 +98,12 @@ char *bench_fio_run(char *const argv[], int huge)
 	f = bench_child_open(av, env, &pid);
 	free(env);
 	free(mine);
-	if (!f)
+	if (!f) {
+		fprintf(stderr, "hmm-bench: fio: cannot start: %s%s\n",
+			strerror(errno), errno == ENOENT ?
+			" (is fio installed?)" : "");
 		return NULL;
+	}
 	for (;;) {
 		if (len + 4096 + 1 > cap) {
 			n = realloc(out, cap = cap * 2 + 8192);
@@ -76,11 +116,18 @@ char *bench_fio_run(char *const argv[], int huge)
 			break;
 		len += k;
 	}
-	if (bench_child_close(f, pid) != 0 || !out) {
+	if (out)
+		out[len] = 0;
+	st = bench_child_close(f, pid);
+	if (st != 0 || !out) {
+		if (out)
+			fio_failed(av, st, out);
+		else
+			fprintf(stderr, "hmm-bench: fio: %s\n",
+				strerror(ENOMEM));
 		free(out);
 		return NULL;
 	}
-	out[len] = 0;
 	return out;
 }
 
@@ -119,11 +166,11 @@ double bench_fio_s(const char *file, int64_t bs, int64_t size,
 		   int64_t io_bytes, int readpct)
 {
 	double a = bench_fio_qd_s(file, bs, 0, size, io_bytes, readpct,
-				  bench_fio_qd[0]);
-	double b = bench_fio_qd_s(file, bs, 0, size, io_bytes, readpct,
-				  bench_fio_qd[1]);
+				  bench_fio_qd[0]), b;
 
-	if (a < 0 || b < 0)
-		return a < 0 ? b : a;
-	return a < b ? a : b;
+	if (a < 0)	/* said once: the second would fail the same way */
+		return a;
+	b = bench_fio_qd_s(file, bs, 0, size, io_bytes, readpct,
+			   bench_fio_qd[1]);
+	return b < 0 || a < b ? a : b;
 }

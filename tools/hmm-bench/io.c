@@ -195,6 +195,9 @@ static double run_fio(struct io_opts *o, const char *rw, uint64_t offset,
 		return -1;
 	bw = parse_bw(out, strcmp(rw, "write") ? "read" : "write");
 	free(out);
+	if (bw <= 0)
+		fprintf(stderr, "hmm-bench io: fio's report holds no %s "
+			"bandwidth\n", rw);
 	return bw <= 0 ? -1 : bw / 1e6;
 }
 
@@ -647,7 +650,7 @@ static int run_all(struct io_opts *o, struct results *R)
 				R->fio[d][g][i] = run_fio(o, o->dirs[d], off, g);
 				if (R->fio[d][g][i] < 0) {
 					fprintf(stderr, "hmm-bench io: fio "
-						"failed\n");
+						"failed (said above)\n");
 					return -1;
 				}
 			}

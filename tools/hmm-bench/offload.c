@@ -146,7 +146,7 @@ static double fio_s(const struct opts *o, const char *file, int qd,
 				  28 * g->n, 28 * g->n, 57, qd);
 
 	if (s < 0)
-		die("fio", "did not run (is fio installed?)");
+		die("fio", "failed (said above)");
 	if (s == 0)
 		die("fio", "its floor ran in under a millisecond, too short "
 		    "to time: give a larger --n");
@@ -400,7 +400,7 @@ static int bench_offload(int argc, char **argv)
 	/* fio's file written whole, as the states were by their fill */
 	if (bench_fio_qd_s(scratch, o.chunk, 0, 28 * o.seg * ns,
 			   28 * o.seg * ns, 0, qd[1]) < 0)
-		die("fio", "did not run (is fio installed?)");
+		die("fio", "failed (said above)");
 	ts = calloc(o.reps, sizeof(double));
 	tc = calloc(o.reps, sizeof(double));
 	for (int q = 0; q < 2; q++)

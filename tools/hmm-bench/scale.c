@@ -65,6 +65,7 @@ static int bench_scale(int argc, char **argv)
 	const char *dir = NULL;
 	int steps = 3, reps = 3, json = 0;
 	char bin[PATH_MAX], fio[PATH_MAX + 64], nsteps[16], budget[16];
+	char store[PATH_MAX + 64];
 	struct row row[NPRESET];
 	const struct bench_arg args[] = {
 		{ "--steps", BA_INT, &steps, 2, 100000 },
@@ -76,6 +77,7 @@ static int bench_scale(int argc, char **argv)
 
 	bench_args("scale", usage, argc, argv, args);
 	dir = bench_scratch_dir("--dir", dir);
+	snprintf(store, sizeof(store), "%s/hmm-bench-scale.store", dir);
 	if (snprintf(fio, sizeof(fio), "%s/hmm-bench-scale.fio", dir) >=
 	    (int)sizeof(fio) || bench_scratch_add(fio)) {
 		fprintf(stderr, "hmm-bench scale: --dir %s: too long\n", dir);
@@ -91,22 +93,23 @@ static int bench_scale(int argc, char **argv)
 					       "--steps", nsteps,
 					       "--host-budget", "1T", NULL };
 
-			if (run_train(bin, args, &w->s))
+			if (run_train(bin, args, NULL, &w->s))
 				return 1;
 			w->mem[r] = w->s.step_s;
-			/* the store goes where hmm-train puts its temporary
-			 * one (build/tmp or $TMPDIR), removed at its exit */
+			/* the store in DIR, as the man page says scratch
+			 * goes, not in hmm-train's default place (build/tmp
+			 * by the working folder, else $TMPDIR or /var/tmp) */
 			snprintf(budget, sizeof(budget), "/%d", presets[k].div);
 			args[5] = budget;
-			if (run_train(bin, args, &w->s))
+			if (run_train(bin, args, store, &w->s))
 				return 1;
 			w->step[r] = w->s.step_s;
 			w->bytes[r] = w->s.step_rd + w->s.step_wr;
 			w->tok[r] = w->s.tok_s;
 			w->floor[r] = floor_s(fio, w->s.step_rd, w->s.step_wr);
 			if (w->floor[r] < 0) {
-				fprintf(stderr, "hmm-bench scale: fio did not "
-					"run (is it installed?)\n");
+				fprintf(stderr, "hmm-bench scale: fio failed "
+					"(said above)\n");
 				return 1;
 			}
 			fprintf(json ? stderr : stdout, "rep %d %-8s %.3f "

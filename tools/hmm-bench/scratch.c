@@ -8,7 +8,10 @@
  * the child programs it runs (a peer's Python), stopped first on such
  * an exit, so that none writes a file again after the files are gone.
  * A child is the leader of its own process group, and the whole group
- * is killed: a shell's own children too.
+ * is killed: a shell's own children too.  A file that cannot be removed
+ * (a read-only or immutable folder) is named on stderr where stdio may
+ * run, at a return or exit(), and fails the run (main.c): a shared disk
+ * must not fill up with scratch nobody was told about.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -18,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mount.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -34,7 +38,23 @@ static volatile pid_t child[MAX_CHILD];	/* 0: a free slot */
 static volatile int empty_fd = -1;
 static char *volatile mount_dir;	/* a tmpfs of the run's, or NULL */
 
-static void remove_all(void)
+static volatile sig_atomic_t nleft;	/* files that could not go */
+
+/* Say a file that could not be removed: only where stdio may run (not
+ * in a signal handler), so that a full or read-only disk is not left
+ * holding a run's scratch unsaid. */
+static void unlink_said(const char *path, int say)
+{
+	if (unlink(path) == 0 || errno == ENOENT)
+		return;
+	nleft = nleft + 1;
+	if (say)
+		fprintf(stderr, "hmm-bench: %s: cannot remove this run's "
+			"scratch file: %s (left behind)\n", path,
+			strerror(errno));
+}
+
+static void remove_all(int say)
 {
 	for (int i = 0; i < MAX_CHILD; i++) {	/* kill, waitpid: signal-safe */
 		pid_t pid = child[i];
@@ -45,20 +65,36 @@ static void remove_all(void)
 			child[i] = 0;
 		}
 	}
-	for (int i = 0; i < nscratch; i++)
-		if (scratch[i])
-			unlink(scratch[i]);
+	for (int i = 0; i < nscratch; i++) {
+		char *p = scratch[i];
+
+		if (p) {
+			scratch[i] = NULL;	/* once, whoever runs first */
+			unlink_said(p, say);
+		}
+	}
 	if (empty_fd >= 0)	/* ftruncate: async-signal-safe too */
 		(void)!ftruncate(empty_fd, 0);
 	if (mount_dir && !umount2(mount_dir, MNT_DETACH))	/* syscalls */
 		rmdir(mount_dir);
 }
 
+static void at_exit(void)
+{
+	remove_all(1);
+}
+
 static void on_signal(int sig)
 {
-	remove_all();		/* unlink is async-signal-safe */
+	remove_all(0);		/* unlink is async-signal-safe, stdio not */
 	signal(sig, SIG_DFL);
 	raise(sig);
+}
+
+int bench_scratch_finish(void)
+{
+	remove_all(1);
+	return nleft;
 }
 
 static void arm(void)
@@ -67,7 +103,7 @@ static void arm(void)
 
 	if (!armed) {
 		armed = 1;
-		atexit(remove_all);
+		atexit(at_exit);
 		signal(SIGINT, on_signal);
 		signal(SIGTERM, on_signal);
 		signal(SIGHUP, on_signal);
@@ -77,13 +113,17 @@ static void arm(void)
 
 int bench_scratch_add(const char *path)
 {
+	int i = 0;
 	char *p;
 
-	if (nscratch == MAX_SCRATCH || !(p = strdup(path)))
+	while (i < nscratch && scratch[i])	/* a slot removed before */
+		i++;
+	if (i == MAX_SCRATCH || !(p = strdup(path)))
 		return -1;
 	arm();
-	scratch[nscratch] = p;
-	nscratch = nscratch + 1;
+	scratch[i] = p;
+	if (i == nscratch)
+		nscratch = nscratch + 1;
 	return 0;
 }
 
@@ -195,7 +235,7 @@ void bench_scratch_remove(const char *path)
 			char *p = scratch[i];
 
 			scratch[i] = NULL;	/* before a signal could see it */
-			unlink(p);
+			unlink_said(p, 1);
 			free(p);
 		}
 }
@@ -281,20 +321,59 @@ FILE *bench_child_open(char *const argv[], char *const envp[], pid_t *pid)
 		close(fd[0]);
 		if (!r)
 			bench_child_close(NULL, *pid);
+		errno = r ? r : ENOMEM;	/* the caller says why */
 		return NULL;
 	}
 	return f;
 }
 
-int bench_child_add(pid_t pid)
+/*
+ * fork, for a child that runs this program's code (a worker) or execs
+ * one that does not take a pipe (hmmd): as bench_child_open's, it leads
+ * its own group, held in a slot from before it can run, so that a
+ * signal which ends us stops it before the files go.  And it is told
+ * when we die even by SIGKILL, which nothing here can catch: the kernel
+ * sends it SIGTERM (PR_SET_PDEATHSIG), hmmd's own way to stop.  In the
+ * child our signal handlers and registries are dropped: its SIGTERM
+ * must end it, not remove our files or kill hmmd from under us.
+ */
+pid_t bench_child_fork(void)
 {
-	for (int i = 0; i < MAX_CHILD; i++)
-		if (!child[i]) {
-			arm();
-			child[i] = pid;
-			return 0;
-		}
-	return -1;
+	pid_t parent = getpid(), pid;
+	sigset_t all, old;
+	int slot = 0;
+
+	while (slot < MAX_CHILD && child[slot])
+		slot++;
+	if (slot == MAX_CHILD)
+		return -1;
+	arm();
+	sigfillset(&all);
+	sigprocmask(SIG_BLOCK, &all, &old);
+	pid = fork();
+	if (pid == 0) {
+		for (int i = 0; i < MAX_CHILD; i++)
+			child[i] = 0;
+		nscratch = 0;
+		empty_fd = -1;
+		mount_dir = NULL;
+		signal(SIGINT, SIG_DFL);
+		signal(SIGTERM, SIG_DFL);
+		signal(SIGHUP, SIG_DFL);
+		signal(SIGPIPE, SIG_DFL);
+		setpgid(0, 0);
+		/* set, then look: a parent gone before is not signalled */
+		if (prctl(PR_SET_PDEATHSIG, SIGTERM) || getppid() != parent)
+			_exit(127);
+		sigprocmask(SIG_SETMASK, &old, NULL);
+		return 0;
+	}
+	if (pid > 0) {
+		setpgid(pid, pid);	/* whichever of the two runs first */
+		child[slot] = pid;
+	}
+	sigprocmask(SIG_SETMASK, &old, NULL);
+	return pid;
 }
 
 int bench_child_close(FILE *f, pid_t pid)
@@ -308,5 +387,19 @@ int bench_child_close(FILE *f, pid_t pid)
 	for (int i = 0; i < MAX_CHILD; i++)
 		if (child[i] == pid)
 			child[i] = 0;
-	return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+	if (st == -1)
+		return -128;	/* reaped before (start_hmmd's WNOHANG) */
+	return WIFEXITED(st) ? WEXITSTATUS(st) : -WTERMSIG(st);
+}
+
+const char *bench_child_said(int st, char *buf, size_t cap)
+{
+	if (st >= 0)
+		snprintf(buf, cap, "exited with status %d", st);
+	else if (st > -128)
+		snprintf(buf, cap, "killed by signal %d (%s)", -st,
+			 strsignal(-st));
+	else
+		snprintf(buf, cap, "could not be waited for");
+	return buf;
 }

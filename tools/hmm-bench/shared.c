@@ -89,6 +89,7 @@ static int work_embedded(const struct sh_opts *o, int k, struct sh_res *r)
 	ret = hmm_open(&cfg, &h);
 	if (ret)
 		return ret;
+	unlink(path);	/* open is all it needs: gone even after a SIGKILL */
 	ret = hmm_tensor_new(h, "stream", HMM_DTYPE_U8, 1, shape, &t);
 	for (pass = 0; !ret && pass < o->passes; pass++)
 		for (off = 0; !ret && off < o->size; off += o->slice) {
@@ -104,7 +105,6 @@ static int work_embedded(const struct sh_opts *o, int k, struct sh_res *r)
 			 st.tier[HMM_TIER_STORE].bytes_out;
 	r->host_peak = st.tier[HMM_TIER_HOST].peak;
 	hmm_close(h);
-	unlink(path);
 	return ret;
 }
 
@@ -136,18 +136,23 @@ static int work_client(const struct sh_opts *o, const char *sock,
 	return ret;
 }
 
-/* Run two workers (fn 0: embedded, 1: client); their results; seconds. */
+/* Run two workers (fn 0: embedded, 1: client); their results; seconds.
+ * They are bench children (scratch.c): a signal that ends us stops
+ * them before their stores go, and our death by SIGKILL ends them. */
 static double run_two(const struct sh_opts *o, const char *sock,
 		      struct sh_res res[2])
 {
-	int fds[2][2], k, st;
-	pid_t pid[2];
+	int fds[2][2], k;
+	pid_t pid[2] = { -1, -1 };
 	double t0 = bench_now();
 
 	for (k = 0; k < 2; k++) {
+		memset(&res[k], 0, sizeof(res[k]));
+		res[k].err = -EIO;	/* until it says otherwise */
+		fds[k][0] = -1;
 		if (pipe(fds[k]))
-			return -1;
-		pid[k] = fork();
+			continue;
+		pid[k] = bench_child_fork();
 		if (pid[k] == 0) {
 			struct sh_res r = { 0 };
 
@@ -161,14 +166,20 @@ static double run_two(const struct sh_opts *o, const char *sock,
 				_exit(1);
 			_exit(0);
 		}
+		if (pid[k] < 0)
+			fprintf(stderr, "hmm-bench shared: worker %d: cannot "
+				"start: %s\n", k, strerror(errno));
 		close(fds[k][1]);
 	}
 	for (k = 0; k < 2; k++) {
-		memset(&res[k], 0, sizeof(res[k]));
-		if (read(fds[k][0], &res[k], sizeof(res[k])) != sizeof(res[k]))
+		if (fds[k][0] < 0)
+			continue;
+		if (pid[k] > 0 &&
+		    read(fds[k][0], &res[k], sizeof(res[k])) != sizeof(res[k]))
 			res[k].err = -EIO;
 		close(fds[k][0]);
-		waitpid(pid[k], &st, 0);
+		if (pid[k] > 0)
+			bench_child_close(NULL, pid[k]);
 	}
 	return bench_now() - t0;
 }
@@ -198,11 +209,12 @@ static pid_t start_hmmd(const struct sh_opts *o, const char *sock,
 	snprintf(host, sizeof(host), "%lld", (long long)o->host);
 	snprintf(size, sizeof(size), "%lld",
 		 (long long)(o->size * 4 + (64 << 20)));
-	pid = fork();
+	/* a bench child: killed on our exits, SIGTERM when we are killed
+	 * (then it stops as it does for systemd, removing its socket) */
+	pid = bench_child_fork();
 	if (pid == 0) {
 		int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0600);
 
-		setpgid(0, 0);	/* its own group, as scratch.c kills it */
 		if (fd >= 0)
 			dup2(fd, 2);
 		if (o->host_dir)
@@ -214,10 +226,6 @@ static pid_t start_hmmd(const struct sh_opts *o, const char *sock,
 			      store, "--store-size", size, "--host-budget",
 			      host, NULL);
 		_exit(127);
-	}
-	if (pid > 0) {
-		setpgid(pid, pid);	/* whichever of the two runs first */
-		bench_child_add(pid);
 	}
 	for (t0 = bench_now(); pid > 0 && bench_now() - t0 < 20;
 	     usleep(20000)) {

@@ -43,6 +43,7 @@ struct opts {
 	double compute_ratio;
 	const char *store;
 	const char *trace_dir;	/* --trace-dir: DIR/POLICY.json per run */
+	char trace_tmp[3][4200];	/* written there, renamed when whole */
 	int json;
 	int reps;		/* interleaved repetitions (medians) */
 };
@@ -68,7 +69,7 @@ static int open_ctx(const struct opts *o, uint32_t policy, struct hmm **h,
 		    struct hmm_tensor **ts, const char *trace)
 {
 	struct hmm_config cfg;
-	char name[32], tpath[4200];
+	char name[32];
 	int64_t n = o->layer_bytes;
 	int l, r;
 
@@ -82,11 +83,7 @@ static int open_ctx(const struct opts *o, uint32_t policy, struct hmm **h,
 	cfg.chunk_bytes = o->chunk;
 	cfg.policy = policy;
 	cfg.prefetch_depth = o->depth;
-	if (trace && o->trace_dir) {
-		snprintf(tpath, sizeof(tpath), "%s/%s.json", o->trace_dir,
-			 trace);
-		cfg.trace_path = tpath;
-	}
+	cfg.trace_path = trace;	/* NULL: none */
 	r = hmm_open(&cfg, h);
 	if (r)
 		return r;
@@ -224,7 +221,7 @@ static int run(const struct opts *o, int mode, double bw, struct result *res)
 	int s, i, r;
 
 	r = open_ctx(o, mode == 2 ? HMM_POLICY_SCHEDULE : HMM_POLICY_LRU, &h,
-		     ts, names[mode]);
+		     ts, o->trace_dir ? o->trace_tmp[mode] : NULL);
 	if (r)
 		return r;
 	memset(res, 0, sizeof(*res));
@@ -315,6 +312,54 @@ static uint64_t belady_bytes(const struct opts *o)
 	return misses * (uint64_t)o->chunk;
 }
 
+/*
+ * --trace-dir: DIR/POLICY.json are the user's names, so one already
+ * there is refused unless --overwrite (exit 2, naming each); and each
+ * trace is written to a temporary of ours beside it (a scratch file:
+ * removed on every exit) and renamed over the name only once hmm_close
+ * has written it whole, so that a run stopped at any point leaves the
+ * old file, or none, never half a trace.
+ */
+static int trace_claim(struct opts *o, int overwrite)
+{
+	char path[4200];
+	int m, bad = 0;
+
+	for (m = 0; m < 3; m++) {
+		snprintf(path, sizeof(path), "%s/%s.json", o->trace_dir,
+			 names[m]);
+		if (!overwrite && !access(path, F_OK)) {
+			fprintf(stderr, "hmm-bench tensors: --trace-dir: %s "
+				"exists; not overwritten (--overwrite replaces "
+				"it)\n", path);
+			bad = 2;
+		}
+	}
+	for (m = 0; m < 3 && !bad; m++) {
+		snprintf(o->trace_tmp[m], sizeof(o->trace_tmp[m]),
+			 "%s/.%s.json.%d.tmp", o->trace_dir, names[m],
+			 (int)getpid());
+		if (bench_scratch_claim("tensors", o->trace_tmp[m]))
+			bad = 1;
+	}
+	return bad;
+}
+
+/* A run's trace, whole: under its name. */
+static int trace_keep(const struct opts *o, int m)
+{
+	char path[4200];
+
+	if (!o->trace_dir)
+		return 0;
+	snprintf(path, sizeof(path), "%s/%s.json", o->trace_dir, names[m]);
+	if (!rename(o->trace_tmp[m], path))
+		return 0;
+	fprintf(stderr, "hmm-bench tensors: --trace-dir: %s -> %s: %s\n",
+		o->trace_tmp[m], path, strerror(errno));
+	return 1;
+}
+
 static const char usage[] =
 	"usage: hmm-bench tensors [--layers N] [--layer-size SIZE] "
 	"[--chunk SIZE] [--steps N]\n"
@@ -357,8 +402,11 @@ static int bench_tensors(int argc, char **argv)
 	bench_args("tensors", usage, argc, argv, args);
 	if (o.trace_dir)
 		bench_scratch_dir("--trace-dir", o.trace_dir);
-	if (overwrite && !o.store)
-		bench_arg_bad("--overwrite", NULL, "only with --store");
+	if (overwrite && !o.store && !o.trace_dir)
+		bench_arg_bad("--overwrite", NULL, "only with --store or "
+			      "--trace-dir");
+	if (o.trace_dir && (c = trace_claim(&o, overwrite)))
+		return c;
 	if (o.store && (c = bench_user_file("tensors", "--store", o.store,
 					    overwrite)))
 		return c;
@@ -385,6 +433,8 @@ static int bench_tensors(int argc, char **argv)
 					names[m], hmm_last_error());
 				return 1;
 			}
+			if (trace_keep(&o, m))
+				return 1;
 			bw[nbw++] = measure_bw(&o);
 			raw[nraw++] = measure_raw(&o);
 		}

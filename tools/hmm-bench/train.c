@@ -175,7 +175,7 @@ static int vs_torch(const char *bin, const char *const args[], int steps,
 	if (vpy)
 		py[np++] = vpy;
 	for (int r = 0, e; r < reps; r++) {
-		if ((e = run_train(bin, args, &m)))
+		if ((e = run_train(bin, args, NULL, &m)))
 			return e == 2 ? 2 : 1;
 		hmm[r] = m.shape.batch * m.shape.ctx / m.step_s;
 		for (int k = 0; k < np; k++) {
@@ -249,6 +249,7 @@ static int bench_train(int argc, char **argv)
 	struct summary o = { 0 }, m = { 0 };
 	int64_t rss = 0;
 	char bin[PATH_MAX], vpy[PATH_MAX + 16], nsteps[16], nbatch[16];
+	char mine[PATH_MAX + 32];	/* our store, without --store */
 	const char *a_mem[9] = { NULL }, *a_off[9] = { NULL };
 	int found = 0, e;
 	const struct bench_arg args[] = {
@@ -290,6 +291,12 @@ static int bench_train(int argc, char **argv)
 		a_off[nc] = store ? "--store" : NULL;
 		a_off[nc + 1] = store;
 	}
+	/* without --store, ours in the scratch folder (the man page's
+	 * rule), not hmm-train's default place: build/tmp by the working
+	 * folder, else $TMPDIR or /var/tmp, whatever $HMM_TEST_DIR says */
+	if (!store && !torch)
+		snprintf(mine, sizeof(mine), "%s/hmm-bench-train.store",
+			 bench_scratch_dir(NULL, NULL));
 	if (torch) {
 		found = torch_venv_python(venv, vpy, sizeof(vpy));
 		return vs_torch(bin, a_mem, steps, reps, found ? vpy : NULL,
@@ -299,8 +306,8 @@ static int bench_train(int argc, char **argv)
 		double p = fma_peak();
 
 		peak = p > peak ? p : peak;
-		if ((e = run_train(bin, a_mem, &m)) ||
-		    (e = run_train(bin, a_off, &o)))
+		if ((e = run_train(bin, a_mem, NULL, &m)) ||
+		    (e = run_train(bin, a_off, store ? NULL : mine, &o)))
 			return e == 2 ? 2 : 1;
 		mem[r] = m.step_s, mtok[r] = m.tok_s;
 		off[r] = o.step_s, otok[r] = o.tok_s;

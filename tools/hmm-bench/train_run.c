@@ -3,6 +3,7 @@
  * train_run.c — run the hmm-train next to hmm-bench and read its --json
  * summary (train_run.h); hmm-bench train and scale use it.
  */
+#include <errno.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,9 +23,10 @@ static double num(const char *line, const char *key)
 	return p ? strtod(p + strlen(k), NULL) : -1;
 }
 
-int run_train(const char *bin, const char *const args[], struct summary *s)
+int run_train(const char *bin, const char *const args[], const char *store,
+	      struct summary *s)
 {
-	char *argv[RUN_ARGS + 3], line[4096], last[4096] = "";
+	char *argv[RUN_ARGS + 5], line[4096], last[4096] = "", how[64];
 	double rd0 = 0, wr0 = 0;
 	FILE *p;
 	pid_t pid;
@@ -34,12 +36,21 @@ int run_train(const char *bin, const char *const args[], struct summary *s)
 	argv[n++] = "--json";
 	while (*args && n < RUN_ARGS + 2)
 		argv[n++] = (char *)*args++;
+	if (store) {
+		if (bench_scratch_claim("train", store))
+			return -1;
+		argv[n++] = "--store";
+		argv[n++] = (char *)store;
+	}
 	argv[n] = NULL;
 	/* its own process group, killed and reaped before hmm-bench's
 	 * scratch files go (scratch.c); stderr with stdout, as 2>&1 did */
 	p = bench_child_open(argv, NULL, &pid);
 	if (!p) {
-		fprintf(stderr, "hmm-bench: %s could not start\n", bin);
+		fprintf(stderr, "hmm-bench: %s could not start: %s\n", bin,
+			strerror(errno));
+		if (store)
+			bench_scratch_remove(store);
 		return -1;
 	}
 	s->step_rd = s->step_wr = 0;
@@ -58,12 +69,15 @@ int run_train(const char *bin, const char *const args[], struct summary *s)
 				"hmm-train: " : "", line);
 		}
 	st = bench_child_close(p, pid);
+	if (store)
+		bench_scratch_remove(store);
 	if (st != 0 || !last[0]) {
 		fprintf(stderr, "hmm-bench: %s", bin);
 		for (int i = 1; argv[i]; i++)
 			fprintf(stderr, " %s", argv[i]);
-		fprintf(stderr, " %s\n", st == 2 ? "refused its arguments" :
-			"failed");
+		fprintf(stderr, ": %s\n", st == 2 ? "refused its arguments" :
+			st == 0 ? "exited 0 without its summary" :
+			bench_child_said(st, how, sizeof(how)));
 		return st == 2 ? 2 : -1;
 	}
 	s->step_s = num(last, "step_s_median");

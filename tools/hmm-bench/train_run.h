@@ -23,9 +23,13 @@ struct summary {
  * its stderr lines copied to stderr; fill s from its summary.  0; 2 when
  * hmm-train refused its arguments (exit 2: a bad --preset, --store...;
  * hmm-bench then exits 2 too); -1 on any other failure (said on
- * stderr). */
+ * stderr).  store (NULL: none): a path of the run's scratch folder,
+ * passed as --store: claimed first (a file there is refused, exit 1),
+ * removed after the run and on every exit (hmm-train keeps a store it
+ * is given). */
 #define RUN_ARGS	16
-int run_train(const char *bin, const char *const args[], struct summary *s);
+int run_train(const char *bin, const char *const args[], const char *store,
+	      struct summary *s);
 
 /* The path of the hmm-train next to this binary, into buf. */
 void sibling(char *buf, size_t cap);
