@@ -24,13 +24,16 @@ ok $(grep -q "\"host_budget\":$((st / 2))," <<<"$s"; echo $?) "--host-budget /2:
 s=$(sum --host-budget 64G --host-budget /2)
 ok $(grep -q "\"host_budget\":$((st / 2))," <<<"$s"; echo $?) "the last --host-budget wins"
 
+# the output goes to the scratch folder, removed however the script ends
+# (it was /tmp/hmm-train-cli.PID, left there by a signal)
+scratch train-cli
 bad() {	# pattern what args...
 	local pat=$1 what=$2; shift 2
-	"$bin" --preset tiny --steps 2 "$@" >/tmp/hmm-train-cli.$$ 2>&1
+	"$bin" --preset tiny --steps 2 "$@" >"$dir/bad.out" 2>&1
 	rc=$?
-	echo "# $(grep -v '^blas' /tmp/hmm-train-cli.$$ | head -2)"
-	ok $([ $rc -eq 2 ] && grep -qi -- "$pat" /tmp/hmm-train-cli.$$ && ! grep -q '^step' /tmp/hmm-train-cli.$$; echo $?) "$what: exit 2"
-	rm -f /tmp/hmm-train-cli.$$
+	echo "# $(grep -v '^blas' "$dir/bad.out" | head -2)"
+	ok $([ $rc -eq 2 ] && grep -qi -- "$pat" "$dir/bad.out" && ! grep -q '^step' "$dir/bad.out"; echo $?) "$what: exit 2"
+	rm -f "$dir/bad.out"
 }
 bad "below the" "a budget too small for one step" --host-budget 100K
 bad "--host-budget 1.5G" "a fractional size" --host-budget 1.5G
@@ -51,7 +54,6 @@ bad "--io-depth 0" "--io-depth 0" --io-depth 0
 bad "--pool 2Q" "a bad --pool" --pool 2Q
 # an empty path was the cwd: --ckpt "" trained, then left .store and
 # .tmp there and failed
-scratch train-cli
 bin=$(cd "$(dirname "$bin")" && pwd)/${bin##*/}
 for f in --ckpt --store --data --report --resume; do
 	(cd "$dir" && "$bin" --preset tiny --steps 2 $f "" >out 2>err)

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # test_train_daemon — hmm-train --daemon trains through a real hmmd (shared
-# mode) with losses bit-identical to the embedded run, and a daemon that
-# is not there is a clear error before training.
+# mode) with losses bit-identical to the embedded run, a daemon that is
+# not there is a clear error before training, and one that dies mid-run
+# is named with its socket.
 # TAP; exit 0 pass, 1 fail, 77 skip.
 set -u
 . "$(dirname "$0")/../t.sh"
@@ -46,4 +47,17 @@ rc=$?
 ok $([ $rc -ne 0 ]; echo $?) "no daemon at the address: fails (rc $rc)"
 ok $(grep -q "none.sock" "$dir/none.err"; echo $?) "the error names the socket: $(head -c 160 "$dir/none.err")"
 ok $(cat "$dir/none.out" "$dir/none.err" | grep -q '^step'; [ $? -ne 0 ]; echo $?) "and no step ran"
+# hmmd killed mid-run: the run stops naming hmmd and its socket (it said
+# only "step 2: Transport endpoint is not connected")
+"$hmmd" --socket "$dir/k.sock" --store "$dir/k.store" --module none >"$dir/k.log" 2>&1 &
+kp=$!
+for _ in $(seq 50); do [ -S "$dir/k.sock" ] && break; sleep 0.1; done
+"$bin" --steps 100000 --daemon "unix:$dir/k.sock" >"$dir/k.out" 2>"$dir/k.err" &
+tp=$!
+for _ in $(seq 200); do grep -q '^step' "$dir/k.out" 2>/dev/null && break; sleep 0.05; done
+kill -KILL $kp; wait $kp 2>/dev/null
+for _ in $(seq 100); do kill -0 $tp 2>/dev/null || break; sleep 0.1; done
+kill -KILL $tp 2>/dev/null; wait $tp
+rc=$?
+ok $([ $rc = 1 ] && grep -q "hmmd at unix:$dir/k.sock is gone (" "$dir/k.err"; echo $?) "hmmd killed mid-run: exit 1 naming hmmd and its socket (rc $rc): $(grep -v '^blas' "$dir/k.err" | tail -1)"
 t_done

@@ -6,7 +6,8 @@
 # the store exists only for the checkpoint); training on after a
 # checkpoint does not disturb it; a later checkpoint rewrites the file;
 # a damaged, truncated, stale or mismatched checkpoint is refused with a
-# clear message naming the path.
+# clear message naming the path; the --ckpt folder's write probe touches
+# no file of the user's.
 set -u
 . "$(dirname "$0")/../t.sh"
 bin=$B/bin/hmm-train
@@ -87,6 +88,13 @@ ok $([ $? -ne 0 ] && grep -q "$dir/c8" "$dir/err" && grep -qi "preset" "$dir/err
 echo "my notes" >"$dir/notes.txt"
 "$bin" --preset tiny --steps 2 --ckpt "$dir/notes.txt" >"$dir/out" 2>"$dir/err"
 ok $([ $? -eq 2 ] && grep -q "not an hmm-train checkpoint" "$dir/err" && ! grep -q '^step' "$dir/out" && [ "$(cat "$dir/notes.txt")" = "my notes" ]; echo $?) "--ckpt onto a file that is not a checkpoint: refused before training, file untouched"
+# the folder's write probe has no name (or one of its own): it once was
+# PATH.probe, opened with O_TRUNC and removed, a file of the user's too
+mkdir "$dir/p"
+echo "my notes" >"$dir/p/c.probe"
+"$bin" --preset tiny --steps 2 --ckpt "$dir/p/c" >"$dir/out" 2>"$dir/err"
+ok $([ $? -eq 0 ] && [ "$(cat "$dir/p/c.probe" 2>/dev/null)" = "my notes" ]; echo $?) "--ckpt PATH leaves a file PATH.probe of the user's as it was"
+ok $([ "$(ls -A "$dir/p" | tr '\n' ' ')" = "c c.probe c.store " ]; echo $?) "and makes only PATH and PATH.store ($(ls -A "$dir/p" | tr '\n' ' '))"
 "$bin" --preset tiny --steps 2 --ckpt "$dir/no/such/dir/c" >"$dir/out" 2>"$dir/err"
 ok $([ $? -ne 0 ] && grep -q "cannot create" "$dir/err" && grep -q "$dir/no/such/dir/c" "$dir/err" && ! grep -q '^step' "$dir/out"; echo $?) "--ckpt into a missing folder: refused before training: $(cat "$dir/err")"
 t_done

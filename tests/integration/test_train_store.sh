@@ -4,7 +4,8 @@
 # reason before training starts (no step runs, exit status non-zero).
 # A foreign file, or a store holding a checkpoint's named tensors, is
 # refused and left byte-identical unless --format is given.  The
-# temporary store (no --store) is gone after SIGTERM or SIGKILL too.
+# temporary store (no --store) is gone after SIGTERM or SIGKILL too, and
+# so is a --ckpt store that no checkpoint was completed in.
 # The full and read-only cases mount small tmpfs instances (root needed;
 # they are skipped otherwise); the others need nothing.
 set -u
@@ -71,4 +72,39 @@ for sig in TERM KILL; do
 	kill -$sig $tp; wait $tp 2>/dev/null
 	ok $([ -z "$(ls "$dir/tmp$sig" | grep -Ev '^(out|err)$')" ]; echo $?) "SIG$sig mid-run: no store left in \$TMPDIR ($(ls "$dir/tmp$sig" | grep -Ev '^(out|err)$' | tr '\n' ' '))"
 done
+# a --ckpt store is scratch until a checkpoint is complete in it: a
+# signal before that removes it (it was left, 79 MB for --preset small,
+# with no PATH to resume); one holding a checkpoint stays, and resumes.
+# SIGINT inherited ignored, as a script's background job starts: hmm-train
+# stops on kill -INT all the same (it once ran on)
+ckrun() {	# out args...: in the background, SIGINT ignored, until step 1
+	local out=$1; shift
+	(trap '' INT; exec "$abs" --preset tiny --steps 100000 "$@" >"$out" 2>&1) &
+	tp=$!
+	for i in $(seq 200); do grep -q '^step' "$out" 2>/dev/null && break; sleep 0.05; done
+}
+stop() {	# sig: signal the run, SIGKILL it if still there 10 s later; rc
+	kill -$1 $tp
+	for i in $(seq 100); do kill -0 $tp 2>/dev/null || break; sleep 0.1; done
+	kill -KILL $tp 2>/dev/null
+	wait $tp
+}
+mkdir -p "$dir/ck"
+for sig in TERM INT HUP; do
+	rm -f "$dir/ck/"*
+	ckrun "$dir/ck.out" --ckpt "$dir/ck/c"
+	stop $sig
+	rc=$?
+	ok $([ $rc = $((128 + $(kill -l $sig))) ] && [ -z "$(ls -A "$dir/ck")" ]; echo $?) "SIG$sig before any checkpoint: the run stops (rc $rc), its new PATH.store removed, nothing left ($(ls -A "$dir/ck" | tr '\n' ' '))"
+done
+"$abs" --preset tiny --steps 3 --ckpt "$dir/ck/c" >/dev/null 2>&1
+cp "$dir/ck/c.store" "$dir/ck.copy"
+ckrun "$dir/ck.out" --resume "$dir/ck/c" --ckpt "$dir/ck/c"
+stop TERM
+ok $([ "$(ls -A "$dir/ck" | tr '\n' ' ')" = "c c.store " ] && "$abs" --preset tiny --steps 5 --resume "$dir/ck/c" >/dev/null 2>&1; echo $?) "SIGTERM in a run resumed from a checkpoint: PATH and PATH.store stay, and resume"
+rm -f "$dir/ck/"*
+: >"$dir/ck/c.store"	# an empty file of the user's, taken as the store
+ckrun "$dir/ck.out" --ckpt "$dir/ck/c"
+stop TERM
+ok $([ -e "$dir/ck/c.store" ]; echo $?) "SIGTERM: a PATH.store that was there before the run is not removed"
 t_done

@@ -18,6 +18,7 @@
 
 #include "ckpt.h"
 #include "file.h"
+#include "scratch.h"
 
 #define MAGIC		"HMMTRN02"
 #define MAGIC_ANY	"HMMTRN"	/* any version: ours, may be replaced */
@@ -59,17 +60,54 @@ static uint32_t crc32(const void *p, size_t n)
 }
 
 /*
+ * Can a checkpoint's worth of bytes be written and synced next to path?
+ * A full file system fails here, not after training.  The probe has no
+ * name (O_TMPFILE: nothing to remove, whatever ends the run); where the
+ * file system has no O_TMPFILE, a name of its own made with O_EXCL, as
+ * scratch.  Never a fixed name such as PATH.probe: that may be a file
+ * of the user's, which the probe would truncate and remove.
+ */
+static int probe_folder(const char *path, char *err, size_t cap)
+{
+	char dir[4200], tmp[4300] = "";
+	static const char zero[4096];
+	int fd, e = 0, slot = -1;
+
+	snprintf(dir, sizeof(dir), "%s", path);
+	fd = open(dirname(dir), O_TMPFILE | O_WRONLY | O_CLOEXEC, 0600);
+	if (fd < 0 && (errno == EOPNOTSUPP || errno == EISDIR ||
+		       errno == EINVAL))
+		fd = file_tmp_beside(path, tmp, sizeof(tmp), &slot);
+	else if (fd < 0)
+		fd = -errno;
+	if (fd < 0) {
+		snprintf(err, cap, "--ckpt %s: cannot create a file in its "
+			 "folder: %s", path, strerror(-fd));
+		return fd;
+	}
+	if (write(fd, zero, sizeof(zero)) != (ssize_t)sizeof(zero))
+		e = errno ? -errno : -ENOSPC;
+	if (!e && fsync(fd))
+		e = -errno;
+	close(fd);
+	scratch_remove(slot);
+	if (e)
+		snprintf(err, cap, "--ckpt %s: cannot write a checkpoint in "
+			 "its folder (a 4 KiB probe%s%s): %s", path,
+			 *tmp ? " " : "", tmp, strerror(-e));
+	return e;
+}
+
+/*
  * Before step 1: path is no other file (a FIFO, a device, a directory,
- * foreign data), and a checkpoint's worth of bytes can be written and
- * synced next to it (a full file system fails here, not after training).
+ * foreign data), and its folder takes a checkpoint (probe_folder).
  */
 int ckpt_check_target(const char *path, char *err, size_t cap)
 {
-	char head[8], tmp[4200], probe[4096] = { 0 };
+	char head[8];
 	const char *kind = "";
 	struct stat st;
 	ssize_t n;
-	int fd, e = 0;
 
 	if (!stat(path, &st)) {
 		n = file_head(path, head, sizeof(head), &kind);
@@ -85,41 +123,7 @@ int ckpt_check_target(const char *path, char *err, size_t cap)
 			return -EEXIST;
 		}
 	}
-	/* not PATH.tmp: that may hold an interrupted checkpoint's file */
-	snprintf(tmp, sizeof(tmp), "%s.probe", path);
-	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-	if (fd < 0) {
-		e = -errno;
-		snprintf(err, cap, "--ckpt %s: cannot create %s: %s", path, tmp,
-			 strerror(errno));
-		return e;
-	}
-	if (write(fd, probe, sizeof(probe)) != (ssize_t)sizeof(probe))
-		e = errno ? -errno : -ENOSPC;
-	if (!e && fsync(fd))
-		e = -errno;
-	close(fd);
-	unlink(tmp);
-	if (e)
-		snprintf(err, cap, "--ckpt %s: cannot write a checkpoint there "
-			 "(%s): %s", path, tmp, strerror(-e));
-	return e;
-}
-
-/* fsync the folder holding path, so the rename is durable. */
-static int sync_dir(const char *path)
-{
-	char buf[4200];
-	int fd, e = 0;
-
-	snprintf(buf, sizeof(buf), "%s", path);
-	fd = open(dirname(buf), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (fd < 0)
-		return -errno;
-	if (fsync(fd))
-		e = -errno;
-	close(fd);
-	return e;
+	return probe_folder(path, err, cap);
 }
 
 int ckpt_stage(const char *path, const struct ckpt_info *in, char *err,
@@ -188,7 +192,7 @@ int ckpt_commit(const char *path, char *err, size_t cap)
 		e = -errno;
 	ckpt_crash_point("renamed");
 	if (!e)
-		e = sync_dir(path);
+		e = file_sync_dir(path);
 	if (e)
 		snprintf(err, cap, "--ckpt %s: rename of %s failed: %s", path,
 			 tmp, strerror(-e));

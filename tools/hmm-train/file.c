@@ -4,10 +4,15 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <libgen.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "file.h"
+#include "scratch.h"
 
 const char *file_kind(mode_t mode)
 {
@@ -43,4 +48,45 @@ ssize_t file_head(const char *path, void *buf, size_t n, const char **kind)
 	got = pread(fd, buf, n, 0);
 	close(fd);
 	return got < 0 ? 0 : got;
+}
+
+int file_tmp_beside(const char *path, char *tmp, size_t cap, int *slot)
+{
+	char d[4200], b[4200];
+	int fd, e = 0;
+
+	snprintf(d, sizeof(d), "%s", path);
+	snprintf(b, sizeof(b), "%s", path);
+	if ((size_t)snprintf(tmp, cap, "%s/.%s.XXXXXX", dirname(d),
+			     basename(b)) >= cap)
+		return -ENAMETOOLONG;
+	scratch_begin();	/* a signal waits until the name is noted */
+	fd = mkostemp(tmp, O_CLOEXEC);
+	if (fd < 0) {
+		e = -errno;
+	} else {
+		*slot = scratch_add(tmp);
+		if (*slot < 0) {
+			close(fd);
+			unlink(tmp);
+			e = -ENOMEM;
+		}
+	}
+	scratch_end();
+	return e ? e : fd;
+}
+
+int file_sync_dir(const char *path)
+{
+	char buf[4200];
+	int fd, e = 0;
+
+	snprintf(buf, sizeof(buf), "%s", path);
+	fd = open(dirname(buf), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	if (fsync(fd))
+		e = -errno;
+	close(fd);
+	return e;
 }

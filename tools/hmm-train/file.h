@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /* file.h — the files hmm-train is given (--data, --resume, --ckpt) must
- * be regular files: a FIFO would block it, a device node be replaced. */
+ * be regular files: a FIFO would block it, a device node be replaced;
+ * and the files it writes beside them (a report's temporary, the
+ * --ckpt probe) get names no user file can have. */
 #ifndef HMM_TRAIN_FILE_H
 #define HMM_TRAIN_FILE_H
 
@@ -23,5 +25,17 @@ int file_open_regular(const char *path, int flags, const char **kind);
  * checking that an existing file is ours before replacing it.
  */
 ssize_t file_head(const char *path, void *buf, size_t n, const char **kind);
+
+/*
+ * Make a new file beside path (in its folder) under a name of its own,
+ * "FOLDER/.NAME.XXXXXX", with O_EXCL, mode 0600, as scratch (scratch.h:
+ * removed however the run ends).  Returns the fd, its name in tmp and
+ * its scratch slot in *slot (scratch_keep() it once it is renamed), or
+ * -errno.
+ */
+int file_tmp_beside(const char *path, char *tmp, size_t cap, int *slot);
+
+/* fsync the folder holding path, so a rename into it is durable. */
+int file_sync_dir(const char *path);
 
 #endif

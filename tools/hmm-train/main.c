@@ -17,6 +17,7 @@
 #include "gpu.h"
 #include "hmm.h"
 #include "model.h"
+#include "scratch.h"
 #include "train.h"
 
 static void usage(FILE *f)
@@ -32,7 +33,8 @@ static void usage(FILE *f)
 "  --store PATH        store file or block device (default: a temporary\n"
 "                      file under build/tmp or $TMPDIR, unlinked once\n"
 "                      open, so it goes however the run ends;\n"
-"                      with --ckpt: PATH.store, kept)\n"
+"                      with --ckpt: PATH.store, kept once it holds\n"
+"                      a checkpoint)\n"
 "  --format            format the store whatever it holds (foreign data,\n"
 "                      or an hmm store with named tensors: without it\n"
 "                      they are refused and left untouched)\n"
@@ -138,6 +140,7 @@ int main(int argc, char **argv)
 	char *end;
 	int c, li = 0;
 
+	scratch_arm();	/* before any file of the run's is made */
 	while ((c = getopt_long(argc, argv, "h", opts, &li)) != -1) {
 		/* an empty path or word: "" would be read as the cwd */
 		if (optarg && !*optarg) {

@@ -16,8 +16,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
+#include "file.h"
 #include "run.h"
+#include "scratch.h"
 
 #define W	720
 #define H	260
@@ -255,23 +259,9 @@ static void charts(FILE *f, const struct run *r)
 	free(v);
 }
 
-int report_write(const struct run *r, const char *path, char *err,
-		 size_t cap)
+/* The page, whole, to f: 0, or -errno of the first failed write. */
+static int page(FILE *f, const struct run *r)
 {
-	FILE *f;
-
-	if (r->nrec == 0) {
-		snprintf(err, cap, "--report %s: no step ran", path);
-		return -EINVAL;
-	}
-	f = fopen(path, "w");
-	if (!f) {
-		int e = -errno;
-
-		snprintf(err, cap, "--report %s: cannot create: %s", path,
-			 strerror(errno));
-		return e;
-	}
 	fputs("<!DOCTYPE html>\n<html lang='en'><head><meta charset='utf-8'>\n"
 	      "<title>hmm-train report</title>\n<style>\n"
 	      "body{font-family:sans-serif;margin:24px;color:#222}\n"
@@ -283,12 +273,80 @@ int report_write(const struct run *r, const char *path, char *err,
 	charts(f, r);
 	stalls(f, r);
 	fputs("</body></html>\n", f);
-	if (fclose(f)) {
-		int e = -errno;
-
-		snprintf(err, cap, "--report %s: write failed: %s", path,
-			 strerror(errno));
-		return e;
-	}
+	if (fflush(f) || ferror(f))
+		return errno ? -errno : -EIO;
+	if (fsync(fileno(f)))
+		return -errno;
 	return 0;
+}
+
+/*
+ * The page goes to a file of its own beside path, which is renamed over
+ * path only once whole and synced: a full disk or a signal mid-write
+ * leaves path as it was (an earlier report, or nothing), and no partial
+ * page under any name.  A symlink at path is followed (the page replaces
+ * its target, as writing through it did); a page replacing a report
+ * keeps its mode.
+ */
+int report_write(const struct run *r, const char *path, char *err,
+		 size_t cap)
+{
+	char tmp[4300], *real = realpath(path, NULL);
+	const char *to = real ? real : path;
+	struct stat st;
+	mode_t mode;
+	FILE *f;
+	int fd, e, slot = -1;
+
+	if (r->nrec == 0) {
+		snprintf(err, cap, "--report %s: no step ran", path);
+		free(real);
+		return -EINVAL;
+	}
+	if (!stat(to, &st)) {
+		mode = st.st_mode & 07777;
+	} else {
+		mode = umask(0);
+		umask(mode);
+		mode = 0666 & ~mode;
+	}
+	fd = file_tmp_beside(to, tmp, sizeof(tmp), &slot);
+	if (fd < 0) {
+		snprintf(err, cap, "--report %s: cannot create a file in its "
+			 "folder: %s", path, strerror(-fd));
+		free(real);
+		return fd;
+	}
+	f = fdopen(fd, "w");
+	if (!f) {
+		e = -errno;
+		close(fd);
+	} else {
+		e = page(f, r);
+		if (!e && fchmod(fd, mode))
+			e = -errno;
+		if (fclose(f) && !e)
+			e = errno ? -errno : -EIO;
+	}
+	if (!e) {
+		scratch_begin();	/* a signal waits for the rename */
+		if (rename(tmp, to))
+			e = -errno;
+		else
+			scratch_keep(slot);
+		scratch_end();
+	}
+	scratch_remove(slot);	/* the temporary, when not renamed */
+	if (e) {
+		snprintf(err, cap, "--report %s: write failed: %s (%s left as "
+			 "it was)", path, strerror(-e), path);
+	} else {
+		e = file_sync_dir(to);
+		if (e)
+			snprintf(err, cap, "--report %s: written, but the sync "
+				 "of its folder failed: %s", path,
+				 strerror(-e));
+	}
+	free(real);
+	return e;
 }

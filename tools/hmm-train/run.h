@@ -42,6 +42,7 @@ struct run {
 	int has_store;			/* a store, maybe only for --ckpt */
 	const char *store_path, *data_source, *blas_core, *attn, *optim;
 	const char *ckpt, *resume, *report;
+	const char *daemon;		/* --daemon unix:PATH, or NULL */
 	double step_flops;
 	/* the knobs in force: kernel threads; the store's pool, ring and
 	   I/O depth (0 without a store) */

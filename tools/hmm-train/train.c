@@ -9,7 +9,9 @@
 #include <string.h>
 #include <sys/random.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -20,6 +22,7 @@
 #include "gpu.h"
 #include "hk.h"
 #include "run.h"
+#include "scratch.h"
 #include "train.h"
 
 #define SYNTH_BYTES	(2u << 20)
@@ -34,11 +37,11 @@ static int report_check_target(const char *path, char *err, size_t cap)
 {
 	static const char mark[] = "<title>hmm-train report</title>";
 	const char *kind = "";
-	char head[256];
+	char head[256], tmp[4300];
 	ssize_t n;
-	int fd, existed = !access(path, F_OK);
+	int fd, slot = -1;
 
-	if (existed) {
+	if (!access(path, F_OK)) {
 		n = file_head(path, head, sizeof(head) - 1, &kind);
 		if (n == -EINVAL) {
 			snprintf(err, cap, "--report %s: not a regular file (%s); "
@@ -53,17 +56,16 @@ static int report_check_target(const char *path, char *err, size_t cap)
 			return -EEXIST;
 		}
 	}
-	fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+	/* the page is written beside path and renamed over it: the folder
+	 * must take a new file (path's own mode does not matter) */
+	fd = file_tmp_beside(path, tmp, sizeof(tmp), &slot);
 	if (fd < 0) {
-		int e = -errno;
-
 		snprintf(err, cap, "--report %s: cannot write: %s", path,
-			 strerror(errno));
-		return e;
+			 strerror(-fd));
+		return fd;
 	}
 	close(fd);
-	if (!existed)
-		unlink(path);
+	scratch_remove(slot);
 	return 0;
 }
 
@@ -82,11 +84,35 @@ static uint64_t peak_rss(void)
 	return getrusage(RUSAGE_SELF, &ru) ? 0 : (uint64_t)ru.ru_maxrss * 1024;
 }
 
-/* Where the state's store is, and whether it is kept or reopened. */
+/* Where the state's store is, and whether it is kept or reopened;
+ * scratch: its slot while it is this run's with no checkpoint (or -1). */
 struct store_plan {
 	char path[4200];
 	int persist, reopen;
+	int scratch;
 };
+
+/*
+ * A --ckpt run's store, made now when there is none: until a checkpoint
+ * is complete in it, it holds nothing worth keeping (79 MB for --preset
+ * small), so it is scratch, removed however the run ends.  An existing
+ * store is never this run's to remove.  A failed create is left to the
+ * store's own checks (state_store.c), which name the path and the cause.
+ */
+static void claim_store(struct store_plan *sp)
+{
+	int fd;
+
+	if (!sp->persist)
+		return;
+	scratch_begin();
+	fd = open(sp->path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+	if (fd >= 0) {
+		sp->scratch = scratch_add(sp->path);
+		close(fd);
+	}
+	scratch_end();
+}
 
 /* The state is open: run the kernels on the threads libhmm resolved
  * (config.kernel_threads), and note the knobs for the header line. */
@@ -203,6 +229,7 @@ static int plan(const struct train_opts *o, struct run *r,
 	int e;
 
 	memset(sp, 0, sizeof(*sp));
+	sp->scratch = -1;
 	if (!o->resume) {
 		if (!o->ckpt)
 			return 0;
@@ -329,6 +356,60 @@ static int start(const struct train_opts *o, struct run *r, struct gpt *g,
 	return 0;
 }
 
+/*
+ * --daemon: did the step fail because hmmd is gone (stopped or killed)?
+ * The connection says so (-ENOTCONN and the like); an -EIO may be that
+ * too, underneath, so then hmmd's socket is asked: no one there (gone
+ * with hmmd, or refusing: killed) is hmmd gone.  1 and why, or 0.
+ */
+static int hmmd_gone(const char *daemon, int err, char *why, size_t cap)
+{
+	struct sockaddr_un a = { .sun_family = AF_UNIX };
+	const char *p;
+	int fd, e = 0;
+
+	if (err == -ENOTCONN || err == -ECONNRESET || err == -EPIPE ||
+	    err == -ESHUTDOWN || err == -ECONNREFUSED) {
+		snprintf(why, cap, "%s", strerror(-err));
+		return 1;
+	}
+	if (strncmp(daemon, "unix:", 5))
+		return 0;
+	p = daemon + 5;
+	if (strlen(p) >= sizeof(a.sun_path))
+		return 0;
+	memcpy(a.sun_path, p, strlen(p) + 1);
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return 0;
+	if (connect(fd, (struct sockaddr *)&a, sizeof(a)))
+		e = errno;
+	close(fd);
+	if (e != ENOENT && e != ECONNREFUSED)
+		return 0;
+	if (err == -EIO)	/* libhmm's word for it: no news */
+		snprintf(why, cap, "its socket: %s", strerror(e));
+	else
+		snprintf(why, cap, "%s; its socket: %s", strerror(-err),
+			 strerror(e));
+	return 1;
+}
+
+/* A step failed: say why, naming hmmd when it is hmmd that went. */
+static void step_failed(const struct run *r, int64_t s, int err, int gpu)
+{
+	char why[256];
+
+	if (r->daemon && hmmd_gone(r->daemon, err, why, sizeof(why)))
+		fprintf(stderr, "hmm-train: step %lld: hmmd at %s is gone (%s):"
+			" stopped or killed, it held this run's state; the run "
+			"stops\n", (long long)s, r->daemon, why);
+	else
+		fprintf(stderr, "hmm-train: step %lld: %s\n", (long long)s,
+			gpu ? gpu_error() : err == -EIO ? state_error() :
+			strerror(-err));
+}
+
 static int loop(struct run *r, struct gpt *g, struct gpu *gpu,
 		struct state *st, const struct data *d, const struct preset *p)
 {
@@ -352,9 +433,7 @@ static int loop(struct run *r, struct gpt *g, struct gpu *gpu,
 		if (err) {
 			if (r->tty && !r->json)
 				fputc('\n', r->out);
-			fprintf(stderr, "hmm-train: step %lld: %s\n",
-				(long long)s, gpu ? gpu_error() : err == -EIO ?
-				state_error() : strerror(-err));
+			step_failed(r, s, err, gpu != NULL);
 			free(tok);
 			return err;
 		}
@@ -410,13 +489,13 @@ static void new_tag(uint64_t tag[4], int64_t step)
  */
 static int checkpoint(const struct train_opts *o, struct run *r,
 		      struct state *st, const struct data *d, uint64_t dhash,
-		      const struct ckpt_info *from)
+		      const struct ckpt_info *from, struct store_plan *sp)
 {
 	struct ckpt_info ci;
-	char err[512], *abs;
+	char err[512], tmp[4200], *abs;
 	struct stat sb;
 	uint64_t fb = 0;
-	int e;
+	int e, tslot = -1;
 
 	memset(&ci, 0, sizeof(ci));
 	snprintf(ci.preset, sizeof(ci.preset), "%s", r->preset);
@@ -437,7 +516,16 @@ static int checkpoint(const struct train_opts *o, struct run *r,
 		free(abs);
 	}
 	new_tag(ci.tag, ci.step);
+	/* with a store that is still scratch, PATH.tmp is too: without the
+	 * store it describes nothing.  With a kept store it is left to a
+	 * signal, as to kill -9: after the flush --resume needs it */
+	scratch_begin();
 	e = ckpt_stage(o->ckpt, &ci, err, sizeof(err));
+	if (!e && sp->scratch >= 0) {
+		snprintf(tmp, sizeof(tmp), "%s.tmp", o->ckpt);
+		tslot = scratch_add(tmp);
+	}
+	scratch_end();
 	if (e) {
 		fprintf(stderr, "hmm-train: %s\n", err);
 		return e;
@@ -449,10 +537,18 @@ static int checkpoint(const struct train_opts *o, struct run *r,
 	if (e) {
 		fprintf(stderr, "hmm-train: --ckpt %s: %s\n", o->ckpt,
 			state_error());
+		scratch_keep(tslot);
 		ckpt_unstage(o->ckpt);
 		return e;
 	}
+	/* the store holds the checkpoint: it and PATH.tmp are kept from
+	 * here, and a signal waits for the rename that completes the pair */
+	scratch_begin();
+	scratch_keep(sp->scratch);
+	sp->scratch = -1;
+	scratch_keep(tslot);
 	e = ckpt_commit(o->ckpt, err, sizeof(err));
+	scratch_end();
 	if (e) {
 		fprintf(stderr, "hmm-train: %s\n", err);
 		return e;
@@ -471,12 +567,12 @@ static int checkpoint(const struct train_opts *o, struct run *r,
 
 static int finish(const struct train_opts *o, struct run *r,
 		  struct state *st, const struct data *d, uint64_t dhash,
-		  const struct ckpt_info *from)
+		  const struct ckpt_info *from, struct store_plan *sp)
 {
 	char err[512];
 	int e;
 
-	if (o->ckpt && checkpoint(o, r, st, d, dhash, from))
+	if (o->ckpt && checkpoint(o, r, st, d, dhash, from, sp))
 		return 1;
 	r->peak_rss_bytes = peak_rss();
 	progress_end(r);
@@ -546,6 +642,8 @@ int train_main(const struct train_opts *o)
 	dhash = ckpt_hash(d.text, d.len, CKPT_HASH0);
 	sp = calloc(1, sizeof(*sp));
 	ci = calloc(1, sizeof(*ci));
+	if (sp)
+		sp->scratch = -1;
 	if (!sp || !ci)
 		goto out_data;
 	e = plan(o, &r, &d, dhash, ci, sp);
@@ -553,6 +651,7 @@ int train_main(const struct train_opts *o)
 		rc = e == -ENOMEM || e == -EIO ? 1 : 2;
 		goto out_data;
 	}
+	claim_store(sp);
 	e = open_state(o, &r, sp, &st);
 	if (e) {
 		rc = e == -ENOMEM || e == -EIO ? 1 : 2;	/* else: bad input */
@@ -562,6 +661,7 @@ int train_main(const struct train_opts *o)
 	r.offloaded = state_offloaded(st);
 	r.has_store = state_has_store(st);
 	r.store_path = state_store_path(st);
+	r.daemon = o->daemon;
 	if (o->daemon) {	/* the tiers are hmmd's: no file of ours */
 		snprintf(hmmd_store, sizeof(hmmd_store), "hmmd's (--daemon %s)",
 			 o->daemon);
@@ -605,7 +705,7 @@ int train_main(const struct train_opts *o)
 		goto out_model;
 	}
 	if (!loop(&r, g, gpu, st, &d, p))
-		rc = finish(o, &r, st, &d, dhash, ci);
+		rc = finish(o, &r, st, &d, dhash, ci, sp);
 	free(r.rec);
 out_model:
 	gpu_close(gpu);
@@ -613,6 +713,8 @@ out_model:
 out_state:
 	state_close(st);
 out_data:
+	if (sp)		/* a store with no checkpoint completed in it */
+		scratch_remove(sp->scratch);
 	free(sp);
 	free(ci);
 	data_free(&d);
