@@ -63,6 +63,7 @@
 
 #include "dlpack.h"
 #include "err.h"
+#include "fz_in.h"
 #include "fz_janitor.h"
 #include "hmm.h"
 
@@ -87,28 +88,11 @@ const char *__ubsan_default_options(void)
 #define RBLOCK		(64u << 10)	/* a region's block (region_int.h) */
 #define PAGE		4096u
 
-/* ---- the input --------------------------------------------------------- */
-
-struct in {
-	const uint8_t *p;
-	size_t n;
-};
-
-static uint8_t u8(struct in *in)
-{
-	if (!in->n)
-		return 0;
-	in->n--;
-	return *in->p++;
-}
+/* ---- the input (fz_in.h) ------------------------------------------------ */
 
 static uint32_t u32(struct in *in)
 {
-	uint32_t v = u8(in);
-
-	v |= (uint32_t)u8(in) << 8;
-	v |= (uint32_t)u8(in) << 16;
-	return v | (uint32_t)u8(in) << 24;
+	return (uint32_t)un(in, 4);
 }
 
 /* 0..n-1 (n > 0), from as many bytes as n needs. */

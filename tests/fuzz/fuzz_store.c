@@ -70,6 +70,7 @@
 
 #include "crc32c.h"
 #include "err.h"
+#include "fz_in.h"
 #include "fz_janitor.h"
 #include "hmm.h"
 #include "table.h"
@@ -121,29 +122,7 @@ static const struct field rec_fields[] = {
 	{ REC_SHAPE, 8 }, { REC_SHAPE + 8, 8 }, { REC_HEAD, 1 },
 };
 
-/* ---- the input --------------------------------------------------------- */
-
-struct in {
-	const uint8_t *p;
-	size_t n;
-};
-
-static uint8_t u8(struct in *in)
-{
-	if (!in->n)
-		return 0;
-	in->n--;
-	return *in->p++;
-}
-
-static uint64_t un(struct in *in, unsigned bytes)
-{
-	uint64_t v = 0;
-
-	for (unsigned i = 0; i < bytes; i++)
-		v |= (uint64_t)u8(in) << (8 * i);
-	return v;
-}
+/* ---- the input (fz_in.h) ------------------------------------------------ */
 
 static uint64_t get_le(const uint8_t *p, unsigned width)
 {
