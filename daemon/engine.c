@@ -83,6 +83,67 @@ static void sweep(struct hmm *h)
 			 "(temporaries an earlier hmmd left in the store)", n);
 }
 
+static void made_free(struct hmmd_made *m, unsigned n)
+{
+	for (unsigned i = 0; i < n; i++)
+		free(m[i].path);
+	free(m);
+}
+
+/*
+ * The store files (each member of a striped "a,b") that do not exist
+ * yet, which this start will create, into e->made; their dev and ino
+ * are taken once the engine has made them (made_seen).  0 or -ENOMEM.
+ */
+static int made_note(struct hmmd_engine *e, const char *paths)
+{
+	const char *p = paths;
+	struct stat st;
+
+	while (p && *p) {
+		size_t len = strcspn(p, ",");
+		char *one = strndup(p, len);
+		struct hmmd_made *m;
+
+		if (!one)
+			return -ENOMEM;
+		if (!len || lstat(one, &st) == 0 || errno != ENOENT) {
+			free(one);	/* there already (or not ours) */
+		} else {
+			m = realloc(e->made, (e->nmade + 1) * sizeof(*m));
+			if (!m) {
+				free(one);
+				return -ENOMEM;
+			}
+			e->made = m;
+			e->made[e->nmade++] = (struct hmmd_made){ .path = one };
+		}
+		p += len + (p[len] == ',');
+	}
+	return 0;
+}
+
+/* The engine is open: what made_note expected is there; keep its
+ * identity, so that a discard removes that file and no other. */
+static void made_seen(struct hmmd_engine *e)
+{
+	struct stat st;
+	unsigned i, n = 0;
+
+	for (i = 0; i < e->nmade; i++) {
+		struct hmmd_made *m = &e->made[i];
+
+		if (lstat(m->path, &st) == 0 && S_ISREG(st.st_mode)) {
+			m->dev = st.st_dev;
+			m->ino = st.st_ino;
+			e->made[n++] = *m;
+		} else {
+			free(m->path);
+		}
+	}
+	e->nmade = n;
+}
+
 int hmmd_engine_open(const struct hmmd_config *cfg, struct hmmd_engine **out)
 {
 	struct hmmd_engine *e = calloc(1, sizeof(*e));
@@ -113,14 +174,23 @@ int hmmd_engine_open(const struct hmmd_config *cfg, struct hmmd_engine **out)
 	    (stat(cfg->store_path, &st) < 0 ||
 	     (S_ISREG(st.st_mode) && st.st_size == 0)))
 		hc.store_size = STORE_SIZE_NEW;
-	ret = hmm_engine_open(&hc, &e->h);
+	ret = made_note(e, cfg->store_path);
 	if (ret) {
-		hmmd_log("engine: cannot open (store %s): %s",
-			 cfg->store_path ? cfg->store_path : "none",
-			 hmm_last_error());
+		hmmd_log("engine: out of memory");
+		made_free(e->made, e->nmade);
 		free(e);
 		return ret;
 	}
+	ret = hmm_engine_open(&hc, &e->h);
+	if (ret) {	/* libhmm removes a store it made, not opened */
+		hmmd_log("engine: cannot open (store %s): %s",
+			 cfg->store_path ? cfg->store_path : "none",
+			 hmm_last_error());
+		made_free(e->made, e->nmade);
+		free(e);
+		return ret;
+	}
+	made_seen(e);
 	/* one context, many clients: a tensor's asynchronous errors are
 	   its own, for its client alone (move.c) */
 	hmm_engine_async_by_tensor(e->h);
@@ -196,8 +266,35 @@ int hmmd_engine_close(struct hmmd_engine *e)
 	}
 	pthread_mutex_destroy(&e->lock);
 	pthread_mutex_destroy(&e->open_lock);
+	made_free(e->made, e->nmade);
 	free(e);
 	return ret;
+}
+
+void hmmd_engine_discard(struct hmmd_engine *e)
+{
+	struct hmmd_made *made = e->made;
+	unsigned n = e->nmade, i;
+	struct stat st;
+
+	e->made = NULL;
+	e->nmade = 0;
+	hmmd_engine_close(e);
+	for (i = 0; i < n; i++) {
+		const char *path = made[i].path;
+
+		if (lstat(path, &st) || st.st_dev != made[i].dev ||
+		    st.st_ino != made[i].ino)
+			hmmd_log("engine: store %s: not the file this start "
+				 "made any more; left", path);
+		else if (unlink(path))
+			hmmd_log("engine: store %s: made by this start, cannot "
+				 "remove it: %s", path, strerror(errno));
+		else
+			hmmd_log("engine: removed the store %s (new, made by "
+				 "this failed start)", path);
+	}
+	made_free(made, n);
 }
 
 /* ---- quotas and back-pressure ------------------------------------------- */

@@ -127,6 +127,15 @@ struct hmmd_client {
 	uint64_t maps_done, waits;	/* counters for metrics */
 };
 
+/* A store file this start created: removed if the start fails
+ * (hmmd_engine_discard), where it is still that file (dev, ino).  An
+ * array of them in the engine, freed with it. */
+struct hmmd_made {
+	char *path;
+	dev_t dev;
+	ino_t ino;
+};
+
 /* Allocated by hmmd_engine_open, freed by hmmd_engine_close. */
 struct hmmd_engine {
 	struct hmm *h;			/* immutable after open */
@@ -135,6 +144,8 @@ struct hmmd_engine {
 	uint32_t chunk;			/* the engine's chunk bytes */
 	uint64_t budget;		/* global host budget for pins */
 	unsigned wait_ms;
+	struct hmmd_made *made;		/* [nmade]: main thread, start */
+	unsigned nmade;
 	pthread_mutex_t open_lock;	/* serialises opening and making
 					   persistent tensors; taken before
 					   lock */

@@ -157,6 +157,11 @@ void hmmd_engine_stop(struct hmmd_engine *e);
  * Every client must be gone.  Returns the flush's result. */
 int hmmd_engine_close(struct hmmd_engine *e);
 
+/* A start that failed after hmmd_engine_open: close e, then remove the
+ * store files this start created (a new --store, each new member of a
+ * striped one); a store that was there before is kept, as closed. */
+void hmmd_engine_discard(struct hmmd_engine *e);
+
 /* Write the metrics (Prometheus text) into buf; its length. */
 size_t hmmd_engine_metrics(struct hmmd_engine *e, char *buf, size_t cap);
 
@@ -166,12 +171,21 @@ struct hmmd_server;		/* server.c: hmmd_server_open / _close */
 struct hmmd_conn;		/* conn.c: one client */
 
 /*
- * Bind and listen on cfg->socket_path (mode 0660, group socket_group).
- * A stale socket file (nobody listening) is replaced; a live one is not
- * (-EADDRINUSE).  Returns 0 and *out, or -errno with a logged reason.
+ * Check and take what serving needs before the engine opens (so that a
+ * start that cannot serve fails before it makes a store): bind and
+ * listen on "cfg->socket_path.new" (mode 0660, group socket_group),
+ * bind the metrics listener.  A stale socket file at the path (nobody
+ * listening) is replaced; a live one is not (-EADDRINUSE); a path that
+ * is no socket is refused (-EEXIST).  Nobody is served until
+ * hmmd_server_start.  Returns 0 and *out, or -errno with a logged
+ * reason.
  */
-int hmmd_server_open(const struct hmmd_config *cfg, struct hmmd_engine *e,
-		     struct hmmd_server **out);
+int hmmd_server_open(const struct hmmd_config *cfg, struct hmmd_server **out);
+
+/* Serve e: start the metrics thread and rename the socket to
+ * cfg->socket_path, where clients find it.  0, or -errno (logged) with
+ * s as hmmd_server_open left it (e may be closed before s). */
+int hmmd_server_start(struct hmmd_server *s, struct hmmd_engine *e);
 
 /* The signals that stop hmmd cleanly: SIGTERM, SIGINT and SIGHUP (a
  * closed terminal must not kill it without its flush), into *set. */

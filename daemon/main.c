@@ -15,6 +15,11 @@
  * --store path with ".hmmk" appended).  An explicit --module that cannot
  * attach is an error; an absent /dev/hmmk is not.
  *
+ * Start order: the socket (bound as PATH.new) and the metrics port,
+ * then the engine and its store, then the bridge, then the socket is
+ * renamed to PATH; a start that cannot serve thus fails before it makes
+ * a store, and one that fails later removes the new store it made.
+ *
  * Runs in the foreground.  Flags override the config file, whatever
  * their order.  When $NOTIFY_SOCKET is set (systemd Type=notify) it
  * sends "READY=1" once the socket listens and "STOPPING=1" on SIGTERM.
@@ -266,29 +271,25 @@ int main(int argc, char **argv)
 	hmmd_guard_init();	/* a client's ftruncate must not kill us */
 	raise_nofile();
 
+	/* what serving needs first (the socket, the metrics port), so that
+	   a start that cannot serve fails before it makes a store */
+	ret = hmmd_server_open(&cfg, &s);
+	if (ret) {
+		hmmd_log("cannot serve %s%s%s: %s", cfg.socket_path,
+			 cfg.metrics ? " and metrics on " : "",
+			 cfg.metrics ? cfg.metrics : "", strerror(-ret));
+		goto out_config;
+	}
 	ret = hmmd_engine_open(&cfg, &e);
-	if (ret) {
-		hmmd_config_fini(&cfg);
-		return 1;
-	}
+	if (ret)
+		goto out_server;
 	ret = bridge_start(&cfg, &bridge, &bridge_store);
-	if (ret) {
-		hmmd_engine_close(e);
-		free(bridge_store);
-		hmmd_config_fini(&cfg);
-		return 1;
-	}
+	if (ret)
+		goto out_engine;
 	hmmd_engine_set_bridge(e, bridge);
-	ret = hmmd_server_open(&cfg, e, &s);
-	if (ret) {
-		hmmd_log("cannot serve %s: %s", cfg.socket_path,
-			 strerror(-ret));
-		hmmd_bridge_close(bridge);
-		free(bridge_store);
-		hmmd_engine_close(e);
-		hmmd_config_fini(&cfg);
-		return 1;
-	}
+	ret = hmmd_server_start(s, e);
+	if (ret)
+		goto out_bridge;
 	hmmd_log("listening on %s (protocol %d..%d, pid %d)", cfg.socket_path,
 		 HMM_PROTO_VERSION_MIN, HMM_PROTO_VERSION_MAX, (int)getpid());
 	notify("READY=1\nSTATUS=serving");
@@ -306,4 +307,16 @@ int main(int argc, char **argv)
 		hmmd_log("stopped");
 	hmmd_config_fini(&cfg);
 	return ret ? 1 : 0;
+
+	/* a failed start: nothing was served; a store it made goes */
+out_bridge:
+	hmmd_bridge_close(bridge);
+	free(bridge_store);
+out_engine:
+	hmmd_engine_discard(e);
+out_server:
+	hmmd_server_close(s);
+out_config:
+	hmmd_config_fini(&cfg);
+	return 1;
 }

@@ -29,9 +29,13 @@ struct hmmd_server {
 	const struct hmmd_config *cfg;
 	struct hmmd_engine *e;
 	int mfd;			/* metrics listener; -1 = none */
-	pthread_t mthread;		/* serves mfd while mfd >= 0 */
+	pthread_t mthread;		/* serves mfd once started */
+	int mstarted;			/* mthread runs */
 	int mstop;			/* atomic: metrics thread, stop */
 	int lfd;			/* the listener */
+	char *at;			/* where lfd is bound: PATH.new until
+					   hmmd_server_start renames it to
+					   PATH; then NULL (PATH) */
 	int sfd;			/* signalfd: SIGTERM, SIGINT */
 	int ep;				/* epoll: lfd, sfd, every client */
 	struct hmmd_conn **conns;	/* [cfg->max_clients]; NULL = free */
@@ -113,12 +117,13 @@ static int set_owner(const struct hmmd_config *cfg, const char *path)
 
 /*
  * The listener, bound to "PATH.new" and renamed to PATH only once it
- * listens (and has its mode and group), so whoever sees PATH can connect
- * to it: a client that waits for the socket file never meets a bound
+ * listens (and has its mode and group) and the engine is open
+ * (hmmd_server_start), so whoever sees PATH can connect to it and be
+ * served: a client that waits for the socket file never meets a bound
  * socket that still refuses.  A PATH too long for the suffix is bound
- * directly.
+ * directly.  *at: the path bound, malloc'ed; NULL when it is PATH.
  */
-static int listen_on(const struct hmmd_config *cfg)
+static int listen_on(const struct hmmd_config *cfg, char **at_out)
 {
 	const char *path = cfg->socket_path;
 	struct sockaddr_un sa;
@@ -127,6 +132,7 @@ static int listen_on(const struct hmmd_config *cfg)
 	mode_t old;
 	int fd, ret;
 
+	*at_out = NULL;
 	ret = addr_of(path, &sa);
 	if (!ret)
 		ret = clear_stale(path, &sa);
@@ -156,10 +162,8 @@ static int listen_on(const struct hmmd_config *cfg)
 		hmmd_log("socket %s: listen: %s", at, strerror(errno));
 		goto out_unlink;
 	}
-	if (at != path && rename(at, path) < 0) {
-		ret = -errno;
-		hmmd_log("socket %s: rename from %s: %s", path, at,
-			 strerror(errno));
+	if (at != path && !(*at_out = strdup(at))) {
+		ret = -ENOMEM;
 		goto out_unlink;
 	}
 	return fd;
@@ -198,8 +202,7 @@ void hmmd_stop_signals(sigset_t *set)
 	sigaddset(set, SIGHUP);
 }
 
-int hmmd_server_open(const struct hmmd_config *cfg, struct hmmd_engine *e,
-		     struct hmmd_server **out)
+int hmmd_server_open(const struct hmmd_config *cfg, struct hmmd_server **out)
 {
 	struct hmmd_server *s;
 	sigset_t sigs;
@@ -209,7 +212,6 @@ int hmmd_server_open(const struct hmmd_config *cfg, struct hmmd_engine *e,
 	if (!s)
 		return -ENOMEM;
 	s->cfg = cfg;
-	s->e = e;
 	s->lfd = s->sfd = s->ep = s->mfd = -1;
 	s->conns = calloc(cfg->max_clients, sizeof(*s->conns));
 	if (!s->conns) {
@@ -223,7 +225,7 @@ int hmmd_server_open(const struct hmmd_config *cfg, struct hmmd_engine *e,
 		ret = -errno;
 		goto out_fds;
 	}
-	ret = listen_on(cfg);
+	ret = listen_on(cfg, &s->at);
 	if (ret < 0)
 		goto out_fds;
 	s->lfd = ret;
@@ -232,24 +234,19 @@ int hmmd_server_open(const struct hmmd_config *cfg, struct hmmd_engine *e,
 		ret = ep_add(s->ep, s->sfd, EV_SIGNAL);
 	if (ret)
 		goto out_listen;
-	if (cfg->metrics) {
+	if (cfg->metrics) {	/* bound now, served once started */
 		ret = hmmd_metrics_listen(cfg->metrics);
 		if (ret < 0)
 			goto out_listen;
 		s->mfd = ret;
-		ret = -pthread_create(&s->mthread, NULL, metrics_main, s);
-		if (ret) {
-			close(s->mfd);
-			s->mfd = -1;
-			goto out_listen;
-		}
 	}
 	*out = s;
 	return 0;
 
 out_listen:
 	close(s->lfd);
-	unlink(cfg->socket_path);
+	unlink(s->at ? s->at : cfg->socket_path);
+	free(s->at);
 out_fds:
 	if (s->ep >= 0)
 		close(s->ep);
@@ -258,6 +255,48 @@ out_fds:
 out_free:
 	free(s->conns);
 	free(s);
+	return ret;
+}
+
+/* The metrics thread ends (its scrapes answered); mfd stays open. */
+static void metrics_stop(struct hmmd_server *s)
+{
+	if (!s->mstarted)
+		return;
+	__atomic_store_n(&s->mstop, 1, __ATOMIC_RELEASE);
+	shutdown(s->mfd, SHUT_RDWR);	/* wakes its accept() */
+	pthread_join(s->mthread, NULL);
+	s->mstarted = 0;
+}
+
+int hmmd_server_start(struct hmmd_server *s, struct hmmd_engine *e)
+{
+	const char *path = s->cfg->socket_path;
+	int ret;
+
+	s->e = e;
+	if (s->mfd >= 0) {
+		ret = -pthread_create(&s->mthread, NULL, metrics_main, s);
+		if (ret) {
+			hmmd_log("metrics: no thread: %s", strerror(-ret));
+			goto out_engine;
+		}
+		s->mstarted = 1;
+	}
+	if (s->at && rename(s->at, path) < 0) {
+		ret = -errno;
+		hmmd_log("socket %s: rename from %s: %s", path, s->at,
+			 strerror(errno));
+		goto out_metrics;
+	}
+	free(s->at);
+	s->at = NULL;
+	return 0;
+
+out_metrics:
+	metrics_stop(s);
+out_engine:
+	s->e = NULL;		/* as opened: the engine may go first */
 	return ret;
 }
 
@@ -438,7 +477,8 @@ void hmmd_server_close(struct hmmd_server *s)
 
 	/* wake every client thread (back-pressure, then socket), then
 	   join; the maps woken answer first (1 s for all at most) */
-	hmmd_engine_stop(s->e);
+	if (s->e)		/* NULL: never started, no client */
+		hmmd_engine_stop(s->e);
 	clock_gettime(CLOCK_REALTIME, &until);
 	until.tv_sec += 1;
 	for (i = 0; i < s->cfg->max_clients; i++)
@@ -450,14 +490,12 @@ void hmmd_server_close(struct hmmd_server *s)
 	for (i = 0; i < s->cfg->max_clients; i++)
 		if (s->conns[i])
 			drop(s, i);
-	if (s->mfd >= 0) {
-		__atomic_store_n(&s->mstop, 1, __ATOMIC_RELEASE);
-		shutdown(s->mfd, SHUT_RDWR);	/* wakes its accept() */
-		pthread_join(s->mthread, NULL);
+	metrics_stop(s);
+	if (s->mfd >= 0)
 		close(s->mfd);
-	}
 	close(s->lfd);
-	unlink(s->cfg->socket_path);
+	unlink(s->at ? s->at : s->cfg->socket_path);
+	free(s->at);
 	close(s->ep);
 	close(s->sfd);
 	free(s->conns);

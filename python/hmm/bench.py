@@ -32,13 +32,24 @@ under ratio_*_range and per_rep.  loadavg (at the start and the end),
 cpu_stall and io_stall (the share of the run in which some task waited
 for a CPU, for I/O: /proc/pressure) say how busy the machine was.  A
 benchmark, not a test: the first step is a warm-up, the rest are timed.
-Its scratch store is removed on every exit.
+
+Scratch: a folder hmm-bench.XXXXXXXX made in --dir, else in $TMPDIR
+(else /tmp), holds the store; a --dir or $TMPDIR that is missing, not a
+folder or not writable is refused (exit 2, naming it), never swapped
+for another.  The folder is removed on every exit: SIGINT, SIGTERM and
+SIGHUP stop the running way's process group (SIGTERM, then SIGKILL
+after 5 s), remove it, say so and exit 128 + the signal (a signal that
+was ignored at start, as under nohup, stays ignored).  A SIGKILL of the
+parent leaves the folder (its store is unlinked once open) for the
+caller to remove; the running way gets SIGTERM (PR_SET_PDEATHSIG).
 """
 import argparse
+import contextlib
 import json
 import math
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -103,10 +114,26 @@ def gpt(torch, c):
     return m
 
 
+def die_with_parent():
+    """The child: SIGTERM when the parent dies, SIGKILL included (Linux's
+    PR_SET_PDEATHSIG), so that no run outlives it."""
+    parent = os.environ.get("HMM_BENCH_PARENT")
+    if not parent:
+        return                  # run by hand
+    try:
+        import ctypes
+        ctypes.CDLL(None).prctl(1, int(signal.SIGTERM))  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        return
+    if str(os.getppid()) != parent:
+        os.kill(os.getpid(), signal.SIGTERM)    # gone before the prctl
+
+
 def one_way(a):
     """The child: train --steps steps one way, print its JSON line."""
-    import contextlib
     import torch
+
+    die_with_parent()
 
     torch.set_num_threads(a.threads)
     torch.manual_seed(1)
@@ -253,8 +280,8 @@ def main():
     ap.add_argument("--no-overlap", dest="overlap", action="store_false",
                     help="hmm's AdamW steps after the backward, not in it")
     ap.add_argument("--dir", default=None,
-                    help="where the store goes (default: a temporary "
-                    "folder under $TMPDIR, removed at exit)")
+                    help="where the scratch folder with the store goes "
+                    "(default $TMPDIR, else /tmp; removed at exit)")
     ap.add_argument("--threads", type=int,
                     default=int(os.environ.get("HK_THREADS", "2")),
                     help="torch's and the kernels' threads in every way "
@@ -276,8 +303,11 @@ def main():
         ap.error("--min-bytes %d: negative" % a.min_bytes)
     if a.threads < 1:
         ap.error("--threads %d: at least 1" % a.threads)
-    if a.dir is not None and not os.path.isdir(a.dir):
-        ap.error("--dir %s: not a folder" % a.dir)
+    base, what = scratch_base(a)
+    if not os.path.isdir(base):
+        ap.error("%s %s: not a folder" % (what, base))
+    if not os.access(base, os.W_OK | os.X_OK):
+        ap.error("%s %s: not writable" % (what, base))
     ways = a.ways.split(",")
     for w in ways:
         if w not in WAYS:
@@ -287,24 +317,113 @@ def main():
         ap.error("--ways %r: a way twice" % a.ways)
     if a.way:
         return one_way(a)
-    top = tempfile.mkdtemp(prefix="hmm-bench.", dir=a.dir)
+    stop = Stopper()
+    top = None
+    try:
+        with stop.held():       # made and named, or neither
+            try:
+                top = tempfile.mkdtemp(prefix="hmm-bench.", dir=base)
+            except OSError as e:    # a read-only file system, as root
+                ap.error("%s %s: cannot make a folder in it: %s"
+                         % (what, base, e.strerror))
+        try:
+            out = run_all(a, ways, top, stop)
+        finally:
+            with stop.held():   # removed whole, whatever comes
+                shutil.rmtree(top, True)
+                if os.path.lexists(top):
+                    print("hmm.bench: cannot remove %s: left" % top,
+                          file=sys.stderr)
+        print(json.dumps(out))
+    except Stopped as e:
+        stopped(e, top)
+
+
+def scratch_base(a):
+    """Where the scratch folder goes and what named it: --dir, else
+    $TMPDIR, else /tmp; never another (tempfile's quiet fallback)."""
+    if a.dir is not None:
+        return a.dir, "--dir"
+    if os.environ.get("TMPDIR"):
+        return os.environ["TMPDIR"], "$TMPDIR"
+    return "/tmp", "scratch folder"
+
+
+class Stopped(BaseException):
+    """SIGINT, SIGTERM or SIGHUP: the parent stops.  way: the run it
+    stopped, if one was running."""
+    def __init__(self, sig):
+        super().__init__(sig)
+        self.sig, self.way = sig, None
+
+
+class Stopper:
+    """Turns SIGINT, SIGTERM and SIGHUP into Stopped in the main thread,
+    once, and never inside a held() section (there it is raised as the
+    section ends).  A signal ignored at start (nohup) stays ignored."""
+    SIGS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+    def __init__(self):
+        self.sig, self.hold, self.raised = None, 0, False
+        for s in self.SIGS:
+            if signal.getsignal(s) != signal.SIG_IGN:
+                signal.signal(s, self.on_signal)
+
+    def on_signal(self, sig, frame):
+        if self.sig is not None:
+            return              # stopping already: the first one counts
+        self.sig = sig
+        self.check()
+
+    def check(self):
+        if self.sig is not None and not self.hold and not self.raised:
+            self.raised = True
+            raise Stopped(self.sig)
+
+    @contextlib.contextmanager
+    def held(self):
+        self.hold += 1
+        try:
+            yield
+        finally:
+            self.hold -= 1
+        self.check()
+
+
+def stopped(e, top):
+    """Say what a stop did, then die of the signal (so a shell sees it:
+    exit status 128 + the signal)."""
+    name = signal.Signals(e.sig).name
+    what = ["stopped the %s run (its process group)" % e.way] if e.way \
+        else []
+    if top is not None and not os.path.lexists(top):
+        what.append("removed %s" % top)
+    print("hmm.bench: %s: %s" % (name, ", ".join(what) or "stopped"),
+          file=sys.stderr)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    signal.signal(e.sig, signal.SIG_DFL)
+    os.kill(os.getpid(), e.sig)
+    sys.exit(128 + e.sig)
+
+
+def run_all(a, ways, top, stop):
+    """Every repetition of every way: the summary."""
     reps = []
     # the same threads everywhere; OpenMP threads that spin while they
     # wait made torch 2-4x slower on a loaded 2-core machine
-    env = dict(os.environ, HK_THREADS=str(a.threads))
+    env = dict(os.environ, HK_THREADS=str(a.threads),
+               HMM_BENCH_PARENT=str(os.getpid()))
     env.setdefault("OMP_WAIT_POLICY", "passive")
     load = [os.getloadavg()[0]]
     psi0, t0 = stall_us(), time.monotonic()
-    try:
-        for r in range(a.reps):
-            runs = {}
-            # interleaved, every other rep in reverse: a drift in the
-            # machine's load weighs on every way alike
-            for w in (ways if r % 2 == 0 else ways[::-1]):
-                runs[w] = run_way(a, w, top, env)
-            reps.append(summary(a, runs))
-    finally:
-        shutil.rmtree(top, True)
+    for r in range(a.reps):
+        runs = {}
+        # interleaved, every other rep in reverse: a drift in the
+        # machine's load weighs on every way alike
+        for w in (ways if r % 2 == 0 else ways[::-1]):
+            runs[w] = run_way(a, w, top, env, stop)
+        reps.append(summary(a, runs))
     load.append(os.getloadavg()[0])
     psi1, wall = stall_us(), (time.monotonic() - t0) * 1e6
     out = {k: median([s[k] for s in reps]) for k in reps[0]}
@@ -319,7 +438,7 @@ def main():
                else None,
                io_stall=(psi1[1] - psi0[1]) / wall if psi0[1] is not None
                else None)
-    print(json.dumps(out))
+    return out
 
 
 REP_KEYS = ("tok_s_inmem", "tok_s_hmm", "tok_s_deepspeed",
@@ -327,19 +446,49 @@ REP_KEYS = ("tok_s_inmem", "tok_s_hmm", "tok_s_deepspeed",
             "peak_rss_inmem", "peak_rss_hmm")
 
 
-def run_way(a, w, top, env):
-    """One way in its own process: its JSON line."""
-    r = subprocess.run([sys.executable, "-m", "hmm.bench", "--way", w,
-                        "--dir", top, "--steps", str(a.steps),
-                        "--budget-frac", str(a.budget_frac),
-                        "--min-bytes", str(a.min_bytes),
-                        *([] if a.overlap else ["--no-overlap"]),
-                        "--threads", str(a.threads)],
-                       stdout=subprocess.PIPE, text=True, env=env)
-    if r.returncode:
+def run_way(a, w, top, env, stop):
+    """One way in its own process group, so that a stop reaches all
+    it started: its JSON line."""
+    with stop.held():           # started and known, or not started
+        p = subprocess.Popen(
+            [sys.executable, "-m", "hmm.bench", "--way", w,
+             "--dir", top, "--steps", str(a.steps),
+             "--budget-frac", str(a.budget_frac),
+             "--min-bytes", str(a.min_bytes),
+             *([] if a.overlap else ["--no-overlap"]),
+             "--threads", str(a.threads)],
+            stdout=subprocess.PIPE, text=True, env=env,
+            start_new_session=True)
+    try:
+        out, _ = p.communicate()
+    except Stopped as e:
+        e.way = w
+        kill_group(p)
+        raise
+    except BaseException:
+        kill_group(p)
+        raise
+    if p.returncode:
         sys.exit("hmm.bench: the %s run failed (exit %d)"
-                 % (w, r.returncode))
-    return json.loads(r.stdout.strip().splitlines()[-1])
+                 % (w, p.returncode))
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def kill_group(p, grace=5.0):
+    """Stop p's process group: SIGTERM, SIGKILL after grace seconds;
+    p is reaped."""
+    for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, None)):
+        try:
+            os.killpg(p.pid, sig)
+        except ProcessLookupError:
+            pass
+        try:
+            p.wait(wait)
+            break
+        except subprocess.TimeoutExpired:
+            continue
+    if p.stdout:
+        p.stdout.close()
 
 
 def summary(a, runs):

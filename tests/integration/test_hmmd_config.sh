@@ -2,7 +2,8 @@
 # test_hmmd_config — hmmd's config keys host_dir, module, module_store,
 # module_store_size and format (and their flags): good values run, bad
 # ones exit with a log line naming the file, line, key or path; a foreign
-# store file is refused, untouched, unless --format (or format = 1).
+# store file is refused, untouched, unless --format (or format = 1); a
+# start that fails makes no store, or removes the new one it made.
 set -u
 . "$(dirname "$0")/../t.sh"
 need "$B/bin/hmmd" "$B/bin/hmmctl"
@@ -174,6 +175,34 @@ ok $([ $? = 1 ] && grep -q "$dir/none" "$dir/log"; echo $?) "--host-dir missing:
 "$B/bin/hmmd" --module "$dir/nodev" --socket "$dir/s" --store "$dir/st" 2>"$dir/log"
 ok $([ $? = 1 ] && grep -q "$dir/nodev" "$dir/log"; echo $?) "an explicit module that is absent: exit 1, named"
 ok $([ ! -e "$dir/s" ]; echo $?) "no socket left behind"
+
+# a start that cannot serve fails before it makes a store (the socket and
+# the metrics port are taken first), and one that fails later (the
+# module, after the engine) removes the new store it made, never an old one
+ok $([ -s "$dir/st" ] && [ "$(head -c 8 "$dir/st")" = HMMSTORE ]; echo $?) "an explicit module that is absent: the existing store kept"
+"$B/bin/hmmd" --module none --metrics 127.0.0.1:0 --socket "$dir/live" --store "$dir/st6" --store-size 64M 2>"$dir/live.log" &
+pid=$!
+for i in $(seq 100); do [ -S "$dir/live" ] && break; sleep 0.05; done
+port=$(sed -n 's|.*metrics on http://127.0.0.1:\([0-9]*\)/metrics.*|\1|p' "$dir/live.log")
+echo precious >"$dir/file"
+nostore() {	# what, then hmmd's flags: exit 1, no new store, no socket
+	local what=$1
+	shift
+	"$B/bin/hmmd" --store "$dir/new" --store-size 64M "$@" 2>"$dir/log"
+	ok $([ $? = 1 ] && [ ! -e "$dir/new" ] && [ ! -e "$dir/s" ] && [ ! -e "$dir/s.new" ]; echo $?) "$what: exit 1, no store, no socket left ($(tail -1 "$dir/log"))"
+	rm -f "$dir/new"
+}
+nostore "a missing socket folder" --module none --socket "$dir/nodir/s"
+nostore "a socket path that is a file" --module none --socket "$dir/file"
+ok $([ "$(cat "$dir/file")" = precious ]; echo $?) "and the file is untouched"
+nostore "a live socket" --module none --socket "$dir/live"
+"$B/bin/hmmctl" --socket "$dir/live" status >"$dir/status" 2>&1
+ok $? "and the hmmd serving it still serves"
+nostore "a --metrics port in use ($port)" --module none --socket "$dir/s" --metrics "127.0.0.1:$port"
+nostore "an absent module (after the engine)" --module "$dir/nodev" --socket "$dir/s"
+ok $(grep -q "removed the store $dir/new" "$dir/log"; echo $?) "and the log names the store removed"
+kill $pid; wait $pid 2>/dev/null
+pid=
 
 # a foreign store: refused and untouched; --format / format = 1 format it
 head -c 4194304 /dev/urandom >"$dir/foreign" && cp "$dir/foreign" "$dir/foreign.copy"

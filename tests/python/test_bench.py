@@ -4,12 +4,17 @@
 summary the issue asks for (not a timing test: two steps, two
 repetitions, figures only checked for being there and sane, the ratio
 the median of the repetitions'), with the hmm way's first loss equal
-to the in-memory one, refuses --reps 0, and leaves no file behind.
+to the in-memory one, refuses --reps 0 and an unusable $TMPDIR, stops
+its way's run and removes its folder on SIGTERM, SIGHUP and SIGINT, and
+leaves no file behind.
 Embedded only."""
 import json
 import os
+import shutil
+import signal
 import subprocess
 import sys
+import time
 
 import tap
 from tap import ok, diag
@@ -43,6 +48,67 @@ for args, names in ((["--ways", "inmem,"], "'' is not one of"),
     ok(bad.returncode == 2 and names in bad.stderr and
        "Traceback" not in bad.stderr, "%s refused (%s)"
        % (" ".join(args), bad.stderr.strip()[-70:]))
+# the default folder is $TMPDIR's, never another: one that cannot be
+# used is refused, named (it once went to /tmp quietly)
+with open(d + "/file", "w") as f:
+    f.write("x")
+for tmp, names in ((d + "/missing", "missing: not a folder"),
+                   (d + "/file", "file: not a folder")):
+    bad = subprocess.run([sys.executable, "-m", "hmm.bench", "--steps", "2",
+                          "--ways", "inmem"], stderr=subprocess.PIPE,
+                         text=True, timeout=120, env=dict(env, TMPDIR=tmp))
+    ok(bad.returncode == 2 and "$TMPDIR " + tmp in bad.stderr and
+       names in bad.stderr, "TMPDIR=%s refused, named (%s)"
+       % (tmp, bad.stderr.strip()[-70:]))
+os.unlink(d + "/file")
+
+
+def way_pids():
+    """The pids of a way's run, by its --dir in d."""
+    pids = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open("/proc/%s/cmdline" % pid, "rb") as f:
+                if (d + "/hmm-bench.").encode() in f.read():
+                    pids.append(int(pid))
+        except OSError:
+            pass
+    return pids
+
+
+# SIGTERM and SIGHUP do what SIGINT does: the running way's process
+# group stopped, the folder removed, a line saying so, death by the
+# signal (they once left the way running and the folder behind)
+for sig, way in ((signal.SIGTERM, "inmem"), (signal.SIGHUP, "hmm"),
+                 (signal.SIGINT, "hmm")):
+    with open(tap.scratch("bench.err"), "w+") as ef:
+        p = subprocess.Popen([sys.executable, "-m", "hmm.bench", "--steps",
+                              "500", "--ways", way, "--dir", d],
+                             stdout=subprocess.DEVNULL, stderr=ef, env=env)
+        for _ in range(600):
+            if way_pids():
+                break
+            time.sleep(0.1)
+        time.sleep(1)
+        p.send_signal(sig)
+        try:
+            p.wait(60)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
+        time.sleep(0.2)
+        left, gone = way_pids(), os.listdir(d)
+        for pid in left:
+            os.kill(pid, signal.SIGKILL)
+        ef.seek(0)
+        err = ef.read()
+    ok(p.returncode == -sig and not left and gone == [] and
+       "%s: stopped the %s run" % (sig.name, way) in err and
+       "removed " + d in err, "%s: the %s run stopped, the folder removed "
+       "(exit %s, left %s %s: %s)" % (sig.name, way, p.returncode, left,
+                                      gone, err.strip()[-90:]))
+    for x in gone:
+        shutil.rmtree(os.path.join(d, x), True)
 r = subprocess.run([sys.executable, "-m", "hmm.bench", "--steps", "2",
                     "--reps", "2", "--dir", d], stdout=subprocess.PIPE,
                    text=True, timeout=280, env=env)
