@@ -11,6 +11,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <grp.h>
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <signal.h>
@@ -101,6 +102,27 @@ static inline void t_hmmd_paths(char *bin, size_t bin_n, char *dir,
 #define T_HMMD_PATHS(bin, dir, sock, store, log, tag)			\
 	t_hmmd_paths(bin, sizeof(bin), dir, sizeof(dir), sock,		\
 		     sizeof(sock), store, sizeof(store), log, sizeof(log), tag)
+
+/*
+ * In a forked child: become uid (groups dropped) in the socket's folder,
+ * and write "unix:NAME" (the socket's name there) into addr, so that
+ * the folders above it need not let uid through: a clone made with
+ * mktemp -d (0700) hides the test's folder from other uids, and a
+ * connect by the full path fails with EACCES.  0 or -errno.
+ */
+static inline int t_hmmd_become(uid_t uid, const char *sock, char *addr,
+				size_t n)
+{
+	char d[4096];
+	const char *slash = strrchr(sock, '/');
+
+	snprintf(d, sizeof(d), "%.*s", slash ? (int)(slash - sock) : 1,
+		 slash ? sock : ".");
+	if (chdir(d) || setgroups(0, NULL) || setgid(uid) || setuid(uid))
+		return -errno;
+	snprintf(addr, n, "unix:%s", slash ? slash + 1 : sock);
+	return 0;
+}
 
 /* "127.0.0.1:PORT" of a loopback port free now, into buf. */
 static inline void t_free_port(char *buf, size_t n)

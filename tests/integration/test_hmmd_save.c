@@ -57,10 +57,11 @@ static void stop(pid_t pid, int sig)
 
 static int ctx(uid_t uid, struct hmm **h)
 {
+	int err = uid ? t_hmmd_become(uid, sock, addr, sizeof(addr)) : 0;
 	struct hmm_config cfg;
 
-	if (uid && (setgid(uid) || setuid(uid)))
-		return -errno;
+	if (err)
+		return err;
 	hmm_config_default(&cfg);
 	cfg.daemon = addr;
 	cfg.host_budget = 4 << 20;
