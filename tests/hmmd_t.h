@@ -104,23 +104,24 @@ static inline void t_hmmd_paths(char *bin, size_t bin_n, char *dir,
 		     sizeof(sock), store, sizeof(store), log, sizeof(log), tag)
 
 /*
- * In a forked child: become uid (groups dropped) in the socket's folder,
- * and write "unix:NAME" (the socket's name there) into addr, so that
- * the folders above it need not let uid through: a clone made with
- * mktemp -d (0700) hides the test's folder from other uids, and a
- * connect by the full path fails with EACCES.  0 or -errno.
+ * In a forked child: become uid and gid (groups dropped) in the socket's
+ * folder, sock rewritten in place as its name there, so that the
+ * folders above it need not let uid through: a clone made with mktemp
+ * -d (0700) hides the test's folder from other uids, and a connect by
+ * the full path fails with EACCES.  0 or -errno.
  */
-static inline int t_hmmd_become(uid_t uid, const char *sock, char *addr,
-				size_t n)
+static inline int t_hmmd_become(uid_t uid, gid_t gid, char *sock)
 {
-	char d[4096];
-	const char *slash = strrchr(sock, '/');
+	char *slash = strrchr(sock, '/');
 
-	snprintf(d, sizeof(d), "%.*s", slash ? (int)(slash - sock) : 1,
-		 slash ? sock : ".");
-	if (chdir(d) || setgroups(0, NULL) || setgid(uid) || setuid(uid))
+	if (slash) {
+		*slash = 0;
+		if (chdir(*sock ? sock : "/"))
+			return -errno;
+		memmove(sock, slash + 1, strlen(slash + 1) + 1);
+	}
+	if (setgroups(0, NULL) || setgid(gid) || setuid(uid))
 		return -errno;
-	snprintf(addr, n, "unix:%s", slash ? slash + 1 : sock);
 	return 0;
 }
 

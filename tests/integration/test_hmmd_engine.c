@@ -209,7 +209,7 @@ static int other_uid(uid_t uid, const uint8_t *pat)
 	if (pid == 0) {
 		uid_t owner = getuid();
 
-		if (setgroups(0, NULL) || setgid(65534) || setuid(uid))
+		if (t_hmmd_become(uid, 65534, sock))
 			_exit(100);
 		ret = hmm_client_open(sock, NULL, "other-uid", &c, NULL);
 		if (ret)
@@ -231,14 +231,14 @@ static int other_uid(uid_t uid, const uint8_t *pat)
 	return WEXITSTATUS(st);
 }
 
-/* Can uid 65534 reach the socket's path (every folder searchable)? */
+/* Can uid 65534 reach the socket (from its folder, t_hmmd_become)? */
 static int others_reach(void)
 {
 	pid_t pid = fork();
 	int st;
 
 	if (pid == 0) {
-		if (setgroups(0, NULL) || setgid(65534) || setuid(65534))
+		if (t_hmmd_become(65534, 65534, sock))
 			_exit(1);
 		_exit(access(sock, F_OK) ? 1 : 0);
 	}
@@ -276,7 +276,7 @@ static int kept_uid_child(void)
 	int i, ret = 10;
 	void *v;
 
-	if (setgroups(0, NULL) || setgid(65534) || setuid(65534))
+	if (t_hmmd_become(65534, 65534, sock))
 		return 100;
 	if (hmm_client_open(sock, (uint64_t[]){ 0, 2 << 20, 0 }, "job", &c,
 			    NULL))
@@ -542,7 +542,7 @@ static int nonadmin_child(void)
 	int code;
 	void *p;
 
-	if (setgroups(0, NULL) || setgid(65534) || setuid(65534))
+	if (t_hmmd_become(65534, 65534, sock))
 		return 100;
 	if (hmm_client_open(sock, NULL, "job", &c, NULL) ||
 	    hmm_client_tensor_new(c, "mine", HMM_DTYPE_F32, 1, shape, 0, &t) ||
@@ -781,7 +781,7 @@ static void fair_child(uid_t uid, uint64_t bytes, int fd)
 	void *v;
 	int ret;
 
-	if (setgroups(0, NULL) || setgid(65534) || setuid(uid) ||
+	if (t_hmmd_become(uid, 65534, sock) ||
 	    hmm_client_open(sock, NULL, "fair", &c, NULL) ||
 	    hmm_client_tensor_new(c, "fair", HMM_DTYPE_F32, 1, shape, 0, &t) ||
 	    write(fd, "w", 1) != 1)
@@ -1156,6 +1156,7 @@ static void test_term_waiter(void)
 int main(void)
 {
 	const char *b = getenv("HMM_BUILD");
+	char abs[PATH_MAX];
 	size_t bytes = 16 * CHUNK;
 	struct hmm_client *a;
 	uint8_t *pat;
@@ -1165,6 +1166,8 @@ int main(void)
 
 	T_HMMD_PATHS(hmmd, dir, sock, store, logf, "e");
 	snprintf(hmmctl, sizeof(hmmctl), "%s/bin/hmmctl", b ? b : "build");
+	if (realpath(hmmctl, abs))	/* children run it from sock's folder */
+		memcpy(hmmctl, abs, sizeof(hmmctl));
 	t_free_port(port, sizeof(port));
 	pat = malloc(bytes);
 	t_fill(pat, bytes, 42);

@@ -57,11 +57,13 @@ static void stop(pid_t pid, int sig)
 
 static int ctx(uid_t uid, struct hmm **h)
 {
-	int err = uid ? t_hmmd_become(uid, sock, addr, sizeof(addr)) : 0;
+	int err = uid ? t_hmmd_become(uid, uid, sock) : 0;
 	struct hmm_config cfg;
 
 	if (err)
 		return err;
+	if (uid)
+		snprintf(addr, sizeof(addr), "unix:%s", sock);
 	hmm_config_default(&cfg);
 	cfg.daemon = addr;
 	cfg.host_budget = 4 << 20;
