@@ -539,11 +539,16 @@ static int nonadmin_child(void)
 	struct hmm_proto_tensor t;
 	struct hmm_client *c;
 	const char *out;
+	char cmd[8400];
 	int code;
 	void *p;
 
-	if (t_hmmd_become(65534, 65534, sock))
+	/* hmmctl beside the socket: the folders above build/ may not let
+	 * uid 65534 through (a 0700 clone), and it needs only libc */
+	snprintf(cmd, sizeof(cmd), "cp '%s' '%s/hmmctl'", hmmctl, dir);
+	if (system(cmd) || t_hmmd_become(65534, 65534, sock))
 		return 100;
+	snprintf(hmmctl, sizeof(hmmctl), "./hmmctl");
 	if (hmm_client_open(sock, NULL, "job", &c, NULL) ||
 	    hmm_client_tensor_new(c, "mine", HMM_DTYPE_F32, 1, shape, 0, &t) ||
 	    hmm_client_map(c, t.id, 0, 1 << 20, HMM_WRITE, &p))
@@ -1156,7 +1161,6 @@ static void test_term_waiter(void)
 int main(void)
 {
 	const char *b = getenv("HMM_BUILD");
-	char abs[PATH_MAX];
 	size_t bytes = 16 * CHUNK;
 	struct hmm_client *a;
 	uint8_t *pat;
@@ -1166,8 +1170,6 @@ int main(void)
 
 	T_HMMD_PATHS(hmmd, dir, sock, store, logf, "e");
 	snprintf(hmmctl, sizeof(hmmctl), "%s/bin/hmmctl", b ? b : "build");
-	if (realpath(hmmctl, abs))	/* children run it from sock's folder */
-		memcpy(hmmctl, abs, sizeof(hmmctl));
 	t_free_port(port, sizeof(port));
 	pat = malloc(bytes);
 	t_fill(pat, bytes, 42);
