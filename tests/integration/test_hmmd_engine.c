@@ -231,6 +231,19 @@ static int other_uid(uid_t uid, const uint8_t *pat)
 	return WEXITSTATUS(st);
 }
 
+/* fn's status run in a forked child (128 + N: killed by signal N). */
+static int in_child(int (*fn)(void))
+{
+	pid_t pid = fork();
+	int st;
+
+	if (pid == 0)
+		_exit(fn());
+	if (pid < 0 || waitpid(pid, &st, 0) != pid)
+		t_fail_all("fork: %s", strerror(errno));
+	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
 /* Can uid 65534 reach the socket (from its folder, t_hmmd_become)? */
 static int others_reach(void)
 {
@@ -305,20 +318,12 @@ static int kept_uid_child(void)
 
 static void test_kept_uid(void)
 {
-	pid_t pid;
-	int st;
-
 	if (getuid() != 0 || !getgrnam("nogroup") || !others_reach()) {
 		t_ok(1, "a uid's quota with no client left # SKIP not root, "
 		     "no nogroup, or uid 65534 cannot reach %s", sock);
 		return;
 	}
-	pid = fork();
-	if (pid == 0)
-		_exit(kept_uid_child());
-	if (pid < 0 || waitpid(pid, &st, 0) != pid)
-		t_fail_all("fork: %s", strerror(errno));
-	t_eq(WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st), 0,
+	t_eq(in_child(kept_uid_child), 0,
 	     "uid 65534: its job (2 MiB) gone, its entry kept for a "
 	     "persistent tensor's memfd: a tool's hello asking 1 MiB gets "
 	     "1 MiB (10: the job's 2 MiB)");
@@ -579,8 +584,6 @@ static int nonadmin_child(void)
 static void test_nonadmin(void)
 {
 	double copied = metric("hmmd_copy_bytes_total");
-	pid_t pid;
-	int st;
 
 	if (getuid() != 0 || !getgrnam("nogroup") || !others_reach() ||
 	    access(hmmctl, X_OK)) {
@@ -588,12 +591,7 @@ static void test_nonadmin(void)
 		     "65534 cannot reach %s, or no hmmctl", sock);
 		return;
 	}
-	pid = fork();
-	if (pid == 0)
-		_exit(nonadmin_child());
-	if (pid < 0 || waitpid(pid, &st, 0) != pid)
-		t_fail_all("fork: %s", strerror(errno));
-	t_eq(WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st), 0,
+	t_eq(in_child(nonadmin_child), 0,
 	     "hmmctl as uid 65534 lists its job and the job's tensor, not "
 	     "root's (10, 11), evicts it by name (12, 13), and learns nothing "
 	     "of root's tensor 1 (14)");
