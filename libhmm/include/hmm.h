@@ -282,7 +282,8 @@ size_t hmm_dtype_size(uint32_t dtype);
  * and *out, -EINVAL (unknown dtype, zero or negative dimension, bad
  * ndim, a name empty, too long or with a control character: the detail
  * names the byte), -EOVERFLOW (over 2^46 bytes, or 2^32 chunks or
- * more), -ENOMEM, and in shared mode -EDQUOT (this client's tensors
+ * more, or the store's 2^31 tensor ids used: ids are not reused),
+ * -ENOMEM, and in shared mode -EDQUOT (this client's tensors
  * would pass its store quota in hmmd: config.store_size as hmmd capped
  * it, 0 = hmmd's default; the detail names the tensor and the quota) or
  * an error talking to hmmd.  Any thread.

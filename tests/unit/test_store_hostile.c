@@ -19,7 +19,9 @@
  *     tensor's extents written by another), a record of 2^32 - 1 chunks
  *     whose bitmap size wrapped to 0 bytes, and a foreign blob: refused
  *     with -EUCLEAN (-EINVAL: foreign) naming the store path, and nothing
- *     leaked (the ASan build).
+ *     leaked (the ASan build);
+ *   - a record whose id is near 2^31 (ids are the store keys' high half,
+ *     never reused): the open took a slot per id below it, 16 GiB.
  */
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -468,6 +470,71 @@ static void tensor_table(void)
 		"blob");
 }
 
+/* Whether t (a host map of n bytes) holds t_fill(seed), or zeros (seed 0). */
+static int holds(struct hmm_tensor *t, size_t n, uint64_t seed)
+{
+	uint8_t *want = calloc(1, n);
+	void *p;
+	int same;
+
+	if (!want || hmm_map(t, 0, HMM_ALL, HMM_TIER_HOST, HMM_READ, &p))
+		t_fail_all("map: %s", hmm_last_error());
+	if (seed)
+		t_fill(want, n, seed);
+	same = !memcmp(p, want, n);
+	hmm_unmap(t, p);
+	free(want);
+	return same;
+}
+
+/*
+ * A record whose id is 2^31 - 16, the last ids the table takes: the open
+ * used to allocate a slot per id below it (16 GiB) and the next new
+ * tensor's slots (32 GiB); now the context holds its live tensors only,
+ * the 15 ids left are given out, the next new tensor is -EOVERFLOW naming
+ * it, and the flush of them all opens again.
+ */
+static void far_ids(void)
+{
+	const char *path = st_path("ids.store");
+	const size_t rec1 = 12 + (REC_HEAD + 1 + 7) / 8 * 8;
+	static const int64_t one = 1;
+	struct hmm_tensor *t, *ts[16];
+	struct hmm_config c;
+	struct hmm *h;
+	int i, n, r;
+
+	saved(path);
+	blob_put(path, rec1 + REC_ID, 0x7ffffff0u);
+	blob_put(path, rec1 + REC_HEAD, 0);	/* b's chunk: never written */
+	cfg_of(&c, path, HMM_CONFIG_STORE_KEEP);
+	t_watchdog(60, "far_ids");
+	if (hmm_open(&c, &h))
+		t_fail_all("hmm_open %s: %s", path, hmm_last_error());
+	t_ok(!hmm_tensor_open(h, "a", &t) && holds(t, 3 * CHUNK, 5),
+	     "ids far apart: a reads back");
+	t_ok(!hmm_tensor_open(h, "b", &t) && holds(t, CHUNK, 0),
+	     "ids far apart: b (id 2^31 - 16) reads zeros");
+	for (n = 0; n < 16; n++)
+		if ((r = hmm_tensor_new(h, "n", HMM_DTYPE_I8, 1, &one, &ts[n])))
+			break;
+	t_eq(n, 15, "15 new tensors above id 2^31 - 16");
+	t_ok(r == -EOVERFLOW && strstr(hmm_last_error(), "tensor n") &&
+	     strstr(hmm_last_error(), "ids"), "the 16th: -EOVERFLOW (%d): %s",
+	     r, hmm_last_error());
+	t_eq(hmm_flush(h), 0, "ids far apart: flush");
+	hmm_close(h);
+	if (hmm_open(&c, &h))
+		t_fail_all("reopen %s: %s", path, hmm_last_error());
+	for (i = 0; i < 17 && !hmm_tensor_open(h, "n", &t); i++)
+		;
+	t_eq(i, 15, "reopened: the 15 new tensors are there");
+	t_ok(!hmm_tensor_open(h, "a", &t) && holds(t, 3 * CHUNK, 5),
+	     "reopened: a reads back");
+	hmm_close(h);
+	alarm(0);
+}
+
 int main(void)
 {
 	table_cap_wraps();
@@ -475,5 +542,6 @@ int main(void)
 	generation_max();
 	named();
 	tensor_table();
+	far_ids();
 	return t_done();
 }

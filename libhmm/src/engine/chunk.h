@@ -84,7 +84,7 @@ struct hmm_mapping {
 /* Allocated by hmm_tensor_new, freed by hmm_tensor_free / hmm_close. */
 struct hmm_tensor {
 	struct hmm *h;
-	uint32_t id;		/* index in h->tensors; store key high half */
+	uint32_t id;		/* store key high half (hmm_tensor_by_id) */
 	char name[64];
 	uint32_t dtype;
 	unsigned ndim;

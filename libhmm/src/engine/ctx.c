@@ -122,9 +122,7 @@ static int ctx_store_fresh(struct hmm *h, const struct hmm_config *cfg)
 	r = hmm_persist_load(h, cfg->store_path);
 	n = h->nsaved;
 	hmm_persist_fini(h);
-	free(h->tensors);	/* persist_load's slots for the saved ids */
-	h->tensors = NULL;
-	h->tensors_cap = h->ntensors = 0;
+	h->next_id = 0;
 	if (r < 0) {	/* the detail names the store: keep it, a copy */
 		snprintf(why, sizeof(why), "%s", hmm_last_error());
 		return hmm_err(r == -EINVAL ? -EEXIST : r, "%s", why);
@@ -318,12 +316,9 @@ out_ctx:
 
 static void engine_close(struct hmm *h)
 {
-	uint32_t i;
-
 	hmm_region_fini(h);
-	for (i = 0; i < h->ntensors; i++)
-		if (h->tensors[i])
-			hmm_tensor_destroy(h->tensors[i], 0);
+	while (h->ntensors)	/* each takes itself out */
+		hmm_tensor_destroy(h->tensors[h->ntensors - 1], 0);
 	hmm_iot_stop(h);
 	hmm_persist_fini(h);
 	if (h->host_dirfd >= 0)

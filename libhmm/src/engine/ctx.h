@@ -133,11 +133,13 @@ struct hmm {
 	struct hmm_tier tier[HMM_TIERS];
 	struct hmm_stats st;		/* non-tier counters */
 
-	struct hmm_tensor **tensors;	/* by id; NULL once freed */
+	struct hmm_tensor **tensors;	/* the live ones, in id order
+					   (hmm_tensor_by_id) */
 	struct hmm_saved *saved;	/* tensors found in the store and not
 					   opened yet (persist.c) */
 	uint32_t nsaved;
 	uint32_t ntensors, tensors_cap;
+	uint32_t next_id;		/* above every id the store named */
 	uint64_t live_tensors, live_chunks;
 	int async_err;			/* first async error since wait */
 	char async_detail[256];
@@ -292,6 +294,10 @@ int hmm_tensor_shell(struct hmm *h, const char *name, uint32_t dtype,
 		     unsigned ndim, const int64_t *shape, uint64_t bytes,
 		     struct hmm_tensor **out);
 void hmm_tensor_shell_free(struct hmm_tensor *t);
+/* The live tensor of id, or NULL (h->lock held). */
+struct hmm_tensor *hmm_tensor_by_id(const struct hmm *h, uint32_t id);
+/* Tensor ids are below this: the store's table refuses more (persist.c) */
+#define HMM_TENSOR_IDS	0x80000000u
 /* What h can ever hold per tier: the store's data area, the host and
  * device budgets (0 for a tier it lacks). */
 void hmm_capacity(struct hmm *h, uint64_t cap[HMM_TIERS]);

@@ -100,7 +100,7 @@ static int persist_parse(struct hmm *h, const char *path, const uint8_t *b,
 				       off);
 		memcpy(&s->r, b + off, sizeof(s->r));
 		if (rec_bytes(s->r.nchunks) > len - off ||
-		    s->r.ndim > HMM_MAX_DIMS || s->r.id >= 0x80000000u)
+		    s->r.ndim > HMM_MAX_DIMS || s->r.id >= HMM_TENSOR_IDS)
 			return hmm_err(-EUCLEAN, "store %s: tensor table "
 				       "record %u (offset %zu) is corrupt: id "
 				       "%u, ndim %u, nchunks %u in %zu bytes",
@@ -129,13 +129,7 @@ static int persist_parse(struct hmm *h, const char *path, const uint8_t *b,
 				       "%u", path,
 				       h->saved[i - 1].r.name,
 				       h->saved[i].r.name, h->saved[i].r.id);
-	/* new tensors take ids above every saved one */
-	if (maxid) {
-		h->tensors = calloc(maxid, sizeof(*h->tensors));
-		if (!h->tensors)
-			return hmm_err(-ENOMEM, "store %s: no memory", path);
-		h->tensors_cap = h->ntensors = maxid;
-	}
+	h->next_id = maxid;	/* new tensors take ids above every saved one */
 	return 0;
 }
 

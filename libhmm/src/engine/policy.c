@@ -115,11 +115,8 @@ const struct hmm_reclaimer hmm_policy_reclaimer = {
 
 static struct hmm_chunk *sched_chunk(struct hmm *h, struct hmm_sched_ent *e)
 {
-	struct hmm_tensor *t;
+	struct hmm_tensor *t = hmm_tensor_by_id(h, e->tensor_id);
 
-	if (e->tensor_id >= h->ntensors)
-		return NULL;
-	t = h->tensors[e->tensor_id];
 	if (!t || e->chunk >= t->nchunks)
 		return NULL;
 	return &t->chunks[e->chunk];

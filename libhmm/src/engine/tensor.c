@@ -202,32 +202,80 @@ static void tensor_host_unmap(struct hmm_tensor *t)
 		close(t->host_fd);
 }
 
-/* Give t an id (a new one when id < 0) and a slot in h->tensors. */
+/* Where id is, or would go, in h->tensors (kept in id order). */
+static uint32_t tensor_slot(const struct hmm *h, uint32_t id)
+{
+	uint32_t lo = 0, hi = h->ntensors;
+
+	while (lo < hi) {
+		uint32_t mid = lo + (hi - lo) / 2;
+
+		if (h->tensors[mid]->id < id)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
+struct hmm_tensor *hmm_tensor_by_id(const struct hmm *h, uint32_t id)
+{
+	uint32_t i = tensor_slot(h, id);
+
+	return i < h->ntensors && h->tensors[i]->id == id ? h->tensors[i]
+							  : NULL;
+}
+
+/*
+ * Give t an id (a new one when id < 0) and its place in h->tensors,
+ * which holds the live tensors only: a store's ids, never reused, can be
+ * far apart (or near 2^31: its own bytes say so) without an array that
+ * large.  An id is the high half of its chunks' store keys, and the
+ * store's table holds ids below 2^31 (persist.c).
+ */
 static int tensor_register(struct hmm *h, struct hmm_tensor *t, int64_t id)
 {
-	uint32_t need = id >= 0 ? (uint32_t)id + 1 : h->ntensors + 1;
+	uint32_t i;
 
-	if (need > h->tensors_cap) {
-		uint32_t cap = h->tensors_cap ? h->tensors_cap : 64;
-		void *p;
+	if (id < 0 && h->next_id >= HMM_TENSOR_IDS)
+		return hmm_err(-EOVERFLOW, "tensor %s: the store's %u tensor "
+			       "ids are used up (ids are not reused)", t->name,
+			       HMM_TENSOR_IDS);
+	if (h->ntensors == h->tensors_cap) {
+		uint32_t cap = h->tensors_cap ? 2 * h->tensors_cap : 64;
+		void *p = realloc(h->tensors, cap * sizeof(*h->tensors));
 
-		while (cap < need)
-			cap *= 2;
-		p = realloc(h->tensors, cap * sizeof(*h->tensors));
 		if (!p)
-			return -ENOMEM;
+			return hmm_err(-ENOMEM, "tensor %s: no memory",
+				       t->name);
 		h->tensors = p;
-		memset(h->tensors + h->tensors_cap, 0,
-		       (cap - h->tensors_cap) * sizeof(*h->tensors));
 		h->tensors_cap = cap;
 	}
-	t->id = id >= 0 ? (uint32_t)id : h->ntensors;
-	h->tensors[t->id] = t;
-	if (t->id >= h->ntensors)
-		h->ntensors = t->id + 1;
+	t->id = id >= 0 ? (uint32_t)id : h->next_id++;
+	if (t->id >= h->next_id)
+		h->next_id = t->id + 1;
+	i = tensor_slot(h, t->id);
+	memmove(h->tensors + i + 1, h->tensors + i,
+		(h->ntensors - i) * sizeof(*h->tensors));
+	h->tensors[i] = t;
+	h->ntensors++;
 	h->live_tensors++;
 	h->live_chunks += t->nchunks;
 	return 0;
+}
+
+/* Take t out of h->tensors (h->lock held). */
+static void tensor_unregister(struct hmm *h, struct hmm_tensor *t)
+{
+	uint32_t i = tensor_slot(h, t->id);
+
+	if (i == h->ntensors || h->tensors[i] != t)
+		return;
+	memmove(h->tensors + i, h->tensors + i + 1,
+		(h->ntensors - i - 1) * sizeof(*h->tensors));
+	h->ntensors--;
+	h->live_tensors--;
+	h->live_chunks -= t->nchunks;
 }
 
 static void tensor_chunks_init(struct hmm *h, struct hmm_tensor *t,
@@ -420,10 +468,8 @@ int hmm_tensor_create(struct hmm *h, const char *name, uint32_t dtype,
 	pthread_mutex_lock(&h->lock);
 	r = tensor_register(h, t, id);
 	pthread_mutex_unlock(&h->lock);
-	if (r < 0) {
-		r = hmm_err(r, "tensor %s: no memory", name);
+	if (r < 0)
 		goto out_dev;
-	}
 	*out = t;
 	return 0;
 
@@ -459,7 +505,7 @@ int hmm_tensor_shell(struct hmm *h, const char *name, uint32_t dtype,
 	pthread_mutex_unlock(&h->lock);
 	if (r < 0) {
 		free(t);
-		return hmm_err(r, "tensor %s: no memory", name);
+		return r;
 	}
 	*out = t;
 	return 0;
@@ -483,8 +529,7 @@ void hmm_tensor_shell_free(struct hmm_tensor *t)
 	struct hmm *h = t->h;
 
 	pthread_mutex_lock(&h->lock);
-	h->tensors[t->id] = NULL;
-	h->live_tensors--;
+	tensor_unregister(h, t);
 	pthread_mutex_unlock(&h->lock);
 	free(t);
 }
@@ -546,9 +591,7 @@ void hmm_tensor_destroy(struct hmm_tensor *t, int forget)
 			t->chunks[i].wpins = 0;
 	tensor_drop_all(h, t, forget);
 	hmm_policy_forget(h, t);
-	h->tensors[t->id] = NULL;
-	h->live_tensors--;
-	h->live_chunks -= t->nchunks;
+	tensor_unregister(h, t);
 	pthread_mutex_unlock(&h->lock);
 	if (h->dev)
 		h->dev->release(h->dev_priv, t->dev, t->span);

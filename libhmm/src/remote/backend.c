@@ -108,15 +108,14 @@ out_ctx:
 static void remote_close(struct hmm *h)
 {
 	struct hmm_remote_ctx *rc = hmm_remote_ctx(h);
-	uint32_t i;
 
 	hmm_remote_dev_fini(h);	/* they name tensors: first */
-	for (i = 0; i < h->ntensors; i++)	/* hmmd frees its copies
-						   when c goes */
-		if (h->tensors[i]) {
-			free(h->tensors[i]->be_priv);
-			hmm_tensor_shell_free(h->tensors[i]);
-		}
+	while (h->ntensors) {	/* hmmd frees its copies when c goes */
+		struct hmm_tensor *t = h->tensors[h->ntensors - 1];
+
+		free(t->be_priv);
+		hmm_tensor_shell_free(t);
+	}
 	hmm_region_fini(h);	/* their blocks are in hmmd: before c */
 	hmm_client_close(rc->c);
 	free(rc);
