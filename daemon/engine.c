@@ -55,29 +55,45 @@ static int uid_saved(const char *name)
 }
 
 /*
- * What an earlier hmmd left in the store that no client can open: the
- * engine's flush saves every tensor it holds, so one run while a client's
- * temporary ("c<id>/") or a replaced tensor ("x<id>/") lived keeps it in
- * the store's table, and after a kill -9 (no flush at the stop) nothing
- * ever opened or freed it: its extents held store space for good.  They
- * are freed here, before any client (the next flush gives the space
- * back); a uid's saved tensors are kept.
+ * The store's tensors, before any client.  A uid's saved tensor ("uU/")
+ * is opened and kept as that uid's persistent tensor that nobody holds
+ * (hmmd_tensor_adopt), so that hmmctl lists it and rm can delete it
+ * after a restart, not only once a job opened it again.  The rest is
+ * what an earlier hmmd left that no client can open: the engine's flush
+ * saves every tensor it holds, so one run while a client's temporary
+ * ("c<id>/") or a replaced tensor ("x<id>/") lived keeps it in the
+ * store's table, and after a kill -9 (no flush at the stop) nothing ever
+ * opened or freed it: its extents held store space for good.  They are
+ * freed here (the next flush gives the space back).
  */
-static void sweep(struct hmm *h)
+static void sweep(struct hmmd_engine *e)
 {
 	char name[HMM_PROTO_NAME_MAX];
 	struct hmm_tensor *t;
-	unsigned n = 0;
+	unsigned n = 0, kept = 0;
 	uint32_t i = 0;
 
-	while (!hmm_persist_saved_name(h, i, name, sizeof(name))) {
-		if (uid_saved(name) || hmm_tensor_open(h, name, &t)) {
-			i++;	/* kept, or not to be opened: skip it */
-			continue;
+	/* an opened or freed tensor's record leaves the list: i stays */
+	while (!hmm_persist_saved_name(e->h, i, name, sizeof(name))) {
+		if (hmm_tensor_open(e->h, name, &t)) {
+			hmmd_log("engine: saved tensor %s: cannot open, left in "
+				 "the store: %s", name, hmm_last_error());
+			i++;
+		} else if (!uid_saved(name)) {
+			hmm_tensor_free(t);
+			n++;
+		} else if (hmmd_tensor_adopt(e, t)) {
+			/* open in the engine, so still saved; not listed */
+			hmmd_log("engine: saved tensor %s: kept, but not "
+				 "listed: not a uid's name, or no memory",
+				 name);
+		} else {
+			kept++;
 		}
-		hmm_tensor_free(t);	/* its record goes: i is the next */
-		n++;
 	}
+	if (kept)
+		hmmd_log("engine: %u saved tensor(s) of their uids found",
+			 kept);
 	if (n)
 		hmmd_log("engine: freed %u tensor(s) no client can open "
 			 "(temporaries an earlier hmmd left in the store)", n);
@@ -194,7 +210,6 @@ int hmmd_engine_open(const struct hmmd_config *cfg, struct hmmd_engine **out)
 	/* one context, many clients: a tensor's asynchronous errors are
 	   its own, for its client alone (move.c) */
 	hmm_engine_async_by_tensor(e->h);
-	sweep(e->h);
 	e->cfg = cfg;
 	e->chunk = cfg->chunk_bytes ? cfg->chunk_bytes : HMMD_CHUNK_DEF;
 	e->budget = hc.host_budget;
@@ -202,6 +217,7 @@ int hmmd_engine_open(const struct hmmd_config *cfg, struct hmmd_engine **out)
 	e->next_tid = 1;
 	pthread_mutex_init(&e->open_lock, NULL);
 	pthread_mutex_init(&e->lock, NULL);
+	sweep(e);
 	hmmd_log("engine: store %s, host budget %llu bytes, chunk %u bytes",
 		 cfg->store_path ? cfg->store_path : "none (host only)",
 		 (unsigned long long)e->budget, e->chunk);

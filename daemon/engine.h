@@ -214,5 +214,10 @@ void hmmd_uid_put(struct hmmd_engine *e, struct hmmd_uid *u);
  * (tensor.c) */
 void hmmd_tensor_put(struct hmmd_engine *e, struct hmmd_tensor *dt);
 
+/* Keep saved tensor t ("uU/N"), opened at the start, as uid U's
+ * persistent tensor N that nobody holds.  0, -EINVAL, -ENOMEM.
+ * (tensor.c) */
+int hmmd_tensor_adopt(struct hmmd_engine *e, struct hmm_tensor *t);
+
 
 #endif /* HMMD_ENGINE_H */

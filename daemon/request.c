@@ -81,6 +81,7 @@ int hmmd_request_nowait(struct hmmd_engine *e, struct hmmd_client *cl,
 	case HMM_PROTO_LIST:		return hmmd_req_list(&q);
 	case HMM_PROTO_WAIT:		return hmmd_req_wait(&q);
 	case HMM_PROTO_SAVE:		return hmmd_req_save(&q);
+	case HMM_PROTO_TENSOR_RM:	return hmmd_req_tensor_rm(&q);
 	}
 	return hmmd_reply_err(&q, -EPROTO, "%s: not a request",
 			 hmm_proto_type_name(m->hdr.type));

@@ -91,6 +91,7 @@ void hmmd_map_undo(struct hmmd_engine *e, struct hmmd_client *cl,
 int hmmd_req_tensor_new(struct hmmd_req *q);	/* tensor.c */
 int hmmd_req_tensor_free(struct hmmd_req *q);
 int hmmd_req_save(struct hmmd_req *q);
+int hmmd_req_tensor_rm(struct hmmd_req *q);
 int hmmd_req_share(struct hmmd_req *q);		/* share.c */
 int hmmd_req_attach(struct hmmd_req *q);
 int hmmd_req_map(struct hmmd_req *q);		/* map.c */

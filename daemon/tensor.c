@@ -18,8 +18,9 @@
  * the store when room is wanted) and in no client's quota (quotas count
  * a client's pins and the tensors it made while it is connected); the
  * store keeps it across restarts.  It goes when a client of its uid
- * frees it (TENSOR_FREE: the owner uid frees it for everyone) or SAVE
- * replaces it.
+ * frees it (TENSOR_FREE: the owner uid frees it for everyone), SAVE
+ * replaces it, or TENSOR_RM (hmmctl rm) deletes it.  A starting hmmd
+ * opens the store's saved ones so (hmmd_tensor_adopt).
  */
 #include <errno.h>
 #include <stdio.h>
@@ -42,10 +43,10 @@ static struct hmmd_tensor *find_kept(struct hmmd_engine *e, uid_t uid,
 	return NULL;
 }
 
-static struct hmmd_tensor *tensor_make(struct hmmd_engine *e,
-				       struct hmmd_client *cl,
-				       struct hmm_tensor *t, const char *name,
-				       uint32_t flags)
+/* dt for engine tensor t of uid, made by client owner (0: none). */
+static struct hmmd_tensor *tensor_make(struct hmmd_engine *e, uid_t uid,
+				       uint64_t owner, struct hmm_tensor *t,
+				       const char *name, uint32_t flags)
 {
 	struct hmmd_tensor *dt = calloc(1, sizeof(*dt));
 
@@ -53,13 +54,37 @@ static struct hmmd_tensor *tensor_make(struct hmmd_engine *e,
 		return NULL;
 	dt->t = t;
 	dt->id = e->next_tid++;
-	dt->owner_uid = cl->uid;
-	dt->owner = cl->id;
+	dt->owner_uid = uid;
+	dt->owner = owner;
 	dt->flags = flags;
 	snprintf(dt->name, sizeof(dt->name), "%s", name);
 	dt->next = e->tensors;
 	e->tensors = dt;
 	return dt;
+}
+
+/*
+ * Saved tensor t ("uU/N"), opened by a starting hmmd before any client:
+ * uid U's persistent tensor N that nobody holds, as if a client had
+ * opened and let it go, so hmmctl lists it (and rm deletes it) before a
+ * job opens it again.  0, -EINVAL (not "uU/N"), -ENOMEM.
+ */
+int hmmd_tensor_adopt(struct hmmd_engine *e, struct hmm_tensor *t)
+{
+	const char *s = hmm_tensor_name(t), *n;
+	unsigned long uid;
+	char *end;
+
+	if (s[0] != 'u' || s[1] < '0' || s[1] > '9')
+		return -EINVAL;
+	uid = strtoul(s + 1, &end, 10);
+	if (*end != '/' || uid > (uid_t)-1)
+		return -EINVAL;
+	n = end + 1;
+	if (!*n)
+		return -EINVAL;
+	return tensor_make(e, (uid_t)uid, 0, t, n, HMM_PROTO_TENSOR_PERSIST) ?
+	       0 : -ENOMEM;
 }
 
 static int same_form(struct hmm_tensor *t, const struct hmm_proto_tensor *m)
@@ -116,12 +141,12 @@ struct hmmd_tensor *hmmd_tensor_open_kept(struct hmmd_req *q,
 		pthread_mutex_lock(&e->lock);
 		if (*err)
 			return NULL;
-		dt = tensor_make(e, q->cl, t, name, HMM_PROTO_TENSOR_PERSIST);
+		dt = tensor_make(e, q->cl->uid, 0, t, name,
+				 HMM_PROTO_TENSOR_PERSIST);
 		if (!dt) {
 			*err = -ENOMEM;	/* the tensor stays open, unused */
 			return NULL;
 		}
-		dt->owner = 0;
 	}
 	*err = hmmd_handle_add(q->cl, dt, HMM_READ | HMM_WRITE);
 	return *err ? NULL : dt;
@@ -188,7 +213,7 @@ static int tensor_new_locked(struct hmmd_req *q)
 				 (unsigned long long)
 				 q->cl->quota[HMM_TIER_STORE]);
 	}
-	dt = tensor_make(e, q->cl, t, m->name, m->flags);
+	dt = tensor_make(e, q->cl->uid, q->cl->id, t, m->name, m->flags);
 	ret = dt ? hmmd_handle_add(q->cl, dt, HMM_READ | HMM_WRITE) : -ENOMEM;
 	if (ret) {
 		if (dt) {
@@ -349,6 +374,69 @@ int hmmd_req_save(struct hmmd_req *q)
 
 	pthread_mutex_lock(&q->e->open_lock);
 	n = save_locked(q);
+	pthread_mutex_unlock(&q->e->open_lock);
+	return n;
+}
+
+/*
+ * TENSOR_RM (hmmctl rm): an administrator, or a client of its uid,
+ * deletes a persistent tensor.  It is unkept (no open by name finds it,
+ * and a restarted hmmd sweeps its "x<id>/" name), freed once its holders
+ * let go, and the store is flushed, so that a restart opens the table
+ * without it.  e->open_lock held.
+ */
+static int rm_locked(struct hmmd_req *q)
+{
+	uint64_t id = q->m->u.tensor_free.id;
+	struct hmmd_engine *e = q->e;
+	struct hmmd_tensor *dt = hmmd_tensor_get(q, id);
+	char name[HMM_PROTO_NAME_MAX];
+	uid_t uid;
+	int ret;
+
+	if (dt && !q->cl->admin && dt->owner_uid != q->cl->uid) {
+		hmmd_tensor_drop(q, dt);	/* attached: another uid's */
+		dt = NULL;
+	}
+	if (!dt)
+		return hmmd_tensor_miss(q, "rm", id);
+	pthread_mutex_lock(&e->lock);
+	if (!(dt->flags & HMM_PROTO_TENSOR_PERSIST)) {
+		uint64_t owner = dt->owner;
+
+		memcpy(name, dt->name, sizeof(name));
+		hmmd_tensor_put(e, dt);
+		pthread_mutex_unlock(&e->lock);
+		return hmmd_reply_err(q, -EINVAL, "rm: tensor %llu (%s): client "
+				      "%llu's temporary, not saved: it goes "
+				      "with its client",
+				      (unsigned long long)id, name,
+				      (unsigned long long)owner);
+	}
+	memcpy(name, dt->name, sizeof(name));
+	uid = dt->owner_uid;
+	unkeep(e, dt);
+	hmmd_tensor_put(e, dt);		/* the call's: freed if none hold it */
+	pthread_mutex_unlock(&e->lock);
+	hmmd_log("tensor %llu (%s of uid %u): deleted by uid %u (rm)",
+		 (unsigned long long)id, name, (unsigned)uid,
+		 (unsigned)q->cl->uid);
+	ret = hmm_flush(e->h);
+	if (ret)
+		return hmmd_reply_err(q, ret, "rm: tensor %llu (%s): deleted, "
+				      "but the store's flush failed, so a "
+				      "restart may find it: %s",
+				      (unsigned long long)id, name,
+				      hmm_last_error());
+	return hmmd_reply_ok(q);
+}
+
+int hmmd_req_tensor_rm(struct hmmd_req *q)
+{
+	int n;
+
+	pthread_mutex_lock(&q->e->open_lock);
+	n = rm_locked(q);
 	pthread_mutex_unlock(&q->e->open_lock);
 	return n;
 }

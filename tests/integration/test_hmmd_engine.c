@@ -457,7 +457,7 @@ static void test_hmmctl(struct hmm_client *a, uint64_t a_id, size_t bytes)
 		return;
 	}
 	out = ctl("status", &code);
-	t_ok(code == 0 && strstr(out, "protocol 4") && strstr(out, "host"),
+	t_ok(code == 0 && strstr(out, "protocol 5") && strstr(out, "host"),
 	     "hmmctl status");
 	out = ctl("clients", &code);
 	t_ok(code == 0 && strstr(out, " main ") && strstr(out, " hmmctl "),

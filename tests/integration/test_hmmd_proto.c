@@ -322,13 +322,13 @@ static void test_isolation(const char *sock, const char *log)
 	memcpy(buf, msg, n);
 	refused(sock, buf, 5000, 0, -EMSGSIZE, "longer than 4096", "oversized");
 
-	msg[4] = 5;
-	refused(sock, msg, n, 0, -EPROTO, "field version: 5 not spoken",
-		"version 5");
+	msg[4] = 6;
+	refused(sock, msg, n, 0, -EPROTO, "field version: 6 not spoken",
+		"version 6");
 
-	n = hello(msg, 3, 5, 6);
-	refused(sock, msg, n, 3, -EPROTO, "client speaks versions 5..6",
-		"hello 5..6");
+	n = hello(msg, 3, 6, 7);
+	refused(sock, msg, n, 3, -EPROTO, "client speaks versions 6..7",
+		"hello 6..7");
 
 	/* a client that agreed on version 1 may not send WAIT (version 2) */
 	bad = client(sock);

@@ -16,7 +16,13 @@
  *    its store space would be held for good);
  *  - hmm_tensor_free of an opened saved tensor deletes it;
  *  - a name too long for hmmd's "u<uid>/" prefix: hmm_flush says so
- *    (-ENAMETOOLONG naming it) and still saves the others.
+ *    (-ENAMETOOLONG naming it) and still saves the others;
+ *  - hmmctl after a restart lists the saved tensors (owner 0) before any
+ *    job opens them, and `hmmctl rm` deletes one: nobody's own, not
+ *    root's (exit 1, "not one of uid 65534's"); root's while a context
+ *    holds it open (which keeps its bytes, but no later open finds it);
+ *    a client's temporary is refused (exit 1); after kill -9 and a
+ *    restart the deleted ones stay gone (rm flushed the store).
  */
 #include <pwd.h>
 #include <signal.h>
@@ -30,8 +36,8 @@
 #define CHUNK	(64u << 10)
 #define TB	(320u << 10)	/* 5 chunks */
 
-static char hmmd[4096], dir[4096], sock[200], store[4200], logf[4200];
-static char addr[300];
+static char hmmd[4096], hmmctl[4096], dir[4096], sock[200], store[4200];
+static char logf[4200], addr[300];
 
 static pid_t start(void)
 {
@@ -205,6 +211,151 @@ static int job_long(int fd, void *arg)
 	return 0;
 }
 
+/* A context of uid that saves name (seed) and closes: writes "flush". */
+struct save {
+	uid_t uid;
+	const char *name;
+	uint64_t seed;
+};
+
+static int job_save(int fd, void *arg)
+{
+	const struct save *s = arg;
+	struct hmm_tensor *t;
+	struct hmm *h;
+
+	if (ctx(s->uid, &h))
+		return 2;
+	t = mk(h, s->name);
+	if (!t || fill(t, s->seed))
+		return 3;
+	dprintf(fd, "%d\n", hmm_flush(h));
+	hmm_close(h);
+	return 0;
+}
+
+/* hmmctl ARGS as uid (0: root): writes "status | output", the output's
+ * lines joined by ';' and its runs of spaces squeezed to one. */
+struct ctl {
+	uid_t uid;
+	const char *args;
+};
+
+static int job_ctl(int fd, void *arg)
+{
+	const struct ctl *c = arg;
+	char cmd[9000], out[4096], *p = out, prev = 0;
+	FILE *f;
+	int ch, st;
+
+	if (c->uid) {	/* beside the socket: a 0700 clone hides build/ */
+		snprintf(cmd, sizeof(cmd), "cp '%s' '%s/hmmctl'", hmmctl, dir);
+		if (system(cmd) || t_hmmd_become(c->uid, c->uid, sock))
+			return 2;
+		snprintf(cmd, sizeof(cmd), "./hmmctl --socket %s %s 2>&1", sock,
+			 c->args);
+	} else {
+		snprintf(cmd, sizeof(cmd), "%s --socket %s %s 2>&1", hmmctl,
+			 sock, c->args);
+	}
+	f = popen(cmd, "r");
+	if (!f)
+		return 3;
+	while ((ch = fgetc(f)) != EOF && p < out + sizeof(out) - 1) {
+		ch = ch == '\n' ? ';' : ch;
+		if (ch != ' ' || prev != ' ')
+			*p++ = prev = (char)ch;
+	}
+	*p = 0;
+	st = pclose(f);
+	dprintf(fd, "%d | %s\n", WIFEXITED(st) ? WEXITSTATUS(st) : -1, out);
+	return 0;
+}
+
+/* hmmctl args as uid: its exit status; its output in line. */
+static int run_ctl(uid_t uid, const char *args, char *line, size_t n)
+{
+	struct ctl c = { uid, args };
+	int code = -1;
+
+	if (t_child(job_ctl, &c, line, n) || sscanf(line, "%d", &code) != 1)
+		return -1;
+	return code;
+}
+
+/* The id on the row of hmmctl tensors (job_ctl's line) holding row. */
+static unsigned long long row_id(const char *line, const char *row)
+{
+	const char *p = strstr(line, row);
+
+	while (p && p > line && p[-1] != ';')
+		p--;
+	return p ? strtoull(p, NULL, 10) : 0;
+}
+
+/* hmmctl's view of saved tensors and rm (see the top). */
+static pid_t test_rm(pid_t pid)
+{
+	struct save s = { 65534, "mine", 11 };
+	struct hmm_tensor *w, *tmp;
+	char line[4096];
+	struct look l;
+	char rm_w[32];
+	struct hmm *h;
+	int a;
+
+	t_child(job_save, &s, line, sizeof(line));
+	t_ok(atoi(line) == 0, "nobody saves mine (%s)", line);
+	stop(pid, SIGTERM);
+	pid = start();
+	a = run_ctl(0, "tensors", line, sizeof(line));
+	t_ok(a == 0 && strstr(line, " 0 0 w ") &&
+	     strstr(line, " 0 65534 mine ") && strstr(line, "persist"),
+	     "after a restart hmmctl lists the saved w and mine, owner 0, "
+	     "before any job opens them (%s)", line);
+	snprintf(rm_w, sizeof(rm_w), "rm %llu", row_id(line, " 0 0 w "));
+	a = run_ctl(65534, "rm w", line, sizeof(line));
+	t_ok(a == 1 && strstr(line, "no tensor \"w\""),
+	     "nobody's hmmctl rm w: exit 1, no w it is shown (%s)", line);
+	a = run_ctl(65534, rm_w, line, sizeof(line));
+	t_ok(a == 1 && strstr(line, "not one of uid 65534's"),
+	     "nobody's hmmctl %s (root's w): exit 1 (%s)", rm_w, line);
+	a = run_ctl(65534, "rm mine", line, sizeof(line));
+	t_eq(a, 0, "nobody's hmmctl rm of its own mine (%s)", line);
+	l = (struct look){ 65534, "mine", 11, 0 };
+	t_child(job_open, &l, line, sizeof(line));
+	t_ok(sscanf(line, "%d", &a) == 1 && a == -ENOENT,
+	     "mine no longer opens (%s)", line);
+
+	if (ctx(0, &h) || hmm_tensor_open(h, "w", &w) || !(tmp = mk(h, "tmp")))
+		t_fail_all("a context holding w: %s", hmm_last_error());
+	a = run_ctl(0, "rm tmp", line, sizeof(line));
+	t_ok(a == 1 && strstr(line, "temporary"),
+	     "hmmctl rm of a client's temporary: exit 1 (%s)", line);
+	a = run_ctl(0, "rm w", line, sizeof(line));
+	t_eq(a, 0, "root's hmmctl rm of w, held open (%s)", line);
+	t_eq(same(w, 7), 1, "the holder's w keeps its bytes");
+	l = (struct look){ 0, "w", 7, 0 };
+	t_child(job_open, &l, line, sizeof(line));
+	t_ok(sscanf(line, "%d", &a) == 1 && a == -ENOENT,
+	     "no later open finds w (%s)", line);
+	hmm_close(h);
+
+	stop(pid, SIGKILL);	/* rm flushed: no stop's flush needed */
+	pid = start();
+	t_child(job_open, &l, line, sizeof(line));
+	t_ok(sscanf(line, "%d", &a) == 1 && a == -ENOENT,
+	     "after kill -9 and restart: w stays deleted (%s)", line);
+	a = run_ctl(0, "tensors", line, sizeof(line));
+	t_ok(a == 0 && !strstr(line, " w ") && !strstr(line, " mine "),
+	     "and hmmctl lists neither (%s)", line);
+	t_eq(run_ctl(0, "rm", line, sizeof(line)), 2,
+	     "hmmctl rm without a tensor: exit 2 (%s)", line);
+	t_eq(run_ctl(0, "rm 1 2", line, sizeof(line)), 2,
+	     "hmmctl rm 1 2: exit 2 (%s)", line);
+	return pid;
+}
+
 int main(void)
 {
 	char line[1024];
@@ -216,6 +367,8 @@ int main(void)
 		t_skip_all("needs root and uid 65534 (nobody) for a second "
 			   "uid");
 	T_HMMD_PATHS(hmmd, dir, sock, store, logf, "save");
+	snprintf(hmmctl, sizeof(hmmctl), "%.*sctl", (int)strlen(hmmd) - 1,
+		 hmmd);		/* .../bin/hmmd -> .../bin/hmmctl */
 	snprintf(addr, sizeof(addr), "unix:%s", sock);
 	t_watchdog(120, "test_hmmd_save");
 	pid = start();
@@ -281,6 +434,7 @@ int main(void)
 	t_child(job_open, &l, line, sizeof(line));
 	t_ok(sscanf(line, "%d", &a) == 1 && a == -ENOENT,
 	     "the freed one stays gone (%s)", line);
+	pid = test_rm(pid);
 	stop(pid, SIGTERM);
 	return t_done();
 }

@@ -28,7 +28,7 @@ static const unsigned types[] = {
 	HMM_PROTO_OK, HMM_PROTO_TENSOR_REPLY, HMM_PROTO_MAP_REPLY,
 	HMM_PROTO_STATS_REPLY, HMM_PROTO_LIST, HMM_PROTO_LIST_REPLY,
 	HMM_PROTO_WAIT, HMM_PROTO_STATS2, HMM_PROTO_STATS2_REPLY,
-	HMM_PROTO_WRITEBACK, HMM_PROTO_SAVE,
+	HMM_PROTO_WRITEBACK, HMM_PROTO_SAVE, HMM_PROTO_TENSOR_RM,
 };
 #define NTYPES (sizeof(types) / sizeof(types[0]))
 
@@ -65,6 +65,7 @@ static void sample(unsigned type, union hmm_proto_body *b)
 		strcpy(b->tensor.name, "layer0.w");
 		break;
 	case HMM_PROTO_TENSOR_FREE:
+	case HMM_PROTO_TENSOR_RM:
 		b->tensor_free.id = 42;
 		break;
 	case HMM_PROTO_MAP:
@@ -165,7 +166,8 @@ static void test_round_trip(void)
 			continue;
 		}
 		t_ok(!memcmp(buf, "HMMP", 4) &&
-		     le(buf + 4, 2) == (type == HMM_PROTO_SAVE ? 4 :
+		     le(buf + 4, 2) == (type == HMM_PROTO_TENSOR_RM ? 5 :
+					type == HMM_PROTO_SAVE ? 4 :
 					type == HMM_PROTO_WRITEBACK ? 3 :
 					type == HMM_PROTO_WAIT ||
 					type == HMM_PROTO_STATS2 ||
@@ -300,16 +302,16 @@ static void test_framing(void)
 	buf[0] = 'X';
 	want(n, -EPROTO, "message header: field magic", "wrong magic");
 	buf[0] = 'H';
-	buf[4] = 5;
-	want(n, -EPROTO, "field version: 5 not spoken (1..4)", "version 5");
+	buf[4] = 6;
+	want(n, -EPROTO, "field version: 6 not spoken (1..5)", "version 6");
 	buf[4] = 2;
 	want(n, -EPROTO, "message map: field version: 2, but map is a "
 	     "message of version 1", "map in a version-2 header");
 	buf[4] = 0;
 	want(n, -EPROTO, "field version: 0", "version 0");
 	buf[4] = 1;
-	buf[6] = 18;
-	want(n, -EPROTO, "field type: 18 unknown", "type 18");
+	buf[6] = 19;
+	want(n, -EPROTO, "field type: 19 unknown", "type 19");
 	buf[6] = 0;
 	want(n, -EPROTO, "field type: 0 unknown", "type 0");
 	buf[6] = 0xff;
@@ -339,8 +341,8 @@ static void test_framing(void)
 	sample(HMM_PROTO_MAP, &b);
 	t_eq(hmm_proto_encode(buf, 63, HMM_PROTO_MAP, 0, 1, &b), -EMSGSIZE,
 	     "encode into 63 bytes: -EMSGSIZE");
-	t_eq(hmm_proto_encode(buf, sizeof(buf), 18, 0, 1, &b), -EPROTO,
-	     "encode type 18: -EPROTO");
+	t_eq(hmm_proto_encode(buf, sizeof(buf), 19, 0, 1, &b), -EPROTO,
+	     "encode type 19: -EPROTO");
 	t_eq(hmm_proto_encode(buf, sizeof(buf), HMM_PROTO_MAP,
 			      HMM_PROTO_F_FDS, 1, &b), -EPROTO,
 	     "encode map with FDS: -EPROTO");
@@ -422,21 +424,21 @@ static void test_fields(void)
 		     "hello with every feature bit: fine");
 		t_eq(hmm_proto_negotiate(&h), 1, "negotiate 1..1: 1");
 		h.version_max = 9;
-		t_eq(hmm_proto_negotiate(&h), 4, "negotiate 1..9: 4");
+		t_eq(hmm_proto_negotiate(&h), 5, "negotiate 1..9: 5");
 		h.version_max = 2;
 		t_eq(hmm_proto_negotiate(&h), 2, "negotiate 1..2: 2 (a "
 		     "version-2 client)");
 		h.version_max = 9;
-		h.version_min = 5;
-		t_eq(hmm_proto_negotiate(&h), -EPROTO, "negotiate 5..9: -EPROTO");
-		t_ok(strstr(hmm_last_error(), "client speaks versions 5..9, "
-			    "daemon 1..4") != NULL, "detail: %s",
+		h.version_min = 6;
+		t_eq(hmm_proto_negotiate(&h), -EPROTO, "negotiate 6..9: -EPROTO");
+		t_ok(strstr(hmm_last_error(), "client speaks versions 6..9, "
+			    "daemon 1..5") != NULL, "detail: %s",
 		     hmm_last_error());
 	}
 
 	/* hello_reply */
-	BADS(HMM_PROTO_HELLO_REPLY, b.hello_reply.version = 5, P,
-	     "message hello_reply: field version: 5 not spoken");
+	BADS(HMM_PROTO_HELLO_REPLY, b.hello_reply.version = 6, P,
+	     "message hello_reply: field version: 6 not spoken");
 	bad_wire(HMM_PROTO_HELLO_REPLY, 2, 2, 1, P, "field reserved0");
 	BADS(HMM_PROTO_HELLO_REPLY, b.hello_reply.features = 1u << 9, E,
 	     "field features: unknown bits 0x200");
@@ -777,6 +779,37 @@ static void test_version4(void)
 	t_eq(others, 0, "no other type is of version 4");
 }
 
+/* TENSOR_RM is of version 5 (hmmctl rm): TENSOR_FREE's body in a
+ * version-5 header, which no other type has. */
+static void test_version5(void)
+{
+	struct hmm_proto_tensor_free rm = { 42 }, rm2;
+	struct hmm_proto_hdr h;
+	size_t i;
+	int n, others = 0;
+
+	n = hmm_proto_tensor_rm_encode(buf, sizeof(buf), 5, &rm);
+	t_eq(n, HMM_PROTO_HDR_SIZE + 8, "tensor_rm: 8 body bytes");
+	t_ok(le(buf + 4, 2) == 5 && le(buf + 6, 2) == HMM_PROTO_TENSOR_RM &&
+	     le(buf + 32, 8) == 42, "tensor_rm: version 5, type 18; id at 0");
+	memset(&rm2, 0xa5, sizeof(rm2));
+	t_ok(hmm_proto_tensor_rm_decode(buf, n, &h, &rm2) == 0 &&
+	     h.version == 5 && rm2.id == 42,
+	     "tensor_rm decodes to the same header and id");
+	t_ok(hmm_proto_is_request(HMM_PROTO_TENSOR_RM),
+	     "tensor_rm is a request");
+	buf[4] = 4;
+	want(n, -EPROTO, "message tensor_rm: field version: 4, but tensor_rm "
+	     "is a message of version 5", "tensor_rm in a version-4 header");
+	rm.id = 0;
+	t_eq(hmm_proto_tensor_rm_encode(buf, sizeof(buf), 5, &rm), -EINVAL,
+	     "tensor_rm of id 0: -EINVAL");
+	for (i = 0; i < NTYPES; i++)
+		others += types[i] != HMM_PROTO_TENSOR_RM &&
+			  hmm_proto_type_version(types[i]) == 5;
+	t_eq(others, 0, "no other type is of version 5");
+}
+
 /* ---- the seed corpus for tests/fuzz/fuzz_proto ---------------------------- */
 
 static int write_corpus(const char *dir)
@@ -816,5 +849,6 @@ int main(int argc, char **argv)
 	test_version2();
 	test_version3();
 	test_version4();
+	test_version5();
 	return t_done();
 }

@@ -10,10 +10,12 @@
  *   hmmctl [--socket PATH] stats [--json]
  *   hmmctl [--socket PATH] set-quota CLIENT HOST [DEVICE [STORE]]
  *   hmmctl [--socket PATH] evict TENSOR [host|device]
+ *   hmmctl [--socket PATH] rm TENSOR
  *
  * Seeing every client and tensor, setting another client's quota and
- * evicting another uid's tensor take an administrator (uid 0 or hmmd's
- * own uid); others see (and evict) their own uid's clients and tensors.
+ * evicting or deleting another uid's tensor take an administrator (uid 0
+ * or hmmd's own uid); others see (evict, delete) their own uid's clients
+ * and tensors.
  * TENSOR is an id or the name of the one listed tensor that has it.
  * Exit status: 0, 1 when hmmd refused or is unreachable, 2 on a usage
  * error (found before hmmd is asked anything, the word named; client 0
@@ -40,6 +42,7 @@ static void usage(FILE *f)
 "  stats [--json]            the engine's counters\n"
 "  set-quota CLIENT HOST [DEVICE [STORE]]   bytes (K, M, G, T suffixes)\n"
 "  evict TENSOR [host|device]               start an eviction, wait\n"
+"  rm TENSOR                 delete a saved (persistent) tensor\n"
 "    (TENSOR: its id, or its name where one tensor has it)\n"
 "--socket: default $HMMD_SOCKET or /run/hmm/hmmd.sock\n");
 }
@@ -181,7 +184,8 @@ static int cmd_list(struct hmm_client *c, uint32_t what)
 }
 
 /* TENSOR as given: its id, or the one tensor of that name hmmd lists. */
-static int tensor_id(struct hmm_client *c, const char *name, uint64_t *id)
+static int tensor_id(struct hmm_client *c, const char *cmd, const char *name,
+		     uint64_t *id)
 {
 	struct hmm_proto_list_reply l;
 	uint64_t cur = 1;
@@ -191,7 +195,7 @@ static int tensor_id(struct hmm_client *c, const char *name, uint64_t *id)
 		return 0;
 	for (;;) {
 		if (hmm_client_list(c, HMM_PROTO_LIST_TENSORS, cur, &l))
-			return fail("evict");
+			return fail(cmd);
 		if (!l.id)
 			break;
 		if (!strncmp(l.name, name, sizeof(l.name)) &&
@@ -204,11 +208,11 @@ static int tensor_id(struct hmm_client *c, const char *name, uint64_t *id)
 	if (found == 1)
 		return 0;
 	if (found)
-		fprintf(stderr, "hmmctl: evict: %d tensors are named \"%s\": "
-			"give its id (hmmctl tensors)\n", found, name);
+		fprintf(stderr, "hmmctl: %s: %d tensors are named \"%s\": "
+			"give its id (hmmctl tensors)\n", cmd, found, name);
 	else
-		fprintf(stderr, "hmmctl: evict: no tensor \"%s\" that hmmd "
-			"shows this user (hmmctl tensors)\n", name);
+		fprintf(stderr, "hmmctl: %s: no tensor \"%s\" that hmmd "
+			"shows this user (hmmctl tensors)\n", cmd, name);
 	return 1;
 }
 
@@ -268,6 +272,8 @@ int main(int argc, char **argv)
 	} else if (!strcmp(cmd, "evict")) {
 		min_args = 1;
 		max_args = 2;
+	} else if (!strcmp(cmd, "rm")) {
+		min_args = max_args = 1;
 	} else {
 		fprintf(stderr, "hmmctl: unknown command \"%s\"\n", cmd);
 		usage(stderr);
@@ -278,6 +284,7 @@ int main(int argc, char **argv)
 	if (argc < min_args) {
 		fprintf(stderr, "hmmctl: %s: wants %s\n", cmd,
 			!strcmp(cmd, "evict") ? "TENSOR [host|device]" :
+			!strcmp(cmd, "rm") ? "TENSOR" :
 			"CLIENT HOST [DEVICE [STORE]]");
 		return 2;
 	}
@@ -325,8 +332,10 @@ int main(int argc, char **argv)
 	} else if (!strcmp(cmd, "set-quota")) {
 		ret = hmm_client_quota_set(c, id, q) ? fail("set-quota") : 0;
 	} else {
-		ret = tensor_id(c, argv[0], &id);
-		if (!ret)
+		ret = tensor_id(c, cmd, argv[0], &id);
+		if (!ret && !strcmp(cmd, "rm"))
+			ret = hmm_client_tensor_rm(c, id) ? fail("rm") : 0;
+		else if (!ret)
 			ret = hmm_client_evict(c, id, 0, HMM_ALL, tier) ?
 			      fail("evict") : 0;
 	}

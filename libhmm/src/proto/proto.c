@@ -258,6 +258,8 @@ PAIR(stats2_reply, HMM_PROTO_STATS2_REPLY, struct hmm_proto_stats2_reply,
      stats2_reply)
 PAIR(writeback, HMM_PROTO_WRITEBACK, struct hmm_proto_range, range)
 PAIR(save, HMM_PROTO_SAVE, struct hmm_proto_save, save)
+PAIR(tensor_rm, HMM_PROTO_TENSOR_RM, struct hmm_proto_tensor_free,
+     tensor_free)
 
 /* ---- helpers ---------------------------------------------------------------- */
 

@@ -46,7 +46,7 @@
 
 #define HMM_PROTO_MAGIC		0x504d4d48u	/* "HMMP" as bytes on the wire */
 #define HMM_PROTO_VERSION_MIN	1		/* the versions this codec speaks */
-#define HMM_PROTO_VERSION_MAX	4
+#define HMM_PROTO_VERSION_MAX	5
 #define HMM_PROTO_HDR_SIZE	32
 #define HMM_PROTO_MSG_MAX	4096	/* no datagram is longer; receive into
 					   MSG_MAX + 1 bytes to see truncation */
@@ -70,7 +70,7 @@
  *
  * Versions.  version is the protocol version that defined the message's
  * type, exactly: 1 for every type of version 1, 2 for WAIT, 3 for
- * WRITEBACK, 4 for SAVE.  A type's layout never changes; a later version adds types
+ * WRITEBACK, 4 for SAVE, 5 for TENSOR_RM.  A type's layout never changes; a later version adds types
  * (a changed layout would be a new type).  So every version-1 message is
  * byte-identical in every version, a version-1 peer reads all of them,
  * and a sender uses a type of version N only once HELLO negotiated
@@ -80,7 +80,8 @@
  *   version 2: WAIT (the client's prefetches and evictions finished),
  *              STATS2 / STATS2_REPLY (the engine's other counters too);
  *   version 3: WRITEBACK (hmm_writeback: write back, keep resident);
- *   version 4: SAVE (hmm_flush saves every tensor the client holds).
+ *   version 4: SAVE (hmm_flush saves every tensor the client holds);
+ *   version 5: TENSOR_RM (hmmctl rm: delete a saved tensor).
  */
 struct hmm_proto_hdr {
 	uint32_t magic;
@@ -112,6 +113,7 @@ struct hmm_proto_hdr {
 #define HMM_PROTO_STATS2	15	/* -> STATS2_REPLY (version 2) */
 #define HMM_PROTO_WRITEBACK	16	/* -> OK (version 3: written) */
 #define HMM_PROTO_SAVE		17	/* -> OK (version 4: persistent) */
+#define HMM_PROTO_TENSOR_RM	18	/* -> OK (version 5: deleted) */
 /* Daemon to client (replies).  ERROR may answer any request. */
 #define HMM_PROTO_HELLO_REPLY	64
 #define HMM_PROTO_ERROR		65
@@ -342,6 +344,14 @@ struct hmm_proto_save {
 	uint64_t id;		/* nonzero */
 };
 
+/* TENSOR_RM (version 5), 8 bytes: the body of TENSOR_FREE.  Persistent
+ * tensor id, one this client may see (an administrator's: any; others:
+ * their uid's), is deleted: no client opens it by name from now on, its
+ * holders keep it until they let go, and the daemon's store is flushed,
+ * so it stays deleted.  ERROR -ENOENT (no such tensor: "not one of uid
+ * U's" to others), -EINVAL (a client's temporary: it goes with its
+ * client). */
+
 /* OK, FLUSH, STATS, STATS2: empty bodies (no struct). */
 
 /* Any decoded message (hmm_proto_decode). */
@@ -352,7 +362,7 @@ struct hmm_proto_msg {
 		struct hmm_proto_hello_reply hello_reply;
 		struct hmm_proto_error error;
 		struct hmm_proto_tensor tensor;	/* TENSOR_NEW, TENSOR_REPLY */
-		struct hmm_proto_tensor_free tensor_free;
+		struct hmm_proto_tensor_free tensor_free; /* and TENSOR_RM */
 		struct hmm_proto_range range;	/* MAP, UNMAP, PREFETCH,
 						   EVICT, WRITEBACK */
 		struct hmm_proto_map_reply map_reply;
@@ -410,6 +420,7 @@ HMM_PROTO_PAIR0(ok);
 HMM_PROTO_PAIR(tensor_new, struct hmm_proto_tensor);
 HMM_PROTO_PAIR(tensor_reply, struct hmm_proto_tensor);
 HMM_PROTO_PAIR(tensor_free, struct hmm_proto_tensor_free);
+HMM_PROTO_PAIR(tensor_rm, struct hmm_proto_tensor_free);
 HMM_PROTO_PAIR(map, struct hmm_proto_range);
 HMM_PROTO_PAIR(map_reply, struct hmm_proto_map_reply);
 HMM_PROTO_PAIR(unmap, struct hmm_proto_range);

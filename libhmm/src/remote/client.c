@@ -706,6 +706,17 @@ int hmm_client_save(struct hmm_client *c, const struct hmm_proto_tensor *t)
 	return simple(c, HMM_PROTO_SAVE, &q, HMM_PROTO_OK, NULL);
 }
 
+int hmm_client_tensor_rm(struct hmm_client *c, uint64_t id)
+{
+	struct hmm_proto_tensor_free q = { id };
+
+	if (c->version < 5)	/* an hmmd of version 1 to 4 has none */
+		return hmm_err(-EOPNOTSUPP, "rm: hmmd speaks protocol version "
+			       "%u, deleting a saved tensor (TENSOR_RM) is of "
+			       "version 5: upgrade hmmd", c->version);
+	return simple(c, HMM_PROTO_TENSOR_RM, &q, HMM_PROTO_OK, NULL);
+}
+
 int hmm_client_flush(struct hmm_client *c)
 {
 	return simple(c, HMM_PROTO_FLUSH, NULL, HMM_PROTO_OK, NULL);

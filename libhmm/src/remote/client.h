@@ -84,6 +84,10 @@ int hmm_client_writeback(struct hmm_client *c, uint64_t id, uint64_t off,
  * persistent (its FLUSH saves it), else -EOPNOTSUPP naming both versions,
  * nothing sent. */
 int hmm_client_save(struct hmm_client *c, const struct hmm_proto_tensor *t);
+/* TENSOR_RM (protocol version 5): delete persistent tensor id (hmmctl
+ * rm); durable when it returns 0.  -EOPNOTSUPP naming both versions with
+ * an older hmmd, nothing sent. */
+int hmm_client_tensor_rm(struct hmm_client *c, uint64_t id);
 int hmm_client_flush(struct hmm_client *c);
 /* WAIT (protocol version 2): until the prefetches and evictions hmmd
  * runs for tensor id (0: every tensor this client holds) are done; 0, or
