@@ -217,7 +217,9 @@ static int cu_streams(struct cu *c)
 
 /*
  * One copy, in staging-sized pieces, double-buffered: ev[k] marks when
- * stage[k] is free again.  0 or -EIO.  Whatever happened, the stream is
+ * stage[k] is free again.  0 or -EIO, the detail (this thread's, which
+ * the engine keeps for the chunk) the driver's words: a sticky fault
+ * such as an illegal address is named.  Whatever happened, the stream is
  * drained before returning: done() must not run while a piece of this
  * copy is still on the stream (the chunk may be depopulated next).
  */
@@ -253,7 +255,14 @@ static int cu_do_copy(void *owner, const struct hmm_dev_copy *q)
 			r = c->api.EventRecord(c->ev[k], c->stream);
 	}
 	sync = c->api.StreamSynchronize(c->stream);
-	return r || sync ? -EIO : 0;
+	if (!r)
+		r = sync;
+	if (r)
+		return hmm_err(-EIO, "device copy %s, %llu bytes at %#llx: %s "
+			       "(%d)", q->dir == HMM_H2D ? "host to device" :
+			       "device to host", (unsigned long long)q->bytes,
+			       (unsigned long long)q->dev, hmm_cu_str(c, r), r);
+	return 0;
 }
 
 /* The copy thread's start: the context current on it. */

@@ -90,6 +90,9 @@ static void uvm_release(void *priv, uint64_t addr, uint64_t bytes)
 
 	if (hmm_cu_in(c))
 		return;
+	/* its depopulate may still be queued: cuMemFree only "may" wait
+	 * for work on the range (cuda.h), so the stream is drained first */
+	c->api.StreamSynchronize(c->stream);
 	c->api.MemFree(addr);
 	hmm_cu_out(c);
 }
