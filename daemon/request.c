@@ -50,6 +50,16 @@ int hmmd_reply_tensor(struct hmmd_req *q, struct hmmd_tensor *dt)
 					     &r);
 }
 
+int hmmd_open_locked(struct hmmd_req *q, int (*fn)(struct hmmd_req *q))
+{
+	int n;
+
+	pthread_mutex_lock(&q->e->open_lock);
+	n = fn(q);
+	pthread_mutex_unlock(&q->e->open_lock);
+	return n;
+}
+
 int hmmd_request(struct hmmd_engine *e, struct hmmd_client *cl,
 		 const struct hmm_proto_msg *m, void *out, size_t cap,
 		 int *fd)

@@ -71,6 +71,12 @@ void hmmd_tensor_drop(struct hmmd_req *q, struct hmmd_tensor *dt);
  * telling whether another uid has one of that id. */
 int hmmd_tensor_miss(struct hmmd_req *q, const char *what, uint64_t id);
 
+/* fn(q) under e->open_lock: the requests that open, make, save or
+ * delete a uid's persistent tensor by name (TENSOR_NEW's PERSIST,
+ * ATTACH, SAVE, TENSOR_RM), so that nobody opens or makes that name
+ * meanwhile.  (request.c) */
+int hmmd_open_locked(struct hmmd_req *q, int (*fn)(struct hmmd_req *q));
+
 /* ---- tensors (tensor.c) ---------------------------------------------- */
 
 /* Open the persistent tensor of q's client named name; lock held

@@ -79,10 +79,5 @@ static int attach_locked(struct hmmd_req *q)
 
 int hmmd_req_attach(struct hmmd_req *q)
 {
-	int n;
-
-	pthread_mutex_lock(&q->e->open_lock);
-	n = attach_locked(q);
-	pthread_mutex_unlock(&q->e->open_lock);
-	return n;
+	return hmmd_open_locked(q, attach_locked);
 }

@@ -240,14 +240,9 @@ static int tensor_new_locked(struct hmmd_req *q)
  */
 int hmmd_req_tensor_new(struct hmmd_req *q)
 {
-	int persist = q->m->u.tensor.flags & HMM_PROTO_TENSOR_PERSIST, n;
-
-	if (persist)
-		pthread_mutex_lock(&q->e->open_lock);
-	n = tensor_new_locked(q);
-	if (persist)
-		pthread_mutex_unlock(&q->e->open_lock);
-	return n;
+	if (q->m->u.tensor.flags & HMM_PROTO_TENSOR_PERSIST)
+		return hmmd_open_locked(q, tensor_new_locked);
+	return tensor_new_locked(q);
 }
 
 int hmmd_req_tensor_free(struct hmmd_req *q)
@@ -370,12 +365,7 @@ static int save_locked(struct hmmd_req *q)
 
 int hmmd_req_save(struct hmmd_req *q)
 {
-	int n;
-
-	pthread_mutex_lock(&q->e->open_lock);
-	n = save_locked(q);
-	pthread_mutex_unlock(&q->e->open_lock);
-	return n;
+	return hmmd_open_locked(q, save_locked);
 }
 
 /*
@@ -433,12 +423,7 @@ static int rm_locked(struct hmmd_req *q)
 
 int hmmd_req_tensor_rm(struct hmmd_req *q)
 {
-	int n;
-
-	pthread_mutex_lock(&q->e->open_lock);
-	n = rm_locked(q);
-	pthread_mutex_unlock(&q->e->open_lock);
-	return n;
+	return hmmd_open_locked(q, rm_locked);
 }
 
 void hmmd_tensor_put(struct hmmd_engine *e, struct hmmd_tensor *dt)

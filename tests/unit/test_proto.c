@@ -750,64 +750,44 @@ static void test_version3(void)
 	t_eq(others, 0, "no other type is of version 3");
 }
 
-/* SAVE is of version 4 (hmm_flush in shared mode): a u64 id, nonzero,
- * in a version-4 header, which no other type has. */
-static void test_version4(void)
+/*
+ * Types whose body is one u64 id, nonzero, each in a header of the
+ * version that added it, which no other type has: SAVE (version 4,
+ * hmm_flush in shared mode), TENSOR_RM (version 5, hmmctl rm).
+ */
+static void test_id_type(unsigned type, unsigned version)
 {
-	struct hmm_proto_save sv = { 42 }, sv2;
-	struct hmm_proto_hdr h;
+	const char *name = hmm_proto_type_name(type);
+	uint64_t id = 42;
+	struct hmm_proto_msg m;
+	char why[64], says[128];
 	size_t i;
 	int n, others = 0;
 
-	n = hmm_proto_save_encode(buf, sizeof(buf), 5, &sv);
-	t_eq(n, HMM_PROTO_HDR_SIZE + 8, "save: 8 body bytes");
-	t_ok(le(buf + 4, 2) == 4 && le(buf + 6, 2) == HMM_PROTO_SAVE &&
-	     le(buf + 32, 8) == 42, "save: version 4, type 17; id at 0");
-	memset(&sv2, 0xa5, sizeof(sv2));
-	t_ok(hmm_proto_save_decode(buf, n, &h, &sv2) == 0 && h.version == 4 &&
-	     sv2.id == 42, "save decodes to the same header and id");
-	t_ok(hmm_proto_is_request(HMM_PROTO_SAVE), "save is a request");
-	buf[4] = 3;
-	want(n, -EPROTO, "message save: field version: 3, but save is a "
-	     "message of version 4", "save in a version-3 header");
-	sv.id = 0;
-	t_eq(hmm_proto_save_encode(buf, sizeof(buf), 5, &sv), -EINVAL,
-	     "save of id 0: -EINVAL");
+	n = hmm_proto_encode(buf, sizeof(buf), type, 0, 5, &id);
+	t_eq(n, HMM_PROTO_HDR_SIZE + 8, "%s: 8 body bytes", name);
+	t_ok(le(buf + 4, 2) == version && le(buf + 6, 2) == type &&
+	     le(buf + 32, 8) == 42, "%s: version %u, type %u; id at 0", name,
+	     version, type);
+	memset(&m, 0xa5, sizeof(m));
+	t_ok(hmm_proto_decode(buf, n, &m) == (int)type &&
+	     m.hdr.version == version && !memcmp(&m.u, &id, 8),
+	     "%s decodes to the same header and id", name);
+	t_ok(hmm_proto_is_request(type), "%s is a request", name);
+	buf[4] = version - 1;
+	snprintf(says, sizeof(says), "message %s: field version: %u, but %s "
+		 "is a message of version %u", name, version - 1, name,
+		 version);
+	snprintf(why, sizeof(why), "%s in a version-%u header", name,
+		 version - 1);
+	want(n, -EPROTO, says, why);
+	id = 0;
+	t_eq(hmm_proto_encode(buf, sizeof(buf), type, 0, 5, &id), -EINVAL,
+	     "%s of id 0: -EINVAL", name);
 	for (i = 0; i < NTYPES; i++)
-		others += types[i] != HMM_PROTO_SAVE &&
-			  hmm_proto_type_version(types[i]) == 4;
-	t_eq(others, 0, "no other type is of version 4");
-}
-
-/* TENSOR_RM is of version 5 (hmmctl rm): TENSOR_FREE's body in a
- * version-5 header, which no other type has. */
-static void test_version5(void)
-{
-	struct hmm_proto_tensor_free rm = { 42 }, rm2;
-	struct hmm_proto_hdr h;
-	size_t i;
-	int n, others = 0;
-
-	n = hmm_proto_tensor_rm_encode(buf, sizeof(buf), 5, &rm);
-	t_eq(n, HMM_PROTO_HDR_SIZE + 8, "tensor_rm: 8 body bytes");
-	t_ok(le(buf + 4, 2) == 5 && le(buf + 6, 2) == HMM_PROTO_TENSOR_RM &&
-	     le(buf + 32, 8) == 42, "tensor_rm: version 5, type 18; id at 0");
-	memset(&rm2, 0xa5, sizeof(rm2));
-	t_ok(hmm_proto_tensor_rm_decode(buf, n, &h, &rm2) == 0 &&
-	     h.version == 5 && rm2.id == 42,
-	     "tensor_rm decodes to the same header and id");
-	t_ok(hmm_proto_is_request(HMM_PROTO_TENSOR_RM),
-	     "tensor_rm is a request");
-	buf[4] = 4;
-	want(n, -EPROTO, "message tensor_rm: field version: 4, but tensor_rm "
-	     "is a message of version 5", "tensor_rm in a version-4 header");
-	rm.id = 0;
-	t_eq(hmm_proto_tensor_rm_encode(buf, sizeof(buf), 5, &rm), -EINVAL,
-	     "tensor_rm of id 0: -EINVAL");
-	for (i = 0; i < NTYPES; i++)
-		others += types[i] != HMM_PROTO_TENSOR_RM &&
-			  hmm_proto_type_version(types[i]) == 5;
-	t_eq(others, 0, "no other type is of version 5");
+		others += types[i] != type &&
+			  hmm_proto_type_version(types[i]) == version;
+	t_eq(others, 0, "no other type is of version %u", version);
 }
 
 /* ---- the seed corpus for tests/fuzz/fuzz_proto ---------------------------- */
@@ -848,7 +828,7 @@ int main(int argc, char **argv)
 	test_garbage();
 	test_version2();
 	test_version3();
-	test_version4();
-	test_version5();
+	test_id_type(HMM_PROTO_SAVE, 4);
+	test_id_type(HMM_PROTO_TENSOR_RM, 5);
 	return t_done();
 }
