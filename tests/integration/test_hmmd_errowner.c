@@ -25,22 +25,10 @@
 #define PIECE	(256u << 10)	/* a uid's quota: a quarter of 1 MiB */
 
 static char hmmd[4096], dir[4096], sock[200], store[4200], logf[4200];
-static char addr[300];
 
 static int ctx(uid_t uid, struct hmm **h)
 {
-	int err = uid ? t_hmmd_become(uid, uid, sock) : 0;
-	struct hmm_config cfg;
-
-	if (err)
-		return err;
-	if (uid)
-		snprintf(addr, sizeof(addr), "unix:%s", sock);
-	hmm_config_default(&cfg);
-	cfg.daemon = addr;
-	cfg.host_budget = PIECE;
-	cfg.chunk_bytes = CHUNK;
-	return hmm_open(&cfg, h);
+	return t_hmmd_open(uid, sock, PIECE, CHUNK, h);
 }
 
 /* Make name of bytes and write it piecewise (seed + piece index). */
@@ -111,7 +99,6 @@ int main(void)
 		t_skip_all("needs root and uid 65534 (nobody) for a second "
 			   "uid");
 	T_HMMD_PATHS(hmmd, dir, sock, store, logf, "errowner");
-	snprintf(addr, sizeof(addr), "unix:%s", sock);
 	t_watchdog(120, "test_hmmd_errowner");
 	setenv("HMM_FAULT", "eio@1", 1);	/* hmmd's first store write */
 	pid = t_hmmd_spawn(hmmd, argv, logf, 0, NULL);

@@ -37,7 +37,7 @@
 #define TB	(320u << 10)	/* 5 chunks */
 
 static char hmmd[4096], hmmctl[4096], dir[4096], sock[200], store[4200];
-static char logf[4200], addr[300];
+static char logf[4200];
 
 static pid_t start(void)
 {
@@ -63,18 +63,7 @@ static void stop(pid_t pid, int sig)
 
 static int ctx(uid_t uid, struct hmm **h)
 {
-	int err = uid ? t_hmmd_become(uid, uid, sock) : 0;
-	struct hmm_config cfg;
-
-	if (err)
-		return err;
-	if (uid)
-		snprintf(addr, sizeof(addr), "unix:%s", sock);
-	hmm_config_default(&cfg);
-	cfg.daemon = addr;
-	cfg.host_budget = 4 << 20;
-	cfg.chunk_bytes = CHUNK;
-	return hmm_open(&cfg, h);
+	return t_hmmd_open(uid, sock, 4 << 20, CHUNK, h);
 }
 
 static int fill(struct hmm_tensor *t, uint64_t seed)
@@ -369,7 +358,6 @@ int main(void)
 	T_HMMD_PATHS(hmmd, dir, sock, store, logf, "save");
 	snprintf(hmmctl, sizeof(hmmctl), "%.*sctl", (int)strlen(hmmd) - 1,
 		 hmmd);		/* .../bin/hmmd -> .../bin/hmmctl */
-	snprintf(addr, sizeof(addr), "unix:%s", sock);
 	t_watchdog(120, "test_hmmd_save");
 	pid = start();
 
