@@ -130,6 +130,7 @@ struct fk {
 	uint64_t gran;		/* FAKECUDA_GRAN */
 	int nodev;		/* FAKECUDA_NODEV: 1 cuInit fails, 2 no GPUs */
 	int nomanaged;		/* FAKECUDA_NOMANAGED: no managed memory */
+	int nodiscard;		/* FAKECUDA_NODISCARD: no discards */
 	int strict;		/* FAKECUDA_STRICT: abort on a violation */
 	unsigned delay_us;	/* FAKECUDA_DELAY_US before each async op */
 	/* state */

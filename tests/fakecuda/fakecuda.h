@@ -40,6 +40,8 @@ struct fakecuda_stats {
 				   host itself to make room for a prefetch:
 				   the caller oversubscribed the device */
 	uint64_t advises;	/* cuMemAdvise calls that applied */
+	uint64_t discarded;	/* bytes asked discarded (CUDA 13's
+				   cuMemDiscard*BatchAsync) */
 };
 
 typedef void (*fakecuda_stats_fn)(struct fakecuda_stats *st);

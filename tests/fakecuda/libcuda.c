@@ -30,6 +30,10 @@
  *   FAKECUDA_DELAY_US=us     each async operation waits this long on its
  *                            stream first (default 200), so a missing
  *                            synchronize shows up as wrong bytes
+ *   FAKECUDA_NODISCARD=1     cuMemDiscardBatchAsync and
+ *                            cuMemDiscardAndPrefetchBatchAsync say
+ *                            CUDA_ERROR_NOT_SUPPORTED (a driver, or a
+ *                            sandbox, without them)
  *   FAKECUDA_STRICT=1        abort() at the first violation (a core dump
  *                            with the caller's stack)
  *   FAKECUDA_REPORT=path     also append every report line to path
@@ -93,6 +97,8 @@ static void knobs_read(void)
 		       : "0");
 	fk.nomanaged = getenv("FAKECUDA_NOMANAGED") &&
 		       atoi(getenv("FAKECUDA_NOMANAGED"));
+	fk.nodiscard = getenv("FAKECUDA_NODISCARD") &&
+		       atoi(getenv("FAKECUDA_NODISCARD"));
 	fk.strict = getenv("FAKECUDA_STRICT") &&
 		    atoi(getenv("FAKECUDA_STRICT"));
 	fk.delay_us = knob_size("FAKECUDA_DELAY_US", 200);

@@ -37,6 +37,7 @@
 #include "fake.h"
 
 #define FK_PAGE	4096ul
+#define FK_BIG	(2ul << 20)	/* the driver's large page */
 #define ULL(x)	((unsigned long long)(x))
 
 /* ---- lookups ----------------------------------------------------------- */
@@ -172,8 +173,17 @@ static CUresult alloc(unsigned long long *dptr, size_t bytes,
 	size = (bytes + FK_PAGE - 1) & ~(FK_PAGE - 1);
 	np = size / FK_PAGE;
 	m = calloc(1, sizeof(*m));
-	p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE |
+	/* at a 2 MiB boundary, as the driver places large allocations */
+	p = mmap(NULL, size + FK_BIG, PROT_READ | PROT_WRITE, MAP_PRIVATE |
 		 MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	if (p != MAP_FAILED) {
+		uintptr_t a = ((uintptr_t)p + FK_BIG - 1) & ~(FK_BIG - 1);
+
+		if (a > (uintptr_t)p)
+			munmap(p, a - (uintptr_t)p);
+		munmap((void *)(a + size), (uintptr_t)p + FK_BIG - a);
+		p = (void *)a;
+	}
 	if (m)	/* one block: last, pref, at_dev, rmostly, accby */
 		m->last = malloc(np * 5);
 	if (!m || !m->last || p == MAP_FAILED) {
@@ -243,35 +253,34 @@ static void driver_evict(struct fk_managed *skip, size_t first, size_t end,
 		}
 }
 
-CUresult cuMemPrefetchAsync_v2(unsigned long long p, size_t n,
-			       CUmemLocation l, unsigned flags, void *ps)
+/* A prefetch (fk.lock held): cuMemPrefetchAsync_v2's, and the second
+ * half of cuMemDiscardAndPrefetchBatchAsync's. */
+static CUresult prefetch(unsigned long long p, size_t n, CUmemLocation l,
+			 unsigned flags, void *ps)
 {
-	CUresult r = fk_begin("cuMemPrefetchAsync_v2", FK_CTX);
 	struct fk_managed *m;
 	size_t first, end, i;
 	uint64_t need = 0;
+	CUresult r;
 	int loc;
 
-	if (r)
-		return fk_end(r);
 	if (flags)
-		return fk_end(fk_bad(CUDA_ERROR_INVALID_VALUE, "flags %#x, "
-				     "must be 0", flags));
+		return fk_bad(CUDA_ERROR_INVALID_VALUE, "flags %#x, must be 0",
+			      flags);
 	if (!fk_stream_ok(ps))
-		return fk_end(fk_bad(CUDA_ERROR_INVALID_HANDLE, "stream %p",
-				     ps));
+		return fk_bad(CUDA_ERROR_INVALID_HANDLE, "stream %p", ps);
 	r = range(p, n, &m, &first, &end);
 	if (!r)
 		r = location(l, 0, &loc);
 	if (r)
-		return fk_end(r);
+		return r;
 	for (i = first; i < end; i++)
 		need += loc == FK_LOC_DEV && !m->at_dev[i] ? FK_PAGE : 0;
 	if (need)
 		driver_evict(m, first, end, need);
 	if (loc == FK_LOC_DEV && fk.st.managed_dev + need >
 	    fk.mem - fk.st.dev_used)
-		return fk_end(CUDA_ERROR_OUT_OF_MEMORY);
+		return CUDA_ERROR_OUT_OF_MEMORY;
 	for (i = first; i < end; i++) {
 		if (loc == FK_LOC_DEV && !m->at_dev[i])
 			fk.st.managed_dev += FK_PAGE;
@@ -286,7 +295,113 @@ CUresult cuMemPrefetchAsync_v2(unsigned long long p, size_t n,
 		fk.st.prefetch_dev += (end - first) * FK_PAGE;
 	else
 		fk.st.prefetch_host += (end - first) * FK_PAGE;
-	return fk_end(CUDA_SUCCESS);
+	return CUDA_SUCCESS;
+}
+
+CUresult cuMemPrefetchAsync_v2(unsigned long long p, size_t n,
+			       CUmemLocation l, unsigned flags, void *ps)
+{
+	CUresult r = fk_begin("cuMemPrefetchAsync_v2", FK_CTX);
+
+	return fk_end(r ? r : prefetch(p, n, l, flags, ps));
+}
+
+/* ---- discards (CUDA 13) --------------------------------------------------- */
+
+/*
+ * cuMemDiscardBatchAsync and cuMemDiscardAndPrefetchBatchAsync.  A
+ * discarded range's contents are "indeterminate" until written or
+ * prefetched: the fake fills it with 0xa5 bytes, so a library that reads
+ * what it discarded sees them, and it is no longer resident anywhere
+ * (the driver frees its device pages without a copy).  How finely the
+ * driver discards is not documented: the fake takes the whole 2 MiB
+ * pages around each range, so a library that discards less than a
+ * 2 MiB page loses its neighbours' bytes here.  Contracts: flags not 0,
+ * count 0, a NULL array, the legacy NULL stream, a range not managed:
+ * INVALID_VALUE; prefetch locations as cuMemPrefetchAsync's, their
+ * indexes starting at 0, rising, below count, no more than count.
+ */
+static CUresult discard(const char *fn, unsigned long long *dptrs,
+			size_t *sizes, size_t count, unsigned long long flags,
+			void *ps)
+{
+	struct fk_managed *m;
+	size_t i, first, end;
+	uintptr_t lo, hi;
+
+	if (fk.nodiscard)
+		return CUDA_ERROR_NOT_SUPPORTED;
+	if (flags || !count || !dptrs || !sizes || !ps)
+		return fk_bad(CUDA_ERROR_INVALID_VALUE, "%s: flags %#llx "
+			      "(must be 0), count %zu, dptrs %p, sizes %p, "
+			      "stream %p (not the legacy NULL stream)", fn,
+			      flags, count, (void *)dptrs, (void *)sizes, ps);
+	if (!fk_stream_ok(ps))
+		return fk_bad(CUDA_ERROR_INVALID_HANDLE, "stream %p", ps);
+	for (i = 0; i < count; i++)
+		if (range(dptrs[i], sizes[i], &m, &first, &end))
+			return CUDA_ERROR_INVALID_VALUE;	/* said */
+	for (i = 0; i < count; i++) {
+		range(dptrs[i], sizes[i], &m, &first, &end);
+		lo = (m->base + first * FK_PAGE) & ~(FK_BIG - 1);
+		hi = (m->base + end * FK_PAGE + FK_BIG - 1) & ~(FK_BIG - 1);
+		lo = lo < m->base ? m->base : lo;
+		hi = hi > m->base + m->size ? m->base + m->size : hi;
+		memset((void *)lo, 0xa5, hi - lo);
+		for (first = (lo - m->base) / FK_PAGE;
+		     first < (hi - m->base) / FK_PAGE; first++) {
+			fk.st.managed_dev -= m->at_dev[first] ? FK_PAGE : 0;
+			m->at_dev[first] = 0;
+		}
+		fk.st.discarded += sizes[i];
+	}
+	return CUDA_SUCCESS;
+}
+
+CUresult cuMemDiscardBatchAsync(unsigned long long *dptrs, size_t *sizes,
+				size_t count, unsigned long long flags,
+				void *ps)
+{
+	CUresult r = fk_begin("cuMemDiscardBatchAsync", FK_CTX);
+
+	if (!r)
+		r = discard("cuMemDiscardBatchAsync", dptrs, sizes, count,
+			    flags, ps);
+	return fk_end(r);
+}
+
+CUresult cuMemDiscardAndPrefetchBatchAsync(unsigned long long *dptrs,
+					   size_t *sizes, size_t count,
+					   CUmemLocation *locs, size_t *idxs,
+					   size_t nlocs,
+					   unsigned long long flags, void *ps)
+{
+	CUresult r = fk_begin("cuMemDiscardAndPrefetchBatchAsync", FK_CTX);
+	size_t i, j;
+	int loc;
+
+	if (r)
+		return fk_end(r);
+	if (!locs || !idxs || !nlocs || nlocs > count || idxs[0])
+		return fk_end(fk_bad(CUDA_ERROR_INVALID_VALUE, "prefetch "
+				     "locations %p, indexes %p, %zu of them "
+				     "(1..count %zu, the first index 0)",
+				     (void *)locs, (void *)idxs, nlocs,
+				     count));
+	for (i = 0; i < nlocs; i++)
+		if ((i && idxs[i] <= idxs[i - 1]) || idxs[i] >= count ||
+		    location(locs[i], 0, &loc))
+			return fk_end(fk_bad(CUDA_ERROR_INVALID_VALUE,
+					     "prefetch location %zu: index "
+					     "%zu of %zu", i, idxs[i], count));
+	r = discard("cuMemDiscardAndPrefetchBatchAsync", dptrs, sizes, count,
+		    flags, ps);
+	for (i = 0, j = 0; !r && i < count; i++) {
+		while (j + 1 < nlocs && idxs[j + 1] <= i)
+			j++;
+		r = prefetch(dptrs[i], sizes[i], locs[j], 0, ps);
+	}
+	return fk_end(r);
 }
 
 /* ---- advice -------------------------------------------------------------- */

@@ -8,7 +8,7 @@
 import ctypes as C, sys
 cu = C.CDLL(sys.argv[1])
 class Loc(C.Structure): _fields_ = [("type", C.c_int), ("id", C.c_int)]
-class Stats(C.Structure): _fields_ = [(k, C.c_uint64) for k in "calls violations leaks injected total used peak a s ctx mb md mdp pd ph de adv".split()]
+class Stats(C.Structure): _fields_ = [(k, C.c_uint64) for k in "calls violations leaks injected total used peak a s ctx mb md mdp pd ph de adv disc".split()]
 U, Z, P, I = C.c_ulonglong, C.c_size_t, C.c_void_p, C.c_int
 n = 0; bad = 0
 def want(code, got, what):

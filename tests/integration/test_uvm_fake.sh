@@ -11,10 +11,14 @@
 #  - test_tensor_uvm (plain, the ASan and TSan builds when there, and in
 #    shared mode through an hmmd) passes on it: bytes exact, ranges where
 #    hmm moved them, the device budget kept, the fake reporting no
-#    violation and no leak;
+#    violation and no leak; evicted chunks discarded at the device (the
+#    fake fills discarded 2 MiB pages with 0xa5, so a byte read back
+#    from one would show), and with FAKECUDA_NODISCARD=1 (a driver
+#    without discards) prefetched back instead;
 #  - FAKECUDA_FAIL on cuMemAllocManaged, cuMemAdvise_v2 (at tensor
-#    creation) and cuMemPrefetchAsync_v2 (a map): the one call fails
-#    naming its tensor, the next works, no byte lost;
+#    creation), cuMemDiscardAndPrefetchBatchAsync and, without
+#    discards, cuMemPrefetchAsync_v2 (a map): the one call fails naming
+#    its tensor, the next works, no byte lost;
 #  - FAKECUDA_NOMANAGED=1: hmm_open says -ENODEV, "lacks managed memory".
 # LD_LIBRARY_PATH puts the fake before any real driver.  Skipped when the
 # fake or the test is not built.
@@ -102,31 +106,63 @@ data = (P * 2)(C.cast(C.byref(a), P), C.cast(C.byref(b), P)); sizes = (Z * 2)(4,
 want(0, cu.cuMemRangeGetAttributes(data, sizes, attrs, 2, p.value, M), "two attributes at once")
 want(1, int(a.value == CPU and b.value == INVALID), "... last prefetch CPU, no preferred location")
 want(1, cu.cuMemRangeGetAttributes(data, sizes, attrs, 0, p.value, M), "numAttributes 0: INVALID_VALUE")
+# discards (CUDA 13): contents indeterminate (0xa5 here), 2 MiB pages
+A = (U * 1); N = (Z * 1); s2 = P()
+cu.cuMemDiscardBatchAsync.argtypes = [P, P, Z, C.c_ulonglong, P]
+cu.cuMemDiscardAndPrefetchBatchAsync.argtypes = [P, P, Z, P, P, Z, C.c_ulonglong, P]
+want(0, int(p.value % (2 * M)), "a managed allocation starts at a 2 MiB page")
+want(0, cu.cuStreamCreate(C.byref(s2), 1), "a stream for the discards")
+C.memset(p.value, 0x11, 6 * M)
+want(1, cu.cuMemDiscardBatchAsync(A(p.value), N(M), 1, 1, s2), "discard flags 1: INVALID_VALUE")
+want(1, cu.cuMemDiscardBatchAsync(A(p.value), N(M), 0, 0, s2), "discard count 0: INVALID_VALUE")
+want(1, cu.cuMemDiscardBatchAsync(A(p.value), N(M), 1, 0, None), "discard on the legacy NULL stream: INVALID_VALUE")
+want(1, cu.cuMemDiscardBatchAsync(A(C.addressof(buf)), N(4096), 1, 0, s2), "discard of malloc'ed memory: INVALID_VALUE")
+want(0, cu.cuMemDiscardBatchAsync(A(p.value + 2 * M), N(4096), 1, 0, s2), "discard 4 KiB in the second 2 MiB page")
+bs = C.cast(p.value, C.POINTER(C.c_ubyte))
+want(1, int(bs[2 * M] == 0xa5 and bs[4 * M - 1] == 0xa5 and bs[2 * M - 1] == 0x11 and bs[4 * M] == 0x11), "... its whole 2 MiB page indeterminate (0xa5), the neighbours kept")
+one = (Loc * 1)(DEV); zero = (Z * 1)(0)
+want(1, cu.cuMemDiscardAndPrefetchBatchAsync(A(p.value), N(2 * M), 1, one, (Z * 1)(1), 1, 0, s2), "discard+prefetch whose first location index is 1: INVALID_VALUE")
+want(0, cu.cuMemDiscardAndPrefetchBatchAsync(A(p.value), N(2 * M), 1, one, zero, 1, 0, s2), "discard and prefetch the first 2 MiB to the GPU")
+want(0, attr(4, p.value, 2 * M), "... last prefetch location device 0")
+want(0xa5, bs[0], "... its contents indeterminate")
+cu.fakecuda_stats(C.byref(st))
+want(4096 + 2 * M, st.disc, "the discarded bytes counted")
+want(0, cu.cuStreamDestroy_v2(s2), "destroy the discards' stream")
 want(1, cu.cuMemFree_v2(p.value + 4096), "free inside an allocation: INVALID_VALUE")
 want(0, cu.cuMemFree_v2(p.value), "free")
 want(1, cu.cuMemFree_v2(p.value), "free twice: INVALID_VALUE")
 want(0, cu.cuStreamDestroy_v2(s), "destroy the stream")
 cu.fakecuda_stats(C.byref(st))
 want(4 * M, st.mb, "the other allocation still counted")
-want(20, st.violations, "every misuse counted as a violation")
+want(25, st.violations, "every misuse counted as a violation")
 want(0, cu.cuDevicePrimaryCtxRelease_v2(0), "release the context (q leaks)")
 cu.fakecuda_stats(C.byref(st))
 want(0, st.mb + st.md, "the context's destroy freed it")
 done()
 EOF
 	ok $rc "the fake's managed memory keeps the driver's contracts ($(grep -c '^ok' "$tmp/contract.log") checks)"
-	ok $(grep -q 'summary: .*violations 20 leaks 1 ' "$tmp/contract.rep" &&
+	ok $(grep -q 'summary: .*violations 25 leaks 1 ' "$tmp/contract.rep" &&
 	     grep -q 'LEAK .*managed allocation' "$tmp/contract.rep"; echo $?) "... reports each, and the allocation left at the context's destroy"
 fi
 
 # ---- test_tensor_uvm on the fake (plain, ASan, TSan, shared) --------------
 run_variants test_tensor_uvm
+# a driver without discards (older than CUDA 13, or a sandbox's): the
+# evicted chunks are prefetched back instead
+run nodiscard FAKECUDA_NODISCARD=1 -- "$bin"
+ok $([ $rc = 0 ]; echo $?) "test_tensor_uvm passes on the fake without discards (prefetched back)"
+ok $(clean nodiscard; echo $?) "... with no contract violation and no leak"
 
 # ---- one driver call failing: the one libhmm call fails, nothing lost -----
 modes=embedded; [ -x "$B/bin/hmmd" ] && modes="embedded shared"
-for f in cuMemAllocManaged:2 cuMemAdvise_v2:3 cuMemPrefetchAsync_v2:3; do
-	for m in $modes; do
-		run fail HMM_TEST_MODE=$m HMM_BUILD="$B" FAKECUDA_FAIL=$f -- "$bin" fail
+for f in cuMemAllocManaged:2 cuMemAdvise_v2:3 cuMemDiscardAndPrefetchBatchAsync:3 \
+	 cuMemPrefetchAsync_v2:3; do
+	nd=0 ms=$modes
+	[ "${f%%:*}" = cuMemPrefetchAsync_v2 ] && nd=1
+	# shared mode's staged maps populate with a prefetch (dev_stage.c)
+	[ "${f%%:*}" = cuMemDiscardAndPrefetchBatchAsync ] && ms=embedded
+	for m in $ms; do
+		run fail HMM_TEST_MODE=$m HMM_BUILD="$B" FAKECUDA_NODISCARD=$nd FAKECUDA_FAIL=$f -- "$bin" fail
 		ok $([ $rc = 0 ] && grep -q 'injected failure' "$tmp/fail.rep"; echo $?) "$f failing ($m): an error naming the tensor, all bytes intact"
 		ok $(clean fail; echo $?) "... with no contract violation and no leak"
 	done

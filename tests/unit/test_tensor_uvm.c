@@ -13,7 +13,9 @@
  *    budget;
  *  - where the driver says each range is (cuMemRangeGetAttribute): a
  *    mapped tensor was last prefetched to the GPU, an evicted one back to
- *    the host; every range is advised preferred on the host and accessed
+ *    the host, or, where the driver discards (CUDA 13; the fake unless
+ *    FAKECUDA_NODISCARD=1), its device pages discarded and nothing moved
+ *    back; every range is advised preferred on the host and accessed
  *    by the GPU (so the driver's fault path migrates nothing itself);
  *  - the schedule policy (embedded mode): in a replayed step, the next
  *    tensors were prefetched to the GPU before they are mapped;
@@ -27,7 +29,8 @@
  * contract violation, no leak.
  *
  * Modes (argv[1], fake only): "fail" expects FAKECUDA_FAIL on
- * cuMemPrefetchAsync_v2 or cuMemAllocManaged: the one call that needed it
+ * cuMemPrefetchAsync_v2 (with FAKECUDA_NODISCARD=1),
+ * cuMemDiscardAndPrefetchBatchAsync or cuMemAllocManaged: the one call that needed it
  * fails naming its tensor, the next works, no byte is lost; "nomanaged"
  * expects FAKECUDA_NOMANAGED=1: hmm_open says -ENODEV, "lacks managed
  * memory".  Without a GPU or driver: skipped (77), with the reason.
@@ -56,6 +59,8 @@
 /* What the test asks the driver itself (real or fake), by dlsym. */
 static struct {
 	fakecuda_stats_fn stats;	/* the fake only */
+	int discards;			/* libhmm discards, not prefetches
+					   back (dev_uvm.c's tensors) */
 	int (*attr)(void *, size_t, int, unsigned long long, size_t);
 	int (*retain)(void **, int);
 	int (*release)(int);
@@ -76,6 +81,10 @@ static void drv_find(void)
 	*(void **)&drv.release = dlsym(l, "cuDevicePrimaryCtxRelease_v2");
 	*(void **)&drv.push = dlsym(l, "cuCtxPushCurrent_v2");
 	*(void **)&drv.pop = dlsym(l, "cuCtxPopCurrent_v2");
+	/* shared mode's staged maps (dev_stage.c) still prefetch */
+	drv.discards = dlsym(l, "cuMemDiscardBatchAsync") &&
+		       !(drv.stats && getenv("FAKECUDA_NODISCARD")) &&
+		       !hmm_test_shared();
 	dlclose(l);
 	if (!drv.attr || !drv.retain || !drv.push || !drv.pop ||
 	    drv.retain(&drv.ctx, 0))
@@ -201,6 +210,9 @@ static void test_cycle(void)
 	if (hmm_test_shared()) {
 		hmm_test_skip("the evicted tensors were prefetched back to the "
 			      "host", WHY_SHARED);
+	} else if (drv.discards) {
+		t_ok(1, "the evicted tensors were discarded, not prefetched "
+		     "back (the fake's counts below)");
 	} else {
 		for (i = 0; i + 2 < NT; i++)	/* the budget holds two */
 			back &= dp[i] && where(dp[i], TB, CU_LAST_PREFETCH) ==
@@ -236,9 +248,16 @@ static void test_cycle(void)
 		     (unsigned long long)fs.managed_dev_peak);
 		t_eq(fs.driver_evicted, 0, "the driver never evicted on its "
 		     "own");
-		t_ok(fs.prefetch_host >= (NT - 2) * TB, "%llu bytes moved back "
-		     "to the host by prefetch",
-		     (unsigned long long)fs.prefetch_host);
+		if (drv.discards)
+			t_ok(fs.discarded >= (NT - 2) * TB &&
+			     fs.prefetch_host == 0, "%llu bytes discarded at "
+			     "the device, %llu moved back to the host",
+			     (unsigned long long)fs.discarded,
+			     (unsigned long long)fs.prefetch_host);
+		else
+			t_ok(fs.prefetch_host >= (NT - 2) * TB, "%llu bytes "
+			     "moved back to the host by prefetch",
+			     (unsigned long long)fs.prefetch_host);
 		t_eq(fs.ctx_current, 0, "libhmm left no context current on "
 		     "this thread");
 	}

@@ -53,8 +53,9 @@ void hmm_chunk_drop(struct hmm *h, struct hmm_chunk *c, int tier)
 			  FALLOC_FL_KEEP_SIZE, hmm_chunk_off(c), c->alloc);
 	else if (tier == HMM_TIER_HOST && !(spared = hmm_spare_put(h, c)))
 		madvise(chunk_host(c), c->alloc, MADV_DONTNEED);
-	else if (tier != HMM_TIER_HOST)
-		h->dev->depopulate(h->dev_priv, chunk_dev(c), c->alloc);
+	else if (tier != HMM_TIER_HOST)	/* the host's copy, if any, counts */
+		(h->dev->discard ? h->dev->discard : h->dev->depopulate)
+			(h->dev_priv, chunk_dev(c), c->alloc);
 	hmm_chunk_forget(h, c, tier, spared ? "spare host" :
 			 tier == HMM_TIER_HOST ? "drop host" : "drop device");
 	if (spared)	/* the slot holds what c held */
@@ -78,7 +79,10 @@ static int chunk_res(struct hmm *h, struct hmm_chunk *c, int tier,
 	if (r != HMM_READY)
 		return r;
 	if (tier == HMM_TIER_DEVICE) {
-		r = h->dev->populate(h->dev_priv, chunk_dev(c), c->alloc);
+		/* resident, not valid: an H2D copy overwrites it all, or a
+		 * DISCARD map wants none of it (chunk_dev_step) */
+		r = (h->dev->populate_blank ? h->dev->populate_blank :
+		     h->dev->populate)(h->dev_priv, chunk_dev(c), c->alloc);
 		if (r < 0)
 			return hmm_err(r, "tensor %s chunk %u: device "
 				       "memory: %s", c->t->name, c->idx,

@@ -172,6 +172,22 @@ struct hmm_cu_access_desc {
 	  CUmem_range_attribute *, size_t, CUdeviceptr, size_t))
 
 /*
+ * Discarding managed memory (CUDA 13): optional, resolved by "uvm" when
+ * the driver has them (dev_uvm.c falls back to prefetches).  A discarded
+ * range's contents are indeterminate until written or prefetched, so
+ * the driver neither moves them back nor in.
+ */
+#define HMM_CU_DISCARD_CALLS(X)						\
+	X(MemDiscardBatchAsync, cuMemDiscardBatchAsync,			\
+	  "cuMemDiscardBatchAsync", (CUdeviceptr *, size_t *, size_t,	\
+	  unsigned long long, CUstream))				\
+	X(MemDiscardAndPrefetchBatchAsync,				\
+	  cuMemDiscardAndPrefetchBatchAsync,				\
+	  "cuMemDiscardAndPrefetchBatchAsync", (CUdeviceptr *, size_t *, \
+	  size_t, CUmemLocation *, size_t *, size_t, unsigned long long, \
+	  CUstream))
+
+/*
  * Loading and launching a kernel image, and plain device memory: not
  * libhmm's, but the tools' that run bundled kernels through the driver
  * with no CUDA runtime linked (hmm-bench uvm), so that they, too, run

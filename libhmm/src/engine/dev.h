@@ -39,6 +39,13 @@ struct hmm_dev_ops {
 	/* 0, or -errno with hmm_last_error() saying why */
 	int (*populate)(void *priv, uint64_t addr, uint64_t bytes);
 	void (*depopulate)(void *priv, uint64_t addr, uint64_t bytes);
+	/* Optional (NULL: populate, depopulate): the same for a range
+	 * whose contents do not matter, since a copy overwrites all of it
+	 * next (populate_blank) or another tier holds them (discard); a
+	 * device that moves a range's contents when it (de)populates it
+	 * ("uvm") can then skip the move. */
+	int (*populate_blank)(void *priv, uint64_t addr, uint64_t bytes);
+	void (*discard)(void *priv, uint64_t addr, uint64_t bytes);
 	int (*copy)(void *priv, int dir, uint64_t dev, void *host,
 		    uint64_t bytes, void (*done)(void *arg, int err),
 		    void *arg);
@@ -93,7 +100,6 @@ int hmm_dev_queue_copy(void *priv, int dir, uint64_t dev, void *host,
 
 extern const struct hmm_dev_ops hmm_dev_sim;
 extern const struct hmm_dev_ops hmm_dev_cuda;
-extern const struct hmm_dev_ops hmm_dev_uvm;
 extern const struct hmm_dev_ops hmm_dev_uvm;
 
 #endif /* HMM_DEV_H */

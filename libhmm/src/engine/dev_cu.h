@@ -19,11 +19,13 @@
 #define CU_STAGE_BYTES		(4u << 20)
 
 /* The driver's entry points, resolved by dlsym (cuda_abi.h); the
- * managed ones only for "uvm". */
+ * managed ones only for "uvm", the discards where the driver has them
+ * (else NULL). */
 struct cu_api {
 #define CU_FIELD(field, name, sym, params)	CUresult (*field) params;
 	HMM_CU_CALLS(CU_FIELD)
 	HMM_CU_MANAGED_CALLS(CU_FIELD)
+	HMM_CU_DISCARD_CALLS(CU_FIELD)
 #undef CU_FIELD
 };
 
@@ -34,6 +36,8 @@ struct cu {
 	struct cu_api api;
 	const char *name;		/* "cuda" or "uvm", for the details */
 	int managed;			/* "uvm": managed memory, no VMM */
+	int no_discard;			/* "uvm": the driver said its
+					   discards are not supported */
 	void *lib;
 	CUdevice dev;
 	CUcontext ctx;

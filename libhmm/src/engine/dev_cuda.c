@@ -64,6 +64,7 @@ struct cu_sym {
 #define CU_SYM(field, name, sym, params) { sym, offsetof(struct cu_api, field) },
 static const struct cu_sym cu_syms[] = { HMM_CU_CALLS(CU_SYM) };
 static const struct cu_sym cu_managed_syms[] = { HMM_CU_MANAGED_CALLS(CU_SYM) };
+static const struct cu_sym cu_discard_syms[] = { HMM_CU_DISCARD_CALLS(CU_SYM) };
 #undef CU_SYM
 
 /* Resolves n entry points of the table into c->api.  0 or -ENODEV. */
@@ -98,6 +99,10 @@ static int cu_load(struct cu *c)
 	if (!r && c->managed)
 		r = cu_resolve(c, cu_managed_syms, CU_N(cu_managed_syms),
 			       "12.2");
+	if (!r && c->managed &&	/* optional: left NULL before CUDA 13 */
+	    cu_resolve(c, cu_discard_syms, CU_N(cu_discard_syms), "13.0"))
+		memset((char *)&c->api + cu_discard_syms[0].off, 0,
+		       CU_N(cu_discard_syms) * sizeof(void *));
 	return r;
 }
 

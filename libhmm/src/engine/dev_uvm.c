@@ -21,11 +21,19 @@
  * writes and reads.  The host side of an evicted chunk is the tensor's
  * own host chunk, which goes on to the store as any other.
  *
- * Cost, stated: an evicted chunk's managed pages migrate back to host
- * memory that config.host_budget does not count (up to the tensor's
- * size, as pageable memory the kernel may reclaim), and a reloaded chunk
- * moves twice (the prefetch of the stale pages, then the copy).
- * cuMemDiscardBatchAsync (CUDA 13) would avoid both; not used yet.
+ * A tensor chunk's managed pages never need their contents moved: the
+ * engine makes a chunk resident at the device only to overwrite it (an
+ * H2D copy, or a DISCARD map), and drops it there only once the host
+ * holds it, or nobody wants it.  So, where the driver has them (CUDA
+ * 13), populate_blank is cuMemDiscardAndPrefetchBatchAsync to the GPU
+ * (pages placed there, nothing migrated) and discard is
+ * cuMemDiscardBatchAsync (the pages need not go back: the driver frees
+ * them without a copy): each chunk crosses the link once a load and
+ * once an eviction, by hmm's copies.  Without them both fall back to
+ * the prefetches above, and a chunk moves twice each way (its stale
+ * pages, then the copy), its evicted pages kept in host memory that
+ * config.host_budget does not count.  Regions (region_uvm.c) keep
+ * populate and depopulate: their managed range is the only copy.
  *
  * Device pointers are host-valid addresses: a map at the device gives a
  * pointer a kernel may touch, and the host too (coherent, but slow).
@@ -37,6 +45,8 @@
 #include "ctx.h"
 #include "dev_cu.h"
 #include "err.h"
+
+#define UVM_DISCARD_UNIT	(2ull << 20)	/* the driver's large page */
 
 static int uvm_open(const struct hmm_config *cfg, void **priv,
 		    uint64_t *capacity, uint64_t *granularity)
@@ -121,6 +131,51 @@ static int uvm_populate(void *priv, uint64_t addr, uint64_t bytes)
 	return uvm_move(priv, addr, bytes, 0);
 }
 
+/*
+ * Queues the discard of [addr, addr + bytes), then (to_gpu) its
+ * placement at the GPU; or, where the driver has no discards, or says it
+ * does not support them (the first such answer turns them off), or for a
+ * range that is not whole 2 MiB pages (how finely the driver discards is
+ * not documented, and a neighbour's bytes must not go with it), the
+ * prefetch that moves the contents instead.
+ */
+static int uvm_discard_as(struct cu *c, uint64_t addr, uint64_t bytes,
+			  int to_gpu)
+{
+	CUdeviceptr p = addr;
+	size_t n = bytes, first = 0;
+	CUmemLocation gpu = uvm_loc(c, 0);
+	CUresult r;
+
+	if (!c->api.MemDiscardBatchAsync || c->no_discard ||
+	    ((addr | bytes) & (UVM_DISCARD_UNIT - 1)))
+		return uvm_move(c, addr, bytes, !to_gpu);
+	if (hmm_cu_in(c))
+		return -EIO;
+	r = to_gpu ? c->api.MemDiscardAndPrefetchBatchAsync(&p, &n, 1, &gpu,
+							    &first, 1, 0,
+							    c->stream) :
+		     c->api.MemDiscardBatchAsync(&p, &n, 1, 0, c->stream);
+	hmm_cu_out(c);
+	if (r == CUDA_ERROR_NOT_SUPPORTED) {
+		c->no_discard = 1;
+		return uvm_move(c, addr, bytes, !to_gpu);
+	}
+	if (r)
+		return hmm_err(hmm_cu_errno(r), "device uvm: %s %#llx + %llu: "
+			       "%s (%d)", to_gpu ?
+			       "cuMemDiscardAndPrefetchBatchAsync to the GPU" :
+			       "cuMemDiscardBatchAsync",
+			       (unsigned long long)addr,
+			       (unsigned long long)bytes, hmm_cu_str(c, r), r);
+	return 0;
+}
+
+static int uvm_populate_blank(void *priv, uint64_t addr, uint64_t bytes)
+{
+	return uvm_discard_as(priv, addr, bytes, 1);
+}
+
 /* A failed move back leaves the pages where they are: the driver may
  * still migrate them itself under pressure; nothing is lost. */
 static void uvm_depopulate(void *priv, uint64_t addr, uint64_t bytes)
@@ -128,10 +183,17 @@ static void uvm_depopulate(void *priv, uint64_t addr, uint64_t bytes)
 	uvm_move(priv, addr, bytes, 1);
 }
 
+/* A failed discard leaves the pages where they are, as above. */
+static void uvm_discard(void *priv, uint64_t addr, uint64_t bytes)
+{
+	uvm_discard_as(priv, addr, bytes, 0);
+}
+
 /* Designated: release and depopulate share a signature. */
 const struct hmm_dev_ops hmm_dev_uvm = {
 	.name = "uvm", .open = uvm_open, .close = hmm_cu_close,
 	.reserve = uvm_reserve, .release = uvm_release,
 	.populate = uvm_populate, .depopulate = uvm_depopulate,
+	.populate_blank = uvm_populate_blank, .discard = uvm_discard,
 	.copy = hmm_dev_queue_copy,
 };
