@@ -18,9 +18,27 @@
  * no thread of the block wrote shows up as NaN.  The tensor-core mma
  * (attn_mma.cu's mma16816) is computed from the lanes' fragments as the
  * PTX ISA lays them out (hk_emu_mma16816), so fragment handling is
- * checked too.  Not emulated: timing, memory ordering between threads
- * outside barriers (every fiber sees every write at once), and anything
- * about the real hardware (register limits, occupancy).
+ * checked too.
+ *
+ * Races: between two synchronisation points the runnable fibers run in
+ * the order hk_emu::sched says (pick()): forward (the default), reverse,
+ * warp by warp up to the next __syncthreads forward or reverse, or a
+ * seeded random one that also lets warps drift apart; blocks run in
+ * order, reversed, or shuffled with it.  test_kern_emu runs each launch
+ * under all of them and requires the same bits: two accesses by two
+ * threads (or blocks) that no barrier orders run one way round in one
+ * schedule and the other way in another, so a missing __syncthreads or
+ * __syncwarp shows as a difference wherever the value read or left
+ * differs.  Not caught: a race whose two orders leave the same bits (a
+ * write of the value already there, a read that does not reach the
+ * output), an interleaving inside a fiber's segment (a segment runs
+ * whole: no thread sees another's write between two of its own
+ * accesses), a shuffle or mma relied on to order memory in the warp
+ * (taken here as a barrier; CUDA promises that only of __syncwarp),
+ * weak memory (every fiber sees every write at once: no __threadfence
+ * question is asked), and races on paths or shapes no test runs.  Not
+ * emulated: timing and anything about the real hardware (register
+ * limits, occupancy).
  *
  * Include this before the kernels' sources, with tests/gpu/emu first
  * on the include path (its cuda_runtime.h and cuda_bf16.h stand in for
@@ -141,10 +159,34 @@ static uint32_t xch[2][MAXT / 32][32][4];
 static uint32_t xchb[2][MAXT / 32][32][2];
 static long launches, syncs;
 
+/*
+ * The order run_block runs the threads in between synchronisation
+ * points (pick() says each): FWD, the default, and the others that
+ * test_kern_emu runs every launch under too, requiring the same bits:
+ * a difference is a race no barrier orders.  RAND's generator starts
+ * from sched_seed at each launch, so a launch is the same each run.
+ */
+enum { SCHED_FWD, SCHED_REV, SCHED_WFWD, SCHED_WREV, SCHED_RAND };
+static int sched;
+static uint64_t sched_seed, sched_rng;
+
+static uint64_t rng(void)	/* splitmix64 */
+{
+	uint64_t z = (sched_rng += 0x9e3779b97f4a7c15ull);
+
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+	return z ^ (z >> 31);
+}
+
 static void fail(const char *what)
 {
-	fprintf(stderr, "cuda_emu: %s (block %u,%u thread %u)\n", what,
-		blockIdx.x, blockIdx.y, cur ? cur->tid : 0u);
+	static const char *const name[] = { "forward", "reverse",
+		"warps forward", "warps reverse", "random" };
+
+	fprintf(stderr, "cuda_emu: %s (block %u,%u thread %u, schedule %s "
+		"%llu)\n", what, blockIdx.x, blockIdx.y, cur ? cur->tid : 0u,
+		name[sched], (unsigned long long)sched_seed);
 	abort();
 }
 
@@ -201,9 +243,102 @@ static inline void wait_at(int st)
 	to_sched();
 }
 
+/* per warp of the running block, its lanes in state RUN */
+static unsigned wrun[MAXT / 32];
+
+/*
+ * The threads to run this round, in order, into ord; returns how many.
+ * FWD and REV run every runnable thread, ascending or descending: warps
+ * in lockstep, one segment (to the next synchronisation point) each.
+ * WFWD and WREV run only the first (last) warp with a runnable thread,
+ * lanes ascending (descending), so each warp runs on to its next
+ * __syncthreads before the next warp starts: of two accesses by two
+ * threads that no barrier orders, WFWD runs one first and WREV the
+ * other, as far apart as the barriers allow.  RAND holds back a random
+ * half of the warps for the round and shuffles the rest: warps drift
+ * apart as they may on a GPU.
+ */
+static unsigned pick(unsigned n, unsigned *ord)
+{
+	int rev = sched == SCHED_REV || sched == SCHED_WREV;
+	unsigned k = 0, nw = (n + 31) / 32;
+	uint64_t hold;
+
+	if (sched == SCHED_FWD || sched == SCHED_REV) {
+		for (unsigned i = 0; i < n; i++) {
+			unsigned t = rev ? n - 1 - i : i;
+
+			if (fibers[t].state == RUN)
+				ord[k++] = t;
+		}
+		return k;
+	}
+	if (sched == SCHED_WFWD || sched == SCHED_WREV) {
+		for (unsigned i = 0; i < nw && !k; i++) {
+			unsigned w = rev ? nw - 1 - i : i;
+
+			for (unsigned l = 0; l < 32 && wrun[w]; l++) {
+				unsigned t = w * 32 + (rev ? 31 - l : l);
+
+				if (t < n && fibers[t].state == RUN)
+					ord[k++] = t;
+			}
+		}
+		return k;
+	}
+	hold = rng();		/* bit w: warp w waits this round */
+	for (int all = 0; all < 2 && !k; all++)
+		for (unsigned t = 0; t < n; t++)
+			if (fibers[t].state == RUN &&
+			    (all || !((hold >> (t / 32)) & 1)))
+				ord[k++] = t;
+	for (unsigned i = k; i > 1; i--) {
+		unsigned j = (unsigned)(rng() % i), x = ord[i - 1];
+
+		ord[i - 1] = ord[j];
+		ord[j] = x;
+	}
+	return k;
+}
+
+/*
+ * Releases warp w if its live lanes all wait at the same exchange;
+ * returns whether it did.  Aborts on one that cannot complete.
+ */
+static int release_warp(unsigned n, unsigned w)
+{
+	unsigned at = 0, done = 0, lanes = 0;
+
+	for (unsigned t = w * 32; t < n && t < w * 32 + 32; t++) {
+		lanes++;
+		at += fibers[t].state == AT_WARP;
+		done += fibers[t].state == DONE;
+	}
+	if (!at || at + done != lanes)
+		return 0;	/* others run or wait at a block barrier */
+	if (done) {
+		cur = &fibers[w * 32];
+		fail("a full-mask warp exchange with lanes that have exited "
+		     "(or that skipped exchanges: divergent shuffles)");
+	}
+	for (unsigned t = w * 32 + 1; t < w * 32 + lanes; t++)
+		if (fibers[t].xgen != fibers[w * 32].xgen) {
+			cur = &fibers[t];
+			fail("lanes of a warp at different exchanges "
+			     "(divergent shuffles)");
+		}
+	for (unsigned t = w * 32; t < w * 32 + lanes; t++)
+		fibers[t].state = RUN;
+	wrun[w] = lanes;
+	return 1;
+}
+
 /* Runs one block to completion; aborts on a barrier that cannot end. */
 static void run_block(unsigned n)
 {
+	static unsigned ord[MAXT];
+	unsigned live = n, at_block = 0, run = n;
+
 	for (unsigned t = 0; t < n; t++) {
 		fiber *f = &fibers[t];
 
@@ -214,63 +349,44 @@ static void run_block(unsigned n)
 		f->xgen = 0;
 		f->tid = t;
 	}
-	for (;;) {
-		unsigned live = 0, at_block = 0;
+	for (unsigned w = 0; w * 32 < n; w++)
+		wrun[w] = n - w * 32 < 32 ? n - w * 32 : 32;
+	while (live) {
+		unsigned k = pick(n, ord), ran = 0;	/* a bit a warp */
 		int released = 0;
 
-		for (unsigned t = 0; t < n; t++) {
-			if (fibers[t].state != RUN)
-				continue;
+		for (unsigned i = 0; i < k; i++) {
+			unsigned t = ord[i];
+
 			cur = &fibers[t];
 			threadIdx.x = t, threadIdx.y = 0, threadIdx.z = 0;
 			to_fiber(cur);
+			/* back at a barrier or done: no longer runnable */
+			wrun[t / 32]--;
+			ran |= 1u << (t / 32);
+			live -= cur->state == DONE;
+			at_block += cur->state == AT_BLOCK;
 		}
 		cur = NULL;
-		for (unsigned t = 0; t < n; t++) {
-			live += fibers[t].state != DONE;
-			at_block += fibers[t].state == AT_BLOCK;
-		}
-		if (!live)
-			return;
-		if (at_block == live) {
+		run -= k;
+		if (live && at_block == live) {
 			for (unsigned t = 0; t < n; t++)
-				if (fibers[t].state == AT_BLOCK)
+				if (fibers[t].state == AT_BLOCK) {
 					fibers[t].state = RUN;
+					wrun[t / 32]++;
+				}
+			run = live;
+			at_block = 0;
 			continue;
 		}
-		for (unsigned w = 0; w * 32 < n; w++) {
-			unsigned at = 0, done = 0, lanes = 0;
-
-			for (unsigned t = w * 32; t < n && t < w * 32 + 32; t++) {
-				lanes++;
-				at += fibers[t].state == AT_WARP;
-				done += fibers[t].state == DONE;
+		for (unsigned w = 0; ran; w++, ran >>= 1)
+			if ((ran & 1) && release_warp(n, w)) {
+				run += wrun[w];
+				released = 1;
 			}
-			if (!at)
-				continue;
-			if (at + done != lanes)
-				continue;	/* others still at a block barrier */
-			if (done) {
-				cur = &fibers[w * 32];
-				fail("a full-mask warp exchange with lanes "
-				     "that have exited (or that skipped "
-				     "exchanges: divergent shuffles)");
-			}
-			for (unsigned t = w * 32 + 1; t < w * 32 + lanes; t++)
-				if (fibers[t].xgen != fibers[w * 32].xgen) {
-					cur = &fibers[t];
-					fail("lanes of a warp at different "
-					     "exchanges (divergent shuffles)");
-				}
-			for (unsigned t = w * 32; t < w * 32 + lanes; t++)
-				fibers[t].state = RUN;
-			released = 1;
-		}
-		if (!released) {
-			cur = NULL;
+		if (live && !released && !run)
 			fail("deadlock: threads wait at different barriers "
 			     "(__syncthreads in divergent code?)");
-		}
 	}
 }
 
@@ -279,25 +395,61 @@ extern "C" char __start_hk_emu_shared[] __attribute__((weak));
 extern "C" char __stop_hk_emu_shared[] __attribute__((weak));
 namespace hk_emu {
 
+/*
+ * The i-th block of nb to run: in order for FWD and WFWD, reversed for
+ * REV and WREV, in a random order (an affine one: a stride prime to
+ * nb) for RAND, so that a block reading what another block of the same
+ * launch writes shows too.
+ */
+static unsigned block_at(unsigned i, unsigned nb)
+{
+	static unsigned mul, add;
+
+	if (sched == SCHED_FWD || sched == SCHED_WFWD)
+		return i;
+	if (sched == SCHED_REV || sched == SCHED_WREV)
+		return nb - 1 - i;
+	if (!i) {
+		unsigned a, b;
+
+		mul = 1 + (unsigned)(rng() % nb);
+		add = (unsigned)(rng() % nb);
+		for (;; mul = mul % nb + 1) {	/* on to one prime to nb */
+			for (a = mul, b = nb; b;) {
+				unsigned r = a % b;
+
+				a = b, b = r;
+			}
+			if (a == 1)
+				break;
+		}
+	}
+	return (unsigned)(((uint64_t)i * mul + add) % nb);
+}
+
 template <typename F>
 static void launch(dim3 grid, dim3 block, F f)
 {
-	unsigned n = block.x * block.y * block.z;
+	unsigned n = block.x * block.y * block.z, nb = grid.x * grid.y;
 
 	if (block.y != 1 || block.z != 1 || grid.z != 1 || n == 0 ||
-	    n > MAXT || grid.x == 0 || grid.y == 0 || grid.y > 65535)
+	    n > MAXT || grid.x == 0 || grid.y == 0 || grid.y > 65535 ||
+	    (uint64_t)grid.x * grid.y > 0xffffffffu)
 		fail("launch shape this emulator (or the GPU) does not take");
 	launches++;
+	sched_rng = sched_seed;
 	gridDim = grid;
 	blockDim = block;
 	body = f;
-	for (unsigned by = 0; by < grid.y; by++)
-		for (unsigned bx = 0; bx < grid.x; bx++) {
-			blockIdx.x = bx, blockIdx.y = by, blockIdx.z = 0;
-			memset(__start_hk_emu_shared, 0xff,	/* NaN */
-			       __stop_hk_emu_shared - __start_hk_emu_shared);
-			run_block(n);
-		}
+	for (unsigned i = 0; i < nb; i++) {
+		unsigned b = block_at(i, nb);
+
+		blockIdx.x = b % grid.x, blockIdx.y = b / grid.x;
+		blockIdx.z = 0;
+		memset(__start_hk_emu_shared, 0xff,	/* NaN */
+		       __stop_hk_emu_shared - __start_hk_emu_shared);
+		run_block(n);
+	}
 }
 
 } /* namespace hk_emu */

@@ -18,6 +18,9 @@
  *    test_attn_gpu's tolerance.
  * Every array a kernel touches ends 0..15 bytes before a PROT_NONE page
  * (gmalloc), so a read or write past its end faults as it may on a GPU.
+ * Every launch runs under each of cuda_emu.h's schedules (launch_all)
+ * and must leave the same bits: races no barrier orders; small racy
+ * kernels (races()) show that such a race is flagged.
  * Tolerances: max |emu - cpu| <= tol * max |cpu| (+1e-6): 2e-5 fp32
  * (other summation orders), 2e-2 bf16 (P and dS rounded to bf16 before
  * their products, as on the GPU).  Built and run by
@@ -37,6 +40,7 @@ extern "C" {
 #include <sys/mman.h>
 
 #include <map>
+#include <vector>
 
 extern "C" int hk_attn_resolve(const struct hk_attn *a, struct hk_attn *out);
 
@@ -47,7 +51,11 @@ static uint64_t seed = 12345;
 
 /* bytes ending at most 15 bytes before an inaccessible page, 16-byte
  * aligned as a device allocation; gfree() unmaps */
-static std::map<void *, std::pair<void *, size_t>> gmaps;
+struct gmap {
+	void *m;
+	size_t len, bytes;
+};
+static std::map<void *, gmap> gmaps;
 
 static void *gmalloc(size_t bytes)
 {
@@ -59,7 +67,7 @@ static void *gmalloc(size_t bytes)
 	if (m == MAP_FAILED || mprotect(m + len, 4096, PROT_NONE))
 		t_fail_all("mmap %zu bytes", bytes);
 	p = m + len - need;
-	gmaps[p] = std::make_pair((void *)m, len + 4096);
+	gmaps[p] = gmap{ m, len + 4096, bytes };
 	return p;
 }
 
@@ -69,7 +77,7 @@ static void gfree(void *p)
 
 	if (it == gmaps.end())
 		return;
-	munmap(it->second.first, it->second.second);
+	munmap(it->second.m, it->second.len);
 	gmaps.erase(it);
 }
 #define malloc(n)	gmalloc(n)
@@ -78,6 +86,148 @@ static void gfree(void *p)
 
 /* after the macros: attn_page's pool is gmalloc'ed too */
 #include "../attn_check.h"
+
+/* ---- schedules ---------------------------------------------------------- */
+
+/*
+ * Every launch runs under each of these orders of cuda_emu.h (forward,
+ * its default, first), from the same device memory (every gmalloc'ed
+ * array put back), and must leave the same bits in all of it: a kernel
+ * here gives one result under any one order, so a difference is a race
+ * between threads that no barrier orders (a missing __syncthreads or
+ * __syncwarp), as compute-sanitizer's racecheck would report it.
+ */
+static const struct {
+	int sched;
+	uint64_t seed;
+	const char *name;
+} scheds[] = {
+	{ hk_emu::SCHED_FWD, 0, "forward" },
+	{ hk_emu::SCHED_REV, 0, "reverse" },
+	{ hk_emu::SCHED_WFWD, 0, "warps forward" },
+	{ hk_emu::SCHED_WREV, 0, "warps reverse" },
+	{ hk_emu::SCHED_RAND, 1, "random 1" },
+	{ hk_emu::SCHED_RAND, 2, "random 2" },
+};
+
+/* An array a kernel writes, named for the message when it differs. */
+struct written {
+	const char *name;
+	const void *p;
+	int dtype;		/* HK_F32 (or int32) or HK_BF16 */
+};
+
+static char case_name[160];	/* what the launches belong to */
+static int sched_launches, sched_bad;
+
+typedef std::vector<std::vector<char>> mem_t;
+
+static void mem_save(mem_t &s)
+{
+	s.clear();
+	for (auto &m : gmaps)
+		s.emplace_back((char *)m.first,
+			       (char *)m.first + m.second.bytes);
+}
+
+static void mem_load(const mem_t &s)
+{
+	size_t i = 0;
+
+	for (auto &m : gmaps)
+		memcpy(m.first, s[i++].data(), m.second.bytes);
+}
+
+static int mem_same(const mem_t &s)
+{
+	size_t i = 0;
+
+	for (auto &m : gmaps)
+		if (memcmp(m.first, s[i++].data(), m.second.bytes))
+			return 0;
+	return 1;
+}
+
+/* The first difference of now (schedule s) from was (forward's), named
+ * as well as outs allow. */
+static void mem_diff(const mem_t &was, const char *s,
+		     std::initializer_list<written> outs, char *why, size_t n)
+{
+	size_t i = 0;
+
+	for (auto &m : gmaps) {
+		const char *a = was[i++].data(), *b = (const char *)m.first;
+		const char *name = "an array no kernel argument names";
+		int dtype = HK_F32;
+		size_t e, esz;
+
+		if (!memcmp(a, b, m.second.bytes))
+			continue;
+		for (const written &o : outs)
+			if (o.p == m.first)
+				name = o.name, dtype = o.dtype;
+		esz = dtype == HK_F32 ? 4 : 2;
+		for (e = 0; !memcmp(a + e * esz, b + e * esz, esz); e++)
+			;
+		snprintf(why, n, "%s[%zu]: forward %.9g, %s %.9g", name, e,
+			 attn_val(a, e, dtype), s, attn_val(b, e, dtype));
+		return;
+	}
+	snprintf(why, n, "nothing");
+}
+
+/*
+ * Runs f's launch under every schedule; returns how many left other
+ * bits than forward's, each named in a TAP failure (quiet: a comment).
+ * Leaves forward's results.  Not a template: one instance of launch()
+ * for all the kernels keeps the build short.
+ */
+static int launch_all(const char *kern, dim3 grid, dim3 block,
+		      std::initializer_list<written> outs,
+		      const std::function<void()> &f, int quiet = 0)
+{
+	mem_t pre, fwd;
+	int bad = 0;
+
+	mem_save(pre);
+	for (size_t i = 0; i < sizeof(scheds) / sizeof(scheds[0]); i++) {
+		char why[200];
+
+		if (i)
+			mem_load(pre);
+		hk_emu::sched = scheds[i].sched;
+		hk_emu::sched_seed = scheds[i].seed;
+		hk_emu::launch(grid, block, f);
+		if (!i) {
+			mem_save(fwd);
+			continue;
+		}
+		if (mem_same(fwd))
+			continue;
+		mem_diff(fwd, scheds[i].name, outs, why, sizeof(why));
+		bad++;
+		if (quiet)
+			t_diag("%s (%s): %s differs from forward: %s", kern,
+			       case_name, scheds[i].name, why);
+		else
+			t_ok(0, "%s (%s): %s differs from forward: %s", kern,
+			     case_name, scheds[i].name, why);
+	}
+	hk_emu::sched = hk_emu::SCHED_FWD;
+	mem_load(fwd);
+	sched_launches++;
+	sched_bad += bad;
+	return bad;
+}
+
+/* One line for the launches since the last: all schedules agreed. */
+static void sched_done(void)
+{
+	t_ok(!sched_bad, "%s: %d launches, the same bits under all %zu "
+	     "schedules", case_name, sched_launches,
+	     sizeof(scheds) / sizeof(scheds[0]));
+	sched_launches = sched_bad = 0;
+}
 
 static float rnd(void)
 {
@@ -118,6 +268,102 @@ static int close_to(const char *what, const float *x, const float *r,
 	return attn_close(NULL, what, x, r, n, HK_F32, tol);
 }
 
+/* ---- races the schedules must catch ------------------------------------ */
+
+/*
+ * Thread t reads the value thread t + by (by < 32: lane + by of its own
+ * warp) wrote to shared memory, the write and the read ordered by: 0
+ * nothing, 1 __syncthreads, 2 only a warp exchange (which orders the
+ * warp, not the block), 3 __syncwarp.
+ */
+static void racy_pass(float *out, unsigned by, int sync)
+{
+	__shared__ float s[256];
+	unsigned t = threadIdx.x;
+	unsigned p = by < 32 ? (t & ~31u) | ((t + by) & 31) :
+		     (t + by) % blockDim.x;
+	float x = (float)t;
+
+	s[t] = x;
+	if (sync == 1)
+		__syncthreads();
+	if (sync == 2)
+		x = warp_sum(x);
+	if (sync == 3)
+		__syncwarp();
+	out[t] = s[p] + x;
+}
+
+/* Two tiles through one buffer, the second written with (sync) or
+ * without a barrier after the first one's reads: a tile loop lacking
+ * its leading __syncthreads. */
+static void racy_tiles(float *out, const float *in, int sync)
+{
+	__shared__ float s[256];
+	unsigned t = threadIdx.x, n = blockDim.x;
+	float acc = 0;
+
+	for (int i = 0; i < 2; i++) {
+		if (sync)
+			__syncthreads();
+		s[t] = in[i * n + t];
+		__syncthreads();
+		acc = acc * 2 + s[(t + 33) % n];
+	}
+	out[t] = acc;
+}
+
+/* Block b reads what block b + 1 writes: no barrier orders blocks. */
+static void racy_grid(float *x)
+{
+	if (!threadIdx.x)
+		x[blockIdx.x] += x[(blockIdx.x + 1) % gridDim.x];
+}
+
+/* Each flagged without its barrier, and not with it. */
+static void races(void)
+{
+	static const struct {
+		unsigned by;
+		int sync, racy;
+		const char *what;
+	} pass[] = {
+		{ 33, 0, 1, "another warp's write, no barrier" },
+		{ 33, 1, 0, "another warp's write after __syncthreads" },
+		{ 33, 2, 1, "another warp's write after only a shuffle" },
+		{ 1, 0, 1, "another lane's write, no barrier" },
+		{ 1, 3, 0, "another lane's write after __syncwarp" },
+	};
+	float *out = vec(128, 1), *in = vec(256, 1);
+
+	snprintf(case_name, sizeof(case_name), "races");
+	for (const auto &c : pass) {
+		int bad = launch_all("racy_pass", dim3(1), dim3(128),
+				     { { "out", out } }, [&] {
+			racy_pass(out, c.by, c.sync);
+		}, 1);
+
+		t_ok(c.racy ? bad > 0 : !bad, "%s: %s (%d of %zu schedules "
+		     "differ)", c.what, c.racy ? "flagged" : "clean", bad,
+		     sizeof(scheds) / sizeof(scheds[0]) - 1);
+	}
+	for (int sync = 0; sync < 2; sync++) {
+		int bad = launch_all("racy_tiles", dim3(1), dim3(128),
+				     { { "out", out } }, [&] {
+			racy_tiles(out, in, sync);
+		}, 1);
+
+		t_ok(sync ? !bad : bad > 0, "a tile overwritten %s: %s (%d "
+		     "differ)", sync ? "after a barrier" : "with no barrier "
+		     "after the last reads", sync ? "clean" : "flagged", bad);
+	}
+	t_ok(launch_all("racy_grid", dim3(8), dim3(32), { { "x", in } },
+			[&] { racy_grid(in); }, 1) > 0,
+	     "a block reading another block's write: flagged");
+	sched_launches = sched_bad = 0;
+	free(out), free(in);
+}
+
 /* ---- gpu_kern.cu against layers.c ---------------------------------------- */
 
 static void layers(int n, int d, int V, int T)
@@ -133,8 +379,10 @@ static void layers(int n, int d, int V, int T)
 	char what[80];
 
 	snprintf(what, sizeof(what), "n %d d %d", n, d);
+	snprintf(case_name, sizeof(case_name), "layers %s", what);
 	/* LayerNorm forward */
-	hk_emu::launch(dim3(rows(n)), dim3(32 * WPB), [&] {
+	launch_all("gk_ln_fwd", dim3(rows(n)), dim3(32 * WPB),
+		   { { "y", y }, { "mean", mean }, { "rstd", rstd } }, [&] {
 		gk_ln_fwd(y, mean, rstd, x, g, b, n, d);
 	});
 	ln_fwd(ry, rmean, rrstd, x, g, b, n, d);
@@ -143,10 +391,12 @@ static void layers(int n, int d, int V, int T)
 	close_to("gk_ln_fwd rstd", rstd, rrstd, n, 2e-5);
 
 	/* LayerNorm backward: dg, db written, dx accumulated */
-	hk_emu::launch(dim3(ew(d)), dim3(TPB), [&] {
+	launch_all("gk_ln_bwd_dgdb", dim3(ew(d)), dim3(TPB),
+		   { { "dg", dg }, { "db", db } }, [&] {
 		gk_ln_bwd_dgdb(dg, db, dy, x, rmean, rrstd, n, d);
 	});
-	hk_emu::launch(dim3(rows(n)), dim3(32 * WPB), [&] {
+	launch_all("gk_ln_bwd_dx", dim3(rows(n)), dim3(32 * WPB),
+		   { { "dx", dx } }, [&] {
 		gk_ln_bwd_dx(dx, dy, x, rmean, rrstd, g, n, d, acc);
 	});
 	memset(rdg, 0, d * sizeof(float));
@@ -157,15 +407,18 @@ static void layers(int n, int d, int V, int T)
 	     "gk_ln_bwd_dgdb: dg, db the CPU's bits (rows in order)");
 
 	/* bias gradient, rows_init with and without a residual */
-	hk_emu::launch(dim3(ew(d)), dim3(TPB), [&] { gk_bias_grad(db, dy, n, d); });
+	launch_all("gk_bias_grad", dim3(ew(d)), dim3(TPB), { { "db", db } },
+		   [&] { gk_bias_grad(db, dy, n, d); });
 	bias_grad(rdb, dy, n, d);
 	t_ok(!memcmp(db, rdb, d * 4), "gk_bias_grad: the CPU's bits");
-	hk_emu::launch(dim3(ew(nd)), dim3(TPB), [&] {
+	launch_all("gk_rows_init", dim3(ew(nd)), dim3(TPB), { { "y", y } },
+		   [&] {
 		gk_rows_init(y, b, x, n, d);
 	});
 	rows_init(ry, b, x, n, d);
 	t_ok(!memcmp(y, ry, nd * 4), "gk_rows_init with a residual: exact");
-	hk_emu::launch(dim3(ew(nd)), dim3(TPB), [&] {
+	launch_all("gk_rows_init", dim3(ew(nd)), dim3(TPB), { { "y", y } },
+		   [&] {
 		gk_rows_init(y, b, NULL, n, d);
 	});
 	rows_init(ry, b, NULL, n, d);
@@ -177,12 +430,14 @@ static void layers(int n, int d, int V, int T)
 		float *u = vec(nf, 3), *o = vec(nf, 1), *ro = vec(nf, 1);
 		float *d1 = vec(nf, 1), *rd1 = copy(d1, nf);
 
-		hk_emu::launch(dim3(ew(nf)), dim3(TPB), [&] {
+		launch_all("gk_gelu_fwd", dim3(ew(nf)), dim3(TPB),
+			   { { "y", o } }, [&] {
 			gk_gelu_fwd(o, u, nf);
 		});
 		gelu_fwd(ro, u, nf);
 		close_to("gk_gelu_fwd", o, ro, nf, 2e-6);
-		hk_emu::launch(dim3(ew(nf)), dim3(TPB), [&] {
+		launch_all("gk_gelu_bwd", dim3(ew(nf)), dim3(TPB),
+			   { { "dx", d1 } }, [&] {
 			gk_gelu_bwd(d1, u, d1, nf);
 		});
 		gelu_bwd(rd1, u, rd1, nf);
@@ -199,7 +454,8 @@ static void layers(int n, int d, int V, int T)
 
 		for (int r = 0; r < n; r++)
 			tgt[r] = (int)(t_rand(&seed) % V);
-		hk_emu::launch(dim3(rows(n)), dim3(32 * WPB), [&] {
+		launch_all("gk_xent", dim3(rows(n)), dim3(32 * WPB),
+			   { { "l", l }, { "loss", loss } }, [&] {
 			gk_xent(l, loss, tgt, n, V);
 		});
 		ref = xent_fwd_bwd(rl, rl, tgt, n, V);
@@ -224,7 +480,8 @@ static void layers(int n, int d, int V, int T)
 
 		for (size_t r = 0; r < nn; r++)
 			tok[r] = (int)(t_rand(&seed) % Vv);
-		hk_emu::launch(dim3(ew(nn * d)), dim3(TPB), [&] {
+		launch_all("gk_embed_fwd", dim3(ew(nn * d)), dim3(TPB),
+			   { { "x", xe } }, [&] {
 			gk_embed_fwd(xe, wte, wpe, tok, nni, T, d);
 		});
 		for (size_t r = 0; r < nn; r++)
@@ -232,10 +489,12 @@ static void layers(int n, int d, int V, int T)
 				bad += xe[r * d + c] != wte[(size_t)tok[r] * d + c] +
 						       wpe[(r % T) * d + c];
 		t_eq(bad, 0, "gk_embed_fwd: wte[tok] + wpe[t], exact");
-		hk_emu::launch(dim3(ew(d)), dim3(TPB), [&] {
+		launch_all("gk_wte_bwd", dim3(ew(d)), dim3(TPB),
+			   { { "gte", gte } }, [&] {
 			gk_wte_bwd(gte, dxe, tok, nni, d);
 		});
-		hk_emu::launch(dim3(ew((size_t)T * d)), dim3(TPB), [&] {
+		launch_all("gk_wpe_bwd", dim3(ew((size_t)T * d)), dim3(TPB),
+			   { { "gpe", gpe } }, [&] {
 			gk_wpe_bwd(gpe, dxe, nni, T, d);
 		});
 		memset(rgpe, 0, (size_t)T * d * 4);
@@ -260,7 +519,8 @@ static void layers(int n, int d, int V, int T)
 		float *src = vec(nn * ld, 1), *dst = vec(nn * d, 1);
 		float *src2 = vec(nn * ld, 1), *src3 = copy(src2, nn * ld);
 
-		hk_emu::launch(dim3(ew(nn * d)), dim3(TPB), [&] {
+		launch_all("gk_pack", dim3(ew(nn * d)), dim3(TPB),
+			   { { "dst", dst } }, [&] {
 			gk_pack(dst, src, ld, off, Bn, T, d, H, back);
 		});
 		for (int bb = 0; bb < Bn; bb++)
@@ -270,7 +530,8 @@ static void layers(int n, int d, int V, int T)
 						bad += dst[(((size_t)bb * H + h) * T + t) * hd + j] !=
 						       src[((size_t)bb * T + t) * ld + off + h * hd + j];
 		back = 1;
-		hk_emu::launch(dim3(ew(nn * d)), dim3(TPB), [&] {
+		launch_all("gk_pack back", dim3(ew(nn * d)), dim3(TPB),
+			   { { "src", src2 } }, [&] {
 			gk_pack(dst, src2, ld, off, Bn, T, d, H, back);
 		});
 		for (size_t r = 0; r < nn; r++)
@@ -283,7 +544,7 @@ static void layers(int n, int d, int V, int T)
 		t_eq(bad, 0, "gk_pack: %d heads, forward and back, exact", H);
 		free(src), free(dst), free(src2), free(src3);
 	}
-	t_diag("layers at %s done", what);
+	sched_done();
 	free(x), free(g), free(b), free(y), free(ry), free(mean), free(rstd);
 	free(rmean), free(rrstd), free(dy), free(dx), free(rdx), free(dg);
 	free(db), free(rdg), free(rdb);
@@ -335,6 +596,7 @@ static void attention(const struct attn_case *c, int mma)
 		 mma ? "mma" : "simt", c->B, c->H, c->Hkv, c->Nq, c->Nk, c->d,
 		 c->causal ? " causal" : "", c->dtype == HK_BF16 ? " bf16" :
 		 " f32", c->bs ? " paged" : "");
+	snprintf(case_name, sizeof(case_name), "%s", name);
 	a.B = c->B, a.H = c->H, a.Hkv = c->Hkv, a.Nq = c->Nq, a.Nk = c->Nk;
 	a.d = c->d, a.causal = c->causal, a.dtype = c->dtype;
 	if (hk_attn_fwd(&a, q, k, v, o, lse) ||
@@ -363,15 +625,20 @@ static void attention(const struct attn_case *c, int mma)
 			dim3 gq((c->Nq + S_ROWS - 1) / S_ROWS, c->B * c->H);
 			dim3 gk((c->Nk + S_ROWS - 1) / S_ROWS, c->B * c->Hkv);
 
-			hk_emu::launch(gq, dim3(th), [&] {
-				fwd_simt(g, q, K, V, eo, elsev);
-			});
-			hk_emu::launch(dim3((unsigned)((nr + S_ROWS - 1) / S_ROWS)),
-				       dim3(th), [&] { d_rows(g, eo, dout, D); });
-			hk_emu::launch(gq, dim3(th), [&] {
+			launch_all("fwd_simt", gq, dim3(th),
+				   { { "o", eo, c->dtype }, { "lse", elsev } },
+				   [&] { fwd_simt(g, q, K, V, eo, elsev); });
+			launch_all("d_rows",
+				   dim3((unsigned)((nr + S_ROWS - 1) / S_ROWS)),
+				   dim3(th), { { "D", D } },
+				   [&] { d_rows(g, eo, dout, D); });
+			launch_all("bwd_dq", gq, dim3(th),
+				   { { "dq", edq, c->dtype } }, [&] {
 				bwd_dq(g, q, K, V, elsev, dout, D, edq);
 			});
-			hk_emu::launch(gk, dim3(th), [&] {
+			launch_all("bwd_dkdv", gk, dim3(th),
+				   { { "dk", edk, c->dtype },
+				     { "dv", edv, c->dtype } }, [&] {
 				bwd_dkdv(g, q, K, V, elsev, dout, D, edk, edv);
 			});
 		} else {
@@ -381,21 +648,27 @@ static void attention(const struct attn_case *c, int mma)
 			dim3 gk((c->Nk + ROWS - 1) / ROWS, c->B * c->Hkv);
 			dim3 th(32 * WARPS);
 
-			hk_emu::launch(dim3((unsigned)((nr + S_ROWS - 1) / S_ROWS)),
-				       dim3(32 * S_ROWS), [&] {
+			launch_all("d_rows",
+				   dim3((unsigned)((nr + S_ROWS - 1) / S_ROWS)),
+				   dim3(32 * S_ROWS), { { "D", D } }, [&] {
 				d_rows(g, o, dout, D);	/* the CPU's o */
 			});
 #define MMA_D(DD)							\
 			case DD:					\
-				hk_emu::launch(gq, th, [&] {		\
+				launch_all("fwd_mma", gq, th,		\
+					   { { "o", eo, HK_BF16 },	\
+					     { "lse", elsev } }, [&] {	\
 					fwd_mma<DD>(g, (cb)q, (cb)K, (cb)V,	\
 						    (b16)eo, elsev);	\
 				});					\
-				hk_emu::launch(gq, th, [&] {		\
+				launch_all("dq_mma", gq, th,		\
+					   { { "dq", edq, HK_BF16 } }, [&] { \
 					dq_mma<DD>(g, (cb)q, (cb)K, (cb)V,	\
 						   lse, (cb)dout, D, (b16)edq); \
 				});					\
-				hk_emu::launch(gk, th, [&] {		\
+				launch_all("dkdv_mma", gk, th,		\
+					   { { "dk", edk, HK_BF16 },	\
+					     { "dv", edv, HK_BF16 } }, [&] { \
 					dkdv_mma<DD>(g, (cb)q, (cb)K, (cb)V,	\
 						     lse, (cb)dout, D, (b16)edk, \
 						     (b16)edv);		\
@@ -414,6 +687,7 @@ static void attention(const struct attn_case *c, int mma)
 	attn_close(name, "dq", edq, dq, nq, c->dtype, tol);
 	attn_close(name, "dk", edk, dk, nk, c->dtype, tol);
 	attn_close(name, "dv", edv, dv, nk, c->dtype, tol);
+	sched_done();
 	if (tab) {
 		free(tab), free((void *)K), free((void *)V);
 	}
@@ -447,6 +721,7 @@ int main(void)
 
 	/* rows with tails: 37 = 4 x 9 + 1 is no multiple of 8, d 48 and
 	 * 40 none of 32, a vocabulary of 67 */
+	races();
 	layers(36, 48, 67, 9);
 	layers(37, 40, 67, 37);
 	layers(128, 64, 256, 32);	/* the tiny preset: B 4, T 32 */
