@@ -311,9 +311,12 @@ CUresult cuMemPrefetchAsync_v2(unsigned long long p, size_t n,
 /*
  * cuMemDiscardBatchAsync and cuMemDiscardAndPrefetchBatchAsync.  A
  * discarded range's contents are "indeterminate" until written or
- * prefetched: the fake fills it with 0xa5 bytes, so a library that reads
- * what it discarded sees them, and it is no longer resident anywhere
- * (the driver frees its device pages without a copy).  How finely the
+ * prefetched: the fake fills it with 0xa5 bytes, in stream order (on the
+ * stream's worker, after FAKECUDA_DELAY_US), so a library that reads
+ * what it discarded, or lets anything write the range before the discard
+ * ran, sees them; and it is no longer resident anywhere (the driver
+ * frees its device pages without a copy).  A range freed before its
+ * queued discard ran is a violation (cuMemFree only "may" wait).  How finely the
  * driver discards is not documented: the fake takes the whole 2 MiB
  * pages around each range, so a library that discards less than a
  * 2 MiB page loses its neighbours' bytes here.  Contracts: flags not 0,
@@ -321,6 +324,24 @@ CUresult cuMemPrefetchAsync_v2(unsigned long long p, size_t n,
  * INVALID_VALUE; prefetch locations as cuMemPrefetchAsync's, their
  * indexes starting at 0, rising, below count, no more than count.
  */
+struct fill {
+	uintptr_t lo, hi;
+};
+
+/* On the stream's worker, fk.lock held. */
+static void fill_run(void *arg)
+{
+	struct fill *f = arg;
+
+	if (managed_find(f->lo, f->hi - f->lo))
+		memset((void *)f->lo, 0xa5, f->hi - f->lo);
+	else
+		fk_bad(0, "stream worker: a discard of %#lx + %lu ran after "
+		       "its memory was freed", (unsigned long)f->lo,
+		       (unsigned long)(f->hi - f->lo));
+	free(f);
+}
+
 static CUresult discard(const char *fn, unsigned long long *dptrs,
 			size_t *sizes, size_t count, unsigned long long flags,
 			void *ps)
@@ -328,6 +349,7 @@ static CUresult discard(const char *fn, unsigned long long *dptrs,
 	struct fk_managed *m;
 	size_t i, first, end;
 	uintptr_t lo, hi;
+	struct fill *f;
 
 	if (fk.nodiscard)
 		return CUDA_ERROR_NOT_SUPPORTED;
@@ -347,7 +369,14 @@ static CUresult discard(const char *fn, unsigned long long *dptrs,
 		hi = (m->base + end * FK_PAGE + FK_BIG - 1) & ~(FK_BIG - 1);
 		lo = lo < m->base ? m->base : lo;
 		hi = hi > m->base + m->size ? m->base + m->size : hi;
-		memset((void *)lo, 0xa5, hi - lo);
+		f = malloc(sizeof(*f));
+		if (!f)
+			return CUDA_ERROR_OUT_OF_MEMORY;
+		*f = (struct fill){ lo, hi };
+		if (fk_stream_call(ps, fill_run, f)) {
+			free(f);
+			return CUDA_ERROR_OUT_OF_MEMORY;
+		}
 		for (first = (lo - m->base) / FK_PAGE;
 		     first < (hi - m->base) / FK_PAGE; first++) {
 			fk.st.managed_dev -= m->at_dev[first] ? FK_PAGE : 0;

@@ -30,7 +30,7 @@ need "$bin"
 
 # ---- the fake's managed-memory contracts (through ctypes) -----------------
 if command -v python3 >/dev/null; then
-	contract FAKECUDA_MEM=8M <<'EOF'
+	contract FAKECUDA_MEM=8M FAKECUDA_DELAY_US=100000 <<'EOF'
 from fakecuda_t import *
 cu.cuMemAllocManaged.argtypes = [C.POINTER(U), Z, C.c_uint]
 cu.cuMemFree_v2.argtypes = [U]
@@ -119,10 +119,13 @@ want(1, cu.cuMemDiscardBatchAsync(A(p.value), N(M), 1, 0, None), "discard on the
 want(1, cu.cuMemDiscardBatchAsync(A(C.addressof(buf)), N(4096), 1, 0, s2), "discard of malloc'ed memory: INVALID_VALUE")
 want(0, cu.cuMemDiscardBatchAsync(A(p.value + 2 * M), N(4096), 1, 0, s2), "discard 4 KiB in the second 2 MiB page")
 bs = C.cast(p.value, C.POINTER(C.c_ubyte))
+want(0x11, bs[2 * M], "... in stream order: not yet run (each stream op waits 0.1 s here)")
+want(0, cu.cuStreamSynchronize(s2), "synchronize the stream")
 want(1, int(bs[2 * M] == 0xa5 and bs[4 * M - 1] == 0xa5 and bs[2 * M - 1] == 0x11 and bs[4 * M] == 0x11), "... its whole 2 MiB page indeterminate (0xa5), the neighbours kept")
 one = (Loc * 1)(DEV); zero = (Z * 1)(0)
 want(1, cu.cuMemDiscardAndPrefetchBatchAsync(A(p.value), N(2 * M), 1, one, (Z * 1)(1), 1, 0, s2), "discard+prefetch whose first location index is 1: INVALID_VALUE")
 want(0, cu.cuMemDiscardAndPrefetchBatchAsync(A(p.value), N(2 * M), 1, one, zero, 1, 0, s2), "discard and prefetch the first 2 MiB to the GPU")
+want(0, cu.cuStreamSynchronize(s2), "synchronize the stream")
 want(0, attr(4, p.value, 2 * M), "... last prefetch location device 0")
 want(0xa5, bs[0], "... its contents indeterminate")
 cu.fakecuda_stats(C.byref(st))

@@ -319,6 +319,40 @@ static void test_schedule(void)
 	uvm_close(h);
 }
 
+/* ---- a DISCARD map at the device, written at once ------------------------ */
+
+/*
+ * The pointer of a DISCARD|WRITE map at the device is written at once
+ * (here from the host: managed memory), and read back through the host
+ * tier after the unmap: nothing the map queued on the device's stream
+ * may land after that write.  (A discard-and-place of the chunk still in
+ * flight would lose it: the fake runs its discards in stream order,
+ * after a delay, and fills them with 0xa5.)
+ */
+static void test_discard_map(void)
+{
+	struct hmm_tensor *t;
+	int64_t n = TB;
+	uint8_t *p;
+	int ok = 1;
+	struct hmm *h = open_or_skip("store-dmap", BUDGET, HMM_POLICY_LRU);
+
+	if (hmm_tensor_new(h, "dm", HMM_DTYPE_U8, 1, &n, &t) ||
+	    hmm_map(t, 0, HMM_ALL, HMM_TIER_DEVICE, HMM_WRITE | HMM_DISCARD,
+		    (void **)&p))
+		t_fail_all("DISCARD map at the device: %s", hmm_last_error());
+	memset(p, 0x3c, TB);
+	hmm_unmap(t, p);
+	if (hmm_map(t, 0, HMM_ALL, HMM_TIER_HOST, HMM_READ, (void **)&p))
+		t_fail_all("map at the host: %s", hmm_last_error());
+	for (size_t i = 0; i < TB && ok; i++)
+		ok = p[i] == 0x3c;
+	t_ok(ok, "a DISCARD map at the device, written at once: its bytes "
+	     "come back");
+	hmm_unmap(t, p);
+	uvm_close(h);
+}
+
 /* ---- a region: managed memory hmm moves on advice ---------------------- */
 
 #define RB	(6 * MiB)
@@ -501,6 +535,7 @@ int main(int argc, char **argv)
 		return mode_nomanaged();
 	test_cycle();
 	test_schedule();
+	test_discard_map();
 	test_region();
 	rmdir(t_tmpdir());
 	drv_done();

@@ -79,9 +79,11 @@ static int chunk_res(struct hmm *h, struct hmm_chunk *c, int tier,
 	if (r != HMM_READY)
 		return r;
 	if (tier == HMM_TIER_DEVICE) {
-		/* resident, not valid: an H2D copy overwrites it all, or a
-		 * DISCARD map wants none of it (chunk_dev_step) */
-		r = (h->dev->populate_blank ? h->dev->populate_blank :
+		/* fill: an H2D copy, queued behind it on the device's stream,
+		 * overwrites it all.  Not for a DISCARD map, whose pointer
+		 * the caller may write at once: a device's blank populate may
+		 * still be in flight, and a write racing it may be lost. */
+		r = (fill && h->dev->populate_blank ? h->dev->populate_blank :
 		     h->dev->populate)(h->dev_priv, chunk_dev(c), c->alloc);
 		if (r < 0)
 			return hmm_err(r, "tensor %s chunk %u: device "
@@ -315,7 +317,8 @@ static int chunk_host_step(struct hmm *h, struct hmm_chunk *c,
 static int chunk_dev_step(struct hmm *h, struct hmm_chunk *c,
 			  unsigned access, int mode, uint64_t limit)
 {
-	int r = chunk_res(h, c, HMM_TIER_DEVICE, limit, 0);
+	int r = chunk_res(h, c, HMM_TIER_DEVICE, limit,
+			  !(access & HMM_DISCARD));
 
 	if (r != HMM_READY)
 		return r;

@@ -40,10 +40,11 @@ struct hmm_dev_ops {
 	int (*populate)(void *priv, uint64_t addr, uint64_t bytes);
 	void (*depopulate)(void *priv, uint64_t addr, uint64_t bytes);
 	/* Optional (NULL: populate, depopulate): the same for a range
-	 * whose contents do not matter, since a copy overwrites all of it
-	 * next (populate_blank) or another tier holds them (discard); a
-	 * device that moves a range's contents when it (de)populates it
-	 * ("uvm") can then skip the move. */
+	 * whose contents do not matter, since a copy queued next overwrites
+	 * all of it (populate_blank; nothing else may touch the range
+	 * before that copy) or another tier holds them (discard; nothing
+	 * touches the range after); a device that moves a range's contents
+	 * when it (de)populates it ("uvm") can then skip the move. */
 	int (*populate_blank)(void *priv, uint64_t addr, uint64_t bytes);
 	void (*discard)(void *priv, uint64_t addr, uint64_t bytes);
 	int (*copy)(void *priv, int dir, uint64_t dev, void *host,
