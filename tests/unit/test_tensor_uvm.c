@@ -324,10 +324,12 @@ static void test_schedule(void)
 /*
  * The pointer of a DISCARD|WRITE map at the device is written at once
  * (here from the host: managed memory), and read back through the host
- * tier after the unmap: nothing the map queued on the device's stream
- * may land after that write.  (A discard-and-place of the chunk still in
- * flight would lose it: the fake runs its discards in stream order,
- * after a delay, and fills them with 0xa5.)
+ * tier after the unmap: nothing queued on the device's stream may land
+ * after that write, neither the map's own populate nor the discard of
+ * the same chunks evicted from the device just before.  (The fake runs
+ * its discards in stream order, after a delay, and fills them with
+ * 0xa5: a discard-and-place under the map, or a populate that did not
+ * wait for the eviction's discard, loses the write.)
  */
 static void test_discard_map(void)
 {
@@ -349,6 +351,21 @@ static void test_discard_map(void)
 		ok = p[i] == 0x3c;
 	t_ok(ok, "a DISCARD map at the device, written at once: its bytes "
 	     "come back");
+	hmm_unmap(t, p);
+	/* evicted from the device (discarded there), mapped DISCARD again */
+	if (hmm_evict(t, 0, HMM_ALL, HMM_TIER_DEVICE) ||
+	    hmm_wait(h, t) ||
+	    hmm_map(t, 0, HMM_ALL, HMM_TIER_DEVICE, HMM_WRITE | HMM_DISCARD,
+		    (void **)&p))
+		t_fail_all("evict, DISCARD map again: %s", hmm_last_error());
+	memset(p, 0x4d, TB);
+	hmm_unmap(t, p);
+	if (hmm_map(t, 0, HMM_ALL, HMM_TIER_HOST, HMM_READ, (void **)&p))
+		t_fail_all("map at the host: %s", hmm_last_error());
+	for (size_t i = 0; i < TB && ok; i++)
+		ok = p[i] == 0x4d;
+	t_ok(ok, "evicted from the device and mapped DISCARD there again, "
+	     "written at once: its bytes come back");
 	hmm_unmap(t, p);
 	uvm_close(h);
 }

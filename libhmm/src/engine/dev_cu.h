@@ -38,6 +38,8 @@ struct cu {
 	int managed;			/* "uvm": managed memory, no VMM */
 	int no_discard;			/* "uvm": the driver said its
 					   discards are not supported */
+	CUevent discarded;		/* "uvm": recorded after each discard */
+	int discard_queued;		/* one may not have run yet */
 	void *lib;
 	CUdevice dev;
 	CUcontext ctx;

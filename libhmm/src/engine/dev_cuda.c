@@ -206,6 +206,10 @@ static int cu_streams(struct cu *c)
 
 	CU_TRY(c, c->api.StreamCreate(&c->stream, CU_STREAM_NON_BLOCKING),
 	       "cuStreamCreate");
+	if (c->managed)
+		CU_TRY(c, c->api.EventCreate(&c->discarded,
+					     CU_EVENT_DISABLE_TIMING),
+		       "cuEventCreate");
 	for (i = 0; i < 2; i++) {
 		CU_TRY(c, c->api.EventCreate(&c->ev[i],
 					     CU_EVENT_DISABLE_TIMING),
@@ -289,6 +293,8 @@ static void cu_teardown(struct cu *c)
 			if (c->ev[i])
 				c->api.EventDestroy(c->ev[i]);
 		}
+		if (c->discarded)
+			c->api.EventDestroy(c->discarded);
 		if (c->stream)
 			c->api.StreamDestroy(c->stream);
 		hmm_cu_out(c);

@@ -126,9 +126,33 @@ static int uvm_move(struct cu *c, uint64_t addr, uint64_t bytes, int host)
 	return 0;
 }
 
+/*
+ * A populate whose range its caller may touch at once (a DISCARD map's
+ * pointer, a region's block): a discard still queued on the stream
+ * (this range's, evicted a moment ago, or any) must have run first, or a
+ * write racing it could be lost, so it is waited for here.  The stream
+ * holds at most one copy and the prefetches queued with it: a short wait
+ * under the caller's lock, and none when no discard was queued since.
+ */
 static int uvm_populate(void *priv, uint64_t addr, uint64_t bytes)
 {
-	return uvm_move(priv, addr, bytes, 0);
+	struct cu *c = priv;
+	int r = uvm_move(c, addr, bytes, 0);
+
+	if (!r && c->discard_queued) {
+		CUresult e;
+
+		if (hmm_cu_in(c))
+			return -EIO;
+		e = c->api.EventSynchronize(c->discarded);
+		hmm_cu_out(c);
+		if (e)
+			return hmm_err(hmm_cu_errno(e), "device uvm: waiting "
+				       "for a discard: %s (%d)",
+				       hmm_cu_str(c, e), e);
+		c->discard_queued = 0;
+	}
+	return r;
 }
 
 /*
@@ -156,6 +180,10 @@ static int uvm_discard_as(struct cu *c, uint64_t addr, uint64_t bytes,
 							    &first, 1, 0,
 							    c->stream) :
 		     c->api.MemDiscardBatchAsync(&p, &n, 1, 0, c->stream);
+	if (!r && !to_gpu)	/* uvm_populate waits for it */
+		r = c->api.EventRecord(c->discarded, c->stream);
+	if (!r && !to_gpu)
+		c->discard_queued = 1;
 	hmm_cu_out(c);
 	if (r == CUDA_ERROR_NOT_SUPPORTED) {
 		c->no_discard = 1;
