@@ -16,7 +16,9 @@
  *	     -gencode arch=compute_90a,code=sm_90a -c kernels/core/cuda/adamw.cu
  * Validated bit for bit against the CPU scalar path (itself tested against
  * fp64 by tests/unit/test_adamw.c) by tests/gpu/test_adamw_gpu.cu, which
- * also prints the kernel's bandwidth against a 4-read/3-write copy kernel.
+ * also prints the kernel's bandwidth against a 4-read/3-write copy kernel;
+ * until a GPU runs that, tests/gpu/emu/test_kern_emu runs this file on
+ * the CPU (HK_CUDA_EMU) against the same path.
  *
  * The arithmetic is that of kernels/core/cpu/adamw_ops.h, written with the
  * _rn intrinsics so that nvcc neither contracts nor approximates: each
@@ -263,6 +265,12 @@ static void fill(struct cu_tensor *t, const struct hk_adamw_args *a,
 	hk_adamw_coef_init(&t->c, a);
 }
 
+/*
+ * The one launcher tests/gpu/emu leaves out (HK_CUDA_EMU): test_kern_emu
+ * defines its own launch(), which runs the kernel on the CPU with this
+ * grid and block, so that everything else here runs there as it is.
+ */
+#ifndef HK_CUDA_EMU
 static int launch(const struct cu_launch *L, unsigned blocks, int check,
 		  cudaStream_t s)
 {
@@ -282,6 +290,10 @@ static int launch(const struct cu_launch *L, unsigned blocks, int check,
 	}
 	return 0;
 }
+#else
+static int launch(const struct cu_launch *L, unsigned blocks, int check,
+		  cudaStream_t s);
+#endif
 
 /* Launch `check` or step kernels over the tensors, HK_CU_MAX_T at once;
  * with `check`, only those that asked for HK_ADAMW_CHECK_FINITE. */

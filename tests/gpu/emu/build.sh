@@ -14,7 +14,10 @@ B=${HMM_BUILD:-${B:-build}}
 CXX=${CXX:-g++}
 out=$B/tests/gpu-emu
 command -v "$CXX" >/dev/null 2>&1 || { echo "no C++ compiler ($CXX)" >&2; exit 77; }
+# -Wno-unknown-pragmas: nvcc's #pragma unroll (adamw.cu); g++ 12 cannot
+# be told to ignore it from cuda_emu.h
 flags="-std=c++17 -O2 -g -Wall -Werror -fno-strict-aliasing -Wno-unused-function
+       -Wno-unknown-pragmas
        -Itests/gpu/emu -Ikernels/core -Itests -Itools/hmm-train -Iinclude"
 deps="tests/gpu/*.h tests/gpu/emu/*.h tests/gpu/emu/*.cpp
       tools/hmm-train/gpu_kern.cu tools/hmm-bench/uvm_sweep.cu

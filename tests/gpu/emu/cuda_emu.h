@@ -79,9 +79,21 @@ struct dim3 {
 	}
 };
 
-struct float4 {
+/* aligned as vector_types.h declares them (a GPU faults on less) */
+struct __align__(8) uint2 {
+	unsigned x, y;
+};
+struct __align__(16) float4 {
 	float x, y, z, w;
 };
+static inline uint2 make_uint2(unsigned x, unsigned y)
+{
+	return uint2{ x, y };
+}
+static inline float4 make_float4(float x, float y, float z, float w)
+{
+	return float4{ x, y, z, w };
+}
 
 /* what the running fiber sees */
 static uint3 threadIdx, blockIdx;
@@ -104,6 +116,24 @@ static inline float __uint_as_float(unsigned u)
 
 	memcpy(&f, &u, 4);
 	return f;
+}
+/*
+ * The IEEE round-to-nearest operations, which nvcc never contracts into
+ * an fma nor approximates: the product goes through a volatile so that
+ * g++ cannot fuse it either (-ffp-contract=fast where the CPU has fma);
+ * division and sqrtf are correctly rounded on x86-64 (SSE) and AArch64.
+ */
+static inline float __fmul_rn(float a, float b)
+{
+	volatile float r = a * b;
+
+	return r;
+}
+static inline float __fdiv_rn(float a, float b) { return a / b; }
+static inline float __fsqrt_rn(float a) { return sqrtf(a); }
+static inline float __fmaf_rn(float a, float b, float c)
+{
+	return fmaf(a, b, c);
 }
 
 namespace hk_emu {
@@ -158,6 +188,7 @@ static std::function<void()> body;
 static uint32_t xch[2][MAXT / 32][32][4];
 static uint32_t xchb[2][MAXT / 32][32][2];
 static long launches, syncs;
+static unsigned long releases;	/* block barriers completed */
 
 /*
  * The order run_block runs the threads in between synchronisation
@@ -370,6 +401,7 @@ static void run_block(unsigned n)
 		cur = NULL;
 		run -= k;
 		if (live && at_block == live) {
+			releases++;
 			for (unsigned t = 0; t < n; t++)
 				if (fibers[t].state == AT_BLOCK) {
 					fibers[t].state = RUN;
@@ -461,13 +493,18 @@ static inline void __syncthreads()
 	hk_emu::wait_at(hk_emu::AT_BLOCK);
 }
 
+/* nonzero if v is for any thread of the block that has not exited: the
+ * first thread past the first barrier clears (thread 0 may have exited) */
 static inline int __syncthreads_or(int v)
 {
 	static int acc;
+	static unsigned long gen;
 
-	hk_emu::wait_at(hk_emu::AT_BLOCK);
-	if (hk_emu::cur->tid == 0)
+	hk_emu::wait_at(hk_emu::AT_BLOCK);	/* the last result read */
+	if (gen != hk_emu::releases) {
+		gen = hk_emu::releases;
 		acc = 0;
+	}
 	hk_emu::wait_at(hk_emu::AT_BLOCK);
 	if (v)
 		acc = 1;

@@ -15,7 +15,14 @@
  *    Nq != Nk, GQA, paged K/V, d not a multiple of 32, d 256, bf16;
  *  - the tensor-core kernels (attn_mma.cu: fwd_mma, dq_mma, dkdv_mma at
  *    d 32, 64, 80, 96, 128) against the CPU's bf16 attention, with
- *    test_attn_gpu's tolerance.
+ *    test_attn_gpu's tolerance;
+ *  - the AdamW step (adamw.cu: adamw_kernel, check_kernel), launched by
+ *    hk_adamw_step_cuda itself (only its launch() is the test's), against
+ *    the CPU's scalar path bit for bit, as test_adamw_gpu wants (the same
+ *    fp32 operations, each rounded once): all 16 storage variants, tails
+ *    of every kind, steps 1, 2 and 1000, the vector and the element
+ *    paths, tables of more than 24 tensors, and the found-inf contract;
+ *    nothing may be written past an array's end.
  * Every array a kernel touches ends 0..15 bytes before a PROT_NONE page
  * (gmalloc), so a read or write past its end faults as it may on a GPU.
  * Every launch runs under each of cuda_emu.h's schedules (launch_all)
@@ -23,19 +30,23 @@
  * kernels (races()) show that such a race is flagged.
  * Tolerances: max |emu - cpu| <= tol * max |cpu| (+1e-6): 2e-5 fp32
  * (other summation orders), 2e-2 bf16 (P and dS rounded to bf16 before
- * their products, as on the GPU).  Built and run by
+ * their products, as on the GPU); none for AdamW (the same bits, a NaN
+ * matching any NaN where a NaN grad is stepped).  Built and run by
  * tests/integration/test_gpu_emu.sh (g++; no GPU, no CUDA toolkit).
  */
 #include "cuda_emu.h"
 
 #include "../../../tools/hmm-train/gpu_kern.cu"
 #include "../../../kernels/core/cuda/attn_mma.cu"
+#include "../../../kernels/core/cuda/adamw.cu"
 
 extern "C" {
+#include "hk.h"
 #include "layers.h"
 #include "t.h"
 }
 #include "hk_attn.h"
+#include "unit/adamw_ref.h"
 
 #include <sys/mman.h>
 
@@ -151,7 +162,7 @@ static int mem_same(const mem_t &s)
 /* The first difference of now (schedule s) from was (forward's), named
  * as well as outs allow. */
 static void mem_diff(const mem_t &was, const char *s,
-		     std::initializer_list<written> outs, char *why, size_t n)
+		     const std::vector<written> &outs, char *why, size_t n)
 {
 	size_t i = 0;
 
@@ -183,7 +194,7 @@ static void mem_diff(const mem_t &was, const char *s,
  * for all the kernels keeps the build short.
  */
 static int launch_all(const char *kern, dim3 grid, dim3 block,
-		      std::initializer_list<written> outs,
+		      const std::vector<written> &outs,
 		      const std::function<void()> &f, int quiet = 0)
 {
 	mem_t pre, fwd;
@@ -696,6 +707,445 @@ static void attention(const struct attn_case *c, int mma)
 	free(elsev), free(D);
 }
 
+/* ---- adamw.cu against the CPU's scalar path ---------------------------- */
+
+/*
+ * adamw.cu's launch(), the one piece of its host side it leaves out under
+ * HK_CUDA_EMU: the same grid (its blocks, a block per CHUNK elements of
+ * each tensor), TPB threads and no dynamic shared memory, through
+ * launch_all.  The rest of hk_adamw_step_cuda (validation, the skip on
+ * args.found_inf, the check pass, tables of HK_CU_MAX_T tensors, fill()'s
+ * choice of the vector path) runs as it is.  A vector access through a
+ * pointer not aligned for it, which faults on a GPU but not here, is
+ * failed before the launch.
+ */
+static int aw_launches, aw_vec;
+
+static int launch(const struct cu_launch *L, unsigned blocks, int check,
+		  cudaStream_t s)
+{
+	std::vector<written> outs;
+
+	if (!L->count)
+		return 0;
+	for (int k = 0; k < L->count; k++) {
+		const struct cu_tensor &t = L->t[k];
+		uintptr_t ga = t.gbf ? 8 : 16, sa = t.sbf ? 8 : 16;
+		int sd = t.sbf ? HK_BF16 : HK_F32;
+
+		if (t.vec && !(aligned(t.p, 16) && aligned(t.pb, 8) &&
+			       aligned(t.g, ga) && aligned(t.m, sa) &&
+			       aligned(t.v, sa)))
+			t_ok(0, "%s: tensor %d of n %zu: 16- or 8-byte "
+			     "accesses on a pointer not aligned for them",
+			     case_name, k, t.n);
+		aw_vec += t.vec;
+		outs.push_back({ "p", t.p, HK_F32 });
+		outs.push_back({ "m", t.m, sd });
+		outs.push_back({ "v", t.v, sd });
+		if (t.pb)
+			outs.push_back({ "param_bf16", t.pb, HK_BF16 });
+	}
+	if (check)
+		outs.push_back({ "found_inf", L->set_inf, HK_F32 });
+	aw_launches++;
+	launch_all(check ? "check_kernel" : "adamw_kernel", dim3(blocks),
+		   dim3(TPB), outs, [&] {
+		if (check)
+			check_kernel(*L);
+		else
+			adamw_kernel(*L);
+	});
+	return 0;
+}
+
+/*
+ * One tensor on the emulated device (gmalloc'ed, each array ending at
+ * its inaccessible page, the 0..15 bytes before it filled with 0xa5: a
+ * vector access past the end reaches them without faulting) and on the
+ * host for the CPU reference.  Array k (p, g, m, v, pb) starts one
+ * element past a 16-byte boundary when bit k of offs is set.
+ */
+struct aw_tensor {
+	size_t n, es[5], bytes[5];
+	char *base[5], *d[5];
+	std::vector<char> h[5];
+	struct hk_adamw_args da, ha;
+};
+
+static const char *const aw_names[5] = { "p", "g", "m", "v", "param_bf16" };
+
+static void aw_new(struct aw_tensor *t, const struct variant *vr, size_t n,
+		   unsigned offs, uint64_t seed)
+{
+	t->n = n;
+	for (int k = 0; k < 5; k++) {
+		size_t es = k == 0 ? 4 : k == 1 ? (vr->gdt ? 2 : 4) :
+			    k == 4 ? 2 : (vr->sdt ? 2 : 4);
+		size_t off = (offs >> k) & 1, len = n ? n : 1;
+
+		t->es[k] = es;
+		t->d[k] = NULL;
+		if (k == 4 && !vr->pout)
+			continue;
+		t->bytes[k] = (len + off) * es;
+		t->base[k] = (char *)malloc(t->bytes[k]);
+		memset(t->base[k] + t->bytes[k], 0xa5,
+		       (t->bytes[k] + 15) / 16 * 16 - t->bytes[k]);
+		t->d[k] = t->base[k] + off * es;
+		t->h[k].assign(len * es, 0);
+	}
+	for (size_t i = 0; i < n; i++) {	/* test_adamw_gpu's values */
+		double m = frand(&seed) * 1e-3;
+		float p = (float)(2 * frand(&seed));
+
+		memcpy(&t->h[0][4 * i], &p, 4);
+		if (vr->sdt) {
+			((uint16_t *)t->h[2].data())[i] =
+				hk_bf16_from_f32((float)m);
+			((uint16_t *)t->h[3].data())[i] =
+				hk_bf16_from_f32((float)(m * m * 1.5));
+		} else {
+			((float *)t->h[2].data())[i] = (float)m;
+			((float *)t->h[3].data())[i] = (float)(m * m * 1.5);
+		}
+	}
+	for (int k = 0; k < 5; k++)
+		if (t->d[k])
+			memcpy(t->d[k], t->h[k].data(), n * t->es[k]);
+	t->ha = hk_adamw_args();
+	t->ha.n = n;
+	t->ha.grad_dtype = vr->gdt;
+	t->ha.state_dtype = vr->sdt;
+	t->ha.lr = vr->lr;
+	t->ha.beta1 = vr->b1;
+	t->ha.beta2 = vr->b2;
+	t->ha.eps = vr->eps;
+	t->ha.weight_decay = vr->wd;
+	t->ha.grad_scale = vr->scale;
+	t->ha.step = 1;
+	t->ha.name = vr->name;
+	t->da = t->ha;
+	t->ha.param = (float *)t->h[0].data();
+	t->ha.grad = t->h[1].data();
+	t->ha.exp_avg = t->h[2].data();
+	t->ha.exp_avg_sq = t->h[3].data();
+	t->ha.param_bf16 = vr->pout ? (uint16_t *)t->h[4].data() : NULL;
+	t->da.param = (float *)t->d[0];
+	t->da.grad = t->d[1];
+	t->da.exp_avg = t->d[2];
+	t->da.exp_avg_sq = t->d[3];
+	t->da.param_bf16 = (uint16_t *)t->d[4];
+}
+
+static void aw_free(struct aw_tensor *t)
+{
+	for (int k = 0; k < 5; k++)
+		if (t->d[k])
+			free(t->base[k]);
+}
+
+/* New grads on both sides (test_adamw_gpu's: wide magnitudes, zeros). */
+static void aw_grads(struct aw_tensor *t, const struct variant *vr,
+		     uint64_t seed)
+{
+	double sc = vr->scale ? vr->scale : 1;
+
+	for (size_t i = 0; i < t->n; i++) {
+		float g = (float)(grand(&seed) * sc);
+
+		if (vr->gdt)
+			((uint16_t *)t->h[1].data())[i] = hk_bf16_from_f32(g);
+		else
+			((float *)t->h[1].data())[i] = g;
+	}
+	memcpy(t->d[1], t->h[1].data(), t->n * t->es[1]);
+}
+
+/* Sets grad element i to the bits x on both sides. */
+static void aw_poke(struct aw_tensor *t, size_t i, uint32_t x)
+{
+	memcpy(&t->h[1][i * t->es[1]], &x, t->es[1]);	/* little-endian */
+	memcpy(t->d[1] + i * t->es[1], &x, t->es[1]);
+}
+
+static int aw_nan(const char *x, size_t es)
+{
+	uint32_t u = 0;
+
+	memcpy(&u, x, es);
+	return es == 4 ? (u & 0x7fffffffu) > 0x7f800000u :
+			 (u & 0x7fffu) > 0x7f80u;
+}
+
+/*
+ * 1 if every array on the device holds the host's bytes and nothing
+ * past an end was written; else says where, and 0.  nan_any: a NaN
+ * matches any NaN (a GPU gives its canonical NaN, x86 the operand's).
+ */
+static int aw_same(const struct aw_tensor *t, int nan_any)
+{
+	for (int k = 0; k < 5; k++) {
+		size_t es = t->es[k], end = (t->bytes[k] + 15) / 16 * 16;
+		const char *d = t->d[k], *h = t->h[k].data();
+
+		if (!d)
+			continue;
+		for (size_t i = 0; i < t->n; i++) {
+			uint32_t a = 0, b = 0;
+
+			if (!memcmp(d + i * es, h + i * es, es) ||
+			    (nan_any && aw_nan(d + i * es, es) &&
+			     aw_nan(h + i * es, es)))
+				continue;
+			memcpy(&a, d + i * es, es);
+			memcpy(&b, h + i * es, es);
+			t_diag("n %zu %s[%zu]: emu 0x%08x cpu 0x%08x", t->n,
+			       aw_names[k], i, a, b);
+			return 0;
+		}
+		for (size_t i = t->bytes[k]; i < end; i++)
+			if ((unsigned char)t->base[k][i] != 0xa5) {
+				t_diag("n %zu %s: byte %zu past its end "
+				       "written", t->n, aw_names[k],
+				       i - t->bytes[k]);
+				return 0;
+			}
+	}
+	return 1;
+}
+
+/* Storage key (adamw_ops.h's: bit 0 bf16 grad, 1 bf16 states, 2 a bf16
+ * copy of p, 3 scaled) with the hyperparameters of variants[key % 6]
+ * (weight decay 0 at keys 3, 9 and 15). */
+static struct variant aw_variant(int key, char *name, size_t len)
+{
+	struct variant v = variants[key % 6];
+
+	v.gdt = key & 1;
+	v.sdt = key >> 1 & 1;
+	v.pout = key >> 2 & 1;
+	v.scale = key >> 3 & 1 ? (v.scale ? v.scale : 3) : 0;
+	snprintf(name, len, "grad %s, states %s, %s, %s, wd %g",
+		 v.gdt ? "bf16" : "f32", v.sdt ? "bf16" : "f32",
+		 v.pout ? "bf16 copy" : "no copy",
+		 v.scale ? "scaled" : "unscaled", v.wd);
+	v.name = name;
+	return v;
+}
+
+/*
+ * Every storage variant over lengths with every tail (n = 1; less than
+ * a vector; one past; a block of 256 threads one element short; a whole
+ * block of CHUNK; three blocks, the last ending one element into its
+ * second iteration) as one call (one launch), steps 1, 2 and 1000 (bias
+ * corrections far from and near 1), each with new grads; pointers all
+ * 16-byte aligned (the vector path), all one element off, or one array
+ * off (the element path).  The CPU path's bits, as test_adamw_gpu wants.
+ */
+static void adamw_steps(void)
+{
+	static const size_t lens[] = { 1, 15, 16, 17, 1023, CHUNK,
+				       2 * CHUNK + TPB * EPT + 5 };
+	static const int64_t steps[] = { 1, 2, 1000 };
+	enum { NL = sizeof(lens) / sizeof(lens[0]) };
+
+	for (int key = 0; key < 16; key++) {
+		char name[96];
+		struct variant vr = aw_variant(key, name, sizeof(name));
+
+		for (int o = 0; o < 3; o++) {
+			unsigned offs = o == 0 ? 0 : o == 1 ? 0x1f :
+					vr.pout ? 0x10 : 0x08;
+			struct aw_tensor t[NL];
+			struct hk_adamw_args ha[NL], da[NL];
+			int rc = 0, same = 1;
+
+			snprintf(case_name, sizeof(case_name), "adamw %s, %s",
+				 name, o == 0 ? "aligned" : o == 1 ?
+				 "all one element off" : "one array off");
+			aw_vec = aw_launches = 0;
+			for (int i = 0; i < NL; i++)
+				aw_new(&t[i], &vr, lens[i], offs,
+				       key * 100 + i);
+			for (int64_t s : steps) {
+				for (int i = 0; i < NL; i++) {
+					aw_grads(&t[i], &vr, s * 1000 + i);
+					t[i].ha.step = t[i].da.step = s;
+					ha[i] = t[i].ha;
+					da[i] = t[i].da;
+				}
+				rc |= hk_adamw_step_many(ha, NL);
+				rc |= hk_adamw_step_cuda(da, NL, NULL, NULL);
+			}
+			for (int i = 0; i < NL; i++)
+				same &= aw_same(&t[i], 0);
+			t_ok(!rc && same && aw_launches == 3, "%s: %d lengths, "
+			     "steps 1, 2, 1000: the CPU's bits", case_name, NL);
+			t_eq(aw_vec, o ? 0 : 3 * NL, "%s: vector path %s",
+			     case_name, o ? "never" : "for every tensor");
+			sched_done();
+			for (int i = 0; i < NL; i++)
+				aw_free(&t[i]);
+		}
+	}
+}
+
+/*
+ * More tensors than a launch takes (HK_CU_MAX_T), some empty, stepped,
+ * then checked with a NaN in one of the second launch.
+ */
+static void adamw_many(void)
+{
+	enum { NT = HK_CU_MAX_T + 6 };
+	const struct variant *vr = &variants[2];
+	struct aw_tensor t[NT];
+	struct hk_adamw_args ha[NT], da[NT];
+	int *flag = (int *)malloc(sizeof(int)), rc, same = 1;
+
+	snprintf(case_name, sizeof(case_name), "adamw %d tensors", NT);
+	aw_launches = 0;
+	for (int i = 0; i < NT; i++) {
+		aw_new(&t[i], vr, i % 7 == 3 ? 0 : 1 + 997 * i, i & 1, i);
+		aw_grads(&t[i], vr, 50 + i);
+		ha[i] = t[i].ha;
+		da[i] = t[i].da;
+	}
+	rc = hk_adamw_step_many(ha, NT);
+	rc |= hk_adamw_step_cuda(da, NT, NULL, NULL);
+	for (int i = 0; i < NT; i++)
+		same &= aw_same(&t[i], 0);
+	t_ok(!rc && same && aw_launches == 2, "%s (4 empty) in one call, 2 "
+	     "launches (%d): the CPU's bits", case_name, aw_launches);
+	aw_poke(&t[NT - 2], 5, 0x7fc00000u);
+	for (int i = 0; i < NT; i++) {
+		t[i].ha.flags = t[i].da.flags = HK_ADAMW_CHECK_FINITE;
+		t[i].ha.step = t[i].da.step = 2;
+		ha[i] = t[i].ha;
+		da[i] = t[i].da;
+	}
+	*flag = 0;
+	aw_launches = 0;
+	rc = hk_adamw_step_many(ha, NT);
+	rc = rc == HK_ADAMW_SKIPPED && !hk_adamw_step_cuda(da, NT, flag, NULL);
+	t_ok(rc && *flag == 1 && aw_launches == 4, "%s: a NaN in tensor %d "
+	     "(the second check launch) sets the flag (%d launches)",
+	     case_name, NT - 2, aw_launches);
+	same = 1;
+	for (int i = 0; i < NT; i++)
+		same &= aw_same(&t[i], 0);
+	t_ok(same, "%s: nothing written, as the CPU skipped", case_name);
+	sched_done();
+	for (int i = 0; i < NT; i++)
+		aw_free(&t[i]);
+	free(flag);
+}
+
+/*
+ * The found-inf contract (hk_adamw.h): with HK_ADAMW_CHECK_FINITE an inf
+ * or NaN grad anywhere (each kind, at the first, a middle and the last
+ * element of a tensor) sets the device flag and nothing is written,
+ * where the CPU returns HK_ADAMW_SKIPPED; a flag already set skips the
+ * step; a NaN in a tensor not checked is stepped, into NaNs where the
+ * CPU's are; no flag with CHECK_FINITE, args.found_inf and bad args
+ * launch nothing.
+ */
+static void adamw_finite(int gdt)
+{
+	static const uint32_t bad32[] = { 0x7f800000u, 0xff800000u,
+					  0x7f800001u, 0xffc00000u };
+	static const uint16_t bad16[] = { 0x7f80, 0xff80, 0x7fc0, 0xff81 };
+	const struct variant *vr = &variants[gdt ? 4 : 0];
+	struct aw_tensor t[3];
+	struct hk_adamw_args ha[3], da[3];
+	int *flag = (int *)malloc(sizeof(int)), ok = 1, rc;
+
+	snprintf(case_name, sizeof(case_name), "adamw found-inf, %s grads",
+		 gdt ? "bf16" : "f32");
+	for (int i = 0; i < 3; i++) {
+		aw_new(&t[i], vr, 5000 + 3 * i, i == 1 ? 0x1f : 0, i);
+		aw_grads(&t[i], vr, 10 + i);
+		t[i].ha.flags = t[i].da.flags = HK_ADAMW_CHECK_FINITE;
+	}
+	for (int b = 0; b < 4; b++) {
+		struct aw_tensor *x = &t[(b + 1) % 3];
+		size_t at[] = { 0, 4096 + 300, x->n - 1, 2555 };
+		uint32_t was = 0, bad = gdt ? bad16[b] : bad32[b];
+
+		memcpy(&was, x->d[1] + at[b] * x->es[1], x->es[1]);
+		aw_poke(x, at[b], bad);
+		for (int i = 0; i < 3; i++)
+			ha[i] = t[i].ha, da[i] = t[i].da;
+		*flag = 0;
+		aw_launches = 0;
+		rc = hk_adamw_step_many(ha, 3);
+		ok &= rc == HK_ADAMW_SKIPPED &&
+		      hk_adamw_step_cuda(da, 3, flag, NULL) == 0 &&
+		      *flag == 1 && aw_launches == 2;
+		for (int i = 0; i < 3; i++)
+			ok &= aw_same(&t[i], 0);
+		if (!ok)
+			t_diag("0x%x at %zu of tensor %d", bad, at[b],
+			       (b + 1) % 3);
+		aw_poke(x, at[b], was);
+	}
+	t_ok(ok, "%s: inf, -inf and NaNs at the first, a middle and the last "
+	     "element set the flag; nothing written", case_name);
+
+	for (int i = 0; i < 3; i++)
+		ha[i] = t[i].ha, da[i] = t[i].da;
+	*flag = 0;
+	rc = hk_adamw_step_many(ha, 3);
+	t_ok(!rc && !hk_adamw_step_cuda(da, 3, flag, NULL) && *flag == 0 &&
+	     aw_same(&t[0], 0) && aw_same(&t[1], 0) && aw_same(&t[2], 0),
+	     "%s: all finite: flag left 0, stepped, the CPU's bits",
+	     case_name);
+
+	*flag = 1;
+	for (int i = 0; i < 3; i++) {
+		t[i].ha.flags = t[i].da.flags = 0;
+		t[i].ha.step = t[i].da.step = 2;
+		da[i] = t[i].da;
+	}
+	aw_launches = 0;
+	t_ok(!hk_adamw_step_cuda(da, 3, flag, NULL) && aw_launches == 1 &&
+	     aw_same(&t[0], 0) && aw_same(&t[1], 0) && aw_same(&t[2], 0),
+	     "%s: flag already set: the step launched, nothing written",
+	     case_name);
+
+	aw_poke(&t[2], 17, gdt ? 0x7fc0u : 0x7fc00000u);
+	t[0].ha.flags = t[0].da.flags = HK_ADAMW_CHECK_FINITE;
+	for (int i = 0; i < 3; i++)
+		ha[i] = t[i].ha, da[i] = t[i].da;
+	*flag = 0;
+	rc = hk_adamw_step_many(ha, 3);
+	t_ok(!rc && !hk_adamw_step_cuda(da, 3, flag, NULL) && *flag == 0 &&
+	     aw_same(&t[0], 1) && aw_same(&t[1], 1) && aw_same(&t[2], 1) &&
+	     aw_nan(t[2].d[0] + 17 * 4, 4),
+	     "%s: a NaN in a tensor not checked: stepped, p NaN where the "
+	     "CPU's is, the rest its bits", case_name);
+
+	aw_launches = 0;
+	t_eq(hk_adamw_step_cuda(da, 3, NULL, NULL), -EINVAL,
+	     "%s: CHECK_FINITE without a flag: -EINVAL (%s)", case_name,
+	     hk_adamw_error());
+	da[0].flags = 0;
+	da[1].found_inf = 1;
+	t_eq(hk_adamw_step_cuda(da, 3, flag, NULL), HK_ADAMW_SKIPPED,
+	     "%s: args.found_inf: HK_ADAMW_SKIPPED", case_name);
+	da[1].found_inf = 0;
+	da[2].beta1 = 1;
+	t_eq(hk_adamw_step_cuda(da, 3, flag, NULL), -EINVAL,
+	     "%s: beta1 1: -EINVAL (%s)", case_name, hk_adamw_error());
+	t_ok(!aw_launches && aw_same(&t[0], 1) && aw_same(&t[1], 1) &&
+	     aw_same(&t[2], 1), "%s: those three launched nothing",
+	     case_name);
+	sched_done();
+	for (int i = 0; i < 3; i++)
+		aw_free(&t[i]);
+	free(flag);
+}
+
 int main(void)
 {
 	static const struct attn_case simt[] = {
@@ -729,6 +1179,11 @@ int main(void)
 		attention(&simt[i], 0);
 	for (size_t i = 0; i < sizeof(mma) / sizeof(mma[0]); i++)
 		attention(&mma[i], 1);
+	hk_adamw_force_isa(HK_ISA_SCALAR);	/* test_adamw_gpu's reference */
+	adamw_steps();
+	adamw_many();
+	adamw_finite(0);
+	adamw_finite(1);
 	t_diag("%ld launches, %ld synchronisations emulated",
 	       hk_emu::launches, hk_emu::syncs);
 	return t_done();
