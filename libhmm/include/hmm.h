@@ -335,9 +335,11 @@ const int64_t *hmm_tensor_shape(const struct hmm_tensor *t);
  * Bytes of t per tier now, in bytes[HMM_TIERS]: DEVICE and HOST count
  * the chunks with memory there, STORE the chunks the store holds an
  * extent for (valid or not).  In shared mode hmmd's engine answers
- * (what hmmctl tensors shows; DEVICE is 0 there).  A snapshot; any
- * thread.  Returns 0, -EINVAL (no tensor or bytes), or in shared mode
- * an error talking to hmmd.
+ * for HOST and STORE (what hmmctl tensors shows), and DEVICE is the
+ * bytes this process's device maps of t hold, each byte once (nothing
+ * stays at the device between maps).  A snapshot; any thread.  Returns
+ * 0, -EINVAL (no tensor or bytes), or in shared mode an error talking
+ * to hmmd.
  */
 int hmm_tensor_residency(struct hmm_tensor *t, uint64_t bytes[]);
 

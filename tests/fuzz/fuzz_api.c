@@ -1,10 +1,33 @@
 // SPDX-License-Identifier: MIT
 /*
  * fuzz_api — libFuzzer target for sequences of hmm.h calls in embedded
- * mode (no hmmd), checked against a model kept here.  Built by `make
- * fuzz` with -fsanitize=fuzzer,address,undefined and linked with
- * libhmm's sources (so they are instrumented too); run by `make check`
- * for 20 s over the seed corpus tests/fuzz/corpus/fuzz_api/.
+ * mode (no hmmd), or with HMM_FUZZ_MODE=shared in shared mode, checked
+ * against a model kept here.  Built by `make fuzz` with
+ * -fsanitize=fuzzer,address,undefined and linked with libhmm's sources
+ * (so they are instrumented too; hmmd is the plain build's); run by
+ * `make check` for 20 s in each mode over the seed corpus
+ * tests/fuzz/corpus/fuzz_api/.
+ *
+ * Shared mode starts $HMM_BUILD/bin/hmmd (build/ by default) once per
+ * process, and every context of every input connects to it.  The model
+ * then follows libhmm.3's shared mode where the modes differ: hmmd's
+ * chunk (HMMD_CHUNK, $HMM_FUZZ_CHUNK) and store whatever the config
+ * says (a "nearly full" store is a small store quota: -EDQUOT), host
+ * maps charging whole chunks of the quota each, device maps staged as
+ * copies of their own (no stable device address, whole chunks of the
+ * device budget each), a flush that makes each tensor held the saved
+ * one of its name (the live tensor, not a snapshot; -ENAMETOOLONG past
+ * hmmd's "u<uid>/" prefix), saved tensors that stay in hmmd across
+ * contexts as their last holder left them, -ENOTSUP host fds, regions
+ * whose evictions need room in the quota, no -EBUSY for a second
+ * context, and after a region access got SIGBUS another may for 0.5 s
+ * (an eviction hmmd refused keeps its region out of reclaim 0.1 s).  An
+ * input's end frees all it left in hmmd, and hmmd must then hold no
+ * tensor and no pin.  Not done: opening a saved tensor this context
+ * still holds (a second handle, which hmm.h does not describe), and a
+ * map starting where a live one of another length, or a device one,
+ * does (hmmd ends its engine's maps by pointer, and so the wrong one:
+ * a defect, see same_start).
  *
  * An input is a config (the first bytes: store or none, device "sim",
  * at times a slow one, or none, policy, flags, budgets 64 KiB..1 MiB,
@@ -44,7 +67,9 @@
  *
  * The store is one file, $HMM_TEST_DIR (else /tmp)/fuzz_api.PID.store,
  * made anew for each input and removed at its end, and however the run
- * ends (fz_janitor.h).
+ * ends (fz_janitor.h); shared mode's hmmd runs in a folder
+ * fuzz_api.XXXXXX there, with PR_SET_PDEATHSIG, and is stopped at exit
+ * (SIGTERM) or killed by the janitor, which removes the folder.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -58,6 +83,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <dirent.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -119,6 +147,8 @@ struct mtensor {
 	uint8_t *data;		/* what its bytes must be */
 	uintptr_t base[2];	/* DEVICE, HOST: the first map's ptr - off */
 	int ndl;		/* its DLPack exports not yet deleted */
+	int made;		/* by hmm_tensor_new in this context:
+				   shared mode counts it in the store quota */
 };
 
 /* A live hmm_map (or DLPack export); maps[] is in the order made. */
@@ -154,6 +184,8 @@ struct msaved {
 	uint32_t chunk;		/* the chunk size it was saved with */
 	int loaded;		/* read by this context's open */
 	int opened;		/* and opened since: no longer saved */
+	int ti;			/* shared mode: the slot holding it, -1
+				   none (m.data then its bytes) */
 };
 
 struct fz {
@@ -175,16 +207,57 @@ struct fz {
 				   wait or flush: they may say so */
 	int in_step;
 	unsigned names;
+	uint64_t squota;	/* shared mode: the store quota, 0 none */
+	double bus_at;		/* shared mode: the last region SIGBUS */
 };
 
 static char store_path[4096];
 static char json[4096];
 static int tracing;	/* $FUZZ_API_TRACE: each operation on stderr */
 
+/*
+ * Shared mode ($HMM_FUZZ_MODE=shared): every context is a connection to
+ * an hmmd of this process's own, started once at LLVMFuzzerInitialize
+ * with its socket, store and log in a scratch folder (hmmd_dir), and
+ * stopped and removed at exit, or by the janitor however the run ends.
+ * Its chunk (HMMD_CHUNK, or $HMM_FUZZ_CHUNK) is every input's, its
+ * budget and client quota larger than any input's host budget, so that
+ * the quota is what the input's config asks (libhmm.3).
+ */
+#define HMMD_BUDGET	(8u << 20)
+#define HMMD_STORE	"64M"
+#define HMMD_CHUNK	16384u
+#define HMMD_WAIT_MS	"20"
+
+static int shared;
+static pid_t hmmd_pid;
+static uint32_t hmmd_chunk = HMMD_CHUNK;
+static char hmmd_dir[200], hmmd_sock[240], hmmd_addr[256], hmmd_log[240];
+static unsigned uid_prefix;	/* strlen("u<uid>/"): hmmd's saved names */
+
 /* ---- checks ------------------------------------------------------------ */
 
 static void die(int line, const char *cond, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4), noreturn));
+
+/* The end of hmmd's log on stderr, with a finding. */
+static void hmmd_log_show(void)
+{
+	static char buf[4096];
+	FILE *l = fopen(hmmd_log, "r");
+	long end;
+	size_t n;
+
+	if (!l)
+		return;
+	fseek(l, 0, SEEK_END);
+	end = ftell(l) - (long)sizeof(buf) + 1;
+	fseek(l, end > 0 ? end : 0, SEEK_SET);
+	n = fread(buf, 1, sizeof(buf) - 1, l);
+	buf[n] = 0;
+	fclose(l);
+	fprintf(stderr, "fuzz_api: hmmd's log ends:\n%s\n", buf);
+}
 
 static void die(int line, const char *cond, const char *fmt, ...)
 {
@@ -195,6 +268,8 @@ static void die(int line, const char *cond, const char *fmt, ...)
 	vfprintf(stderr, fmt, ap);
 	va_end(ap);
 	fprintf(stderr, " (last error: \"%s\")\n", hmm_last_error());
+	if (shared)
+		hmmd_log_show();
 	unlink(store_path);
 	abort();
 }
@@ -260,9 +335,11 @@ static uint64_t chunked(struct fz *f, uint64_t bytes)
 	return up(bytes, f->chunk);
 }
 
+/* Saved and not held: embedded, loaded at the open and not opened;
+ * shared mode, held by no slot (hmmd keeps it). */
 static int unopened(const struct msaved *s)
 {
-	return s->loaded && !s->opened;
+	return shared ? s->ti < 0 : s->loaded && !s->opened;
 }
 
 static uint64_t held(struct fz *f)
@@ -302,14 +379,31 @@ static uint64_t pinned(struct fz *f, int tier, int ti, uint64_t off,
 	uint64_t n = 0, c;
 	int i, j;
 
+	/* shared mode's device maps are copies of their own, each in
+	   whole chunks of hmmd's (remote/dev_stage.c) */
+	if (shared && tier == HMM_TIER_DEVICE) {
+		for (j = 0; j < f->nm; j++)
+			if (f->m[j].tier == tier)
+				n += ((f->m[j].off + f->m[j].len - 1) /
+				      f->chunk - f->m[j].off / f->chunk + 1) *
+				     f->chunk;
+		if (len)
+			n += ((off + len - 1) / f->chunk - off / f->chunk +
+			      1) * f->chunk;
+		return n;
+	}
+
 	for (i = 0; i < NT; i++) {
 		uint64_t nc = (f->t[i].bytes + f->chunk - 1) / f->chunk;
 
 		if (!f->t[i].t)
 			continue;
 		memset(pin, 0, nc);
+		/* shared mode: a device map is staged through a host
+		   map in hmmd, pinned there as long */
 		for (j = 0; j < f->nm; j++)
-			if (f->m[j].ti == i && f->m[j].tier == tier)
+			if (f->m[j].ti == i && (f->m[j].tier == tier ||
+			    (shared && tier == HMM_TIER_HOST)))
 				memset(pin + f->m[j].off / f->chunk, 1,
 				       (f->m[j].off + f->m[j].len - 1) /
 				       f->chunk - f->m[j].off / f->chunk + 1);
@@ -321,6 +415,40 @@ static uint64_t pinned(struct fz *f, int tier, int ti, uint64_t off,
 				n += chunk_cost(f, i, c);
 	}
 	return n;
+}
+
+/*
+ * Shared mode: the host quota hmmd charges this client's maps, host and
+ * staged device ones, plus a map of [off, +len) if len: whole chunks of
+ * hmmd's a map (daemon/map.c), each map on its own.
+ */
+static uint64_t charged(struct fz *f, uint64_t off, uint64_t len)
+{
+	uint64_t n = 0;
+	int j;
+
+	for (j = 0; j < f->nm; j++)
+		n += ((f->m[j].off + f->m[j].len - 1) / f->chunk -
+		      f->m[j].off / f->chunk + 1) * f->chunk;
+	if (len)
+		n += ((off + len - 1) / f->chunk - off / f->chunk + 1) *
+		     f->chunk;
+	return n;
+}
+
+/* Shared mode: the host quota one block's eviction maps in hmmd
+ * (libhmm.3: whole chunks of hmmd's; remote/region.c's block_charge). */
+static uint64_t block_charge(uint64_t chunk)
+{
+	uint64_t g = chunk, b = RBLOCK;
+
+	while (b) {
+		uint64_t t = g % b;
+
+		g = b;
+		b = t;
+	}
+	return ((chunk - g + RBLOCK - 1) / chunk + 1) * chunk;
 }
 
 /* ---- context ------------------------------------------------------------ */
@@ -342,6 +470,21 @@ static void ctx_close(struct fz *f)
 			f->dl[i].dl->deleter(f->dl[i].dl);
 	hmm_close(f->h);
 	f->h = NULL;
+	/* shared mode: hmmd keeps a saved tensor as its last holder left
+	 * it (libhmm.3), not as flushed */
+	for (i = 0; i < f->ns; i++) {
+		struct msaved *sv = &f->s[i];
+
+		if (!shared || sv->ti < 0)
+			continue;
+		free(sv->m.data);
+		sv->m = f->t[sv->ti];
+		sv->m.t = NULL;
+		sv->m.data = malloc(sv->m.bytes);
+		must(sv->m.data, "no memory");
+		memcpy(sv->m.data, f->t[sv->ti].data, sv->m.bytes);
+		sv->ti = -1;
+	}
 	for (i = 0; i < NT; i++)
 		model_tensor_drop(&f->t[i]);
 	for (i = 0; i < NR; i++) {
@@ -394,6 +537,24 @@ static void config_of(struct fz *f, struct in *in)
 		f->cfg.device_budget = f->dev_cap;
 		f->cfg.sim_bandwidth = (uint64_t[]){ 0, 64 << 20, 16 << 20,
 						     0 }[b1 / 25 % 4];
+	}
+	if (shared) {
+		/* hmmd's store and chunks, whatever the config says; a
+		 * "nearly full" store is a small store quota there */
+		f->cfg.daemon = hmmd_addr;
+		f->chunk = hmmd_chunk;
+		f->store = f->ample = 1;
+		if ((b0 & 3) == 3) {
+			f->squota = (uint64_t)(1 + b3 % 8) << 15;
+			f->cfg.store_size = f->squota;
+		}
+		if ((b0 & 3) == 0)	/* no store_path: hmmd's default */
+			return;
+		f->cfg.store_path = store_path;	/* ignored */
+		if ((b0 & 3) != 3)
+			f->cfg.store_size = hmm_store_required(
+				4ull * (TENSOR_CAP + REGION_CAP), f->chunk);
+		return;
 	}
 	if (!f->store)
 		return;
@@ -468,6 +629,20 @@ static uint64_t capacity(struct fz *f)
 	return c;
 }
 
+/* Shared mode: what this client's tensors take of its store quota. */
+static uint64_t owned(struct fz *f)
+{
+	uint64_t n = 0;
+	int i;
+
+	for (i = 0; i < NT; i++)
+		if (f->t[i].t && f->t[i].made)
+			n += f->t[i].bytes;
+	for (i = 0; i < NR; i++)
+		n += f->r[i].bytes;
+	return n;
+}
+
 static int tensor_new_want(struct fz *f, const char *name, uint32_t dtype,
 			   unsigned ndim, const int64_t *shape,
 			   uint64_t *bytes)
@@ -489,7 +664,11 @@ static int tensor_new_want(struct fz *f, const char *name, uint32_t dtype,
 	if ((n + f->chunk - 1) / f->chunk > UINT32_MAX)
 		return -EOVERFLOW;
 	*bytes = n;
-	return n > capacity(f) ? -ENOMEM : 0;
+	if (n > capacity(f))
+		return -ENOMEM;
+	/* shared mode: the bytes of the tensors this client made (its
+	 * regions' too), within its store quota (libhmm.3) */
+	return f->squota && owned(f) + n > f->squota ? -EDQUOT : 0;
 }
 
 /* A free slot, while a flush could still save every tensor (NS). */
@@ -563,7 +742,7 @@ static void op_tensor_new(struct fz *f, struct in *in)
 	if (r)
 		return;
 	f->t[s] = (struct mtensor){ .t = t, .dtype = dtype, .ndim = ndim,
-				    .bytes = bytes };
+				    .bytes = bytes, .made = 1 };
 	snprintf(f->t[s].name, sizeof(f->t[s].name), "%s", name);
 	memcpy(f->t[s].shape, shape, ndim * sizeof(*shape));
 	f->t[s].data = calloc(1, bytes);
@@ -578,6 +757,21 @@ static int nmaps_of(struct fz *f, int ti)
 	for (i = 0; i < f->nm; i++)
 		n += f->m[i].ti == ti;
 	return n;
+}
+
+/* Shared mode: freeing a saved tensor deletes it (libhmm.3). */
+static void saved_forget(struct fz *f, int ti)
+{
+	int i;
+
+	for (i = 0; shared && i < f->ns; i++)
+		if (f->s[i].ti == ti) {
+			free(f->s[i].m.data);
+			memmove(&f->s[i], &f->s[i + 1],
+				(f->ns - i - 1) * sizeof(f->s[0]));
+			memset(&f->s[--f->ns], 0, sizeof(f->s[0]));
+			return;
+		}
 }
 
 static void op_tensor_free(struct fz *f, struct in *in)
@@ -600,6 +794,7 @@ static void op_tensor_free(struct fz *f, struct in *in)
 	}
 	expect(r, 0, "hmm_tensor_free");
 	model_tensor_drop(&f->t[ti]);
+	saved_forget(f, ti);
 }
 
 /* ---- ranges, tiers, access ---------------------------------------------- */
@@ -692,6 +887,39 @@ static int access_ok(unsigned a)
 
 /* ---- map and unmap ------------------------------------------------------ */
 
+/*
+ * Do maps at tiers a and b hold copies of their own?  Maps at one tier
+ * share its memory, but in shared mode each device map is a copy of its
+ * own, made at the map and copied back at its unmap (libhmm.3): two
+ * device maps of one chunk are as two tiers.
+ */
+static int apart(int a, int b)
+{
+	return a != b || (shared && a == HMM_TIER_DEVICE);
+}
+
+/*
+ * Shared mode: would a map of [off, +len) of ti at tier start where a
+ * live one does, a device map or of another length?  Every map is a
+ * host map in hmmd (a device one stages through one), and hmmd ends
+ * its engine's map by pointer: the latest at that offset, whichever
+ * hmmd meant, so the pins of another range go (a finding, reported;
+ * hmm_unmap by pointer is the same in both modes only among host maps
+ * of one range).  Not made, so that the rest still runs.
+ */
+static int same_start(struct fz *f, int ti, uint64_t off, uint64_t len,
+		      int tier)
+{
+	int i;
+
+	for (i = 0; shared && i < f->nm; i++)
+		if (f->m[i].ti == ti && f->m[i].off == off &&
+		    (f->m[i].len != len || tier == HMM_TIER_DEVICE ||
+		     f->m[i].tier == HMM_TIER_DEVICE))
+			return 1;
+	return 0;
+}
+
 /* A live map at the other tier that writes the chunks of [off, +len). */
 static int other_writer(struct fz *f, int ti, uint64_t off, uint64_t len,
 			int tier)
@@ -699,7 +927,7 @@ static int other_writer(struct fz *f, int ti, uint64_t off, uint64_t len,
 	int i;
 
 	for (i = 0; i < f->nm; i++)
-		if (f->m[i].tier != tier && WRITES(f->m[i].access) &&
+		if (apart(f->m[i].tier, tier) && WRITES(f->m[i].access) &&
 		    overlaps(f, &f->m[i], ti, off, len))
 			return 1;
 	return 0;
@@ -716,6 +944,7 @@ static uint64_t region_keep(struct fz *f)
 			return 2 * RBLOCK;
 	return 0;
 }
+/* (shared mode: regions live in this process's budget, pins in hmmd) */
 
 /*
  * Must this map succeed?  With an ample store nothing unpinned stays:
@@ -732,6 +961,13 @@ static int map_fits(struct fz *f, int ti, uint64_t off, uint64_t len,
 {
 	uint64_t staged = f->chunk;
 
+	/* shared mode: hmmd's store is ample and its policy LRU; a map
+	 * waits for nothing but this client's quota (hmmd.8), and a device
+	 * one pins at this process's device and at hmmd's host */
+	if (shared)
+		return charged(f, off, len) <= f->host_cap &&
+		       (tier == HMM_TIER_HOST ||
+			pinned(f, HMM_TIER_DEVICE, ti, off, len) <= f->dev_cap);
 	if (!f->ample || f->cfg.policy != HMM_POLICY_LRU)
 		return 0;
 	if (tier == HMM_TIER_HOST)
@@ -763,13 +999,14 @@ static void map_made(struct fz *f, int ti, void *p, uint64_t off,
 
 	if (!t->base[tier])
 		t->base[tier] = (uintptr_t)p - off;
-	must((uintptr_t)p == t->base[tier] + off, "tensor %s: map at tier "
-	     "%d offset %" PRIu64 ": %p, not base + offset", t->name, tier,
-	     off, p);
+	/* (shared mode: nothing stays at the device between maps) */
+	must((uintptr_t)p == t->base[tier] + off || (shared &&
+	     tier == HMM_TIER_DEVICE), "tensor %s: map at tier %d offset %"
+	     PRIu64 ": %p, not base + offset", t->name, tier, off, p);
 	*m = (struct mmap){ ti, p, off, len, tier, access, stale };
 	if (WRITES(access))	/* what other tiers hold is stale now */
 		for (i = 0; i < f->nm - 1; i++)
-			if (f->m[i].tier != tier &&
+			if (apart(f->m[i].tier, tier) &&
 			    overlaps(f, &f->m[i], ti, off, len))
 				f->m[i].stale = 1;
 	if (access & HMM_DISCARD)	/* unspecified bytes: write them */
@@ -802,10 +1039,16 @@ static void op_map(struct fz *f, struct in *in)
 	}
 	/* two tiers writing a chunk at once lose one's bytes (hmm.h) */
 	stale = other_writer(f, ti, g.off, g.rlen, tier);
-	if (f->nm == NM || (WRITES(access) && stale))
+	if (f->nm == NM || (WRITES(access) && stale) ||
+	    same_start(f, ti, g.off, g.rlen, tier))
 		return;
 	fits = map_fits(f, ti, g.off, g.rlen, tier);
 	r = hmm_map(f->t[ti].t, g.off, g.len, tier, access, &p);
+	if (tracing)
+		fprintf(stderr, "fuzz_api: map %s [%" PRIu64 ", +%" PRIu64
+			") of %" PRIu64 " at %d access %#x: %d\n",
+			f->t[ti].name, g.off, g.rlen, f->t[ti].bytes, tier,
+			access, r);
 	if (r < 0) {
 		failed(r, "hmm_map");
 		must(!fits, "tensor %s: map [%" PRIu64 ", +%" PRIu64 ") at %d "
@@ -865,6 +1108,10 @@ static void op_unmap(struct fz *f, struct in *in)
 	m = &f->m[pick(in, f->nm)];
 	ti = m->ti;
 	r = hmm_unmap(f->t[ti].t, m->ptr);
+	if (tracing)
+		fprintf(stderr, "fuzz_api: unmap %s %p (tier %d [%" PRIu64
+			", +%" PRIu64 ")): %d\n", f->t[ti].name, m->ptr,
+			m->tier, m->off, m->len, r);
 	expect(r, 0, "hmm_unmap");
 	model_unmap(f, ti, m->ptr);
 }
@@ -976,10 +1223,73 @@ static void flush_saved(struct fz *f)
 	f->ns = n;
 }
 
+/* Can hmmd save t (its name with the "u<uid>/" prefix in 63 bytes)? */
+static int savable(const struct mtensor *t)
+{
+	return strlen(t->name) + uid_prefix <= 63;
+}
+
+/*
+ * Shared mode's good flush (libhmm.3): each tensor held whose name fits
+ * becomes the saved one of its name, replacing the one before; it is
+ * the live tensor, not a copy (ti: its bytes follow the slot's).
+ */
+static void flush_saved_shared(struct fz *f)
+{
+	int i, j;
+
+	for (i = 0; i < NT; i++) {
+		if (!f->t[i].t || !savable(&f->t[i]))
+			continue;
+		for (j = 0; j < f->ns; j++)
+			if (!strcmp(f->s[j].m.name, f->t[i].name))
+				break;
+		if (j == f->ns) {
+			must(f->ns < NS, "%d tensors saved", f->ns);
+			memset(&f->s[j], 0, sizeof(f->s[j]));
+			f->ns++;
+		} else if (f->s[j].ti == i) {
+			continue;
+		}
+		free(f->s[j].m.data);
+		memset(&f->s[j], 0, sizeof(f->s[j]));
+		snprintf(f->s[j].m.name, sizeof(f->s[j].m.name), "%s",
+			 f->t[i].name);
+		f->s[j].chunk = f->chunk;
+		f->s[j].ti = i;
+	}
+}
+
+static void op_flush_shared(struct fz *f)
+{
+	int r, i, toolong = 0, named = 0;
+
+	for (i = 0; i < NT; i++)
+		toolong |= f->t[i].t && !savable(&f->t[i]);
+	clear_err();
+	r = hmm_flush(f->h);
+	if (toolong) {	/* the first it tried, in an order of its own */
+		expect(r, -ENAMETOOLONG, "hmm_flush(a name too long)");
+		for (i = 0; i < NT; i++)
+			named |= f->t[i].t && !savable(&f->t[i]) &&
+				 strstr(hmm_last_error(), f->t[i].name);
+		must(named, "hmm_flush: the detail names no tensor too long");
+	} else if (r) {
+		failed(r, "hmm_flush");
+		must(region_said(f, r), "hmm_flush in shared mode: %d", r);
+	}
+	f->region_err = 0;
+	flush_saved_shared(f);
+}
+
 static void op_flush(struct fz *f)
 {
 	int r;
 
+	if (shared) {
+		op_flush_shared(f);
+		return;
+	}
 	clear_err();
 	r = hmm_flush(f->h);
 	if (!f->store) {
@@ -1018,6 +1328,40 @@ static void op_step(struct fz *f, struct in *in)
 
 /* ---- stats and residency ------------------------------------------------ */
 
+/*
+ * Shared mode: hmmd's tensors are this context's, the saved ones nobody
+ * holds and its regions' (remote/region.c); what a closed connection
+ * held goes when hmmd sees it close, a moment later: wait for that.
+ */
+static void stats_shared(struct fz *f, struct hmm_stats *st, uint64_t *lp,
+			 uint64_t *cp)
+{
+	uint64_t live = *lp, chunks = *cp;
+	int i, r, tries;
+
+	for (i = 0; i < f->ns; i++)
+		if (unopened(&f->s[i])) {
+			live++;
+			chunks += (f->s[i].m.bytes + f->chunk - 1) / f->chunk;
+		}
+	for (i = 0; i < NR; i++)
+		if (f->r[i].p) {
+			live++;
+			chunks += (f->r[i].bytes + f->chunk - 1) / f->chunk;
+		}
+	*lp = live;
+	*cp = chunks;
+	for (tries = 0; tries < 200; tries++) {
+		if (st->tensors == live && st->chunks == chunks &&
+		    st->tier[HMM_TIER_HOST].pinned ==
+		    pinned(f, HMM_TIER_HOST, -1, 0, 0))
+			return;
+		nanosleep(&(struct timespec){ 0, 10000000 }, NULL);
+		r = hmm_stats(f->h, st);
+		expect(r, 0, "hmm_stats");
+	}
+}
+
 static void op_stats(struct fz *f, struct in *in)
 {
 	uint64_t live = 0, chunks = 0, cap = pick(in, sizeof(json) + 1);
@@ -1032,6 +1376,8 @@ static void op_stats(struct fz *f, struct in *in)
 			live++;
 			chunks += (f->t[i].bytes + f->chunk - 1) / f->chunk;
 		}
+	if (shared)
+		stats_shared(f, &st, &live, &chunks);
 	must(st.tensors == live && st.chunks == chunks, "stats: %" PRIu64
 	     " tensors, %" PRIu64 " chunks; the model has %" PRIu64 ", %"
 	     PRIu64, st.tensors, st.chunks, live, chunks);
@@ -1043,7 +1389,8 @@ static void op_stats(struct fz *f, struct in *in)
 		must(s->pinned == pinned(f, i, -1, 0, 0), "stats: tier %d "
 		     "pinned %" PRIu64 ", the model's %" PRIu64, i, s->pinned,
 		     pinned(f, i, -1, 0, 0));
-		must(s->capacity == (i ? f->host_cap : f->dev_cap) &&
+		must(s->capacity == (!i ? f->dev_cap : shared ? HMMD_BUDGET :
+				     f->host_cap) &&
 		     s->resident + (i ? st.host_spare : 0) <= s->capacity &&
 		     s->peak <= s->capacity && s->pinned <= s->resident,
 		     "stats: tier %d capacity %" PRIu64 " resident %" PRIu64
@@ -1097,7 +1444,7 @@ static void op_host_fd(struct fz *f, struct in *in)
 		return;
 	clear_err();
 	r = hmm_tensor_host_fd(f->t[ti].t, &fd, &off);
-	if (!f->host_shared) {
+	if (!f->host_shared || shared) {	/* hmm.h */
 		expect(r, -ENOTSUP, "hmm_tensor_host_fd(anonymous)");
 		return;
 	}
@@ -1139,7 +1486,8 @@ static void op_dlpack(struct fz *f, struct in *in)
 	for (d = 0; d < ND && f->dl[d].dl; d++)
 		;
 	stale = other_writer(f, ti, 0, t->bytes, tier);
-	if (d == ND || f->nm == NM || (WRITES(access) && stale))
+	if (d == ND || f->nm == NM || (WRITES(access) && stale) ||
+	    same_start(f, ti, 0, t->bytes, tier))
 		return;
 	r = hmm_dlpack_export(t->t, tier, access, &dl);
 	if (r < 0) {
@@ -1156,6 +1504,9 @@ static void op_dlpack(struct fz *f, struct in *in)
 	for (i = 0; i < (int)t->ndim; i++)
 		must(dl->dl_tensor.shape[i] == t->shape[i], "tensor %s: DLPack "
 		     "shape[%d]", t->name, i);
+	if (tracing)
+		fprintf(stderr, "fuzz_api: dlpack %s at %d access %#x: %p\n",
+			t->name, tier, access, dl->dl_tensor.data);
 	f->dl[d] = (struct mdl){ dl, ti };
 	t->ndl++;
 	map_made(f, ti, dl->dl_tensor.data, 0, t->bytes, tier, access, stale,
@@ -1187,6 +1538,11 @@ static void op_dlpack_delete(struct fz *f, struct in *in)
  */
 static int region_room(struct fz *f)
 {
+	/* shared mode: a block's eviction maps it in hmmd, within the
+	 * quota this client's maps leave (libhmm.3) */
+	if (shared)
+		return charged(f, 0, 0) + block_charge(f->chunk) <=
+		       f->host_cap;
 	return f->ample && pinned(f, HMM_TIER_HOST, -1, 0, 0) + 2 * RBLOCK <=
 	       f->host_cap;
 }
@@ -1213,9 +1569,15 @@ static void op_region_new(struct fz *f, struct in *in)
 	 * (hmm_fits), then the pins */
 	want = !bytes || bytes > (1ull << 46) ? -EINVAL :
 	       f->host_cap < 2 * RBLOCK ? -EINVAL : !f->store ? -ENODEV :
-	       huge ? -ENOMEM :
+	       huge ? -ENOMEM : shared ? 0 :
 	       pinned(f, HMM_TIER_HOST, -1, 0, 0) + 2 * RBLOCK >
 	       f->host_cap ? -ENOMEM : 0;
+	/* shared mode: one block's map must fit the host quota, the
+	 * region's tensor in hmmd the store quota (libhmm.3) */
+	if (shared && !want)
+		want = block_charge(f->chunk) > f->host_cap ? -EINVAL :
+		       f->squota && owned(f) + up(bytes, RBLOCK) >
+		       f->squota ? -EDQUOT : 0;
 	clear_err();
 	if (want) {
 		r = hmm_region_new(f->h, bytes, &p);
@@ -1252,6 +1614,8 @@ static struct mregion *region_of(struct fz *f, struct in *in)
 
 	return g->p ? g : NULL;
 }
+
+static double now(void);
 
 static sigjmp_buf bus_jmp;
 static volatile uint64_t bus_at;	/* bytes done before the SIGBUS */
@@ -1311,8 +1675,14 @@ static void op_region_rw(struct fz *f, struct in *in, int write)
 	if (tracing)
 		fprintf(stderr, "fuzz_api: SIGBUS at byte %" PRIu64 " of "
 			"%" PRIu64 "\n", done, len);
-	must(!region_room(f) || g->starved, "a region %s with room got "
-	     "SIGBUS at byte %" PRIu64, write ? "write" : "read", off + done);
+	/* shared mode: an eviction hmmd refused keeps its region out of
+	 * reclaim for 0.1 s (room "looked for every 0.1 s", libhmm.3),
+	 * so another region's access may starve meanwhile */
+	must(!region_room(f) || g->starved || (shared &&
+	     now() - f->bus_at < 0.5), "a region %s with room got SIGBUS at "
+	     "byte %" PRIu64, write ? "write" : "read", off + done);
+	if (shared)
+		f->bus_at = now();
 	g->starved = 1;
 	f->region_err = 1;
 }
@@ -1405,6 +1775,14 @@ static void op_reopen(struct fz *f, struct in *in)
 
 	if (!f->store)
 		return;
+	if (shared) {	/* hmmd's store: the flags and chunk are not ours */
+		ctx_close(f);
+		if (how & 0x10)
+			f->cfg.chunk_bytes = PAGE << ((how >> 5) % 5);
+		r = ctx_open(f, flags);
+		expect(r, 0, "hmm_open(again)");
+		return;
+	}
 	if (!f->disk_known)
 		flags = HMM_CONFIG_STORE_FORMAT;
 	ctx_close(f);
@@ -1443,6 +1821,10 @@ static void op_tensor_open(struct fz *f, struct in *in)
 		s = &f->s[how / 8 % f->ns];
 	if (s)
 		name = s->m.name;
+	/* shared mode: one this context holds would attach it again, a
+	 * second handle to one tensor, which hmm.h does not describe */
+	if (shared && s && !unopened(s))
+		return;
 	if (!name)
 		want = -EINVAL;
 	else if (s && unopened(s))	/* the same chunks, or refused */
@@ -1456,8 +1838,10 @@ static void op_tensor_open(struct fz *f, struct in *in)
 	if (r)
 		return;
 	s->opened = 1;
+	s->ti = ti;
 	f->t[ti] = s->m;
 	f->t[ti].t = t;
+	f->t[ti].made = 0;
 	f->t[ti].base[0] = f->t[ti].base[1] = 0;
 	f->t[ti].ndl = 0;
 	f->t[ti].data = malloc(s->m.bytes);
@@ -1478,6 +1862,11 @@ static void op_open_busy(struct fz *f)
 	c.flags |= HMM_CONFIG_STORE_KEEP;
 	clear_err();
 	r = hmm_open(&c, &h2);
+	if (shared) {	/* another connection: hmmd holds the store */
+		expect(r, 0, "hmm_open(a second connection)");
+		hmm_close(h2);
+		return;
+	}
 	expect(r, -EBUSY, "hmm_open(a store in use)");
 }
 
@@ -1644,6 +2033,64 @@ static void check_saved(struct fz *f)
 	check_all(f);
 }
 
+/*
+ * Shared mode, at an input's end: free what it left in hmmd (its
+ * tensors, the saved ones: each must open by its name, regions), and
+ * hmmd must then hold no tensor and no pin, once it has seen this
+ * input's closed connections go; so the next input starts as this did.
+ */
+static void shared_clean(struct fz *f)
+{
+	struct hmm_tensor *t;
+	struct hmm_stats st;
+	int i, r, tries;
+
+	/* an export whose map an hmm_unmap of its pointer dropped: its
+	 * deleter before the tensor goes */
+	for (i = 0; i < ND; i++)
+		if (f->dl[i].dl) {
+			f->dl[i].dl->deleter(f->dl[i].dl);
+			f->t[f->dl[i].ti].ndl--;
+			f->dl[i].dl = NULL;
+		}
+	for (i = 0; i < NT; i++) {
+		if (!f->t[i].t)
+			continue;
+		clear_err();
+		r = hmm_tensor_free(f->t[i].t);
+		expect(r, 0, "hmm_tensor_free(at the end)");
+		model_tensor_drop(&f->t[i]);
+		saved_forget(f, i);
+	}
+	for (i = 0; i < f->ns; i++) {
+		clear_err();
+		r = hmm_tensor_open(f->h, f->s[i].m.name, &t);
+		expect(r, 0, "hmm_tensor_open(a saved one, at the end)");
+		must(hmm_tensor_bytes(t) == f->s[i].m.bytes, "saved %s: %"
+		     PRIu64 " bytes", f->s[i].m.name, hmm_tensor_bytes(t));
+		r = hmm_tensor_free(t);
+		expect(r, 0, "hmm_tensor_free(a saved one, at the end)");
+	}
+	saved_drop(f);
+	for (i = 0; i < NR; i++)
+		if (f->r[i].p) {
+			r = hmm_region_free(f->h, f->r[i].p);
+			expect(r, 0, "hmm_region_free(at the end)");
+			free(f->r[i].data);
+			memset(&f->r[i], 0, sizeof(f->r[i]));
+		}
+	for (tries = 0; tries < 200; tries++) {
+		r = hmm_stats(f->h, &st);
+		expect(r, 0, "hmm_stats(at the end)");
+		if (!st.tensors && !st.tier[HMM_TIER_HOST].pinned)
+			return;
+		nanosleep(&(struct timespec){ 0, 10000000 }, NULL);
+	}
+	must(0, "hmmd keeps %" PRIu64 " tensors, %" PRIu64 " bytes pinned, "
+	     "after this input freed all it made and saved", st.tensors,
+	     st.tier[HMM_TIER_HOST].pinned);
+}
+
 static const char *const op_names[32] = {
 	"tensor_new", "tensor_new", "tensor_free", "map", "map", "map",
 	"unmap", "unmap", "write", "write", "check", "prefetch", "evict",
@@ -1708,16 +2155,177 @@ static void store_remove(void)
 	unlink(store_path);
 }
 
+/* ---- shared mode's hmmd -------------------------------------------------- */
+
+/* Is pid our hmmd, alive (a zombie's cmdline is empty)? */
+static int hmmd_alive(pid_t pid)
+{
+	char path[64], buf[4096];
+	ssize_t n;
+	int fd;
+
+	snprintf(path, sizeof(path), "/proc/%d/cmdline", (int)pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	n = read(fd, buf, sizeof(buf));
+	close(fd);
+	return n > 0 && memmem(buf, n, hmmd_sock, strlen(hmmd_sock));
+}
+
+/* Kill hmmd (if it still runs: the pid may be another's by now) and
+ * remove its folder.  At exit, and in the janitor however we ended. */
+static void hmmd_remove(void)
+{
+	struct dirent *e;
+	char path[512];
+	DIR *d;
+	int i;
+
+	if (hmmd_pid > 0 && hmmd_alive(hmmd_pid)) {
+		kill(hmmd_pid, SIGKILL);
+		for (i = 0; i < 200 && hmmd_alive(hmmd_pid); i++)
+			nanosleep(&(struct timespec){ 0, 10000000 }, NULL);
+	}
+	d = opendir(hmmd_dir);
+	if (!d)
+		return;
+	while ((e = readdir(d)))
+		if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..") &&
+		    snprintf(path, sizeof(path), "%s/%s", hmmd_dir,
+			     e->d_name) < (int)sizeof(path))
+			unlink(path);
+	closedir(d);
+	rmdir(hmmd_dir);
+}
+
+/* At a normal exit: hmmd stops as it would (SIGTERM), then goes. */
+static void hmmd_stop(void)
+{
+	int st, i;
+
+	if (hmmd_pid <= 0)
+		return;
+	kill(hmmd_pid, SIGTERM);
+	for (i = 0; i < 500 && !waitpid(hmmd_pid, &st, WNOHANG); i++)
+		nanosleep(&(struct timespec){ 0, 10000000 }, NULL);
+	if (i == 500) {
+		kill(hmmd_pid, SIGKILL);
+		waitpid(hmmd_pid, &st, 0);
+	}
+	hmmd_pid = 0;
+	hmmd_remove();
+}
+
+static void all_remove(void)
+{
+	store_remove();
+	if (shared)
+		hmmd_remove();
+}
+
+/*
+ * Start hmmd ($HMM_BUILD, else build/, bin/hmmd) in a new folder under
+ * base, with PR_SET_PDEATHSIG so that it dies with this process, and
+ * wait for its socket.
+ */
+static void hmmd_start(const char *base)
+{
+	static char *envp[256];
+	extern char **environ;
+	const char *b = getenv("HMM_BUILD"), *c = getenv("HMM_FUZZ_CHUNK");
+	char bin[4096], chunk[32], budget[32], store[300];
+	pid_t parent = getpid();
+	int i, n = 0, st, fd;
+
+	if (c && *c)
+		hmmd_chunk = (uint32_t)strtoul(c, NULL, 0);
+	snprintf(bin, sizeof(bin), "%s/bin/hmmd", b && *b ? b : "build");
+	snprintf(chunk, sizeof(chunk), "%u", hmmd_chunk);
+	snprintf(budget, sizeof(budget), "%u", HMMD_BUDGET);
+	if (access(bin, X_OK)) {
+		fprintf(stderr, "fuzz_api: shared mode runs %s: not built "
+			"(make all, or set $HMM_BUILD)\n", bin);
+		exit(1);
+	}
+	/* a socket path has 108 bytes */
+	if (snprintf(hmmd_dir, sizeof(hmmd_dir), "%s/fuzz_api.XXXXXX",
+		     base) >= 80 || !mkdtemp(hmmd_dir)) {
+		snprintf(hmmd_dir, sizeof(hmmd_dir), "/tmp/fuzz_api.XXXXXX");
+		if (!mkdtemp(hmmd_dir)) {
+			perror("fuzz_api: mkdtemp");
+			exit(1);
+		}
+	}
+	snprintf(hmmd_sock, sizeof(hmmd_sock), "%s/hmmd.sock", hmmd_dir);
+	snprintf(hmmd_addr, sizeof(hmmd_addr), "unix:%s", hmmd_sock);
+	snprintf(hmmd_log, sizeof(hmmd_log), "%s/hmmd.log", hmmd_dir);
+	snprintf(store, sizeof(store), "%s/hmmd.store", hmmd_dir);
+	for (i = 0; environ[i] && n < 255; i++)
+		if (strncmp(environ[i], "NOTIFY_SOCKET=", 14))
+			envp[n++] = environ[i];
+	envp[n] = NULL;
+	hmmd_pid = fork();
+	if (hmmd_pid < 0) {
+		perror("fuzz_api: fork");
+		exit(1);
+	}
+	if (hmmd_pid == 0) {
+		char *argv[] = { bin, "--socket", hmmd_sock, "--store", store,
+				 "--store-size", HMMD_STORE, "--format",
+				 "--host-budget", budget, "--client-quota",
+				 budget, "--chunk", chunk, "--wait-ms",
+				 HMMD_WAIT_MS, "--module", "none", NULL };
+
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		if (getppid() != parent)
+			_exit(1);
+		fd = open(hmmd_log, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+		if (fd >= 0) {
+			dup2(fd, STDOUT_FILENO);
+			dup2(fd, STDERR_FILENO);
+		}
+		execve(bin, argv, envp);
+		_exit(127);
+	}
+	atexit(hmmd_stop);
+	for (i = 0; i < 1000; i++) {
+		struct stat sb;
+
+		if (!stat(hmmd_sock, &sb))
+			return;
+		if (waitpid(hmmd_pid, &st, WNOHANG) == hmmd_pid) {
+			hmmd_pid = 0;
+			break;
+		}
+		nanosleep(&(struct timespec){ 0, 20000000 }, NULL);
+	}
+	fprintf(stderr, "fuzz_api: hmmd did not listen on %s\n", hmmd_sock);
+	hmmd_log_show();
+	exit(1);
+}
+
 int LLVMFuzzerInitialize(int *argc, char ***argv);
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
 	const char *dir = getenv("HMM_TEST_DIR");
+	const char *mode = getenv("HMM_FUZZ_MODE");
 
+	dir = dir && *dir ? dir : "/tmp";
 	snprintf(store_path, sizeof(store_path), "%s/fuzz_api.%d.store",
-		 dir && *dir ? dir : "/tmp", (int)getpid());
+		 dir, (int)getpid());
 	tracing = getenv("FUZZ_API_TRACE") != NULL;
 	atexit(store_remove);
-	fz_janitor(store_remove);
+	shared = mode && !strcmp(mode, "shared");
+	if (shared) {
+		uid_prefix = snprintf(NULL, 0, "u%u/", (unsigned)getuid());
+		hmmd_start(dir);
+	} else if (mode && *mode && strcmp(mode, "embedded")) {
+		fprintf(stderr, "fuzz_api: HMM_FUZZ_MODE=%s: embedded or "
+			"shared\n", mode);
+		exit(1);
+	}
+	fz_janitor(all_remove);	/* after hmmd_start: it kills hmmd too */
 	return 0;
 }
 
@@ -1741,6 +2349,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	run(&f, &in);
 	check_all(&f);
 	check_saved(&f);
+	if (shared)
+		shared_clean(&f);
 	ctx_close(&f);
 out:
 	saved_drop(&f);

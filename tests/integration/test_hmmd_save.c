@@ -22,7 +22,11 @@
  *    root's (exit 1, "not one of uid 65534's"); root's while a context
  *    holds it open (which keeps its bytes, but no later open finds it);
  *    a client's temporary is refused (exit 1); after kill -9 and a
- *    restart the deleted ones stay gone (rm flushed the store).
+ *    restart the deleted ones stay gone (rm flushed the store);
+ *  - a tensor written through a device map (a copy of its own in this
+ *    process) that is still mapped at the flush and at the close: the
+ *    saved tensor has the bytes its holder left (found by fuzz_api's
+ *    shared mode: neither copied them back, and it read as zeros).
  */
 #include <pwd.h>
 #include <signal.h>
@@ -173,6 +177,35 @@ static int job_replace(int fd, void *arg)
 	held = same(old, 5);
 	dprintf(fd, "%d %d | %s\n", r, held, r ? hmm_last_error() : "");
 	hmm_close(h2);
+	hmm_close(h);
+	return 0;
+}
+
+/* "dev" written at the device (seed 11), flushed, written again (seed
+ * 12) and the context closed, all with the map held.  Writes "flush |
+ * detail". */
+static int job_device(int fd, void *arg)
+{
+	struct hmm_config cfg;
+	struct hmm_tensor *t;
+	char addr[300];
+	struct hmm *h;
+	void *p;
+	int r;
+
+	snprintf(addr, sizeof(addr), "unix:%s", sock);
+	hmm_config_default(&cfg);
+	cfg.daemon = addr;
+	cfg.host_budget = 4 << 20;
+	cfg.device = "sim";
+	cfg.device_budget = 1 << 20;
+	if (hmm_open(&cfg, &h) || !(t = mk(h, "dev")) ||
+	    hmm_map(t, 0, HMM_ALL, HMM_TIER_DEVICE, HMM_DISCARD, &p))
+		return 2;
+	t_fill(p, TB, 11);
+	r = hmm_flush(h);
+	t_fill(p, TB, 12);
+	dprintf(fd, "%d | %s\n", r, r ? hmm_last_error() : "");
 	hmm_close(h);
 	return 0;
 }
@@ -422,6 +455,15 @@ int main(void)
 	t_child(job_open, &l, line, sizeof(line));
 	t_ok(sscanf(line, "%d", &a) == 1 && a == -ENOENT,
 	     "the freed one stays gone (%s)", line);
+
+	t_child(job_device, NULL, line, sizeof(line));
+	t_ok(sscanf(line, "%d", &a) == 1 && a == 0,
+	     "a flush with a device map held: 0 (%s)", line);
+	l = (struct look){ 0, "dev", 12, 1 };
+	t_child(job_open, &l, line, sizeof(line));
+	t_ok(sscanf(line, "%d %d %d", &a, &b, &c) == 3 && a == 0 && b == 1 &&
+	     c == 0, "it opens with the bytes written at the device before "
+	     "the close, the map still held (%s)", line);
 	pid = test_rm(pid);
 	stop(pid, SIGTERM);
 	return t_done();

@@ -241,6 +241,45 @@ int main(void)
 		t_eq(hmm_tensor_residency(NULL, rb), -EINVAL,
 		     "residency of no tensor: -EINVAL");
 	}
+	{	/* two device maps of one range: that range at the device,
+		   in shared mode too, where each is a copy of its own */
+		uint64_t rb[HMM_TIERS], q = 256 << 10;
+		void *d1, *d2;
+		int r;
+
+		if (hmm_map(ts[0], 0, q, HMM_TIER_DEVICE, HMM_READ, &d1) ||
+		    hmm_map(ts[0], 0, q, HMM_TIER_DEVICE, HMM_READ, &d2))
+			t_fail_all("device maps: %s", hmm_last_error());
+		r = hmm_tensor_residency(ts[0], rb);
+		t_ok(r == 0 && rb[HMM_TIER_DEVICE] >= q &&
+		     rb[HMM_TIER_DEVICE] <= (sh ? q : TBYTES),
+		     "two device maps of %llu bytes: %llu at the device",
+		     (unsigned long long)q,
+		     (unsigned long long)rb[HMM_TIER_DEVICE]);
+		hmm_unmap(ts[0], d2);
+		hmm_unmap(ts[0], d1);
+	}
+	if (sh) {	/* a flush saves what a writable device map holds (as
+			   it writes a mapped chunk as it is), though its
+			   copy goes back to hmmd only at its unmap */
+		uint8_t *want = malloc(TBYTES);
+		void *d, *hp;
+
+		if (!want || hmm_map(ts[1], 0, HMM_ALL, HMM_TIER_DEVICE,
+				     HMM_DISCARD, &d))
+			t_fail_all("device map: %s", hmm_last_error());
+		t_fill(d, TBYTES, 500);
+		t_fill(want, TBYTES, 500);
+		t_eq(hmm_flush(h), 0, "flush with a device map (%s)",
+		     hmm_last_error());
+		if (hmm_map(ts[1], 0, HMM_ALL, HMM_TIER_HOST, HMM_READ, &hp))
+			t_fail_all("host map: %s", hmm_last_error());
+		t_ok(!memcmp(hp, want, TBYTES), "the flush took the device "
+		     "map's bytes to hmmd");
+		hmm_unmap(ts[1], hp);
+		hmm_unmap(ts[1], d);
+		free(want);
+	}
 	char js[4096];
 	hmm_stats_json(h, js, sizeof(js));
 	t_diag("%s", js);

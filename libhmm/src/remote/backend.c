@@ -15,7 +15,8 @@
  *    userfaultfd here with evicted blocks kept in an hmmd tensor
  *    (region.c); their resident bytes count against config.host_budget
  *    in this process;
- *  - hmm_flush() saves every tensor this context holds (SAVE, protocol
+ *  - hmm_flush() copies held writable device maps back to hmmd
+ *    (dev_stage.c), saves every tensor this context holds (SAVE, protocol
  *    4: its uid's persistent tensor in hmmd under its name, replacing
  *    one saved before under that name), then sends FLUSH; an hmmd older
  *    than 4 saves only tensors already persistent, and the flush returns
@@ -304,6 +305,11 @@ static int remote_flush(struct hmm *h)
 	char det[256] = "";
 	int i, n, r, first = 0;
 
+	/* a writable device map's bytes are this process's until copied
+	   back: first, so that the saves hold them */
+	first = h->dev ? hmm_remote_dev_sync(h) : 0;
+	if (first)
+		snprintf(det, sizeof(det), "%s", hmm_last_error());
 	n = held(h, &v);
 	if (n < 0)
 		return n;

@@ -10,9 +10,12 @@
  * see it), device memory for the range's chunks from this process's
  * device budget, and a host-to-device copy (none for DISCARD).  The
  * unmap copies device-to-host when the map could write, unmaps in hmmd
- * and frees the device memory.  Nothing stays at the device between
- * maps, so a tensor that another process shares and writes is never
- * stale here, and an evict at the device has nothing to do.  A map that
+ * and frees the device memory; hmm_flush (hmm_remote_dev_sync) and
+ * hmm_close copy a writable map back too, so that what hmmd saves holds
+ * it, as the embedded engine's flush writes a mapped chunk as it is.
+ * Nothing stays at the device between maps, so a tensor that another
+ * process shares and writes is never stale here, and an evict at the
+ * device has nothing to do.  A map that
  * does not fit the device budget waits for this process's unmaps up to
  * config.wait_ms, then fails with -ENOMEM, as in the embedded engine.
  * A device-to-host copy that fails leaves the map in place (its bytes
@@ -24,6 +27,7 @@
  * on h->cond.
  */
 #include <errno.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -39,6 +43,8 @@ struct sdev_map {
 	uint64_t off, len;
 	uint64_t addr, span;		/* the device memory */
 	unsigned access;
+	int busy;			/* hmm_remote_dev_sync copying it:
+					   its unmap waits (h->lock) */
 };
 
 struct sdev_copy {
@@ -194,6 +200,8 @@ static struct sdev_map *sdev_take(struct hmm *h, struct hmm_tensor *t,
 						      link);
 
 		if ((!t || x->t == t) && (!ptr || x->ptr == ptr)) {
+			while (x->busy)	/* stays on the list meanwhile */
+				pthread_cond_wait(&h->cond, &h->lock);
 			hmm_list_del(&x->link);
 			m = x;
 			break;
@@ -243,29 +251,100 @@ int hmm_remote_dev_unmap(struct hmm_tensor *t, void *ptr)
 	return r;
 }
 
-void hmm_remote_dev_fini(struct hmm *h)
+/*
+ * Copy every writable device map's bytes back to its host map in hmmd,
+ * the maps staying: hmm_flush saves what they hold, as the embedded
+ * engine writes a mapped dirty chunk as it is.  Their unmaps wait for
+ * the copies.  0 or the first copy's -errno (the others still copied).
+ */
+int hmm_remote_dev_sync(struct hmm *h)
 {
-	struct sdev_map *m;
-
-	while ((m = sdev_take(h, NULL, NULL))) {
-		sdev_free(h, m, 1);
-		hmm_remote_unmap(hmm_remote_of(m->t), m->host);
-		free(m);
-	}
-}
-
-void hmm_remote_dev_residency(struct hmm_tensor *t, uint64_t *bytes)
-{
-	struct hmm *h = t->h;
 	struct hmm_list *l = &hmm_remote_ctx(h)->sdev, *p;
+	int r, first = 0;
 
 	pthread_mutex_lock(&h->lock);
 	for (p = l->next; p != l; p = p->next) {
 		struct sdev_map *x = hmm_container_of(p, struct sdev_map,
 						      link);
 
-		if (x->t == t)
-			*bytes += x->len;
+		if (!(x->access & (HMM_WRITE | HMM_DISCARD)) || x->busy)
+			continue;
+		x->busy = 1;	/* not unmapped, not taken off l */
+		pthread_mutex_unlock(&h->lock);
+		r = sdev_copy(h, HMM_D2H, (uintptr_t)x->ptr, x->host, x->len);
+		if (r < 0 && !first)
+			first = hmm_err(r, "hmm_flush: tensor %s: device to "
+					"host copy of [%llu, +%llu): %s",
+					x->t->name,
+					(unsigned long long)x->off,
+					(unsigned long long)x->len,
+					strerror(-r));
+		pthread_mutex_lock(&h->lock);
+		x->busy = 0;
+		pthread_cond_broadcast(&h->cond);
 	}
+	pthread_mutex_unlock(&h->lock);
+	return first;
+}
+
+/* At close: a writable map's bytes go back to hmmd first, so that a
+ * saved tensor keeps them, as an unmap would have. */
+void hmm_remote_dev_fini(struct hmm *h)
+{
+	struct sdev_map *m;
+
+	while ((m = sdev_take(h, NULL, NULL))) {
+		if (m->access & (HMM_WRITE | HMM_DISCARD))
+			sdev_copy(h, HMM_D2H, (uintptr_t)m->ptr, m->host,
+				  m->len);
+		sdev_free(h, m, 1);
+		hmm_remote_unmap(hmm_remote_of(m->t), m->host);
+		free(m);
+	}
+}
+
+/*
+ * The bytes of t that this process's device maps hold, each byte once:
+ * every map is a copy of its own, and two of one range are still that
+ * range (residency never more than the tensor).  h->lock held.
+ */
+static uint64_t sdev_union(struct hmm *h, struct hmm_tensor *t)
+{
+	struct hmm_list *l = &hmm_remote_ctx(h)->sdev, *p;
+	uint64_t pos = 0, n = 0, s, e;
+
+	for (;;) {	/* from pos: the first run of maps, merged */
+		s = UINT64_MAX;
+		for (p = l->next; p != l; p = p->next) {
+			struct sdev_map *x = hmm_container_of(p,
+						struct sdev_map, link);
+
+			if (x->t == t && x->off + x->len > pos &&
+			    (x->off > pos ? x->off : pos) < s)
+				s = x->off > pos ? x->off : pos;
+		}
+		if (s == UINT64_MAX)
+			return n;
+		e = s;
+		for (p = l->next; p != l; p = p->next) {
+			struct sdev_map *x = hmm_container_of(p,
+						struct sdev_map, link);
+
+			if (x->t == t && x->off <= e && x->off + x->len > e) {
+				e = x->off + x->len;
+				p = l;	/* again: one may reach on now */
+			}
+		}
+		n += e - s;
+		pos = e;
+	}
+}
+
+void hmm_remote_dev_residency(struct hmm_tensor *t, uint64_t *bytes)
+{
+	struct hmm *h = t->h;
+
+	pthread_mutex_lock(&h->lock);
+	*bytes += sdev_union(h, t);
 	pthread_mutex_unlock(&h->lock);
 }

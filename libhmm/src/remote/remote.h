@@ -47,6 +47,7 @@ static inline struct hmm_remote_tensor *hmm_remote_of(struct hmm_tensor *t)
 int hmm_remote_dev_map(struct hmm_tensor *t, uint64_t off, uint64_t len,
 		       unsigned access, void **ptr);
 int hmm_remote_dev_unmap(struct hmm_tensor *t, void *ptr);
+int hmm_remote_dev_sync(struct hmm *h);
 void hmm_remote_dev_fini(struct hmm *h);
 void hmm_remote_dev_residency(struct hmm_tensor *t, uint64_t *bytes);
 
