@@ -16,6 +16,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "backend.h"
 #include "err.h"
 #include "guard.h"
 #include "request.h"
@@ -48,7 +49,8 @@ void hmmd_map_undo(struct hmmd_engine *e, struct hmmd_client *cl,
 		close(mp->wfd);
 		mp->wfd = -1;
 	}
-	ret = hmm_unmap(mp->dt->t, mp->eptr);
+	ret = hmm_engine_unmap_exact(mp->dt->t, mp->eptr, mp->len,
+				     mp->access);
 	pthread_mutex_lock(&e->lock);
 	e->copy_bytes += back;
 	if (ret)
@@ -333,7 +335,8 @@ int hmmd_req_map(struct hmmd_req *q)
 				HMM_PROTO_F_FDS, q->m->hdr.seq, &r);
 
 out_unmap:
-	hmm_unmap(mp->dt->t, mp->eptr);
+	hmm_engine_unmap_exact(mp->dt->t, mp->eptr, mp->len,
+				     mp->access);
 out_release:
 	pthread_mutex_lock(&e->lock);
 	mp->dt->pinned -= mp->charge;
@@ -349,12 +352,21 @@ int hmmd_req_unmap(struct hmmd_req *q)
 	struct hmmd_engine *e = q->e;
 	struct hmmd_map **pp, *mp;
 
+	struct hmmd_map **pick = NULL;
+
+	/* of this client's maps of the range, newest first, a read-only
+	 * one before a writable one (as hmm_unmap chooses: the writes a
+	 * client makes later stay seen) */
 	pthread_mutex_lock(&e->lock);
 	for (pp = &q->cl->maps; (mp = *pp); pp = &mp->next)
 		if (mp->dt->id == m->id && mp->off == m->off &&
 		    mp->tier == m->tier &&
-		    (m->len == HMM_ALL || mp->len == m->len))
-			break;
+		    (m->len == HMM_ALL || mp->len == m->len) &&
+		    (!pick || ((*pick)->access & (HMM_WRITE | HMM_DISCARD) &&
+			       !(mp->access & (HMM_WRITE | HMM_DISCARD)))))
+			pick = pp;
+	pp = pick;
+	mp = pp ? *pp : NULL;
 	if (!mp) {
 		pthread_mutex_unlock(&e->lock);
 		return hmmd_reply_err(q, -EINVAL, "unmap: tensor %llu [%llu, "

@@ -376,8 +376,11 @@ int hmm_map(struct hmm_tensor *t, uint64_t off, uint64_t len, int tier,
 	    unsigned access, void **ptr);
 
 /*
- * Drop the pin of the latest hmm_map() of t that returned ptr.
- * Returns 0, or -EINVAL when ptr is not mapped by t (e.g. unmapped
+ * Drop the pin of an hmm_map() of t that returned ptr.  Maps of one
+ * tier at one offset share a pointer; of those, the one that pins
+ * least: the shortest, a read-only one before a writable one, the latest
+ * of equals, so that until the other unmaps every byte a map still held
+ * covers stays pinned and its writes seen.  Returns 0, or -EINVAL when ptr is not mapped by t (e.g. unmapped
  * twice, or mapped through another tensor, whose map stays: the detail
  * names t).  Any thread.
  */

@@ -25,9 +25,9 @@
  * input's end frees all it left in hmmd, and hmmd must then hold no
  * tensor and no pin.  Not done: opening a saved tensor this context
  * still holds (a second handle, which hmm.h does not describe), and a
- * map starting where a live one of another length, or a device one,
- * does (hmmd ends its engine's maps by pointer, and so the wrong one:
- * a defect, see same_start).
+ * map starting where a live device one does, or a device map where a
+ * live map does (its staging host map in hmmd shares the host pointer,
+ * and an unmap of that pointer may end it: see same_start).
  *
  * An input is a config (the first bytes: store or none, device "sim",
  * at times a slow one, or none, policy, flags, budgets 64 KiB..1 MiB,
@@ -900,12 +900,13 @@ static int apart(int a, int b)
 
 /*
  * Shared mode: would a map of [off, +len) of ti at tier start where a
- * live one does, a device map or of another length?  Every map is a
- * host map in hmmd (a device one stages through one), and hmmd ends
- * its engine's map by pointer: the latest at that offset, whichever
- * hmmd meant, so the pins of another range go (a finding, reported;
- * hmm_unmap by pointer is the same in both modes only among host maps
- * of one range).  Not made, so that the rest still runs.
+ * live one does, one of them at the device?  A device map stages
+ * through a host map in hmmd at the same pointer as a host map of that
+ * offset, and the client's unmap of the host pointer may take the
+ * staging one (a defect, left).  Not made, so that the rest still runs.
+ * (Two host maps at one offset are fine since hmmd ends its engine map
+ * exactly, hmm_engine_unmap_exact; it once took the latest at the
+ * pointer, another client's or a longer one, and its pins went.)
  */
 static int same_start(struct fz *f, int ti, uint64_t off, uint64_t len,
 		      int tier)
@@ -914,7 +915,7 @@ static int same_start(struct fz *f, int ti, uint64_t off, uint64_t len,
 
 	for (i = 0; shared && i < f->nm; i++)
 		if (f->m[i].ti == ti && f->m[i].off == off &&
-		    (f->m[i].len != len || tier == HMM_TIER_DEVICE ||
+		    (tier == HMM_TIER_DEVICE ||
 		     f->m[i].tier == HMM_TIER_DEVICE))
 			return 1;
 	return 0;
@@ -1059,14 +1060,20 @@ static void op_map(struct fz *f, struct in *in)
 	map_made(f, ti, p, g.off, g.rlen, tier, access, stale, how);
 }
 
-/* The engine unmaps the latest map of t with ptr: so does the model. */
+/* An unmap of t's ptr ends the map that pins least: the shortest, a
+ * read before a write, the latest of equals (map.c's map_find): so does
+ * the model. */
 static void model_unmap(struct fz *f, int ti, const void *ptr)
 {
-	int i;
+	int i, k = -1;
 
 	for (i = f->nm - 1; i >= 0; i--)
-		if (f->m[i].ti == ti && f->m[i].ptr == ptr)
-			break;
+		if (f->m[i].ti == ti && f->m[i].ptr == ptr &&
+		    (k < 0 || f->m[i].len < f->m[k].len ||
+		     (f->m[i].len == f->m[k].len && WRITES(f->m[k].access) &&
+		      !WRITES(f->m[i].access))))
+			k = i;
+	i = k;
 	if (i < 0)
 		return;
 	memmove(&f->m[i], &f->m[i + 1], (f->nm - i - 1) * sizeof(f->m[0]));

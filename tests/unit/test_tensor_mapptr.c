@@ -5,7 +5,12 @@
  * range base + offset, a map after the unmaps the same address again, and
  * writes through one are seen through the other; two tensors do not
  * share an address; after hmm_tensor_free (and hmm_close) the address is
- * no longer mapped in this process.
+ * no longer mapped in this process.  Two maps at one pointer: an unmap of
+ * it ends the one that pins least (the shorter; of equal ranges the
+ * read-only one), so until the other's unmap the bytes written through
+ * the one left survive an eviction and a flush (in shared mode hmmd's
+ * unmap once ended the newest engine map at the pointer, the longer
+ * one, and those bytes were lost: found by fuzz_api's shared mode).
  */
 #include <sys/mman.h>
 
@@ -16,6 +21,94 @@
 
 #define CHUNK	(64 << 10)
 #define TBYTES	(1 << 20)
+
+/* Whether every byte of [0, TBYTES) of t reads v (a host map). */
+static int reads(struct hmm_tensor *t, uint8_t v)
+{
+	uint8_t *p;
+	int ok = 1;
+
+	if (hmm_map(t, 0, HMM_ALL, HMM_TIER_HOST, HMM_READ, (void **)&p))
+		t_fail_all("map: %s", hmm_last_error());
+	for (size_t i = 0; i < TBYTES && ok; i++)
+		ok = p[i] == v;
+	hmm_unmap(t, p);
+	return ok;
+}
+
+/* Evicted from the host, the write-backs done. */
+static void evict(struct hmm *h, struct hmm_tensor *t)
+{
+	if (hmm_evict(t, 0, HMM_ALL, HMM_TIER_HOST) || hmm_wait(h, NULL))
+		t_fail_all("evict: %s", hmm_last_error());
+}
+
+/* See the top: two maps at one pointer, unmapped once. */
+static void one_pointer(struct hmm *h, struct hmm_tensor *t)
+{
+	void *s, *l;
+
+	if (hmm_map(t, 0, 4096, HMM_TIER_HOST, HMM_READ, &s) ||
+	    hmm_map(t, 0, HMM_ALL, HMM_TIER_HOST, HMM_WRITE, &l) || s != l)
+		t_fail_all("short and long map: %s", hmm_last_error());
+	t_eq(hmm_unmap(t, s), 0, "a short map and a long one at one "
+	     "pointer: one unmap");
+	evict(h, t);
+	memset(l, 0x5a, TBYTES);
+	t_eq(hmm_unmap(t, l), 0, "... the other");
+	evict(h, t);
+	t_ok(reads(t, 0x5a), "bytes written through the long map after an "
+	     "eviction come back: the unmap ended the short one");
+
+	if (hmm_map(t, 0, HMM_ALL, HMM_TIER_HOST, HMM_READ, &s) ||
+	    hmm_map(t, 0, HMM_ALL, HMM_TIER_HOST, HMM_WRITE, &l) || s != l)
+		t_fail_all("read and write map: %s", hmm_last_error());
+	t_eq(hmm_unmap(t, s), 0, "a read map and a write map of one range: "
+	     "one unmap");
+	if (hmm_flush(h))
+		t_fail_all("flush: %s", hmm_last_error());
+	memset(l, 0x6b, TBYTES);
+	t_eq(hmm_unmap(t, l), 0, "... the other");
+	evict(h, t);
+	t_ok(reads(t, 0x6b), "bytes written after a flush come back: the "
+	     "unmap ended the read map, the write map saw them");
+}
+
+/*
+ * Shared mode: two clients' maps at one pointer in hmmd's engine.  The
+ * saved "w" opened by a second context: this one maps its first 4 KiB,
+ * the other all of it for writing; this one's unmap must end its own
+ * map in hmmd, not the other's (hmmd's engine unmap took the newest at
+ * the pointer), so the other's writes after an eviction come back.
+ */
+static void two_clients(struct hmm *h, const struct hmm_config *cfg)
+{
+	struct hmm_tensor *t, *t2;
+	int64_t n = TBYTES;
+	struct hmm *h2;
+	void *s, *l;
+
+	if (!hmm_test_shared()) {
+		t_ok(1, "two clients' maps at one pointer # SKIP embedded "
+		     "mode: one client");
+		return;
+	}
+	if (hmm_tensor_new(h, "w", HMM_DTYPE_U8, 1, &n, &t) || hmm_flush(h) ||
+	    hmm_open(cfg, &h2) || hmm_tensor_open(h2, "w", &t2))
+		t_fail_all("w in two contexts: %s", hmm_last_error());
+	if (hmm_map(t, 0, 4096, HMM_TIER_HOST, HMM_READ, &s) ||
+	    hmm_map(t2, 0, HMM_ALL, HMM_TIER_HOST, HMM_WRITE, &l))
+		t_fail_all("maps: %s", hmm_last_error());
+	t_eq(hmm_unmap(t, s), 0, "two clients' maps at one offset: the "
+	     "short one's unmap");
+	evict(h2, t2);
+	memset(l, 0x7c, TBYTES);
+	t_eq(hmm_unmap(t2, l), 0, "... the long one's");
+	evict(h2, t2);
+	t_ok(reads(t2, 0x7c), "the long map's writes after an eviction come "
+	     "back: the short one's unmap ended only its own map");
+	hmm_close(h2);
+}
 
 /* Is the page at p mapped in this process? */
 static int mapped(const void *p)
@@ -64,6 +157,8 @@ int main(void)
 	t_eq(hmm_unmap(t, p), 0, "unmap the first");
 	t_eq(hmm_unmap(t, p), -EINVAL, "a third unmap of the pointer: -EINVAL");
 	t_eq(hmm_unmap(u, o), 0, "unmap b");
+	one_pointer(h, u);
+	two_clients(h, &cfg);
 
 	/* evicted and read back: the same address */
 	hmm_evict(t, 0, HMM_ALL, HMM_TIER_HOST);

@@ -98,6 +98,10 @@ int hmm_engine_open(const struct hmm_config *cfg, struct hmm **out);
  * (tensor.c).
  */
 void hmm_engine_async_by_tensor(struct hmm *h);
+/* hmmd's unmap of its map of [ptr, +len) with access: that one, not
+ * another client's at the same pointer (hmm_unmap's choice; map.c). */
+int hmm_engine_unmap_exact(struct hmm_tensor *t, void *ptr, uint64_t len,
+			   unsigned access);
 int hmm_tensor_async_take(struct hmm_tensor *t, int peek);
 int hmm_tensor_rename(struct hmm_tensor *t, const char *name);
 /* The name of the i-th tensor found in the store and not opened (0), or

@@ -275,24 +275,57 @@ out_unlock:
 	return r;
 }
 
-int hmm_engine_unmap(struct hmm_tensor *t, void *ptr)
+/*
+ * The mapping of t at ptr that an unmap ends (h->lock held).  Two maps
+ * of one tier at one offset share a pointer.  With len (hmmd, which
+ * knows which of its maps it ends) the one of that length and access;
+ * else the one that pins least: the shortest, a read before a write,
+ * the newest of equals.  So until the caller's other unmap, the pins
+ * left cover whichever of them it meant (ending the newest dropped a
+ * longer map's pins, and bytes written through it after an eviction
+ * were lost; ending a write map first left later writes unseen).
+ */
+static struct hmm_mapping *map_find(struct hmm_tensor *t, void *ptr,
+				    uint64_t len, unsigned access)
 {
 	struct hmm_mapping *m = NULL;
 	struct hmm_list *p;
-	struct hmm *h;
-	uint32_t i, first, last;
 
-	h = t->h;
-	pthread_mutex_lock(&h->lock);
 	for (p = t->maps.prev; p != &t->maps; p = p->prev) {
 		struct hmm_mapping *x = hmm_container_of(p, struct hmm_mapping,
 							 link);
 
-		if (x->ptr == ptr) {
+		if (x->ptr != ptr)
+			continue;
+		if (len) {
+			if (x->len == len && x->access == access)
+				return x;
+		} else if (!m || x->len < m->len ||
+			   (x->len == m->len && (m->access & HMM_WRITE) &&
+			    !(x->access & HMM_WRITE))) {
 			m = x;
-			break;
 		}
 	}
+	return m;
+}
+
+int hmm_engine_unmap(struct hmm_tensor *t, void *ptr)
+{
+	return hmm_engine_unmap_exact(t, ptr, 0, 0);
+}
+
+int hmm_engine_unmap_exact(struct hmm_tensor *t, void *ptr, uint64_t len,
+			   unsigned access)
+{
+	struct hmm_mapping *m;
+	struct hmm *h;
+	uint32_t i, first, last;
+
+	h = t->h;
+	if (access & HMM_DISCARD)	/* as hmm_engine_map recorded it */
+		access |= HMM_WRITE;
+	pthread_mutex_lock(&h->lock);
+	m = map_find(t, ptr, len, access);
 	if (!m) {
 		pthread_mutex_unlock(&h->lock);
 		return hmm_err(-EINVAL, "hmm_unmap: tensor %s: %p is not "

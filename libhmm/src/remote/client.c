@@ -594,18 +594,23 @@ out:
 	return ret;
 }
 
-/* Take c's latest map that returned ptr off c->maps: a map of tensor
- * id, or of any tensor when id is 0 (ids are nonzero).  NULL if none. */
+/* Take off c->maps the map that returned ptr, of tensor id (0: of any
+ * tensor; ids are nonzero), that an unmap of ptr ends: the shortest,
+ * the latest of equals (hmmd then takes a read-only one of that range
+ * first), as the embedded engine chooses.  NULL if none. */
 static struct cmap *map_take(struct hmm_client *c, uint64_t id, void *ptr)
 {
-	struct cmap **pp, *m;
+	struct cmap **pp, **pick = NULL, *m = NULL;
 
 	pthread_mutex_lock(&c->lock);
-	for (pp = &c->maps; (m = *pp); pp = &m->next)
-		if (m->uptr == ptr && (!id || m->id == id))
-			break;
-	if (m)
-		*pp = m->next;
+	for (pp = &c->maps; *pp; pp = &(*pp)->next)
+		if ((*pp)->uptr == ptr && (!id || (*pp)->id == id) &&
+		    (!pick || (*pp)->len < (*pick)->len))
+			pick = pp;
+	if (pick) {
+		m = *pick;
+		*pick = m->next;
+	}
 	pthread_mutex_unlock(&c->lock);
 	return m;
 }
