@@ -9,8 +9,8 @@
  * hmm_test_skip(what, why) prints a TAP skip line for a check that cannot
  * hold in this mode; hmm_test_config() fills the usual store config;
  * hmm_test_region() opens a context with a region or skips the test;
- * hmm_test_pass(), hmm_test_fill() and hmm_test_same() write or check a
- * tensor's bytes.
+ * hmm_test_pass(), hmm_test_fill(), hmm_test_same() and hmm_test_all()
+ * write or check a tensor's bytes.
  * Include after t.h.  Single-threaded setup only.
  */
 #ifndef HMM_MODE_H
@@ -178,6 +178,23 @@ static inline int hmm_test_fill(struct hmm_tensor *t, uint64_t bytes,
 				uint64_t seed)
 {
 	return hmm_test_pass(t, bytes, bytes, seed, 1);
+}
+
+/* Whether every one of t's first bytes reads v, through one host map
+ * (a map that fails fails the test). */
+static inline int hmm_test_all(struct hmm_tensor *t, uint64_t bytes,
+			       uint8_t v)
+{
+	uint8_t *p;
+	int ok = 1;
+
+	if (hmm_map(t, 0, bytes, HMM_TIER_HOST, HMM_READ, (void **)&p))
+		t_fail_all("map %s at the host: %s", hmm_tensor_name(t),
+			   hmm_last_error());
+	for (uint64_t i = 0; i < bytes && ok; i++)
+		ok = p[i] == v;
+	hmm_unmap(t, p);
+	return ok;
 }
 
 #endif /* HMM_MODE_H */

@@ -22,20 +22,6 @@
 #define CHUNK	(64 << 10)
 #define TBYTES	(1 << 20)
 
-/* Whether every byte of [0, TBYTES) of t reads v (a host map). */
-static int reads(struct hmm_tensor *t, uint8_t v)
-{
-	uint8_t *p;
-	int ok = 1;
-
-	if (hmm_map(t, 0, HMM_ALL, HMM_TIER_HOST, HMM_READ, (void **)&p))
-		t_fail_all("map: %s", hmm_last_error());
-	for (size_t i = 0; i < TBYTES && ok; i++)
-		ok = p[i] == v;
-	hmm_unmap(t, p);
-	return ok;
-}
-
 /* Evicted from the host, the write-backs done. */
 static void evict(struct hmm *h, struct hmm_tensor *t)
 {
@@ -57,7 +43,7 @@ static void one_pointer(struct hmm *h, struct hmm_tensor *t)
 	memset(l, 0x5a, TBYTES);
 	t_eq(hmm_unmap(t, l), 0, "... the other");
 	evict(h, t);
-	t_ok(reads(t, 0x5a), "bytes written through the long map after an "
+	t_ok(hmm_test_all(t, TBYTES, 0x5a), "bytes written through the long map after an "
 	     "eviction come back: the unmap ended the short one");
 
 	if (hmm_map(t, 0, HMM_ALL, HMM_TIER_HOST, HMM_READ, &s) ||
@@ -70,7 +56,7 @@ static void one_pointer(struct hmm *h, struct hmm_tensor *t)
 	memset(l, 0x6b, TBYTES);
 	t_eq(hmm_unmap(t, l), 0, "... the other");
 	evict(h, t);
-	t_ok(reads(t, 0x6b), "bytes written after a flush come back: the "
+	t_ok(hmm_test_all(t, TBYTES, 0x6b), "bytes written after a flush come back: the "
 	     "unmap ended the read map, the write map saw them");
 }
 
@@ -105,7 +91,7 @@ static void two_clients(struct hmm *h, const struct hmm_config *cfg)
 	memset(l, 0x7c, TBYTES);
 	t_eq(hmm_unmap(t2, l), 0, "... the long one's");
 	evict(h2, t2);
-	t_ok(reads(t2, 0x7c), "the long map's writes after an eviction come "
+	t_ok(hmm_test_all(t2, TBYTES, 0x7c), "the long map's writes after an eviction come "
 	     "back: the short one's unmap ended only its own map");
 	hmm_close(h2);
 }

@@ -336,7 +336,6 @@ static void test_discard_map(void)
 	struct hmm_tensor *t;
 	int64_t n = TB;
 	uint8_t *p;
-	int ok = 1;
 	struct hmm *h = open_or_skip("store-dmap", BUDGET, HMM_POLICY_LRU);
 
 	if (hmm_tensor_new(h, "dm", HMM_DTYPE_U8, 1, &n, &t) ||
@@ -345,13 +344,8 @@ static void test_discard_map(void)
 		t_fail_all("DISCARD map at the device: %s", hmm_last_error());
 	memset(p, 0x3c, TB);
 	hmm_unmap(t, p);
-	if (hmm_map(t, 0, HMM_ALL, HMM_TIER_HOST, HMM_READ, (void **)&p))
-		t_fail_all("map at the host: %s", hmm_last_error());
-	for (size_t i = 0; i < TB && ok; i++)
-		ok = p[i] == 0x3c;
-	t_ok(ok, "a DISCARD map at the device, written at once: its bytes "
-	     "come back");
-	hmm_unmap(t, p);
+	t_ok(hmm_test_all(t, TB, 0x3c), "a DISCARD map at the device, written "
+	     "at once: its bytes come back");
 	/* evicted from the device (discarded there), mapped DISCARD again */
 	if (hmm_evict(t, 0, HMM_ALL, HMM_TIER_DEVICE) ||
 	    hmm_wait(h, t) ||
@@ -360,13 +354,8 @@ static void test_discard_map(void)
 		t_fail_all("evict, DISCARD map again: %s", hmm_last_error());
 	memset(p, 0x4d, TB);
 	hmm_unmap(t, p);
-	if (hmm_map(t, 0, HMM_ALL, HMM_TIER_HOST, HMM_READ, (void **)&p))
-		t_fail_all("map at the host: %s", hmm_last_error());
-	for (size_t i = 0; i < TB && ok; i++)
-		ok = p[i] == 0x4d;
-	t_ok(ok, "evicted from the device and mapped DISCARD there again, "
-	     "written at once: its bytes come back");
-	hmm_unmap(t, p);
+	t_ok(hmm_test_all(t, TB, 0x4d), "evicted from the device and mapped "
+	     "DISCARD there again, written at once: its bytes come back");
 	uvm_close(h);
 }
 
