@@ -335,8 +335,7 @@ int hmmd_req_map(struct hmmd_req *q)
 				HMM_PROTO_F_FDS, q->m->hdr.seq, &r);
 
 out_unmap:
-	hmm_engine_unmap_exact(mp->dt->t, mp->eptr, mp->len,
-				     mp->access);
+	hmm_engine_unmap_exact(mp->dt->t, mp->eptr, mp->len, mp->access);
 out_release:
 	pthread_mutex_lock(&e->lock);
 	mp->dt->pinned -= mp->charge;
@@ -350,9 +349,7 @@ int hmmd_req_unmap(struct hmmd_req *q)
 {
 	const struct hmm_proto_range *m = &q->m->u.range;
 	struct hmmd_engine *e = q->e;
-	struct hmmd_map **pp, *mp;
-
-	struct hmmd_map **pick = NULL;
+	struct hmmd_map **pp, **pick = NULL, *mp;
 
 	/* of this client's maps of the range, newest first, a read-only
 	 * one before a writable one (as hmm_unmap chooses: the writes a

@@ -114,7 +114,7 @@ struct hmm_tier {
 
 /*
  * The context.  Allocated by hmm_ctx_new (hmm_open), freed by
- * hmm_ctx_free (hmm_close).  Owns the tensors (h->tensors[id]), the
+ * hmm_ctx_free (hmm_close).  Owns the tensors (h->tensors), the
  * regions, the store (used only by the I/O thread), the device backend
  * and the trace file.  With another backend than the engine's, the
  * engine's store, I/O thread and chunks stay idle and the backend's
@@ -140,7 +140,7 @@ struct hmm {
 	uint32_t nsaved;
 	uint32_t ntensors, tensors_cap;
 	uint32_t next_id;		/* above every id the store named */
-	uint64_t live_tensors, live_chunks;
+	uint64_t live_chunks;
 	int async_err;			/* first async error since wait */
 	char async_detail[256];
 	int async_by_tensor;		/* a chunk's goes to its tensor's

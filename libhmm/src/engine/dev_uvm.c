@@ -180,10 +180,10 @@ static int uvm_discard_as(struct cu *c, uint64_t addr, uint64_t bytes,
 							    &first, 1, 0,
 							    c->stream) :
 		     c->api.MemDiscardBatchAsync(&p, &n, 1, 0, c->stream);
-	if (!r && !to_gpu)	/* uvm_populate waits for it */
+	if (!r && !to_gpu) {	/* uvm_populate waits for it */
 		r = c->api.EventRecord(c->discarded, c->stream);
-	if (!r && !to_gpu)
-		c->discard_queued = 1;
+		c->discard_queued = !r;
+	}
 	hmm_cu_out(c);
 	if (r == CUDA_ERROR_NOT_SUPPORTED) {
 		c->no_discard = 1;

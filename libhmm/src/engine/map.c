@@ -216,6 +216,12 @@ static int map_keep(struct hmm *h, struct map_range *m)
 	return r;
 }
 
+/* A map's access as the engine keeps it: DISCARD writes. */
+static unsigned map_access(unsigned access)
+{
+	return access & HMM_DISCARD ? access | HMM_WRITE : access;
+}
+
 int hmm_engine_map(struct hmm_tensor *t, uint64_t off, uint64_t len,
 		   int tier, unsigned access, void **ptr)
 {
@@ -226,8 +232,7 @@ int hmm_engine_map(struct hmm_tensor *t, uint64_t off, uint64_t len,
 	int r;
 
 	h = t->h;
-	if (access & HMM_DISCARD)
-		access |= HMM_WRITE;
+	access = map_access(access);
 	mr.access = access;
 	first = off / h->chunk_bytes;
 	last = (off + len - 1) / h->chunk_bytes;
@@ -322,8 +327,7 @@ int hmm_engine_unmap_exact(struct hmm_tensor *t, void *ptr, uint64_t len,
 	uint32_t i, first, last;
 
 	h = t->h;
-	if (access & HMM_DISCARD)	/* as hmm_engine_map recorded it */
-		access |= HMM_WRITE;
+	access = map_access(access);	/* as hmm_engine_map recorded it */
 	pthread_mutex_lock(&h->lock);
 	m = map_find(t, ptr, len, access);
 	if (!m) {
@@ -436,7 +440,7 @@ static int all_quiet(struct hmm *h)
 	if (!hmm_list_empty(&h->wantq))
 		return 0;
 	for (i = 0; i < h->ntensors; i++)
-		if (h->tensors[i] && h->tensors[i]->inflight)
+		if (h->tensors[i]->inflight)
 			return 0;
 	return 1;
 }
@@ -476,7 +480,7 @@ static int flush_step(struct hmm *h, void *arg)
 	for (i = 0; i < h->ntensors; i++) {
 		struct hmm_tensor *t = h->tensors[i];
 
-		for (j = 0; t && j < t->nchunks; j++) {
+		for (j = 0; j < t->nchunks; j++) {
 			struct hmm_chunk *c = &t->chunks[j];
 			int r;
 
@@ -527,7 +531,7 @@ static void flush_retry_failed(struct hmm *h)
 	uint32_t i, j;
 
 	for (i = 0; i < h->ntensors; i++)
-		for (j = 0; h->tensors[i] && j < h->tensors[i]->nchunks; j++)
+		for (j = 0; j < h->tensors[i]->nchunks; j++)
 			if (h->tensors[i]->chunks[j].nowb == 1)
 				h->tensors[i]->chunks[j].nowb = 0;
 }
@@ -547,8 +551,6 @@ static void flush_dirty_mapped(struct hmm *h)
 	for (i = 0; i < h->ntensors; i++) {
 		struct hmm_tensor *t = h->tensors[i];
 
-		if (!t)
-			continue;
 		for (p = t->maps.next; p != &t->maps; p = p->next) {
 			struct hmm_mapping *m;
 
@@ -573,7 +575,7 @@ static int flush_failed_writes(struct hmm *h)
 	uint32_t i, j, n = 0;
 
 	for (i = 0; i < h->ntensors; i++)
-		for (j = 0; h->tensors[i] && j < h->tensors[i]->nchunks; j++)
+		for (j = 0; j < h->tensors[i]->nchunks; j++)
 			n += h->tensors[i]->chunks[j].nowb == 1;
 	if (!n)
 		return 0;

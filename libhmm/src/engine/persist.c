@@ -169,20 +169,17 @@ static void rec_put(uint8_t *b, size_t *off, const struct rec_head *r,
 /* Write the table of every tensor as the store's metadata (lock held). */
 int hmm_persist_save(struct hmm *h)
 {
-	uint32_t i, j, n = 0;
+	uint32_t i, j, n;
 	size_t len = 12, off = 12;
 	struct hmm_ioreq q;
 	uint8_t *b;
 	int r;
 
 	for (i = 0; i < h->ntensors; i++)
-		if (h->tensors[i]) {
-			len += rec_bytes(h->tensors[i]->nchunks);
-			n++;
-		}
+		len += rec_bytes(h->tensors[i]->nchunks);
 	for (i = 0; i < h->nsaved; i++)
 		len += rec_bytes(h->saved[i].r.nchunks);
-	n += h->nsaved;
+	n = h->ntensors + h->nsaved;
 	b = calloc(1, len);
 	if (!b)
 		return hmm_err(-ENOMEM, "hmm_flush: no memory for the tensor "
@@ -193,8 +190,6 @@ int hmm_persist_save(struct hmm *h)
 		struct rec_head rh;
 		uint8_t *st;
 
-		if (!t)
-			continue;
 		memset(&rh, 0, sizeof(rh));
 		rh.id = t->id;
 		rh.dtype = t->dtype;

@@ -209,7 +209,7 @@ static void sched_clear_pos(struct hmm *h)
 	for (i = 0; i < h->ntensors; i++) {
 		struct hmm_tensor *t = h->tensors[i];
 
-		for (j = 0; t && j < t->nchunks; j++) {
+		for (j = 0; j < t->nchunks; j++) {
 			free(t->chunks[j].pos);
 			t->chunks[j].pos = NULL;
 			t->chunks[j].npos = 0;

@@ -26,7 +26,7 @@ int hmm_engine_stats(struct hmm *h, struct hmm_stats *st)
 	*st = h->st;
 	for (i = 0; i < HMM_TIERS; i++)
 		hmm_stats_tier(h, i, &st->tier[i]);
-	st->tensors = h->live_tensors;
+	st->tensors = h->ntensors;
 	st->chunks = h->live_chunks;
 	st->io_depth = h->cfg.io_depth;
 	st->kernel_threads = h->cfg.kernel_threads;

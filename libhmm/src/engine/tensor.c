@@ -259,7 +259,6 @@ static int tensor_register(struct hmm *h, struct hmm_tensor *t, int64_t id)
 		(h->ntensors - i) * sizeof(*h->tensors));
 	h->tensors[i] = t;
 	h->ntensors++;
-	h->live_tensors++;
 	h->live_chunks += t->nchunks;
 	return 0;
 }
@@ -274,7 +273,6 @@ static void tensor_unregister(struct hmm *h, struct hmm_tensor *t)
 	memmove(h->tensors + i, h->tensors + i + 1,
 		(h->ntensors - i - 1) * sizeof(*h->tensors));
 	h->ntensors--;
-	h->live_tensors--;
 	h->live_chunks -= t->nchunks;
 }
 

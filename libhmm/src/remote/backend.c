@@ -280,8 +280,7 @@ static int held(struct hmm *h, struct hmm_proto_tensor **out)
 	pthread_mutex_lock(&h->lock);
 	v = malloc((h->ntensors ? h->ntensors : 1) * sizeof(*v));
 	for (i = 0; v && i < h->ntensors; i++)
-		if (h->tensors[i])
-			v[n++] = hmm_remote_of(h->tensors[i])->t;
+		v[n++] = hmm_remote_of(h->tensors[i])->t;
 	pthread_mutex_unlock(&h->lock);
 	if (!v)
 		return hmm_err(-ENOMEM, "hmm_flush: no memory");
