@@ -49,19 +49,13 @@ struct tensor {
 	struct hk_adamw_args ha, da;
 };
 
-static size_t elsize(const struct variant *vr, int k)
-{
-	return k == 0 ? 4 : k == 1 ? (vr->gdt ? 2 : 4) :
-	       k == 4 ? 2 : (vr->sdt ? 2 : 4);
-}
-
 static void tensor_new(struct tensor *t, const struct variant *vr, size_t n,
 		       int off, uint64_t seed)
 {
 	memset(t, 0, sizeof(*t));
 	t->n = n;
 	for (int k = 0; k < 5; k++) {
-		size_t bytes = (n + 8) * elsize(vr, k);
+		size_t bytes = (n + 8) * adamw_ref_elsize(vr, k);
 
 		if (k == 4 && !vr->pout)
 			continue;
@@ -69,38 +63,15 @@ static void tensor_new(struct tensor *t, const struct variant *vr, size_t n,
 		if (!t->h[k])
 			t_fail_all("malloc %zu", bytes);
 		CK(cudaMalloc((void **)&t->draw[k], bytes));
-		t->d[k] = t->draw[k] + off * elsize(vr, k);
+		t->d[k] = t->draw[k] + off * adamw_ref_elsize(vr, k);
 	}
-	for (size_t i = 0; i < n; i++) {
-		double m = frand(&seed) * 1e-3;
-		float p = (float)(2 * frand(&seed));
-
-		memcpy(t->h[0] + 4 * i, &p, 4);
-		if (vr->sdt) {
-			((uint16_t *)t->h[2])[i] = hk_bf16_from_f32((float)m);
-			((uint16_t *)t->h[3])[i] =
-				hk_bf16_from_f32((float)(m * m * 1.5));
-		} else {
-			((float *)t->h[2])[i] = (float)m;
-			((float *)t->h[3])[i] = (float)(m * m * 1.5);
-		}
-	}
+	adamw_ref_start(vr, n, seed, t->h[0], t->h[2], t->h[3]);
 	for (int k = 0; k < 5; k++)
 		if (t->h[k])
-			CK(cudaMemcpy(t->d[k], t->h[k], n * elsize(vr, k),
+			CK(cudaMemcpy(t->d[k], t->h[k],
+				      n * adamw_ref_elsize(vr, k),
 				      cudaMemcpyHostToDevice));
-	t->ha = (struct hk_adamw_args){ 0 };
-	t->ha.n = n;
-	t->ha.grad_dtype = vr->gdt;
-	t->ha.state_dtype = vr->sdt;
-	t->ha.lr = vr->lr;
-	t->ha.beta1 = vr->b1;
-	t->ha.beta2 = vr->b2;
-	t->ha.eps = vr->eps;
-	t->ha.weight_decay = vr->wd;
-	t->ha.grad_scale = vr->scale;
-	t->ha.step = 1;
-	t->ha.name = vr->name;
+	t->ha = adamw_ref_args(vr, n, 1);
 	t->da = t->ha;
 	t->ha.param = (float *)t->h[0];
 	t->ha.grad = t->h[1];
@@ -138,7 +109,7 @@ static void tensor_grads(struct tensor *t, const struct variant *vr,
 		else
 			((float *)t->h[1])[i] = (float)(g * sc);
 	}
-	CK(cudaMemcpy(t->d[1], t->h[1], t->n * elsize(vr, 1),
+	CK(cudaMemcpy(t->d[1], t->h[1], t->n * adamw_ref_elsize(vr, 1),
 		      cudaMemcpyHostToDevice));
 }
 
@@ -150,7 +121,7 @@ static int tensor_same(const struct tensor *t, const struct variant *vr)
 	int same = 1;
 
 	for (int k = 0; k < 5 && same; k++) {
-		size_t es = elsize(vr, k), bytes = t->n * es;
+		size_t es = adamw_ref_elsize(vr, k), bytes = t->n * es;
 		char *back;
 
 		if (!t->h[k])

@@ -123,14 +123,14 @@ static void arrays_free(struct arrays *a)
 static struct hk_adamw_args args_of(const struct variant *vr,
 				    struct arrays *a, int64_t step)
 {
-	return (struct hk_adamw_args){
-		.n = a->n, .param = a->p, .param_bf16 = a->h, .grad = a->g,
-		.exp_avg = a->m, .exp_avg_sq = a->v,
-		.grad_dtype = vr->gdt, .state_dtype = vr->sdt,
-		.lr = vr->lr, .beta1 = vr->b1, .beta2 = vr->b2, .eps = vr->eps,
-		.weight_decay = vr->wd, .step = step,
-		.grad_scale = vr->scale, .name = vr->name,
-	};
+	struct hk_adamw_args r = adamw_ref_args(vr, a->n, step);
+
+	r.param = a->p;
+	r.param_bf16 = a->h;
+	r.grad = a->g;
+	r.exp_avg = a->m;
+	r.exp_avg_sq = a->v;
+	return r;
 }
 
 static void init_state(const struct variant *vr, struct arrays *a,

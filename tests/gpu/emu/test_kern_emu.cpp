@@ -780,8 +780,7 @@ static void aw_new(struct aw_tensor *t, const struct variant *vr, size_t n,
 {
 	t->n = n;
 	for (int k = 0; k < 5; k++) {
-		size_t es = k == 0 ? 4 : k == 1 ? (vr->gdt ? 2 : 4) :
-			    k == 4 ? 2 : (vr->sdt ? 2 : 4);
+		size_t es = adamw_ref_elsize(vr, k);
 		size_t off = (offs >> k) & 1, len = n ? n : 1;
 
 		t->es[k] = es;
@@ -795,36 +794,12 @@ static void aw_new(struct aw_tensor *t, const struct variant *vr, size_t n,
 		t->d[k] = t->base[k] + off * es;
 		t->h[k].assign(len * es, 0);
 	}
-	for (size_t i = 0; i < n; i++) {	/* test_adamw_gpu's values */
-		double m = frand(&seed) * 1e-3;
-		float p = (float)(2 * frand(&seed));
-
-		memcpy(&t->h[0][4 * i], &p, 4);
-		if (vr->sdt) {
-			((uint16_t *)t->h[2].data())[i] =
-				hk_bf16_from_f32((float)m);
-			((uint16_t *)t->h[3].data())[i] =
-				hk_bf16_from_f32((float)(m * m * 1.5));
-		} else {
-			((float *)t->h[2].data())[i] = (float)m;
-			((float *)t->h[3].data())[i] = (float)(m * m * 1.5);
-		}
-	}
+	adamw_ref_start(vr, n, seed, t->h[0].data(), t->h[2].data(),
+			t->h[3].data());	/* test_adamw_gpu's values */
 	for (int k = 0; k < 5; k++)
 		if (t->d[k])
 			memcpy(t->d[k], t->h[k].data(), n * t->es[k]);
-	t->ha = hk_adamw_args();
-	t->ha.n = n;
-	t->ha.grad_dtype = vr->gdt;
-	t->ha.state_dtype = vr->sdt;
-	t->ha.lr = vr->lr;
-	t->ha.beta1 = vr->b1;
-	t->ha.beta2 = vr->b2;
-	t->ha.eps = vr->eps;
-	t->ha.weight_decay = vr->wd;
-	t->ha.grad_scale = vr->scale;
-	t->ha.step = 1;
-	t->ha.name = vr->name;
+	t->ha = adamw_ref_args(vr, n, 1);
 	t->da = t->ha;
 	t->ha.param = (float *)t->h[0].data();
 	t->ha.grad = t->h[1].data();
