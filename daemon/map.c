@@ -350,15 +350,17 @@ int hmmd_req_unmap(struct hmmd_req *q)
 	const struct hmm_proto_range *m = &q->m->u.range;
 	struct hmmd_engine *e = q->e;
 	struct hmmd_map **pp, **pick = NULL, *mp;
+	int exact = q->m->hdr.type == HMM_PROTO_UNMAP_EXACT;
 
-	/* of this client's maps of the range, newest first, a read-only
-	 * one before a writable one (as hmm_unmap chooses: the writes a
-	 * client makes later stay seen) */
+	/* of this client's maps of the range, newest first: UNMAP_EXACT's
+	 * of its access; UNMAP's a read-only one before a writable one (as
+	 * hmm_unmap chooses: the writes a client makes later stay seen) */
 	pthread_mutex_lock(&e->lock);
 	for (pp = &q->cl->maps; (mp = *pp); pp = &mp->next)
 		if (mp->dt->id == m->id && mp->off == m->off &&
 		    mp->tier == m->tier &&
 		    (m->len == HMM_ALL || mp->len == m->len) &&
+		    (!exact || mp->access == m->access) &&
 		    (!pick || ((*pick)->access & (HMM_WRITE | HMM_DISCARD) &&
 			       !(mp->access & (HMM_WRITE | HMM_DISCARD)))))
 			pick = pp;
@@ -367,10 +369,11 @@ int hmmd_req_unmap(struct hmmd_req *q)
 	if (!mp) {
 		pthread_mutex_unlock(&e->lock);
 		return hmmd_reply_err(q, -EINVAL, "unmap: tensor %llu [%llu, "
-				 "+%llu): not mapped",
+				 "+%llu): not mapped%s",
 				 (unsigned long long)m->id,
 				 (unsigned long long)m->off,
-				 (unsigned long long)m->len);
+				 (unsigned long long)m->len,
+				 exact ? " with that access" : "");
 	}
 	*pp = mp->next;
 	hmmd_map_undo(e, q->cl, mp);

@@ -78,7 +78,8 @@ int hmmd_request_nowait(struct hmmd_engine *e, struct hmmd_client *cl,
 	case HMM_PROTO_TENSOR_NEW:	return hmmd_req_tensor_new(&q);
 	case HMM_PROTO_TENSOR_FREE:	return hmmd_req_tensor_free(&q);
 	case HMM_PROTO_MAP:		return hmmd_req_map(&q);
-	case HMM_PROTO_UNMAP:		return hmmd_req_unmap(&q);
+	case HMM_PROTO_UNMAP:
+	case HMM_PROTO_UNMAP_EXACT:	return hmmd_req_unmap(&q);
 	case HMM_PROTO_PREFETCH:
 	case HMM_PROTO_EVICT:
 	case HMM_PROTO_WRITEBACK:	return hmmd_req_move(&q);

@@ -128,25 +128,34 @@ static inline int t_hmmd_become(uid_t uid, gid_t gid, char *sock)
 }
 
 /*
- * A shared-mode context on the hmmd at sock, with host_budget and
- * chunk_bytes chunk, as uid: 0 as the caller is, else (in a forked
+ * *cfg for a shared-mode context on the hmmd at sock, with host_budget
+ * and chunk_bytes chunk, as uid: 0 as the caller is, else (in a forked
  * child) become uid first (t_hmmd_become, sock rewritten).  0 or -errno.
+ * t_hmmd_open opens it.
  */
-static inline int t_hmmd_open(uid_t uid, char *sock, uint64_t host_budget,
-			      uint32_t chunk, struct hmm **h)
+static inline int t_hmmd_config(uid_t uid, char *sock, uint64_t host_budget,
+				uint32_t chunk, struct hmm_config *cfg)
 {
 	static char addr[300];	/* config.daemon: kept until hmm_open */
 	int err = uid ? t_hmmd_become(uid, uid, sock) : 0;
-	struct hmm_config cfg;
 
 	if (err)
 		return err;
 	snprintf(addr, sizeof(addr), "unix:%s", sock);
-	hmm_config_default(&cfg);
-	cfg.daemon = addr;
-	cfg.host_budget = host_budget;
-	cfg.chunk_bytes = chunk;
-	return hmm_open(&cfg, h);
+	hmm_config_default(cfg);
+	cfg->daemon = addr;
+	cfg->host_budget = host_budget;
+	cfg->chunk_bytes = chunk;
+	return 0;
+}
+
+static inline int t_hmmd_open(uid_t uid, char *sock, uint64_t host_budget,
+			      uint32_t chunk, struct hmm **h)
+{
+	struct hmm_config cfg;
+	int err = t_hmmd_config(uid, sock, host_budget, chunk, &cfg);
+
+	return err ? err : hmm_open(&cfg, h);
 }
 
 /* "127.0.0.1:PORT" of a loopback port free now, into buf. */

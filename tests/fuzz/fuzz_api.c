@@ -23,11 +23,10 @@
  * context, and after a region access got SIGBUS another may for 0.5 s
  * (an eviction hmmd refused keeps its region out of reclaim 0.1 s).  An
  * input's end frees all it left in hmmd, and hmmd must then hold no
- * tensor and no pin.  Not done: opening a saved tensor this context
- * still holds (a second handle, which hmm.h does not describe), and a
- * map starting where a live device one does, or a device map where a
- * live map does (its staging host map in hmmd shares the host pointer,
- * and an unmap of that pointer may end it: see same_start).
+ * tensor and no pin.  (Once not done: opening a saved tensor this
+ * context holds, which attached it again; and a device map with a host
+ * map at its offset, whose staging host map in hmmd has that pointer,
+ * which an unmap of it once ended.)
  *
  * An input is a config (the first bytes: store or none, device "sim",
  * at times a slow one, or none, policy, flags, budgets 64 KiB..1 MiB,
@@ -898,29 +897,6 @@ static int apart(int a, int b)
 	return a != b || (shared && a == HMM_TIER_DEVICE);
 }
 
-/*
- * Shared mode: would a map of [off, +len) of ti at tier start where a
- * live one does, one of them at the device?  A device map stages
- * through a host map in hmmd at the same pointer as a host map of that
- * offset, and the client's unmap of the host pointer may take the
- * staging one (a defect, left).  Not made, so that the rest still runs.
- * (Two host maps at one offset are fine since hmmd ends its engine map
- * exactly, hmm_engine_unmap_exact; it once took the latest at the
- * pointer, another client's or a longer one, and its pins went.)
- */
-static int same_start(struct fz *f, int ti, uint64_t off, uint64_t len,
-		      int tier)
-{
-	int i;
-
-	for (i = 0; shared && i < f->nm; i++)
-		if (f->m[i].ti == ti && f->m[i].off == off &&
-		    (tier == HMM_TIER_DEVICE ||
-		     f->m[i].tier == HMM_TIER_DEVICE))
-			return 1;
-	return 0;
-}
-
 /* A live map at the other tier that writes the chunks of [off, +len). */
 static int other_writer(struct fz *f, int ti, uint64_t off, uint64_t len,
 			int tier)
@@ -1040,8 +1016,7 @@ static void op_map(struct fz *f, struct in *in)
 	}
 	/* two tiers writing a chunk at once lose one's bytes (hmm.h) */
 	stale = other_writer(f, ti, g.off, g.rlen, tier);
-	if (f->nm == NM || (WRITES(access) && stale) ||
-	    same_start(f, ti, g.off, g.rlen, tier))
+	if (f->nm == NM || (WRITES(access) && stale))
 		return;
 	fits = map_fits(f, ti, g.off, g.rlen, tier);
 	r = hmm_map(f->t[ti].t, g.off, g.len, tier, access, &p);
@@ -1493,8 +1468,7 @@ static void op_dlpack(struct fz *f, struct in *in)
 	for (d = 0; d < ND && f->dl[d].dl; d++)
 		;
 	stale = other_writer(f, ti, 0, t->bytes, tier);
-	if (d == ND || f->nm == NM || (WRITES(access) && stale) ||
-	    same_start(f, ti, 0, t->bytes, tier))
+	if (d == ND || f->nm == NM || (WRITES(access) && stale))
 		return;
 	r = hmm_dlpack_export(t->t, tier, access, &dl);
 	if (r < 0) {
@@ -1828,10 +1802,8 @@ static void op_tensor_open(struct fz *f, struct in *in)
 		s = &f->s[how / 8 % f->ns];
 	if (s)
 		name = s->m.name;
-	/* shared mode: one this context holds would attach it again, a
-	 * second handle to one tensor, which hmm.h does not describe */
-	if (shared && s && !unopened(s))
-		return;
+	/* one this context holds: -ENOENT, in shared mode too (it once
+	 * attached it again, a second handle to one tensor) */
 	if (!name)
 		want = -EINVAL;
 	else if (s && unopened(s))	/* the same chunks, or refused */

@@ -456,9 +456,10 @@ static void test_hmmctl(struct hmm_client *a, uint64_t a_id, size_t bytes)
 		t_diag("%s not built: hmmctl not tried", hmmctl);
 		return;
 	}
+	snprintf(args, sizeof(args), "protocol %d", HMM_PROTO_VERSION_MAX);
 	out = ctl("status", &code);
-	t_ok(code == 0 && strstr(out, "protocol 5") && strstr(out, "host"),
-	     "hmmctl status");
+	t_ok(code == 0 && strstr(out, args) && strstr(out, "host"),
+	     "hmmctl status: %s", args);
 	out = ctl("clients", &code);
 	t_ok(code == 0 && strstr(out, " main ") && strstr(out, " hmmctl "),
 	     "hmmctl clients lists main and itself");
@@ -532,7 +533,10 @@ static void test_hmmctl(struct hmm_client *a, uint64_t a_id, size_t bytes)
 /*
  * In a child as uid 65534 (not an administrator): a job's connection
  * makes "mine" (4 MiB, more than the uid's 2 MiB quota: a map of it is a
- * copy) and writes 1 MiB of it through a copy map; then hmmctl, run as
+ * copy) and writes 1 MiB of it through a copy map, and again through a
+ * write copy of a range it also maps read-only, whose unmap must bring
+ * the bytes back at once (hmmd ended the read-only one instead before
+ * UNMAP_EXACT); then hmmctl, run as
  * the same uid, lists the job and "mine" (not root's clients and
  * tensors), evicts "mine" by name, and is told no more than "not one of
  * uid 65534's" about root's tensor 1.  Exit 0, or the step that failed.
@@ -546,7 +550,7 @@ static int nonadmin_child(void)
 	const char *out;
 	char cmd[8400];
 	int code;
-	void *p;
+	void *p, *r, *w;
 
 	/* hmmctl beside the socket: the folders above build/ may not let
 	 * uid 65534 through (a 0700 clone), and it needs only libc */
@@ -561,6 +565,19 @@ static int nonadmin_child(void)
 	memset(p, 7, 1 << 20);
 	if (hmm_client_unmap(c, p))
 		return 102;
+	/* a read and a write copy of one range: the write one's unmap
+	   brings its bytes back then, not at the read one's unmap */
+	if (hmm_client_map(c, t.id, 0, 1 << 20, HMM_READ, &r) ||
+	    hmm_client_map(c, t.id, 0, 1 << 20, HMM_WRITE, &w) || r == w)
+		return 103;
+	memset(w, 9, 1 << 20);
+	if (hmm_client_unmap(c, w) ||
+	    hmm_client_map(c, t.id, 0, 1 << 20, HMM_READ, &p))
+		return 104;
+	if (((uint8_t *)p)[0] != 9 || ((uint8_t *)p)[(1 << 20) - 1] != 9)
+		return 15;
+	if (hmm_client_unmap(c, p) || hmm_client_unmap(c, r))
+		return 105;
 	out = ctl("clients", &code);
 	if (code || !strstr(out, " job ") || strstr(out, " main "))
 		return 10;		/* its uid's job, not root's main */
@@ -594,10 +611,12 @@ static void test_nonadmin(void)
 	t_eq(in_child(nonadmin_child), 0,
 	     "hmmctl as uid 65534 lists its job and the job's tensor, not "
 	     "root's (10, 11), evicts it by name (12, 13), and learns nothing "
-	     "of root's tensor 1 (14)");
-	t_eq(metric("hmmd_copy_bytes_total") - copied, 2 << 20,
+	     "of root's tensor 1 (14); of a read and a write copy map of one "
+	     "range, the write one's unmap brings its bytes back (15)");
+	t_eq(metric("hmmd_copy_bytes_total") - copied, 6 << 20,
 	     "hmmd_copy_bytes_total: a 1 MiB copy write map counts 1 MiB "
-	     "copied in at the map and 1 MiB back at the unmap");
+	     "copied in at the map and 1 MiB back at the unmap, a read one "
+	     "1 MiB in (two of each: 6 MiB)");
 }
 
 /* ---- quotas and back-pressure --------------------------------------------- */

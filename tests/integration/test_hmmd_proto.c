@@ -301,6 +301,7 @@ static void test_isolation(const char *sock, const char *log)
 	struct hmm_proto_range map = { 42, 0, 4096, HMM_TIER_HOST, HMM_READ };
 	uint8_t msg[HMM_PROTO_MSG_MAX];
 	int good, bad, n, p[2];
+	char why[64];
 
 	good = client(sock);
 	n = hello(msg, 11, 1, 1);
@@ -322,13 +323,16 @@ static void test_isolation(const char *sock, const char *log)
 	memcpy(buf, msg, n);
 	refused(sock, buf, 5000, 0, -EMSGSIZE, "longer than 4096", "oversized");
 
-	msg[4] = 6;
-	refused(sock, msg, n, 0, -EPROTO, "field version: 6 not spoken",
-		"version 6");
+	msg[4] = HMM_PROTO_VERSION_MAX + 1;	/* none speaks it yet */
+	snprintf(why, sizeof(why), "field version: %d not spoken",
+		 HMM_PROTO_VERSION_MAX + 1);
+	refused(sock, msg, n, 0, -EPROTO, why, "a version past the newest");
 
-	n = hello(msg, 3, 6, 7);
-	refused(sock, msg, n, 3, -EPROTO, "client speaks versions 6..7",
-		"hello 6..7");
+	n = hello(msg, 3, HMM_PROTO_VERSION_MAX + 1, HMM_PROTO_VERSION_MAX + 2);
+	snprintf(why, sizeof(why), "client speaks versions %d..%d",
+		 HMM_PROTO_VERSION_MAX + 1, HMM_PROTO_VERSION_MAX + 2);
+	refused(sock, msg, n, 3, -EPROTO, why, "a hello of versions past the "
+		"newest");
 
 	/* a client that agreed on version 1 may not send WAIT (version 2) */
 	bad = client(sock);

@@ -14,7 +14,9 @@
  *  - after kill -9 of hmmd, a restarted one has what the flush saved,
  *    and frees the temporary the flush saved too (no client can open it:
  *    its store space would be held for good);
- *  - hmm_tensor_free of an opened saved tensor deletes it;
+ *  - hmm_tensor_free of an opened saved tensor deletes it; a context
+ *    does not open one it holds again (-ENOENT, as embedded: a second
+ *    handle's free once deleted it under the first);
  *  - a name too long for hmmd's "u<uid>/" prefix: hmm_flush says so
  *    (-ENAMETOOLONG naming it) and still saves the others;
  *  - hmmctl after a restart lists the saved tensors (owner 0) before any
@@ -181,6 +183,31 @@ static int job_replace(int fd, void *arg)
 	return 0;
 }
 
+/* A saved tensor this context holds is not opened again: the saved w
+ * opened, then again; "fresh" made and flushed, then opened; w still
+ * holds seed 7 after both and "fresh" is freed (deleted).  Writes "open
+ * again fresh same | detail of the second open". */
+static int job_twice(int fd, void *arg)
+{
+	struct hmm_tensor *w, *x = NULL, *f;
+	char why[300];
+	struct hmm *h;
+	int a, b;
+
+	if (ctx(0, &h) || hmm_tensor_open(h, "w", &w))
+		return 2;
+	a = hmm_tensor_open(h, "w", &x);
+	snprintf(why, sizeof(why), "%s", hmm_last_error());
+	if (!(f = mk(h, "fresh")) || fill(f, 3) || hmm_flush(h))
+		return 3;
+	b = hmm_tensor_open(h, "fresh", &x);
+	dprintf(fd, "%d %d %d | %s\n", a, b, same(w, 7), why);
+	if (hmm_tensor_free(f))
+		return 4;
+	hmm_close(h);
+	return 0;
+}
+
 /* "dev" written at the device (seed 11), flushed, written again (seed
  * 12) and the context closed, all with the map held.  Writes "flush |
  * detail". */
@@ -188,15 +215,12 @@ static int job_device(int fd, void *arg)
 {
 	struct hmm_config cfg;
 	struct hmm_tensor *t;
-	char addr[300];
 	struct hmm *h;
 	void *p;
 	int r;
 
-	snprintf(addr, sizeof(addr), "unix:%s", sock);
-	hmm_config_default(&cfg);
-	cfg.daemon = addr;
-	cfg.host_budget = 4 << 20;
+	if (t_hmmd_config(0, sock, 4 << 20, CHUNK, &cfg))
+		return 2;
 	cfg.device = "sim";
 	cfg.device_budget = 1 << 20;
 	if (hmm_open(&cfg, &h) || !(t = mk(h, "dev")) ||
@@ -420,6 +444,16 @@ int main(void)
 	t_child(job_open, &l, line, sizeof(line));
 	t_ok(sscanf(line, "%d %d", &a, &b) == 2 && a == 0 && b == 1,
 	     "w is now the later one (%s)", line);
+	t_eq(t_child(job_twice, NULL, line, sizeof(line)), 0, "job_twice");
+	t_ok(sscanf(line, "%d %d %d", &a, &b, &c) == 3 && a == -ENOENT &&
+	     b == -ENOENT && c == 1 && strstr(line, "'w': already open"),
+	     "a saved tensor the context holds, opened or flushed, is not "
+	     "opened again (-ENOENT naming it, as embedded), and the held "
+	     "one keeps its bytes (%s)", line);
+	l = (struct look){ 0, "fresh", 3, 0 };
+	t_child(job_open, &l, line, sizeof(line));
+	t_ok(sscanf(line, "%d", &a) == 1 && a == -ENOENT,
+	     "the fresh one, freed by its only holder, is gone (%s)", line);
 
 	t_child(job_long, NULL, line, sizeof(line));
 	t_ok(sscanf(line, "%d", &a) == 1 && a == -ENAMETOOLONG &&

@@ -8,10 +8,13 @@
  * nothing, and so does SAVE (version 4) of a tensor not yet persistent
  * (hmm_flush's error), while one persistent already needs none; against version 1, WAIT returns at once (nothing sent) and
  * STATS2 falls back to STATS.  Against version 2, WAIT and STATS2 go out.
+ * An unmap is UNMAP before version 6 (which refuses an access) and
+ * UNMAP_EXACT, naming the map's access, from it on.
  */
 #include <errno.h>
 #include <pthread.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -56,6 +59,22 @@ static int answer(struct peer *p, int fd, char *buf, char *out)
 			len = hmm_proto_stats_reply_encode(out,
 							   HMM_PROTO_MSG_MAX,
 							   m.hdr.seq, &s);
+		} else if (type == HMM_PROTO_MAP) {	/* a memfd of it */
+			struct hmm_proto_map_reply r = {
+				.id = m.u.range.id, .off = m.u.range.off,
+				.len = m.u.range.len, .tier = HMM_TIER_HOST,
+			};
+			int mfd = memfd_create("peer", MFD_CLOEXEC), ok;
+
+			if (mfd < 0 || ftruncate(mfd, r.off + r.len))
+				return 0;
+			len = hmm_proto_encode(out, HMM_PROTO_MSG_MAX,
+					       HMM_PROTO_MAP_REPLY,
+					       HMM_PROTO_F_FDS, m.hdr.seq, &r);
+			ok = len > 0 && !hmm_proto_send(fd, out, (size_t)len,
+							&mfd, 1, 0);
+			close(mfd);
+			return ok;
 		} else if (type == HMM_PROTO_STATS2) {
 			struct hmm_proto_stats2_reply s;
 
@@ -112,6 +131,30 @@ static void against(unsigned version)
 	if (r)
 		goto out;
 
+	/* an unmap names the map's access from version 6 on (UNMAP_EXACT);
+	   before, UNMAP, which an older hmmd refuses with an access */
+	{
+		void *m;
+
+		r = hmm_client_map(c, 1, 0, 4096, HMM_READ, &m);
+		t_eq(r, 0, "v%u: map (%s)", version, r ? hmm_last_error() : "");
+		if (!r)
+			t_eq(hmm_client_unmap(c, m), 0, "v%u: unmap", version);
+	}
+	if (version >= 3) {	/* what follows is of versions 1 and 2 */
+		hmm_client_close(c);
+		c = NULL;
+		pthread_join(th, NULL);
+		t_ok(p.n == 2 && p.types[0] == HMM_PROTO_MAP &&
+		     p.types[1] == (version >= 6 ? HMM_PROTO_UNMAP_EXACT :
+				    HMM_PROTO_UNMAP),
+		     "v%u: MAP and %s went out (%u requests, second %s)",
+		     version, version >= 6 ? "UNMAP_EXACT" : "UNMAP", p.n,
+		     p.n > 1 ? hmm_proto_type_name(p.types[1]) : "-");
+		close(p.lfd);
+		unlink(path);
+		return;
+	}
 	r = hmm_client_writeback(c, 1, 0, 64 << 10);
 	snprintf(want, sizeof(want), "protocol version %u", version);
 	t_ok(r == -EOPNOTSUPP && strstr(hmm_last_error(), want) &&
@@ -139,15 +182,17 @@ static void against(unsigned version)
 	c = NULL;
 	pthread_join(th, NULL);
 	if (version == 1) {
-		t_ok(p.n == 1 && p.types[0] == HMM_PROTO_STATS,
-		     "v1: only STATS went out (no WRITEBACK, WAIT or STATS2; "
-		     "%u requests, first %s)", p.n,
-		     p.n ? hmm_proto_type_name(p.types[0]) : "-");
+		t_ok(p.n == 3 && p.types[1] == HMM_PROTO_UNMAP &&
+		     p.types[2] == HMM_PROTO_STATS,
+		     "v1: MAP, UNMAP and STATS went out (no WRITEBACK, WAIT "
+		     "or STATS2; %u requests, third %s)", p.n,
+		     p.n > 2 ? hmm_proto_type_name(p.types[2]) : "-");
 	} else {
-		t_ok(p.n == 2 && p.types[0] == HMM_PROTO_WAIT &&
-		     p.types[1] == HMM_PROTO_STATS2,
-		     "v2: WAIT and STATS2 went out, no WRITEBACK (%u "
-		     "requests)", p.n);
+		t_ok(p.n == 4 && p.types[1] == HMM_PROTO_UNMAP &&
+		     p.types[2] == HMM_PROTO_WAIT &&
+		     p.types[3] == HMM_PROTO_STATS2,
+		     "v2: MAP, UNMAP, WAIT and STATS2 went out, no WRITEBACK "
+		     "(%u requests)", p.n);
 	}
 	close(p.lfd);
 	unlink(path);
@@ -163,5 +208,7 @@ int main(void)
 {
 	against(1);
 	against(2);
+	against(5);
+	against(6);
 	return t_done();
 }

@@ -29,6 +29,7 @@ static const unsigned types[] = {
 	HMM_PROTO_STATS_REPLY, HMM_PROTO_LIST, HMM_PROTO_LIST_REPLY,
 	HMM_PROTO_WAIT, HMM_PROTO_STATS2, HMM_PROTO_STATS2_REPLY,
 	HMM_PROTO_WRITEBACK, HMM_PROTO_SAVE, HMM_PROTO_TENSOR_RM,
+	HMM_PROTO_UNMAP_EXACT,
 };
 #define NTYPES (sizeof(types) / sizeof(types[0]))
 
@@ -69,6 +70,7 @@ static void sample(unsigned type, union hmm_proto_body *b)
 		b->tensor_free.id = 42;
 		break;
 	case HMM_PROTO_MAP:
+	case HMM_PROTO_UNMAP_EXACT:
 		b->range.access = HMM_READ | HMM_WRITE;
 		/* fall through */
 	case HMM_PROTO_UNMAP:
@@ -166,7 +168,8 @@ static void test_round_trip(void)
 			continue;
 		}
 		t_ok(!memcmp(buf, "HMMP", 4) &&
-		     le(buf + 4, 2) == (type == HMM_PROTO_TENSOR_RM ? 5 :
+		     le(buf + 4, 2) == (type == HMM_PROTO_UNMAP_EXACT ? 6 :
+					type == HMM_PROTO_TENSOR_RM ? 5 :
 					type == HMM_PROTO_SAVE ? 4 :
 					type == HMM_PROTO_WRITEBACK ? 3 :
 					type == HMM_PROTO_WAIT ||
@@ -269,6 +272,7 @@ static void test_framing(void)
 {
 	union hmm_proto_body b;
 	size_t i, cut, n, bad = 0;
+	char says[128];
 	int r;
 
 	for (i = 0; i < NTYPES; i++) {
@@ -302,16 +306,18 @@ static void test_framing(void)
 	buf[0] = 'X';
 	want(n, -EPROTO, "message header: field magic", "wrong magic");
 	buf[0] = 'H';
-	buf[4] = 6;
-	want(n, -EPROTO, "field version: 6 not spoken (1..5)", "version 6");
+	buf[4] = HMM_PROTO_VERSION_MAX + 1;
+	snprintf(says, sizeof(says), "field version: %d not spoken (1..%d)",
+		 HMM_PROTO_VERSION_MAX + 1, HMM_PROTO_VERSION_MAX);
+	want(n, -EPROTO, says, "a version past the newest");
 	buf[4] = 2;
 	want(n, -EPROTO, "message map: field version: 2, but map is a "
 	     "message of version 1", "map in a version-2 header");
 	buf[4] = 0;
 	want(n, -EPROTO, "field version: 0", "version 0");
 	buf[4] = 1;
-	buf[6] = 19;
-	want(n, -EPROTO, "field type: 19 unknown", "type 19");
+	buf[6] = 20;
+	want(n, -EPROTO, "field type: 20 unknown", "type 20");
 	buf[6] = 0;
 	want(n, -EPROTO, "field type: 0 unknown", "type 0");
 	buf[6] = 0xff;
@@ -341,8 +347,8 @@ static void test_framing(void)
 	sample(HMM_PROTO_MAP, &b);
 	t_eq(hmm_proto_encode(buf, 63, HMM_PROTO_MAP, 0, 1, &b), -EMSGSIZE,
 	     "encode into 63 bytes: -EMSGSIZE");
-	t_eq(hmm_proto_encode(buf, sizeof(buf), 19, 0, 1, &b), -EPROTO,
-	     "encode type 19: -EPROTO");
+	t_eq(hmm_proto_encode(buf, sizeof(buf), 20, 0, 1, &b), -EPROTO,
+	     "encode type 20: -EPROTO");
 	t_eq(hmm_proto_encode(buf, sizeof(buf), HMM_PROTO_MAP,
 			      HMM_PROTO_F_FDS, 1, &b), -EPROTO,
 	     "encode map with FDS: -EPROTO");
@@ -394,6 +400,7 @@ static void bad_wire(unsigned type, size_t off, int width, uint64_t v,
 static void test_fields(void)
 {
 	const int E = -EINVAL, P = -EPROTO;
+	char says[128];
 	int i;
 
 	/* hello */
@@ -423,22 +430,28 @@ static void test_fields(void)
 		t_eq(hmm_proto_hello_encode(buf, sizeof(buf), 1, &h), 128,
 		     "hello with every feature bit: fine");
 		t_eq(hmm_proto_negotiate(&h), 1, "negotiate 1..1: 1");
-		h.version_max = 9;
-		t_eq(hmm_proto_negotiate(&h), 5, "negotiate 1..9: 5");
+		h.version_max = 99;
+		t_eq(hmm_proto_negotiate(&h), HMM_PROTO_VERSION_MAX,
+		     "negotiate 1..99: the newest, %d", HMM_PROTO_VERSION_MAX);
 		h.version_max = 2;
 		t_eq(hmm_proto_negotiate(&h), 2, "negotiate 1..2: 2 (a "
 		     "version-2 client)");
-		h.version_max = 9;
-		h.version_min = 6;
-		t_eq(hmm_proto_negotiate(&h), -EPROTO, "negotiate 6..9: -EPROTO");
-		t_ok(strstr(hmm_last_error(), "client speaks versions 6..9, "
-			    "daemon 1..5") != NULL, "detail: %s",
+		h.version_max = 99;
+		h.version_min = HMM_PROTO_VERSION_MAX + 1;
+		t_eq(hmm_proto_negotiate(&h), -EPROTO, "negotiate %d..99: "
+		     "-EPROTO", HMM_PROTO_VERSION_MAX + 1);
+		snprintf(says, sizeof(says), "client speaks versions %d..99, "
+			 "daemon 1..%d", HMM_PROTO_VERSION_MAX + 1,
+			 HMM_PROTO_VERSION_MAX);
+		t_ok(strstr(hmm_last_error(), says) != NULL, "detail: %s",
 		     hmm_last_error());
 	}
 
 	/* hello_reply */
-	BADS(HMM_PROTO_HELLO_REPLY, b.hello_reply.version = 6, P,
-	     "message hello_reply: field version: 6 not spoken");
+	snprintf(says, sizeof(says), "message hello_reply: field version: "
+		 "%d not spoken", HMM_PROTO_VERSION_MAX + 1);
+	BADS(HMM_PROTO_HELLO_REPLY,
+	     b.hello_reply.version = HMM_PROTO_VERSION_MAX + 1, P, says);
 	bad_wire(HMM_PROTO_HELLO_REPLY, 2, 2, 1, P, "field reserved0");
 	BADS(HMM_PROTO_HELLO_REPLY, b.hello_reply.features = 1u << 9, E,
 	     "field features: unknown bits 0x200");
@@ -714,40 +727,57 @@ static void test_version2(void)
 	t_eq(le(buf + 4, 2), 2, "stats2: header version 2");
 }
 
-/* WRITEBACK is of version 3 (hmm_writeback): EVICT's 32-byte range at
- * the same offsets, in a version-3 header, which no other type has. */
-static void test_version3(void)
+/*
+ * Types whose body is EVICT's 32-byte range at the same offsets, each in
+ * a header of the version that added it, which no other type has:
+ * WRITEBACK (version 3, hmm_writeback; access 0), UNMAP_EXACT (version
+ * 6, the map of that access; access nonzero).
+ */
+static void test_range_type(unsigned type, unsigned version,
+			    uint32_t access)
 {
-	struct hmm_proto_range rg = { 42, 8192, HMM_ALL, HMM_TIER_HOST, 0 };
-	struct hmm_proto_range rg2;
-	struct hmm_proto_hdr h;
+	const char *name = hmm_proto_type_name(type);
+	struct hmm_proto_range rg = { 42, 8192, HMM_ALL, HMM_TIER_HOST,
+				      access };
+	struct hmm_proto_msg m;
+	char why[64], says[128];
 	size_t i;
 	int n, others = 0;
 
-	n = hmm_proto_writeback_encode(buf, sizeof(buf), 5, &rg);
-	t_eq(n, HMM_PROTO_HDR_SIZE + 32, "writeback: 32 body bytes");
-	t_ok(le(buf + 4, 2) == 3 && le(buf + 6, 2) == HMM_PROTO_WRITEBACK &&
+	n = hmm_proto_encode(buf, sizeof(buf), type, 0, 5, &rg);
+	t_eq(n, HMM_PROTO_HDR_SIZE + 32, "%s: 32 body bytes", name);
+	t_ok(le(buf + 4, 2) == version && le(buf + 6, 2) == type &&
 	     le(buf + 32, 8) == 42 && le(buf + 40, 8) == 8192 &&
 	     le(buf + 48, 8) == HMM_ALL && le(buf + 56, 4) == HMM_TIER_HOST &&
-	     le(buf + 60, 4) == 0, "writeback: version 3, type 16; id, off, "
-	     "len (HMM_ALL), tier, access at 0, 8, 16, 24, 28");
-	memset(&rg2, 0xa5, sizeof(rg2));
-	t_ok(hmm_proto_writeback_decode(buf, n, &h, &rg2) == 0 &&
-	     h.version == 3 && h.seq == 5 && !memcmp(&rg, &rg2, sizeof(rg)),
-	     "writeback decodes to the same header and range");
-	t_eq(hmm_proto_evict_decode(buf, n, NULL, &rg2), -EPROTO,
-	     "evict_decode of a writeback: -EPROTO");
-	t_eq(hmm_proto_type_version(HMM_PROTO_WRITEBACK), 3,
-	     "writeback: version 3");
-	t_ok(hmm_proto_is_request(HMM_PROTO_WRITEBACK), "writeback is a "
-	     "request");
-	buf[4] = 2;
-	want(n, -EPROTO, "message writeback: field version: 2, but writeback "
-	     "is a message of version 3", "writeback in a version-2 header");
+	     le(buf + 60, 4) == access, "%s: version %u, type %u; id, off, "
+	     "len (HMM_ALL), tier, access at 0, 8, 16, 24, 28", name, version,
+	     type);
+	memset(&m, 0xa5, sizeof(m));
+	t_ok(hmm_proto_decode(buf, n, &m) == (int)type &&
+	     m.hdr.version == version && m.hdr.seq == 5 &&
+	     !memcmp(&rg, &m.u.range, sizeof(rg)),
+	     "%s decodes to the same header and range", name);
+	t_eq(hmm_proto_evict_decode(buf, n, NULL, &m.u.range), -EPROTO,
+	     "evict_decode of a %s: -EPROTO", name);
+	t_eq(hmm_proto_type_version(type), (int)version, "%s: version %u",
+	     name, version);
+	t_ok(hmm_proto_is_request(type), "%s is a request", name);
+	buf[4] = version - 1;
+	snprintf(says, sizeof(says), "message %s: field version: %u, but %s "
+		 "is a message of version %u", name, version - 1, name,
+		 version);
+	snprintf(why, sizeof(why), "%s in a version-%u header", name,
+		 version - 1);
+	want(n, -EPROTO, says, why);
+	rg.access = access ? 0 : HMM_READ;
+	t_eq(hmm_proto_encode(buf, sizeof(buf), type, 0, 5, &rg), -EINVAL,
+	     "%s of access %#x: -EINVAL", name, rg.access);
+	t_ok(strstr(hmm_last_error(), "access") != NULL, "... naming the "
+	     "field access: %s", hmm_last_error());
 	for (i = 0; i < NTYPES; i++)
-		others += types[i] != HMM_PROTO_WRITEBACK &&
-			  hmm_proto_type_version(types[i]) == 3;
-	t_eq(others, 0, "no other type is of version 3");
+		others += types[i] != type &&
+			  hmm_proto_type_version(types[i]) == version;
+	t_eq(others, 0, "no other type is of version %u", version);
 }
 
 /*
@@ -827,8 +857,9 @@ int main(int argc, char **argv)
 	test_fields();
 	test_garbage();
 	test_version2();
-	test_version3();
+	test_range_type(HMM_PROTO_WRITEBACK, 3, 0);
 	test_id_type(HMM_PROTO_SAVE, 4);
 	test_id_type(HMM_PROTO_TENSOR_RM, 5);
+	test_range_type(HMM_PROTO_UNMAP_EXACT, 6, HMM_READ | HMM_WRITE);
 	return t_done();
 }

@@ -11,6 +11,8 @@
  * the one left survive an eviction and a flush (in shared mode hmmd's
  * unmap once ended the newest engine map at the pointer, the longer
  * one, and those bytes were lost: found by fuzz_api's shared mode).
+ * A host and a device map of one offset: the host unmap ends the host
+ * map (device_and_host).
  */
 #include <sys/mman.h>
 
@@ -58,6 +60,34 @@ static void one_pointer(struct hmm *h, struct hmm_tensor *t)
 	evict(h, t);
 	t_ok(hmm_test_all(t, TBYTES, 0x6b), "bytes written after a flush come back: the "
 	     "unmap ended the read map, the write map saw them");
+}
+
+/*
+ * A host map and a device map of one offset, the host one unmapped
+ * first, then a flush, then writes at the device: they must survive the
+ * device map's unmap and an eviction.  In shared mode the device map
+ * stages through a host map in hmmd with the host map's pointer, and
+ * the host unmap once ended that staging map (the shorter) instead:
+ * the device's later writes came back to pages no write map pinned,
+ * clean since the flush, and the eviction dropped them.
+ */
+static void device_and_host(struct hmm *h, struct hmm_tensor *t)
+{
+	void *hp, *dp;
+
+	if (hmm_map(t, 0, HMM_ALL, HMM_TIER_HOST, HMM_READ, &hp) ||
+	    hmm_map(t, 0, CHUNK, HMM_TIER_DEVICE, HMM_WRITE, &dp))
+		t_fail_all("host and device map: %s", hmm_last_error());
+	t_eq(hmm_unmap(t, hp), 0, "a host map and a device map of offset 0: "
+	     "unmap the host one");
+	if (hmm_flush(h))
+		t_fail_all("flush: %s", hmm_last_error());
+	memset(dp, 0x3c, CHUNK);
+	t_eq(hmm_unmap(t, dp), 0, "... and the device one, written after a "
+	     "flush");
+	evict(h, t);
+	t_ok(hmm_test_all(t, CHUNK, 0x3c), "the device's writes come back "
+	     "after an eviction: the host unmap ended the host map");
 }
 
 /*
@@ -114,6 +144,8 @@ int main(void)
 	char path[4200];
 
 	hmm_test_config(&cfg, path, sizeof(path), 16 << 20, 4 << 20, CHUNK);
+	cfg.device = "sim";
+	cfg.device_budget = 1 << 20;
 	hmm_test_mode(&cfg);
 	if (hmm_open(&cfg, &h))
 		t_fail_all("hmm_open: %s", hmm_last_error());
@@ -144,6 +176,7 @@ int main(void)
 	t_eq(hmm_unmap(t, p), -EINVAL, "a third unmap of the pointer: -EINVAL");
 	t_eq(hmm_unmap(u, o), 0, "unmap b");
 	one_pointer(h, u);
+	device_and_host(h, u);
 	two_clients(h, &cfg);
 
 	/* evicted and read back: the same address */

@@ -241,6 +241,7 @@ PAIR(tensor_free, HMM_PROTO_TENSOR_FREE, struct hmm_proto_tensor_free,
 PAIR(map, HMM_PROTO_MAP, struct hmm_proto_range, range)
 PAIR(map_reply, HMM_PROTO_MAP_REPLY, struct hmm_proto_map_reply, map_reply)
 PAIR(unmap, HMM_PROTO_UNMAP, struct hmm_proto_range, range)
+PAIR(unmap_exact, HMM_PROTO_UNMAP_EXACT, struct hmm_proto_range, range)
 PAIR(prefetch, HMM_PROTO_PREFETCH, struct hmm_proto_range, range)
 PAIR(evict, HMM_PROTO_EVICT, struct hmm_proto_range, range)
 PAIR0(flush, HMM_PROTO_FLUSH)

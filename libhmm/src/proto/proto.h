@@ -46,7 +46,7 @@
 
 #define HMM_PROTO_MAGIC		0x504d4d48u	/* "HMMP" as bytes on the wire */
 #define HMM_PROTO_VERSION_MIN	1		/* the versions this codec speaks */
-#define HMM_PROTO_VERSION_MAX	5
+#define HMM_PROTO_VERSION_MAX	6
 #define HMM_PROTO_HDR_SIZE	32
 #define HMM_PROTO_MSG_MAX	4096	/* no datagram is longer; receive into
 					   MSG_MAX + 1 bytes to see truncation */
@@ -70,7 +70,8 @@
  *
  * Versions.  version is the protocol version that defined the message's
  * type, exactly: 1 for every type of version 1, 2 for WAIT, 3 for
- * WRITEBACK, 4 for SAVE, 5 for TENSOR_RM.  A type's layout never changes; a later version adds types
+ * WRITEBACK, 4 for SAVE, 5 for TENSOR_RM, 6 for UNMAP_EXACT.  A type's
+ * layout never changes; a later version adds types
  * (a changed layout would be a new type).  So every version-1 message is
  * byte-identical in every version, a version-1 peer reads all of them,
  * and a sender uses a type of version N only once HELLO negotiated
@@ -81,7 +82,8 @@
  *              STATS2 / STATS2_REPLY (the engine's other counters too);
  *   version 3: WRITEBACK (hmm_writeback: write back, keep resident);
  *   version 4: SAVE (hmm_flush saves every tensor the client holds);
- *   version 5: TENSOR_RM (hmmctl rm: delete a saved tensor).
+ *   version 5: TENSOR_RM (hmmctl rm: delete a saved tensor);
+ *   version 6: UNMAP_EXACT (the map of a range with that access).
  */
 struct hmm_proto_hdr {
 	uint32_t magic;
@@ -114,6 +116,7 @@ struct hmm_proto_hdr {
 #define HMM_PROTO_WRITEBACK	16	/* -> OK (version 3: written) */
 #define HMM_PROTO_SAVE		17	/* -> OK (version 4: persistent) */
 #define HMM_PROTO_TENSOR_RM	18	/* -> OK (version 5: deleted) */
+#define HMM_PROTO_UNMAP_EXACT	19	/* -> OK (version 6: that map) */
 /* Daemon to client (replies).  ERROR may answer any request. */
 #define HMM_PROTO_HELLO_REPLY	64
 #define HMM_PROTO_ERROR		65
@@ -198,15 +201,20 @@ struct hmm_proto_tensor_free {
 	uint64_t id;		/* nonzero */
 };
 
-/* MAP, UNMAP, PREFETCH, EVICT, 32 bytes: 0 u64 id, 8 u64 off, 16 u64 len,
- * 24 u32 tier, 28 u32 access. */
+/* MAP, UNMAP, UNMAP_EXACT, PREFETCH, EVICT, WRITEBACK, 32 bytes: 0 u64
+ * id, 8 u64 off, 16 u64 len, 24 u32 tier, 28 u32 access.  UNMAP ends,
+ * of the client's maps of exactly that range, the latest read-only one,
+ * else the latest; UNMAP_EXACT (version 6) the latest of exactly that
+ * access, the one the client ends (a read-only one ended in place of a
+ * writable copy map left the copy's bytes out of hmmd until the next
+ * unmap).  ERROR -EINVAL: no such map. */
 struct hmm_proto_range {
 	uint64_t id;		/* nonzero */
 	uint64_t off;
 	uint64_t len;		/* > 0, off + len fits; HMM_ALL = to the end */
 	uint32_t tier;		/* HMM_TIER_DEVICE or HMM_TIER_HOST */
-	uint32_t access;	/* MAP: HMM_READ|WRITE|DISCARD, nonzero;
-				   others: 0 */
+	uint32_t access;	/* MAP, UNMAP_EXACT: HMM_READ|WRITE|
+				   DISCARD, nonzero; others: 0 */
 };
 
 /* MAP_REPLY, 40 bytes: 0 u64 id, 8 u64 off, 16 u64 len, 24 u64 addr,
@@ -363,8 +371,9 @@ struct hmm_proto_msg {
 		struct hmm_proto_error error;
 		struct hmm_proto_tensor tensor;	/* TENSOR_NEW, TENSOR_REPLY */
 		struct hmm_proto_tensor_free tensor_free; /* and TENSOR_RM */
-		struct hmm_proto_range range;	/* MAP, UNMAP, PREFETCH,
-						   EVICT, WRITEBACK */
+		struct hmm_proto_range range;	/* MAP, UNMAP(_EXACT),
+						   PREFETCH, EVICT,
+						   WRITEBACK */
 		struct hmm_proto_map_reply map_reply;
 		struct hmm_proto_stats_reply stats_reply;
 		struct hmm_proto_share share;
@@ -424,6 +433,7 @@ HMM_PROTO_PAIR(tensor_rm, struct hmm_proto_tensor_free);
 HMM_PROTO_PAIR(map, struct hmm_proto_range);
 HMM_PROTO_PAIR(map_reply, struct hmm_proto_map_reply);
 HMM_PROTO_PAIR(unmap, struct hmm_proto_range);
+HMM_PROTO_PAIR(unmap_exact, struct hmm_proto_range);
 HMM_PROTO_PAIR(prefetch, struct hmm_proto_range);
 HMM_PROTO_PAIR(evict, struct hmm_proto_range);
 HMM_PROTO_PAIR0(flush);

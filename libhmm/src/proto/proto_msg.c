@@ -832,6 +832,8 @@ static int check_save(const void *v, const char *msg)
 	[HMM_PROTO_##T] = { n, sz, 1, 4, 0, p, g, c }
 #define REQ5(T, n, sz, p, g, c)						\
 	[HMM_PROTO_##T] = { n, sz, 1, 5, 0, p, g, c }
+#define REQ6(T, n, sz, p, g, c)						\
+	[HMM_PROTO_##T] = { n, sz, 1, 6, 0, p, g, c }
 #define REP(T, n, sz, f, p, g, c)					\
 	[HMM_PROTO_##T] = { n, sz, 0, 1, f, p, g, c }
 #define REP2(T, n, sz, f, p, g, c)					\
@@ -862,6 +864,8 @@ const struct hmm_proto_mtype hmm_proto_mtypes[] = {
 	REQ4(SAVE, "save", 8, put_save, get_save, check_save),
 	REQ5(TENSOR_RM, "tensor_rm", 8, put_tensor_free, get_tensor_free,
 	     check_tensor_free),
+	REQ6(UNMAP_EXACT, "unmap_exact", 32, put_range, get_range,
+	     check_map),
 	REP(HELLO_REPLY, "hello_reply", 48, HMM_PROTO_F_FDS, put_hello_reply,
 	    get_hello_reply, check_hello_reply),
 	REP(ERROR, "error", 264, 0, put_error, get_error, check_error),

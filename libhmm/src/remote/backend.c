@@ -124,19 +124,39 @@ static void remote_close(struct hmm *h)
 }
 
 /* An engine tensor shell carrying hmmd's tensor rt (taken: freed with
- * the shell, or released here when this fails). */
-static int wrap(struct hmm *h, struct hmm_remote_tensor *rt,
+ * the shell, or when this fails released in hmmd if it is a temporary
+ * (made), only forgotten here if it is a saved one (opened): a free by
+ * its uid would delete it, and hmmd lets go of it at this client's
+ * close). */
+static int wrap(struct hmm *h, struct hmm_remote_tensor *rt, int made,
 		struct hmm_tensor **out)
 {
 	int r = hmm_tensor_shell(h, rt->t.name, rt->t.dtype, rt->t.ndim,
 				 rt->t.shape, rt->t.bytes, out);
 
 	if (r < 0) {
-		hmm_remote_tensor_free(rt);
+		if (made)
+			hmm_remote_tensor_free(rt);
+		else
+			free(rt);
 		return r;
 	}
 	(*out)->be_priv = rt;
 	return 0;
+}
+
+/* Does h hold hmmd's tensor id already?  hmmd gives a client one handle
+ * a tensor. */
+static int remote_holds(struct hmm *h, uint64_t id)
+{
+	uint32_t i;
+	int held = 0;
+
+	pthread_mutex_lock(&h->lock);
+	for (i = 0; i < h->ntensors && !held; i++)
+		held = hmm_remote_of(h->tensors[i])->t.id == id;
+	pthread_mutex_unlock(&h->lock);
+	return held;
 }
 
 static int remote_tensor_new(struct hmm *h, const char *name, uint32_t dtype,
@@ -147,9 +167,13 @@ static int remote_tensor_new(struct hmm *h, const char *name, uint32_t dtype,
 	int r = hmm_remote_tensor_new(hmm_remote_client(h), name, dtype, ndim,
 				      shape, 0, &rt);
 
-	return r < 0 ? r : wrap(h, rt, out);
+	return r < 0 ? r : wrap(h, rt, 1, out);
 }
 
+/* hmmd's one saved tensor of the name; -ENOENT when this context holds
+ * it already (opened, or saved by its flush), as the embedded engine
+ * opens each saved tensor once: a second handle's hmm_tensor_free
+ * deleted the tensor under the first. */
 static int remote_tensor_open(struct hmm *h, const char *name,
 			      struct hmm_tensor **out)
 {
@@ -158,7 +182,14 @@ static int remote_tensor_open(struct hmm *h, const char *name,
 
 	/* name: checked by api.c as hmm_tensor_new's is */
 	r = hmm_remote_tensor_open(hmm_remote_client(h), name, &rt);
-	return r < 0 ? r : wrap(h, rt, out);
+	if (r < 0)
+		return r;
+	if (remote_holds(h, rt->t.id)) {
+		free(rt);	/* hmmd's handle is the one held */
+		return hmm_err(-ENOENT, "hmm_tensor_open: tensor '%s': "
+			       "already open in this context", name);
+	}
+	return wrap(h, rt, 0, out);
 }
 
 static int remote_tensor_free(struct hmm_tensor *t)

@@ -23,9 +23,11 @@
 #include "proto_sock.h"
 
 /* One map this client holds.  Allocated by map, freed by unmap. */
-struct cmap {
-	struct cmap *next;
+struct hmm_cmap {
+	struct hmm_cmap *next;
 	uint64_t id, off, len;
+	unsigned access;
+	int own;		/* hmm_client_map_own's: ended by its handle */
 	void *uptr;		/* what map returned: base + byte offset */
 	void *wbase;		/* a copy's window (HMM_PROTO_MAP_F_COPY),
 				   mapped for this map alone; or NULL */
@@ -82,7 +84,7 @@ struct hmm_client {
 	char gone[HMM_PROTO_DETAIL_MAX]; /* why, when hmmd said so */
 	unsigned version;		/* negotiated at hello */
 	uint32_t chunk_bytes;		/* hmmd's, from its hello reply */
-	struct cmap *maps;
+	struct hmm_cmap *maps;
 	struct cbase *bases;
 	uint8_t in[HMM_PROTO_RECV_BUF];	/* the reader's */
 };
@@ -393,7 +395,7 @@ out_free:
 
 void hmm_client_close(struct hmm_client *c)
 {
-	struct cmap *m;
+	struct hmm_cmap *m;
 
 	if (!c)
 		return;
@@ -506,7 +508,7 @@ static int client_base(struct hmm_client *c, uint64_t id, int fd,
 
 /* A copy's window (HMM_PROTO_MAP_F_COPY) fd, mapped for map m alone;
  * end: where the map ends in it.  0 or -errno (detail set). */
-static int client_window(struct cmap *m, int fd, uint64_t end)
+static int client_window(struct hmm_cmap *m, int fd, uint64_t end)
 {
 	struct stat st;
 
@@ -533,12 +535,13 @@ static int client_window(struct cmap *m, int fd, uint64_t end)
 	return 0;
 }
 
-int hmm_client_map(struct hmm_client *c, uint64_t id, uint64_t off,
-		   uint64_t len, unsigned access, void **ptr)
+static int client_map(struct hmm_client *c, uint64_t id, uint64_t off,
+		      uint64_t len, unsigned access, void **ptr,
+		      struct hmm_cmap **own)
 {
 	struct hmm_proto_range q = { id, off, len, HMM_TIER_HOST, access };
 	struct hmm_proto_msg r;
-	struct cmap *m = calloc(1, sizeof(*m));
+	struct hmm_cmap *m = calloc(1, sizeof(*m));
 	unsigned nfds = 0;
 	uint8_t *base = NULL;
 	int fds[HMM_PROTO_FDS_MAX], ret;
@@ -559,6 +562,8 @@ int hmm_client_map(struct hmm_client *c, uint64_t id, uint64_t off,
 	m->id = id;
 	m->off = r.u.map_reply.off;
 	m->len = r.u.map_reply.len;
+	m->access = access;
+	m->own = !!own;
 	/* [addr, addr + len) of the memfd, the tensor's own memory in
 	   hmmd (a read-only fd for a read-only share), mapped whole once;
 	   or of a copy of the range, mapped for this map */
@@ -586,6 +591,8 @@ int hmm_client_map(struct hmm_client *c, uint64_t id, uint64_t off,
 	m->next = c->maps;
 	c->maps = m;
 	pthread_mutex_unlock(&c->lock);
+	if (own)
+		*own = m;
 	m = NULL;
 out:
 	while (nfds)
@@ -594,18 +601,43 @@ out:
 	return ret;
 }
 
-/* Take off c->maps the map that returned ptr, of tensor id (0: of any
- * tensor; ids are nonzero), that an unmap of ptr ends: the shortest,
- * the latest of equals (hmmd then takes a read-only one of that range
- * first), as the embedded engine chooses.  NULL if none. */
-static struct cmap *map_take(struct hmm_client *c, uint64_t id, void *ptr)
+int hmm_client_map(struct hmm_client *c, uint64_t id, uint64_t off,
+		   uint64_t len, unsigned access, void **ptr)
 {
-	struct cmap **pp, **pick = NULL, *m = NULL;
+	return client_map(c, id, off, len, access, ptr, NULL);
+}
+
+int hmm_client_map_own(struct hmm_client *c, uint64_t id, uint64_t off,
+		       uint64_t len, unsigned access, void **ptr,
+		       struct hmm_cmap **own)
+{
+	return client_map(c, id, off, len, access, ptr, own);
+}
+
+/* Does a map of len bytes and access a end before one of pick's?  The
+ * one that pins least first: the shorter, of equals a read-only one
+ * (the embedded engine's hmm_unmap chooses so, map.c). */
+static int ends_first(uint64_t len, unsigned a, const struct hmm_cmap *pick)
+{
+	const unsigned w = HMM_WRITE | HMM_DISCARD;
+
+	return len < pick->len ||
+	       (len == pick->len && !(a & w) && (pick->access & w));
+}
+
+/* Take off c->maps the map that returned ptr, of tensor id (0: of any
+ * tensor; ids are nonzero), that an unmap of ptr ends (ends_first; the
+ * latest of equals); never another's own map.  NULL if none. */
+static struct hmm_cmap *map_take(struct hmm_client *c, uint64_t id,
+				 void *ptr)
+{
+	struct hmm_cmap **pp, **pick = NULL, *m = NULL;
 
 	pthread_mutex_lock(&c->lock);
 	for (pp = &c->maps; *pp; pp = &(*pp)->next)
-		if ((*pp)->uptr == ptr && (!id || (*pp)->id == id) &&
-		    (!pick || (*pp)->len < (*pick)->len))
+		if ((*pp)->uptr == ptr && !(*pp)->own &&
+		    (!id || (*pp)->id == id) &&
+		    (!pick || ends_first((*pp)->len, (*pp)->access, *pick)))
 			pick = pp;
 	if (pick) {
 		m = *pick;
@@ -615,17 +647,23 @@ static struct cmap *map_take(struct hmm_client *c, uint64_t id, void *ptr)
 	return m;
 }
 
-/* End map m, taken off c->maps: hmmd drops its pin; m is freed. */
-static int map_end(struct hmm_client *c, struct cmap *m)
+/* End map m, taken off c->maps: hmmd drops its pin (of that very map
+ * since version 6: UNMAP_EXACT); m is freed. */
+static int map_end(struct hmm_client *c, struct hmm_cmap *m)
 {
 	struct hmm_proto_range q = { m->id, m->off, m->len, HMM_TIER_HOST,
 				     0 };
+	unsigned type = HMM_PROTO_UNMAP;
 	struct hmm_proto_msg r;
 	int ret;
 
+	if (c->version >= 6) {
+		type = HMM_PROTO_UNMAP_EXACT;
+		q.access = m->access;
+	}
 	/* the tensor's mapping stays (client_base): the memfd's pages
 	   are the tensor's own, punched out by hmmd when it drops them */
-	ret = call(c, HMM_PROTO_UNMAP, &q, HMM_PROTO_OK, &r, NULL, NULL,
+	ret = call(c, type, &q, HMM_PROTO_OK, &r, NULL, NULL,
 		   HMM_CLIENT_TIMEOUT_MS);
 	if (m->wbase)		/* a copy: hmmd took its bytes back */
 		munmap(m->wbase, m->wlen);
@@ -635,11 +673,29 @@ static int map_end(struct hmm_client *c, struct cmap *m)
 
 int hmm_client_unmap(struct hmm_client *c, void *ptr)
 {
-	struct cmap *m = map_take(c, 0, ptr);
+	struct hmm_cmap *m = map_take(c, 0, ptr);
 
 	if (!m)
 		return hmm_err(-EINVAL, "unmap %p: not mapped", ptr);
 	return map_end(c, m);
+}
+
+int hmm_client_unmap_own(struct hmm_client *c, struct hmm_cmap *own)
+{
+	struct hmm_cmap **pp;
+	int found = 0;
+
+	pthread_mutex_lock(&c->lock);
+	for (pp = &c->maps; *pp; pp = &(*pp)->next)
+		if (*pp == own) {
+			*pp = own->next;
+			found = 1;
+			break;
+		}
+	pthread_mutex_unlock(&c->lock);
+	if (!found)
+		return hmm_err(-EINVAL, "unmap: no such map");
+	return map_end(c, own);
 }
 
 int hmm_client_unmap_tensor(struct hmm_client *c,
@@ -647,7 +703,7 @@ int hmm_client_unmap_tensor(struct hmm_client *c,
 {
 	/* another tensor's map of ptr is not t's to end: its pin would
 	   go while that tensor still counts it mapped (hmm.h: -EINVAL) */
-	struct cmap *m = map_take(c, t->id, ptr);
+	struct hmm_cmap *m = map_take(c, t->id, ptr);
 
 	if (!m)
 		return hmm_err(-EINVAL, "hmm_unmap: tensor %s: %p is not "

@@ -60,14 +60,27 @@ int hmm_client_tensor_new(struct hmm_client *c, const char *name,
 int hmm_client_tensor_free(struct hmm_client *c, uint64_t id);
 
 /* Map [off, off + len) of tensor id at the host tier: *ptr points into
- * a shared memfd mapping.  hmm_client_unmap(c, ptr) ends the latest map
- * of c that returned ptr, of whichever tensor; hmm_client_unmap_tensor
- * only one of tensor t (-EINVAL naming t otherwise): hmm_unmap's. */
+ * a shared memfd mapping.  hmm_client_unmap(c, ptr) ends, of c's maps
+ * that returned ptr, of whichever tensor, the one that pins least (the
+ * shortest, a read-only one first, the latest of equals), as the
+ * embedded hmm_unmap chooses; hmm_client_unmap_tensor only one of
+ * tensor t (-EINVAL naming t otherwise): hmm_unmap's.  With hmmd of
+ * protocol 6 or later hmmd ends that very map (UNMAP_EXACT). */
 int hmm_client_map(struct hmm_client *c, uint64_t id, uint64_t off,
 		   uint64_t len, unsigned access, void **ptr);
 int hmm_client_unmap(struct hmm_client *c, void *ptr);
 int hmm_client_unmap_tensor(struct hmm_client *c,
 			    const struct hmm_proto_tensor *t, void *ptr);
+
+/* A map that only its handle *own ends (hmm_client_unmap_own), never
+ * an unmap by pointer: shared mode's device staging (dev_stage.c),
+ * whose host map has the pointer of a user's host map of its offset.
+ * hmm_client_close still ends it. */
+struct hmm_cmap;
+int hmm_client_map_own(struct hmm_client *c, uint64_t id, uint64_t off,
+		       uint64_t len, unsigned access, void **ptr,
+		       struct hmm_cmap **own);
+int hmm_client_unmap_own(struct hmm_client *c, struct hmm_cmap *own);
 
 int hmm_client_prefetch(struct hmm_client *c, uint64_t id, uint64_t off,
 			uint64_t len, int tier);

@@ -7,7 +7,9 @@
  *
  * A device map is three things: a host map in hmmd of the same range
  * (pinned there while the device map lives, so hmmd's quota and budget
- * see it), device memory for the range's chunks from this process's
+ * see it; ended by its handle alone, hmm_client_map_own, since a host
+ * map of the same offset has its pointer, and an hmm_unmap of that
+ * pointer once ended the staging map, whose writes were then lost), device memory for the range's chunks from this process's
  * device budget, and a host-to-device copy (none for DISCARD).  The
  * unmap copies device-to-host when the map could write, unmaps in hmmd
  * and frees the device memory; hmm_flush (hmm_remote_dev_sync) and
@@ -40,6 +42,9 @@ struct sdev_map {
 	struct hmm_tensor *t;
 	void *ptr;			/* what hmm_map returned */
 	void *host;			/* hmmd's host map of [off, +len) */
+	struct hmm_cmap *own;		/* ... ended by this handle alone:
+					   a user's host map of off has
+					   the same pointer */
 	uint64_t off, len;
 	uint64_t addr, span;		/* the device memory */
 	unsigned access;
@@ -128,8 +133,8 @@ int hmm_remote_dev_map(struct hmm_tensor *t, uint64_t off, uint64_t len,
 				.access = access };
 	m->span = (skew + len + h->chunk_bytes - 1) / h->chunk_bytes *
 		  h->chunk_bytes;
-	r = hmm_remote_map(hmm_remote_of(t), off, len, HMM_TIER_HOST, access,
-			   &m->host);
+	r = hmm_client_map_own(hmm_remote_of(t)->c, hmm_remote_of(t)->t.id,
+			       off, len, access, &m->host, &m->own);
 	if (r < 0) {
 		free(m);
 		return r;
@@ -182,7 +187,7 @@ int hmm_remote_dev_map(struct hmm_tensor *t, uint64_t off, uint64_t len,
 out_room:
 	sdev_free(h, m, 0);
 out_host:
-	hmm_remote_unmap(hmm_remote_of(t), m->host);
+	hmm_client_unmap_own(hmm_remote_of(t)->c, m->own);
 	free(m);
 	return r;
 }
@@ -246,7 +251,7 @@ int hmm_remote_dev_unmap(struct hmm_tensor *t, void *ptr)
 				hmm_now(), 2);
 	}
 	sdev_free(h, m, 1);
-	r = hmm_remote_unmap(hmm_remote_of(t), m->host);
+	r = hmm_client_unmap_own(hmm_remote_of(t)->c, m->own);
 	free(m);
 	return r;
 }
@@ -298,7 +303,7 @@ void hmm_remote_dev_fini(struct hmm *h)
 			sdev_copy(h, HMM_D2H, (uintptr_t)m->ptr, m->host,
 				  m->len);
 		sdev_free(h, m, 1);
-		hmm_remote_unmap(hmm_remote_of(m->t), m->host);
+		hmm_client_unmap_own(hmm_remote_of(m->t)->c, m->own);
 		free(m);
 	}
 }

@@ -5,8 +5,7 @@
  * test_hmm_remote drives directly.  A remote tensor carries what hmm.h's
  * accessors return.  Differences from embedded mode, by design of hmmd:
  * maps are of the host tier only (device maps -ENOTSUP here; hmm_map
- * stages them in this process: dev_stage.c); two maps of one range
- * return two pointers (two mappings of the tensor's pages in hmmd); a
+ * stages them in this process: dev_stage.c); a
  * tensor is kept in the store by a flush only when made with
  * HMM_PROTO_TENSOR_PERSIST, and hmm_remote_tensor_open() finds those (by
  * name, per uid), not what an embedded context saved.
