@@ -252,8 +252,12 @@ const char *hmm_config_key(unsigned i);
  * exclusive lock held until hmm_close; the detail names the path and the
  * holder's pid), -EUCLEAN (the store is damaged: both superblocks, the
  * tables they name or the table of tensors fail their checks; the detail
- * names the path and what failed, and nothing is written), or the
- * store's error (-EIO: the device failed a read).  Any thread.
+ * names the path and what failed, and nothing is written), -ENOSPC
+ * (store_size, or with 0 the file's size, too small for a store: the
+ * detail names the path and the size it needs; nothing is made),
+ * the error opening a file the config names (store_path, trace_path,
+ * host_dir: e.g. -ENOENT, -EACCES, naming it), or the store's error
+ * (-EIO: the device failed a read).  Any thread.
  */
 int hmm_open(const struct hmm_config *cfg, struct hmm **out);
 
@@ -392,7 +396,10 @@ int hmm_unmap(struct hmm_tensor *t, void *ptr);
  * Start moving [off, off + len) of t to tier (device or host) without
  * pinning it, and return at once; chunks that cannot get space without
  * evicting pinned ones are skipped.  Chunks that wait for space a copy in
- * flight will free get it in the order they were asked.  Returns 0 or
+ * flight will free get it in the order they were asked.  A read or copy
+ * of it that fails is reported by the next hmm_wait or hmm_flush (the
+ * detail naming the tensor and chunk, and for the store its path, offset
+ * and why); a later map of the chunk tries again.  Returns 0 or
  * -EINVAL.  Any thread.
  */
 int hmm_prefetch(struct hmm_tensor *t, uint64_t off, uint64_t len, int tier);
@@ -429,7 +436,8 @@ int hmm_writeback(struct hmm_tensor *t, uint64_t off, uint64_t len);
  * Wait until no prefetch, eviction or write-back (hmm_writeback's too)
  * of t (of every tensor when t is NULL) is in flight.  Returns 0, or the
  * first asynchronous error since the last hmm_wait/hmm_flush (e.g. -EIO
- * of a write-back; the chunk stays dirty in memory).  In shared mode,
+ * of a write-back, the chunk staying dirty in memory; or of a prefetch's
+ * read, a checksum mismatch included).  In shared mode,
  * the first met by a tensor this context holds of its own uid (another
  * client's never, nor its tensor's name).  Any thread.
  */
@@ -483,7 +491,8 @@ struct hmm_tier_stats {
 	uint64_t misses;	/* map had to bring it here */
 	uint64_t evictions;	/* chunks dropped from this tier */
 	uint64_t io_ops;	/* copies into or out of this tier */
-	double stall_s;		/* time maps waited for this tier */
+	double stall_s;		/* time maps waited for this tier (those
+				   that then failed with -ENOMEM too) */
 	double io_s;		/* time its link was busy (store, device;
 				   0 for the host) */
 };

@@ -438,8 +438,13 @@ class Tensor:
 
     def free(self):
         """Free the tensor in every tier (-EBUSY while it is mapped); the
-        context no longer holds it, a flush no longer saves it."""
+        context no longer holds it, a flush no longer saves it.  Again
+        on a freed tensor it does nothing; on a tensor of a closed
+        context (which close() freed) it is EBADF, as every call is."""
         if self._t is None:
+            if self.ctx._h is None:
+                raise OSError(errno.EBADF, "hmm tensor %s: free: its "
+                              "context is closed" % self.name)
             return
         check(lib.hmm_tensor_free(self._t), "hmm tensor %s: free"
               % self.name)

@@ -269,6 +269,8 @@ finally:
 ok(c.stats()["host"]["pinned"] == 0, "and the export's pin is ended")
 t.free()
 ok(True, "so free works")
+t.free()
+ok(True, "and again does nothing (the context is open)")
 c.close()
 if not tap.DAEMON:
     spath = tap.scratch("store.%d" % tap._stores)
@@ -286,6 +288,9 @@ x[3] = 1
 ok(float(x[3]) == 1.0, "and it is writable")
 raises(t.residency, errno.EBADF, "live", "its tensor after close")
 raises(c.flush, errno.EBADF, "closed", "its context after close")
+# free() too: "a Tensor of a closed context refuses every call" (before,
+# it returned quietly); of a freed tensor of an open context it is a no-op
+raises(t.free, errno.EBADF, "closed", "free() of its tensor after close")
 if not tap.DAEMON:
     spath = tap.scratch("store.%d" % tap._stores)
     raises(lambda: hmm.Context(store=spath, store_size="16M"), errno.EBUSY,

@@ -310,6 +310,38 @@ static void bad_names(void)
 }
 
 /*
+ * A zero dimension is -EINVAL wherever it is, even after dimensions whose
+ * product overflows (before: -EOVERFLOW, for a tensor of 0 bytes); a
+ * NULL shape and a name too long say so, not "ndim 2" or only the rule.
+ */
+static void shape_details(void)
+{
+	int64_t late0[3] = { 1ll << 40, 1ll << 40, 0 };
+	struct hmm_tensor *x = NULL;
+	char name[65];
+
+	expect_err(hmm_tensor_new(h, "x", HMM_DTYPE_F32, 3, late0, &x),
+		   -EINVAL, "a zero dimension after an overflowing product");
+	t_ok(strstr(hmm_last_error(), "shape[2] = 0"), "the detail names "
+	     "shape[2]: %s", hmm_last_error());
+	expect_err(hmm_tensor_new(h, "x", HMM_DTYPE_F32, 2, NULL, &x),
+		   -EINVAL, "a NULL shape");
+	t_ok(strstr(hmm_last_error(), "shape is NULL"), "the detail names "
+	     "the shape: %s", hmm_last_error());
+	memset(name, 'n', 64);
+	name[64] = 0;
+	expect_err(hmm_tensor_new(h, name, HMM_DTYPE_F32, 1, late0, &x),
+		   -EINVAL, "a name of 64 bytes");
+	t_ok(strstr(hmm_last_error(), "hmm_tensor_new: name of 64 bytes"),
+	     "the detail gives its length: %s", hmm_last_error());
+	expect_err(hmm_tensor_open(h, name, &x), -EINVAL, "tensor_open, a "
+		   "name of 64 bytes");
+	t_ok(strstr(hmm_last_error(), "hmm_tensor_open: name of 64 bytes"),
+	     "the same detail: %s", hmm_last_error());
+	t_ok(x == NULL, "no tensor made");
+}
+
+/*
  * hmm_unmap(u, p) of a pointer p mapped through another tensor t is
  * -EINVAL naming u, and leaves t's pin: t stays mapped (-EBUSY to
  * free) until its own unmap.
@@ -434,6 +466,7 @@ int main(void)
 	int64_t huge[2] = { INT64_MAX / 2, 16 };
 	expect_err(hmm_tensor_new(h, "x", HMM_DTYPE_F32, 2, huge, &bad),
 		   -EOVERFLOW, "size overflow");
+	shape_details();
 	t_ok(bad == NULL, "failed tensor_new leaves *out alone");
 
 	if (hmm_tensor_new(h, "w", HMM_DTYPE_F32, 2, shape, &t))

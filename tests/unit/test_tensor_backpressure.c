@@ -340,6 +340,21 @@ static void prefetch_order(void)
 	hmm_close(h2);
 }
 
+/*
+ * A map that waited wait_ms and failed stalled as long: stall_s ("time
+ * maps waited for this tier") counts it, as it does a wait that ended
+ * in a map (before, only those).  Shared mode: the host's are hmmd's;
+ * the device tier is this process's, and remote/ counts no device stall.
+ */
+static void stall_counted(const struct hmm_stats *st0,
+			  const struct hmm_stats *st, int tier)
+{
+	double d = st->tier[tier].stall_s - st0->tier[tier].stall_s;
+
+	t_ok(d >= 0.25, "the failed map's wait is counted as %s stall "
+	     "(+%.3f s)", tier == HMM_TIER_HOST ? "host" : "device", d);
+}
+
 int main(void)
 {
 	struct hmm_config cfg;
@@ -398,6 +413,8 @@ int main(void)
 		t_fail_all("map b: %s", hmm_last_error());
 	double t0 = (double)clock() / CLOCKS_PER_SEC;
 	struct timespec ts0, ts1;
+	struct hmm_stats st0;
+	hmm_stats(h, &st0);
 	clock_gettime(CLOCK_MONOTONIC, &ts0);
 	r = hmm_map(c, 0, HMM_ALL, HMM_TIER_HOST, HMM_READ, &pc);
 	clock_gettime(CLOCK_MONOTONIC, &ts1);
@@ -410,6 +427,7 @@ int main(void)
 	t_ok(waited >= 0.29, "after the bounded wait (%.3f s)", waited);
 	hmm_stats(h, &st);
 	t_eq(st.tier[HMM_TIER_HOST].pinned, 1 << 20, "only b stays pinned");
+	stall_counted(&st0, &st, HMM_TIER_HOST);
 	t_ok(((uint8_t *)pb)[12345] == 0x5a, "b's contents intact");
 	hmm_unmap(b, pb);
 	t_eq(hmm_map(c, 0, HMM_ALL, HMM_TIER_HOST, HMM_READ, &pc), 0,
@@ -421,6 +439,7 @@ int main(void)
 	   is this process's, staged through hmmd) */
 	if (hmm_map(a, 0, 512 << 10, HMM_TIER_DEVICE, HMM_READ, &pa))
 		t_fail_all("map a at the device: %s", hmm_last_error());
+	hmm_stats(h, &st0);
 	clock_gettime(CLOCK_MONOTONIC, &ts0);
 	r = hmm_map(c, 0, 512 << 10, HMM_TIER_DEVICE, HMM_READ, &pc);
 	clock_gettime(CLOCK_MONOTONIC, &ts1);
@@ -430,6 +449,13 @@ int main(void)
 	     "detail: %s", hmm_last_error());
 	t_ok(waited >= 0.29 && waited < 5, "after the bounded wait (%.3f s)",
 	     waited);
+	hmm_stats(h, &st);
+	if (hmm_test_shared())
+		hmm_test_skip("the failed device map's wait is counted as "
+			      "stall", "shared mode: the remote backend's "
+			      "device maps count no stall (reported)");
+	else
+		stall_counted(&st0, &st, HMM_TIER_DEVICE);
 	hmm_unmap(a, pa);
 	t_eq(hmm_map(c, 0, 512 << 10, HMM_TIER_DEVICE, HMM_READ, &pc), 0,
 	     "and the same map works once a is unmapped");

@@ -127,6 +127,38 @@ int main(void)
 	     (unsigned long long)st.io_errors);
 	t_eq(st.tier[HMM_TIER_HOST].pinned, 0, "the failed map left no pin");
 
+	/* every chunk of a map failing: the detail is still the store's
+	   (before, the map named its first chunk with "Input/output
+	   error" alone: the store's reason was kept for the latest) */
+	evict(a);
+	t_eq(hmm_fault_set("eio@1,eio@2,eio@3,eio@4"), 0, "inject eio on "
+	     "the next 4 store ops");
+	r = check(a, 1);
+	t_eq(r, -EIO, "map of alpha, its 4 chunks failing: -EIO");
+	t_ok(strstr(hmm_last_error(), "alpha") &&
+	     strstr(hmm_last_error(), path) &&
+	     strstr(hmm_last_error(), "offset"), "detail names the tensor, "
+	     "the store and the offset: %s", hmm_last_error());
+	t_eq(hmm_wait(h, a), 0, "the failed map's other reads end; the map "
+	     "said so, hmm_wait does not again");
+	hmm_fault_set(NULL);
+	t_eq(check(a, 1), 0, "alpha reads exact once the fault is gone");
+
+	/* a prefetch's failed read, which no map waits for: the next
+	   hmm_wait reports it (before, it was dropped: hmm_wait said 0) */
+	evict(a);
+	t_eq(hmm_fault_set("eio@1"), 0, "inject eio on the next store op");
+	t_eq(hmm_prefetch(a, 0, CHUNK, HMM_TIER_HOST), 0, "prefetch alpha's "
+	     "first chunk");
+	r = hmm_wait(h, a);
+	t_eq(r, -EIO, "the prefetch's error comes out of hmm_wait");
+	t_ok(strstr(hmm_last_error(), "alpha") &&
+	     strstr(hmm_last_error(), path), "detail names the tensor and "
+	     "the store: %s", hmm_last_error());
+	hmm_fault_set(NULL);
+	t_eq(hmm_wait(h, NULL), 0, "reported once");
+	t_eq(check(a, 1), 0, "alpha reads exact after");
+
 	/* a failed write-back */
 	t_ok(!hmm_test_fill(a, TB, 3), "alpha rewritten (dirty)");
 	t_eq(hmm_fault_set("eio@1,eio@2,eio@3,eio@4"), 0, "inject eio on "

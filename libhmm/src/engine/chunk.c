@@ -194,6 +194,12 @@ static void chunk_copy_end(struct hmm *h, struct hmm_chunk *c, int err)
 			h->copy_err_chunk = c;	/* the copier's detail */
 			snprintf(h->copy_detail, sizeof(h->copy_detail), "%s",
 				 hmm_last_error());
+			/* a prefetch's (not a failed map's, which said
+			   so): no map pins it to be told, so the next
+			   hmm_wait / hmm_flush is (libhmm(3)) */
+			if (c->prefetched && !c->pins[HMM_TIER_HOST] &&
+			    !c->pins[HMM_TIER_DEVICE])
+				chunk_async_error(h, c, err, io_names[io]);
 		}
 	} else if (c->copy_gen != c->gen) {
 		/* written while the copy ran: its bytes are stale */

@@ -102,8 +102,18 @@ static int map_step(struct hmm *h, void *arg)
 	struct map_range *m = arg;
 	uint32_t i = m->off / h->chunk_bytes;
 	uint32_t last = (m->off + m->len - 1) / h->chunk_bytes;
+	uintptr_t e = (uintptr_t)h->copy_err_chunk;
 	int again = 0, starved = 0;
 
+	/* the failed copy whose detail is kept (the store's path, offset
+	   and why), when it is one of this map's: its error first, so that
+	   the map of several failed chunks names the store's reason (the
+	   slot holds the latest failure, often not the first chunk's) */
+	if (e >= (uintptr_t)&m->t->chunks[i] &&
+	    e <= (uintptr_t)&m->t->chunks[last] &&
+	    h->copy_err_chunk->err && !h->copy_err_chunk->busy)
+		return hmm_chunk_step(h, h->copy_err_chunk, m->tier,
+				      HMM_READ, HMM_STEP_MAP, HMM_NO_LIMIT);
 	for (; i <= last; i++) {
 		int r = hmm_chunk_step(h, &m->t->chunks[i], m->tier,
 				       chunk_access(h, m->t, i, m->off, m->len,
@@ -135,6 +145,14 @@ static int map_wait(struct hmm *h, struct map_range *m)
 	double t0 = hmm_now();
 	int r = hmm_budget_admit(h, &a);
 
+	/* a map that waited, and then failed, stalled all the same */
+	if (a.waited_s > 0) {
+		h->tier[tier].st.stall_s += a.waited_s;
+		hmm_trace_event(h, "stall", tier == HMM_TIER_HOST ?
+				"map wait host" : "map wait device", t->name,
+				first, (uint64_t)(last - first + 1) *
+				h->chunk_bytes, t0, t0 + a.waited_s, 0);
+	}
 	if (a.starved)
 		return hmm_err(-ENOMEM, "tensor %s: %s tier full for %u ms: "
 			       "the map needs %llu bytes (budget %llu, used "
@@ -148,16 +166,7 @@ static int map_wait(struct hmm *h, struct map_range *m)
 			       "dirty chunks to", h->async_err ?
 			       "; a copy down failed: " : "",
 			       h->async_err ? h->async_detail : "");
-	if (r < 0)
-		return r;
-	if (a.waited_s > 0) {
-		h->tier[tier].st.stall_s += a.waited_s;
-		hmm_trace_event(h, "stall", tier == HMM_TIER_HOST ?
-				"map wait host" : "map wait device", t->name,
-				first, (uint64_t)(last - first + 1) *
-				h->chunk_bytes, t0, t0 + a.waited_s, 0);
-	}
-	return 0;
+	return r < 0 ? r : 0;
 }
 
 /*

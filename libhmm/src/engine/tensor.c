@@ -25,7 +25,9 @@ int hmm_tensor_name_check(const char *fn, const char *name)
 	size_t i, n = name ? strlen(name) : 0;
 
 	if (!n || n > 63)
-		return hmm_err(-EINVAL, "%s: name must be 1..63 bytes", fn);
+		return hmm_err(-EINVAL, "%s: name %s%.0zu%s: must be 1..63 "
+			       "bytes", fn, !name ? "NULL" : !n ? "empty" :
+			       "of ", n > 63 ? n : 0, n > 63 ? " bytes" : "");
 	for (i = 0; i < n; i++) {
 		unsigned char c = name[i];
 
@@ -57,14 +59,19 @@ int hmm_tensor_check(struct hmm *h, const char *name, uint32_t dtype,
 	if (!n)
 		return hmm_err(-EINVAL, "tensor %s: unknown dtype %u", name,
 			       dtype);
-	if (!ndim || ndim > HMM_MAX_DIMS || !shape)
-		return hmm_err(-EINVAL, "tensor %s: ndim %u: must be 1..%d "
-			       "with a shape", name, ndim, HMM_MAX_DIMS);
-	for (i = 0; i < ndim; i++) {
+	if (!ndim || ndim > HMM_MAX_DIMS)
+		return hmm_err(-EINVAL, "tensor %s: ndim %u: must be 1..%d",
+			       name, ndim, HMM_MAX_DIMS);
+	if (!shape)
+		return hmm_err(-EINVAL, "tensor %s: shape is NULL", name);
+	/* every dimension first: a zero one is -EINVAL, not the overflow
+	   of the dimensions before it */
+	for (i = 0; i < ndim; i++)
 		if (shape[i] <= 0)
 			return hmm_err(-EINVAL, "tensor %s: shape[%u] = %lld: "
 				       "must be > 0", name, i,
 				       (long long)shape[i]);
+	for (i = 0; i < ndim; i++) {
 		if (__builtin_mul_overflow(n, (uint64_t)shape[i], &n) ||
 		    n > (1ull << 46))
 			return hmm_err(-EOVERFLOW, "tensor %s: size overflows "
