@@ -75,6 +75,7 @@ struct pend {
  */
 struct hmm_client {
 	int fd;
+	pid_t pid;			/* the process that connected */
 	pthread_mutex_t lock;		/* protects all below */
 	pthread_cond_t cond;		/* a reply came, or the reader left */
 	uint64_t seq;
@@ -359,6 +360,7 @@ int hmm_client_open_feat(const char *addr, const uint64_t quota[HMM_TIERS],
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
 	pthread_cond_init(&c->cond, &ca);
 	pthread_condattr_destroy(&ca);
+	c->pid = getpid();
 	c->fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
 	if (c->fd < 0 ||
 	    connect(c->fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
@@ -393,12 +395,35 @@ out_free:
 	return ret;
 }
 
+/*
+ * Hang up and wait (HMM_CLIENT_TIMEOUT_MS at most) for hmmd to hang up
+ * too, which it does once it has released what the connection held
+ * (daemon/conn.c): so that a context opened right after hmm_close finds
+ * the quota and the tensor count as they are without this one.  Only
+ * the process that connected: a forked child's shutdown would end its
+ * parent's connection too.
+ */
+static void client_hangup(struct hmm_client *c)
+{
+	int64_t end = mono_ns() + HMM_CLIENT_TIMEOUT_MS * 1000000ll, left;
+	struct pollfd p = { .fd = c->fd, .events = POLLIN };
+	char b[64];
+
+	if (c->pid != getpid() || c->broken || shutdown(c->fd, SHUT_WR))
+		return;
+	while ((left = end - mono_ns()) > 0 &&
+	       poll(&p, 1, (int)(left / 1000000) + 1) == 1 &&
+	       recv(c->fd, b, sizeof(b), MSG_DONTWAIT) > 0)
+		;	/* late replies of calls that gave up: dropped */
+}
+
 void hmm_client_close(struct hmm_client *c)
 {
 	struct hmm_cmap *m;
 
 	if (!c)
 		return;
+	client_hangup(c);
 	while ((m = c->maps)) {
 		c->maps = m->next;
 		if (m->wbase)

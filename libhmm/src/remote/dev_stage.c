@@ -116,6 +116,20 @@ static void sdev_free(struct hmm *h, struct sdev_map *m, int populated)
 	pthread_mutex_unlock(&h->lock);
 }
 
+/* A device map's time, from t0, as the device tier's stall (hmm.h:
+ * "time maps waited for this tier"), whether it then failed or not. */
+static void sdev_stall(struct hmm *h, struct hmm_tensor *t, uint64_t off,
+		       uint64_t len, double t0)
+{
+	double t1 = hmm_now();
+
+	pthread_mutex_lock(&h->lock);
+	h->tier[HMM_TIER_DEVICE].st.stall_s += t1 - t0;
+	pthread_mutex_unlock(&h->lock);
+	hmm_trace_event(h, "stall", "map device via hmmd", t->name,
+			off / h->chunk_bytes, len, t0, t1, 0);
+}
+
 int hmm_remote_dev_map(struct hmm_tensor *t, uint64_t off, uint64_t len,
 		       unsigned access, void **ptr)
 {
@@ -177,10 +191,8 @@ int hmm_remote_dev_map(struct hmm_tensor *t, uint64_t off, uint64_t len,
 		h->tier[HMM_TIER_DEVICE].st.bytes_in += len;
 		h->tier[HMM_TIER_DEVICE].st.io_ops++;
 	}
-	h->tier[HMM_TIER_DEVICE].st.stall_s += hmm_now() - t0;
 	pthread_mutex_unlock(&h->lock);
-	hmm_trace_event(h, "stall", "map device via hmmd", t->name,
-			off / h->chunk_bytes, len, t0, hmm_now(), 0);
+	sdev_stall(h, t, off, len, t0);
 	*ptr = m->ptr;
 	return 0;
 
@@ -189,6 +201,7 @@ out_room:
 out_host:
 	hmm_client_unmap_own(hmm_remote_of(t)->c, m->own);
 	free(m);
+	sdev_stall(h, t, off, len, t0);	/* a failed map waited too */
 	return r;
 }
 
