@@ -99,9 +99,11 @@ static const struct {
 	 * refused (hmmd_config_check then wants a chunk at least) */
 	{ "host_budget", OFF(host_budget), 8, NUM_RANGE, 1, UINT64_MAX, 1 },
 	{ "device_budget", OFF(device_budget), 8, NUM_SIZE, 0, 0, 1 },
-	{ "store_size", OFF(store_size), 8, NUM_SIZE, 0, 0, 1 },
+	/* so would a store's: --store-size 0 made a 1 GiB store */
+	{ "store_size", OFF(store_size), 8, NUM_RANGE, 1, UINT64_MAX, 1 },
 	{ "client_quota", OFF(client_quota), 8, NUM_RANGE, 1, UINT64_MAX, 1 },
-	{ "module_store_size", OFF(module_store_size), 8, NUM_SIZE, 0, 0, 1 },
+	{ "module_store_size", OFF(module_store_size), 8, NUM_RANGE, 1,
+	  UINT64_MAX, 1 },
 	{ "chunk_bytes", OFF(chunk_bytes), 4, NUM_RANGE, 4096, UINT32_MAX,
 	  4096 },
 	{ "wait_ms", OFF(wait_ms), 4, NUM_INT, 0, UINT32_MAX, 1 },

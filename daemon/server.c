@@ -140,8 +140,13 @@ static int listen_on(const struct hmmd_config *cfg, char **at_out)
 		return ret;
 	if ((size_t)snprintf(tmp, sizeof(tmp), "%s.new", path) < sizeof(tmp)) {
 		at = tmp;
-		unlink(tmp);		/* an earlier hmmd's, killed here */
 		strcpy(sa.sun_path, tmp);
+		/* an earlier hmmd's, killed here, may go; anything else
+		   (a user's file that happens to have the name, a live
+		   hmmd's) is left as it is: it was unlinked unlooked */
+		ret = clear_stale(tmp, &sa);
+		if (ret)
+			return ret;
 	}
 	fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 	if (fd < 0)

@@ -67,6 +67,7 @@ bad shared "--host 2M: want at least the 2M chunks a --slice spans" --size 12M -
 bad tensors "--compute-ratio nan: want a number from 0 to 100" --compute-ratio nan
 bad tensors "--layers 3: want an integer from 4" --layers 3
 bad train "--batch 0: want an integer from 1 to 4096" --batch 0
+bad train "--preset list: want a preset's name" --preset list
 bad attn "--torch-venv v: only with --vs-torch" --torch-venv v
 bad train "--torch-venv v: only with --vs-torch" --torch-venv v
 bad train "--store x.store: not with --vs-torch" --vs-torch --store x.store
@@ -147,6 +148,16 @@ ok $([ -e "$dir/bench-tensors.store" ]; [ $? = 1 ]; echo $?) "tensors: SIGTERM m
 # sizes below a chunk: the store and budget are sized in whole chunks
 out=$("$bin" tensors --store "$dir/small.store" --layers 4 --layer-size 4097 --chunk 4K --steps 1 --reps 1 --json 2>"$dir/err" | tail -1)
 ok $([ $? = 0 ] && python3 -c 'import json,sys; json.loads(sys.argv[1])' "$out" && [ ! -e "$dir/small.store" ]; echo $?) "tensors --layer-size 4097 --chunk 4K: measured, valid JSON, nothing left ($(head -1 "$dir/err"))"
+
+# the man page as a reader sees it: ".BR --overwrite ; 77 when ..." ran
+# its words together ("--overwrite;77whenasubcommandcannot")
+man1=$(dirname "$0")/../../man/hmm-bench.1
+if command -v groff >/dev/null && [ -f "$man1" ]; then
+	txt=$(groff -man -Tascii -P-cbou "$man1" 2>/dev/null | tr -s ' \n' '  ')
+	ok $(grep -q -- '--overwrite; 77 when a subcommand cannot run here' <<<"$txt"; echo $?) "man hmm-bench: EXIT STATUS reads '--overwrite; 77 when ...'"
+else
+	skip "groff or man/hmm-bench.1 not here"
+fi
 
 # --name=value is --name value; the last of a flag given twice wins
 out=$("$bin" adamw --n=64K --threads=2 --threads 1 --reps=1 --json 2>&1 | tail -1)

@@ -109,7 +109,7 @@ ok $([ $? = 2 ] && grep -q 'bad.conf:2: module_store_size: "lots"' "$dir/log"; e
 # each kind of numeric key: out of its range, exit 2 with the reason
 badkey() {	# key value pattern
 	printf '[hmmd]\n%s = %s\n' "$1" "$2" >"$dir/bad.conf"
-	"$B/bin/hmmd" --config "$dir/bad.conf" --socket "$dir/s" 2>"$dir/log"
+	timeout 5 "$B/bin/hmmd" --module none --config "$dir/bad.conf" --socket "$dir/s" 2>"$dir/log"
 	ok $([ $? = 2 ] && grep -qF "bad.conf:2: $1: \"$2\" $3" "$dir/log"; echo $?) "$1 = $2: exit 2, $3"
 }
 badkey chunk_bytes 5000 "is out of range"
@@ -125,6 +125,8 @@ badkey verbose 2 "is not 0..1"
 badkey store_size -1 "is not a size"
 badkey host_budget 0 "is out of range"
 badkey client_quota 0 "is out of range"
+badkey store_size 0 "is out of range"
+badkey module_store_size 0 "is out of range"
 badkey chunk_bytes 0 "is out of range"
 badkey host_budget 64MB "is not a size (e.g. 8G, 512M)"
 badkey host_budget 1.5G "is not a size (e.g. 8G, 512M)"
@@ -150,7 +152,7 @@ badfile "[hmmd]\nsocket = /$(printf 'x%.0s' $(seq 250))\n" '2: a line longer tha
 # key and the value, no second line (nothing was started)
 badflag() {	# pattern args...
 	local pat=$1; shift
-	"$B/bin/hmmd" --module none --socket "$dir/s" --store "$dir/stf" "$@" 2>"$dir/log"
+	timeout 5 "$B/bin/hmmd" --module none --socket "$dir/s" --store "$dir/stf" "$@" 2>"$dir/log"
 	ok $([ $? = 2 ] && grep -qF -- "$pat" "$dir/log" && [ "$(wc -l <"$dir/log")" = 1 ] && [ ! -e "$dir/s" ] && [ ! -e "$dir/stf" ]; echo $?) "hmmd $*: exit 2, one line: $(head -1 "$dir/log")"
 }
 badflag 'metrics: "0.0.0.0:0" is not loopback (127.0.0.0/8 only)' --metrics 0.0.0.0:0
@@ -160,6 +162,7 @@ badflag 'socket_group: "nosuchgroup" is no group' --group nosuchgroup
 badflag 'host_budget: "0" is out of range' --host-budget 0
 badflag 'chunk_bytes: "0" is out of range' --chunk 0
 badflag 'client_quota: "0" is out of range' --client-quota 0
+badflag 'store_size: "0" is out of range' --store-size 0
 badflag 'host_budget: "64MB"' --host-budget 64MB
 badflag "config $dir: Is a directory" --config "$dir"
 printf '[hmmd]\nno_such_key = 1\n' >"$dir/bad.conf"
@@ -195,6 +198,12 @@ nostore() {	# what, then hmmd's flags: exit 1, no new store, no socket
 nostore "a missing socket folder" --module none --socket "$dir/nodir/s"
 nostore "a socket path that is a file" --module none --socket "$dir/file"
 ok $([ "$(cat "$dir/file")" = precious ]; echo $?) "and the file is untouched"
+# PATH.new, where the socket is bound before its rename: a file of the
+# user's there was unlinked unlooked (and hmmd served)
+echo precious >"$dir/s.new"
+timeout 5 "$B/bin/hmmd" --module none --socket "$dir/s" --store "$dir/new" --store-size 64M 2>"$dir/log"
+ok $([ $? = 1 ] && [ "$(cat "$dir/s.new")" = precious ] && [ ! -e "$dir/s" ] && [ ! -e "$dir/new" ] && grep -q "socket $dir/s.new: exists and is not a socket" "$dir/log"; echo $?) "a file at the socket's PATH.new: exit 1, named, untouched ($(head -1 "$dir/log"))"
+rm -f "$dir/s.new" "$dir/new"
 nostore "a live socket" --module none --socket "$dir/live"
 "$B/bin/hmmctl" --socket "$dir/live" status >"$dir/status" 2>&1
 ok $? "and the hmmd serving it still serves"

@@ -42,6 +42,31 @@ ok $? "--host-budget $give, the minimum it named: runs"
 "$bin" --steps 1 --daemon "unix:$dir/s.sock" >"$dir/small.out" 2>&1
 ok $(grep -q "store hmmd's (--daemon unix:$dir/s.sock)" "$dir/small.out" && ! grep -q 'hmm-train\.[0-9]*\.store' "$dir/small.out"; echo $?) "offloaded: the header names hmmd's store, no file of ours: $(grep -m1 'training state' "$dir/small.out")"
 
+# no file of ours, not even a scratch store reserved and unlinked: run
+# outside a source tree with $TMPDIR missing (a store file of ours would
+# fail to be made there, exit 2)
+mkdir -p "$dir/away"
+(cd "$dir/away" && TMPDIR=$dir/notmp "$bin" --steps 1 --daemon "unix:$dir/s.sock" >"$dir/away.out" 2>&1)
+rc=$?
+ok $([ $rc = 0 ] && grep -q "store hmmd's" "$dir/away.out" && [ -z "$(ls -A "$dir/away")" ]; echo $?) "offloaded through hmmd: no store file of ours is made (rc $rc: $(grep -v '^blas' "$dir/away.out" | grep -m1 'error\|store' | cut -c1-120))"
+# a checkpoint is a flush of our own store: with --daemon it named an
+# empty file of ours (never resumable) while the state was in hmmd's, so
+# --ckpt, --resume, --store and --format are refused, nothing made
+for f in "--ckpt $dir/c" "--resume $dir/c" "--store $dir/x.store" "--format"; do
+	"$bin" --preset tiny --steps 1 --host-budget "${give:-1G}" --daemon "unix:$dir/s.sock" $f >"$dir/f.out" 2>"$dir/f.err"
+	rc=$?
+	ok $([ $rc = 2 ] && grep -q -- "${f%% *}.*not with --daemon" "$dir/f.err" && ! grep -q '^step' "$dir/f.out" && [ ! -e "$dir/c" ] && [ ! -e "$dir/c.store" ] && [ ! -e "$dir/x.store" ]; echo $?) "--daemon with $f: exit 2, nothing made (rc $rc: $(head -1 "$dir/f.err"))"
+done
+# the store's bytes in --json are this run's, not hmmd's since its start
+# (every earlier client's): two like runs read alike
+rd() { grep -o '"store_read_bytes":[0-9]*' "$1" | tail -1 | cut -d: -f2; }
+for i in 1 2; do
+	"$bin" --steps 2 --json --daemon "unix:$dir/s.sock" >"$dir/r$i.json" 2>/dev/null
+done
+r1=$(rd "$dir/r1.json") r2=$(rd "$dir/r2.json")
+d=$(( ${r2:-0} - ${r1:-0} )); d=${d#-}
+ok $([ -n "$r1" ] && [ -n "$r2" ] && [ "$r1" -gt 0 ] && [ $((d * 10)) -le "$r1" ]; echo $?) "store_read_bytes is the run's own: $r1 then $r2 for two like runs"
+
 "$bin" --steps 1 --daemon "unix:$dir/none.sock" >"$dir/none.out" 2>"$dir/none.err"
 rc=$?
 ok $([ $rc -ne 0 ]; echo $?) "no daemon at the address: fails (rc $rc)"

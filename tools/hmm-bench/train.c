@@ -265,6 +265,11 @@ static int bench_train(int argc, char **argv)
 	};
 
 	bench_args("train", usage, argc, argv, args);
+	/* hmm-train's list, not a preset: it printed the list on stderr
+	   and the run failed "without its summary", exit 1 */
+	if (!strcmp(preset, "list"))
+		bench_arg_bad("--preset", preset, "want a preset's name "
+			      "(hmm-train --preset list lists them)");
 	if (venv && !torch)
 		bench_arg_bad("--torch-venv", venv, "only with --vs-torch");
 	if (store && torch)	/* --vs-torch runs in memory only */

@@ -38,7 +38,9 @@ static void usage(FILE *f)
 "  --format            format the store whatever it holds (foreign data,\n"
 "                      or an hmm store with named tensors: without it\n"
 "                      they are refused and left untouched)\n"
-"  --daemon unix:PATH  use hmmd at this socket (shared mode)\n"
+"  --daemon unix:PATH  use hmmd at this socket (shared mode; the store\n"
+"                      is hmmd's: not with --store, --format, --ckpt,\n"
+"                      --resume)\n"
 "  --data FILE         train on a text file, byte by byte (default: a\n"
 "                      synthetic grammar corpus made from --seed)\n"
 "  --seed N            seed for the corpus, the weights, the batches (1)\n"
@@ -236,6 +238,18 @@ int main(int argc, char **argv)
 		return bad("argument", argv[optind], "unexpected (see --help)");
 	if (o.format && o.resume)
 		return bad("--format", "", "formats the store --resume needs");
+	/* with --daemon the state lives in hmmd's store: a --store of ours
+	   was made, reserved and left unused, and a checkpoint flushed
+	   hmmd's store but named that empty file, so it never resumed */
+	if (o.daemon && (o.store || o.format))
+		return bad(o.store ? "--store" : "--format", o.store,
+			   "not with --daemon (the store is hmmd's: its "
+			   "--store, --format)");
+	if (o.daemon && (o.ckpt || o.resume))
+		return bad(o.ckpt ? "--ckpt" : "--resume",
+			   o.ckpt ? o.ckpt : o.resume, "not with --daemon (a "
+			   "checkpoint is a flush of hmm-train's own store; "
+			   "with --daemon the state is in hmmd's)");
 	if (!strcmp(preset, "list")) {
 		list_presets();
 		return 0;

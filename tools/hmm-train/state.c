@@ -200,7 +200,8 @@ int state_open(const struct state_config *cfg, struct state **out)
 			   "there)", cfg->store_path, strerror(errno));
 		goto out_free;
 	}
-	if (s->has_store) {
+	/* with a daemon the store is hmmd's: no file of ours to make */
+	if (s->has_store && !cfg->daemon) {
 		if (cfg->store_path) {
 			snprintf(s->store_path, sizeof(s->store_path), "%s",
 				 cfg->store_path);

@@ -117,7 +117,7 @@ int st_arrays_open(struct state *s, const struct state_config *cfg)
 	hc.kernel_threads = cfg->kernel_threads;
 	hc.policy = getenv("HMM_TRAIN_LRU") ? HMM_POLICY_LRU :
 		    HMM_POLICY_SCHEDULE;
-	if (s->has_store) {
+	if (s->has_store && !cfg->daemon) {
 		hc.store_path = s->store_path;
 		hc.store_size = s->store_size;
 	}
@@ -132,9 +132,16 @@ int st_arrays_open(struct state *s, const struct state_config *cfg)
 			    err == -EEXIST ? "; hmm-train --format formats "
 			    "it" : "");
 	if (cfg->daemon) {
+		struct hmm_stats st;
+
 		err = daemon_check(s);
 		if (err)
 			return err;
+		if (!hmm_stats(s->h, &st)) {
+			s->base_rd = st.tier[HMM_TIER_STORE].bytes_out;
+			s->base_wr = st.tier[HMM_TIER_STORE].bytes_in;
+			s->base_stall = st.tier[HMM_TIER_HOST].stall_s;
+		}
 	}
 	/* a temporary store: libhmm holds it open by its one descriptor,
 	 * so its name can go now, and its space with the process however
@@ -273,9 +280,9 @@ void state_sample(struct state *s, struct state_sample *o)
 	o->store_resident = st.tier[HMM_TIER_STORE].resident;
 	if (!o->store_resident && s->offloaded && s->bytes > o->host_resident)
 		o->store_resident = s->bytes - o->host_resident;
-	o->store_read_bytes = st.tier[HMM_TIER_STORE].bytes_out;
-	o->store_write_bytes = st.tier[HMM_TIER_STORE].bytes_in;
-	o->stall_s = st.tier[HMM_TIER_HOST].stall_s;
+	o->store_read_bytes = st.tier[HMM_TIER_STORE].bytes_out - s->base_rd;
+	o->store_write_bytes = st.tier[HMM_TIER_STORE].bytes_in - s->base_wr;
+	o->stall_s = st.tier[HMM_TIER_HOST].stall_s - s->base_stall;
 	o->kernel_threads = (uint32_t)st.kernel_threads;
 	o->pool_bytes = st.pool_bytes;
 	o->queue_depth = (uint32_t)st.queue_depth;

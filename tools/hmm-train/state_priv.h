@@ -44,6 +44,10 @@ struct state {
 	int has_store, reopen, format;	/* see state_config */
 	char store_path[4096];
 	double map_s;
+	/* with a daemon, hmmd's counters are its own since its start, over
+	   every client: this run's are those less what they were at open */
+	uint64_t base_rd, base_wr;
+	double base_stall;
 	struct hmm *h;
 	struct hmm_tensor **t;		/* [nblocks * ST_KINDS] */
 	struct hmm_tensor *tag;		/* "train.ckpt", with a store */
