@@ -14,32 +14,59 @@ static uint64_t up(uint64_t x, uint64_t a)
 	return (x + a - 1) / a * a;
 }
 
-int hmm_sb_layout(uint64_t size, uint32_t block_size, uint32_t max_extents,
-		  uint32_t meta_cap, struct hmm_sb *sb, uint64_t *need)
+/* Where the data area of a store of size bytes starts: after the two
+ * superblocks and two tables of max_extents entries (0: one a block of
+ * size, at most 1 << 22) and meta_cap bytes each.  *cap: a table's. */
+static uint64_t data_start(uint64_t size, uint32_t block_size,
+			   uint32_t max_extents, uint32_t meta_cap,
+			   uint32_t *ext, uint64_t *cap)
 {
-	uint64_t head = 2 * HMM_SB_BYTES, cap, blocks;
+	uint64_t head = 2 * HMM_SB_BYTES, blocks;
 
-	if (block_size < ALIGN || (block_size & (block_size - 1)) ||
-	    block_size > (1u << 30))
-		return -EINVAL;
-	memset(sb, 0, sizeof(*sb));
 	if (!max_extents) {
 		blocks = size > head ? (size - head) / block_size : 1;
 		max_extents = blocks < 1 ? 1 : blocks > (1u << 22) ?
 			      (1u << 22) : (uint32_t)blocks;
 	}
-	cap = up((uint64_t)max_extents * HMM_TENT_BYTES + meta_cap, ALIGN);
+	*ext = max_extents;
+	*cap = up((uint64_t)max_extents * HMM_TENT_BYTES + meta_cap, ALIGN);
+	return up(head + 2 * *cap, block_size);
+}
+
+int hmm_sb_layout(uint64_t size, uint32_t block_size, uint32_t max_extents,
+		  uint32_t meta_cap, struct hmm_sb *sb, uint64_t *need)
+{
+	uint64_t head = 2 * HMM_SB_BYTES, cap;
+	uint32_t ext;
+
+	if (block_size < ALIGN || (block_size & (block_size - 1)) ||
+	    block_size > (1u << 30))
+		return -EINVAL;
+	memset(sb, 0, sizeof(*sb));
+	sb->data_off = data_start(size, block_size, max_extents, meta_cap,
+				  &ext, &cap);
+	*need = sb->data_off + block_size;
+	if (size < *need) {
+		/* the least size that holds one: a larger size has larger
+		   tables when they go by blocks, so size's own need fell
+		   short (1 MiB said 2125824; 2142208 is the least);
+		   data_start only grows with size, so this is the least */
+		uint64_t n = *need, c;
+		uint32_t e;
+
+		while ((c = data_start(n, block_size, max_extents, meta_cap,
+				       &e, &cap) + block_size) > n)
+			n = c;
+		*need = n;
+		return -ENOSPC;
+	}
 	sb->table_off[0] = head;
 	sb->table_off[1] = head + cap;
 	sb->table_cap = cap;
-	sb->data_off = up(head + 2 * cap, block_size);
-	*need = sb->data_off + block_size;
-	if (size < *need)
-		return -ENOSPC;
 	sb->data_bytes = (size - sb->data_off) / block_size * block_size;
 	sb->store_bytes = size;
 	sb->block_size = block_size;
-	sb->max_extents = max_extents;
+	sb->max_extents = ext;
 	sb->meta_cap = meta_cap;
 	return 0;
 }
