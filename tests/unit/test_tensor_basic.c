@@ -112,7 +112,10 @@ int main(void)
 		t_fail_all("hmm_open: %s", hmm_last_error());
 
 	for (i = 0; i < NT; i++) {
-		snprintf(name, sizeof(name), "t%d", i);
+		/* t1's name: UTF-8 (e acute), then a byte UTF-8 has not,
+		   which the trace once copied, and was no JSON then */
+		snprintf(name, sizeof(name), i == 1 ? "t1\xc3\xa9\xff" : "t%d",
+			 i);
 		if (hmm_tensor_new(h, name, HMM_DTYPE_U8, 1, &n, &ts[i]))
 			t_fail_all("tensor: %s", hmm_last_error());
 	}

@@ -42,13 +42,43 @@ void hmm_trace_close(struct hmm *h)
 	h->trace = NULL;
 }
 
-static void json_name(FILE *f, const char *s)
+/* Bytes of the UTF-8 sequence at s (1..4), or 0 when it is not one
+ * (a stray continuation byte, a cut sequence, an overlong form, a
+ * surrogate, past U+10FFFF). */
+static int utf8_len(const unsigned char *s)
 {
-	for (; *s; s++) {
+	int n = s[0] < 0x80 ? 1 : s[0] < 0xc2 ? 0 : s[0] < 0xe0 ? 2 :
+		s[0] < 0xf0 ? 3 : s[0] < 0xf5 ? 4 : 0, i;
+
+	for (i = 1; i < n; i++)
+		if ((s[i] & 0xc0) != 0x80)
+			return 0;
+	if ((s[0] == 0xe0 && s[1] < 0xa0) || (s[0] == 0xed && s[1] >= 0xa0) ||
+	    (s[0] == 0xf0 && s[1] < 0x90) || (s[0] == 0xf4 && s[1] >= 0x90))
+		return 0;
+	return n;
+}
+
+/* A name into a JSON string: quotes and backslashes escaped, control
+ * characters left out, and a byte that is no UTF-8 (names may hold
+ * any byte from 0x80) as U+FFFD, so that the trace stays JSON. */
+static void json_name(FILE *f, const char *name)
+{
+	const unsigned char *s = (const unsigned char *)name;
+	int n;
+
+	while (*s) {
+		n = utf8_len(s);
+		if (!n) {
+			fputs("\\ufffd", f);
+			s++;
+			continue;
+		}
 		if (*s == '"' || *s == '\\')
 			fputc('\\', f);
-		if ((unsigned char)*s >= 0x20)
-			fputc(*s, f);
+		if (*s >= 0x20)
+			fwrite(s, 1, n, f);
+		s += n;
 	}
 }
 
