@@ -211,8 +211,9 @@ uint64_t hmm_store_required(uint64_t bytes, uint32_t chunk_bytes);
  * pool_bytes) as hmm_size_parse() reads them ("2G", "64K"); counts and
  * numa_node / device_index in decimal; policy "lru" or "schedule"; flags
  * "store_buffered", "store_keep", "host_shared", "store_format" joined
- * by ',' (or a number, "0" for none; an empty name, as in "store_keep,",
- * is refused).  A string field keeps the value's pointer, as an
+ * by ',' or '|' (or a number; "0", as hmm_config_get writes it, or "" for
+ * none; an empty name among others, as in "store_keep,", is refused).
+ * A string field keeps the value's pointer, as an
  * assignment would (NULL sets NULL): it must stay valid until hmm_open()
  * copies it.
  * hmm_config_set returns 0, or -EINVAL (unknown key, or a value that is
