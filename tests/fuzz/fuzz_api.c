@@ -92,17 +92,8 @@
 #include "err.h"
 #include "fz_in.h"
 #include "fz_janitor.h"
+#include "fz_must.h"
 #include "hmm.h"
-
-/*
- * The Makefile's fuzz rule lets UBSan recover (print and go on); a
- * finding must stop the run like an ASan one, so that it fails check.
- */
-const char *__ubsan_default_options(void);
-const char *__ubsan_default_options(void)
-{
-	return "halt_on_error=1:print_stacktrace=1";
-}
 
 #define NT		6		/* tensor slots */
 #define NM		24		/* live mappings */
@@ -236,9 +227,6 @@ static unsigned uid_prefix;	/* strlen("u<uid>/"): hmmd's saved names */
 
 /* ---- checks ------------------------------------------------------------ */
 
-static void die(int line, const char *cond, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4), noreturn));
-
 /* The end of hmmd's log on stderr, with a finding. */
 static void hmmd_log_show(void)
 {
@@ -258,26 +246,12 @@ static void hmmd_log_show(void)
 	fprintf(stderr, "fuzz_api: hmmd's log ends:\n%s\n", buf);
 }
 
-static void die(int line, const char *cond, const char *fmt, ...)
+static void fz_finding(void)
 {
-	va_list ap;
-
-	fprintf(stderr, "fuzz_api.c:%d: check failed: %s: ", line, cond);
-	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
-	va_end(ap);
-	fprintf(stderr, " (last error: \"%s\")\n", hmm_last_error());
 	if (shared)
 		hmmd_log_show();
 	unlink(store_path);
-	abort();
 }
-
-#define must(cond, ...)							\
-	do {								\
-		if (!(cond))						\
-			die(__LINE__, #cond, __VA_ARGS__);		\
-	} while (0)
 
 /* Each call starts from an empty detail, so a failure must set its own. */
 static void clear_err(void)

@@ -17,22 +17,12 @@
 #include <string.h>
 
 #include "err.h"
+#include "fz_must.h"
 #include "proto.h"
 
-/*
- * The Makefile's fuzz rule lets UBSan recover (print and go on); a
- * finding must stop the run like an ASan one, so that it fails check.
- */
-const char *__ubsan_default_options(void);
-const char *__ubsan_default_options(void)
+/* Nothing of ours to remove at a finding. */
+static void fz_finding(void)
 {
-	return "halt_on_error=1:print_stacktrace=1";
-}
-
-static void must(int cond)
-{
-	if (!cond)
-		abort();
 }
 
 /* The typed decoder of type agrees with the generic one. */
@@ -47,16 +37,19 @@ static void typed_agrees(const uint8_t *data, size_t size, unsigned type)
 
 	switch (type) {
 	case HMM_PROTO_MAP:
-		must(hmm_proto_map_decode(data, size, &h, &u.range) == 0);
+		must(hmm_proto_map_decode(data, size, &h, &u.range) == 0,
+		     "map_decode of a map");
 		must(hmm_proto_unmap_decode(data, size, &h, &u.range) ==
-		     -EPROTO);
+		     -EPROTO, "unmap_decode of a map");
 		break;
 	case HMM_PROTO_TENSOR_NEW:
 		must(hmm_proto_tensor_new_decode(data, size, &h,
-						 &u.tensor) == 0);
+						 &u.tensor) == 0,
+		     "tensor_new_decode of a tensor_new");
 		break;
 	case HMM_PROTO_HELLO:
-		must(hmm_proto_hello_decode(data, size, &h, &u.hello) == 0);
+		must(hmm_proto_hello_decode(data, size, &h, &u.hello) == 0,
+		     "hello_decode of a hello");
 		break;
 	}
 }
@@ -70,14 +63,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	hmm_err(0, "%s", "");
 	r = hmm_proto_decode(data, size, &msg);
 	if (r < 0) {
-		must(r == -EMSGSIZE || r == -EPROTO || r == -EINVAL);
-		must(hmm_last_error()[0] != 0);
+		must(r == -EMSGSIZE || r == -EPROTO || r == -EINVAL,
+		     "decode refused with %d", r);
+		must(hmm_last_error()[0] != 0, "a refusal with no detail");
 		return 0;
 	}
-	must(r == msg.hdr.type && size >= HMM_PROTO_HDR_SIZE);
+	must(r == msg.hdr.type && size >= HMM_PROTO_HDR_SIZE,
+	     "decode gave %d for %zu bytes", r, size);
 	n = hmm_proto_encode(out, sizeof(out), r, msg.hdr.flags, msg.hdr.seq,
 			     &msg.u);
-	must(n >= 0 && (size_t)n == size && !memcmp(out, data, size));
+	must(n >= 0 && (size_t)n == size && !memcmp(out, data, size),
+	     "re-encoded as %d bytes of %zu, or other bytes", n, size);
 	typed_agrees(data, size, r);
 	return 0;
 }

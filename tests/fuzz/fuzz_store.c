@@ -72,15 +72,9 @@
 #include "err.h"
 #include "fz_in.h"
 #include "fz_janitor.h"
+#include "fz_must.h"
 #include "hmm.h"
 #include "table.h"
-
-/* A finding must stop the run like an ASan one (fuzz_api.c). */
-const char *__ubsan_default_options(void);
-const char *__ubsan_default_options(void)
-{
-	return "halt_on_error=1:print_stacktrace=1";
-}
 
 #define CHUNK		4096u	/* config.chunk_bytes */
 #define NMEM		2	/* files of the striped store */
@@ -195,26 +189,10 @@ static void files_remove(void)
 		unlink(paths[m]);
 }
 
-static void die(int line, const char *cond, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4), noreturn));
-static void die(int line, const char *cond, const char *fmt, ...)
+static void fz_finding(void)
 {
-	va_list ap;
-
-	fprintf(stderr, "fuzz_store.c:%d: check failed: %s: ", line, cond);
-	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
-	va_end(ap);
-	fprintf(stderr, " (last error: \"%s\")\n", hmm_last_error());
 	files_remove();
-	abort();
 }
-
-#define must(cond, ...)							\
-	do {								\
-		if (!(cond))						\
-			die(__LINE__, #cond, __VA_ARGS__);		\
-	} while (0)
 
 /* r from call failed as hmm.h says a call fails. */
 #define failed(r, call)							\
