@@ -588,7 +588,6 @@ static size_t dtype_size(uint32_t d)
 	       0;
 }
 
-/* What hmm_tensor_new must return (tensor.c's order of checks). */
 /* All the context can hold: the store's data area and the budgets (a
  * new tensor past it is refused, hmm.h). */
 static uint64_t capacity(struct fz *f)
@@ -616,6 +615,7 @@ static uint64_t owned(struct fz *f)
 	return n;
 }
 
+/* What hmm_tensor_new must return (tensor.c's order of checks). */
 static int tensor_new_want(struct fz *f, const char *name, uint32_t dtype,
 			   unsigned ndim, const int64_t *shape,
 			   uint64_t *bytes)
@@ -627,13 +627,13 @@ static int tensor_new_want(struct fz *f, const char *name, uint32_t dtype,
 		return -EINVAL;
 	if (!ndim || ndim > HMM_MAX_DIMS)
 		return -EINVAL;
-	for (i = 0; i < ndim; i++) {
+	for (i = 0; i < ndim; i++)	/* every dimension before the size */
 		if (shape[i] <= 0)
 			return -EINVAL;
+	for (i = 0; i < ndim; i++)
 		if (__builtin_mul_overflow(n, (uint64_t)shape[i], &n) ||
 		    n > (1ull << 46))
 			return -EOVERFLOW;
-	}
 	if ((n + f->chunk - 1) / f->chunk > UINT32_MAX)
 		return -EOVERFLOW;
 	*bytes = n;
