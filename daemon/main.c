@@ -77,10 +77,12 @@ static void usage(FILE *f)
 "            [--module DEV] [--module-store PATH] [--format] [-v]\n"
 "            [--pool SIZE] [--io-depth N] [--queue-depth N]\n"
 "            [--store-size SIZE] [--module-store-size SIZE]\n"
-"  --config FILE  INI file, section [hmmd] (see daemon/hmmd.conf.example)\n"
-"  --socket PATH  listen here (default %s)\n"
-"  --store PATH   the store file or block device (persistent tensors)\n"
-"  --group NAME   group owning the socket (mode 0660)\n"
+"  -c, --config FILE  INI file, section [hmmd] (see\n"
+"                 daemon/hmmd.conf.example)\n"
+"  -s, --socket PATH  listen here (default %s)\n"
+"  -S, --store PATH   the store file or block device (persistent\n"
+"                 tensors)\n"
+"  -g, --group NAME   group owning the socket (mode 0660)\n"
 "  --store-size SIZE    size of a new store file (default 1G)\n"
 "  --format       format the store whatever it holds, persistent tensors\n"
 "                 included (without it: an hmm store is kept, a new or\n"
@@ -100,6 +102,7 @@ static void usage(FILE *f)
 "                 \"none\" = never)\n"
 "  --module-store PATH  the module's page store (default STORE.hmmk)\n"
 "  --module-store-size SIZE  size of a new module store (default 1G)\n"
+"  -h, --help     this text\n"
 "Flags override the config file.  Foreground; SIGTERM stops it.\n",
 		HMMD_SOCKET_DEFAULT, HMMK_DEVICE);
 }

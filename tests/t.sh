@@ -40,6 +40,7 @@ need() {
 scratch() {
 	dir=${HMM_TEST_DIR:-build/tmp}/$1.$$
 	mkdir -p "$dir" || exit 1
+	dir=$(cd "$dir" && pwd)	# absolute: a test may cd
 	trap 'rm -rf "$dir"' EXIT
 }
 

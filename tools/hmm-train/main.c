@@ -64,7 +64,7 @@ static void usage(FILE *f)
 "                      AdamW runs on the CPU over the state\n"
 "  --device-budget SIZE  device memory for the parameters and gradients\n"
 "                      (with --device cuda; default: all of them)\n"
-"  --help\n");
+"  -h, --help          this text\n");
 }
 
 /* A byte size (hmm_size_parse: "123", "4K", "2MiB", "1G"), or -1. */

@@ -44,7 +44,8 @@ static void usage(FILE *f)
 "  evict TENSOR [host|device]               start an eviction, wait\n"
 "  rm TENSOR                 delete a saved (persistent) tensor\n"
 "    (TENSOR: its id, or its name where one tensor has it)\n"
-"--socket: default $HMMD_SOCKET or /run/hmm/hmmd.sock\n");
+"-s, --socket PATH: default $HMMD_SOCKET or /run/hmm/hmmd.sock\n"
+"-h, --help: this text\n");
 }
 
 /* A usage error naming the command, the word and why: exit status 2. */
