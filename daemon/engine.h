@@ -69,6 +69,9 @@ struct hmmd_map {
 	int wfd;			/* a copy's window memfd (copied back
 					   at unmap); -1: the tensor's own */
 	uint64_t woff;			/* byte off's offset in the window */
+	uint8_t *snap;			/* a write copy's bytes as sent (len,
+					   malloc'd): only the bytes the
+					   client changed come back */
 };
 
 /*

@@ -22,6 +22,39 @@
 #include "request.h"
 
 /*
+ * Copy back into the engine's pages at eptr the bytes of a write copy's
+ * window (fd, the range at woff) that differ from snap, the range as it
+ * was sent: the bytes the client changed, and no others, so that a copy
+ * that left a byte alone never overwrites what another map wrote there
+ * meanwhile (a second copy map of the range, this client's or another's,
+ * or a memfd map's).  Returns the bytes of the 4 KiB pieces that
+ * changed, or -errno.
+ */
+static int64_t copy_back(int fd, uint64_t woff, uint64_t len,
+			 const uint8_t *snap, uint8_t *eptr)
+{
+	size_t wlen = woff + len;
+	uint8_t *w = mmap(NULL, wlen, PROT_READ, MAP_SHARED, fd, 0);
+	int64_t back = 0;
+
+	if (w == MAP_FAILED)
+		return -errno;
+	for (uint64_t o = 0; o < len; o += 4096) {
+		uint64_t n = len - o < 4096 ? len - o : 4096;
+		const uint8_t *src = w + woff + o;
+
+		if (!memcmp(src, snap + o, n))
+			continue;
+		for (uint64_t i = 0; i < n; i++)
+			if (src[i] != snap[o + i])
+				eptr[o + i] = src[i];
+		back += n;
+	}
+	munmap(w, wlen);
+	return back;
+}
+
+/*
  * Undo one map: a copy's written bytes come back (counted in
  * copy_bytes), then unpin, release; a map of the tensor's own memfd
  * wrote straight into the engine's pages, so there is nothing to copy.
@@ -31,23 +64,26 @@
 void hmmd_map_undo(struct hmmd_engine *e, struct hmmd_client *cl,
 		      struct hmmd_map *mp)
 {
-	int wr = mp->access & (HMM_WRITE | HMM_DISCARD);
 	uint64_t back = 0;
+	int64_t n;
 	int ret;
 
 	pthread_mutex_unlock(&e->lock);
-	if (mp->wfd >= 0) {		/* a copy: its bytes come back */
-		if (wr && pread(mp->wfd, mp->eptr, mp->len, mp->woff) ==
-		    (ssize_t)mp->len)
-			back = mp->len;
-		else if (wr)
+	if (mp->wfd >= 0) {		/* a copy: its written bytes come back */
+		n = mp->snap ? copy_back(mp->wfd, mp->woff, mp->len, mp->snap,
+					 mp->eptr) : 0;
+		if (n >= 0)
+			back = n;
+		else
 			hmmd_log("client %llu: tensor %llu: copy back of "
 				 "[%llu, +%llu): %s", (unsigned long long)cl->id,
 				 (unsigned long long)mp->dt->id,
 				 (unsigned long long)mp->off,
-				 (unsigned long long)mp->len, strerror(errno));
+				 (unsigned long long)mp->len, strerror(-n));
 		close(mp->wfd);
 		mp->wfd = -1;
+		free(mp->snap);
+		mp->snap = NULL;
 	}
 	ret = hmm_engine_unmap_exact(mp->dt->t, mp->eptr, mp->len,
 				     mp->access);
@@ -184,10 +220,12 @@ void hmmd_map_reach_drop(struct hmmd_engine *e, struct hmmd_tensor *dt)
  * A copy of mp's range for a client that may not reach the tensor's
  * memfd: a memfd window of the pinned pages (page-rounded), sealed
  * against size changes, so that all the client can touch is the range;
- * hmmd keeps it (mp->wfd) to copy a write map back at unmap; both copies
- * count in e->copy_bytes (the metric hmmd_copy_bytes_total).  *out: a
- * descriptor for the client; *addr: byte off's offset in it.  The
- * window's pages are as many again as the range's, for the map's life.
+ * hmmd keeps it (mp->wfd) to copy a write map back at unmap, with the
+ * range's bytes as sent (mp->snap), so that only what the client changed
+ * comes back (copy_back); both copies count in e->copy_bytes (the metric
+ * hmmd_copy_bytes_total).  *out: a descriptor for the client; *addr:
+ * byte off's offset in it.  The window's pages are as many again as the
+ * range's, and a write map's snapshot as many again, for the map's life.
  */
 static int map_window(struct hmmd_engine *e, struct hmmd_map *mp, int *out,
 		      uint64_t *addr)
@@ -197,11 +235,26 @@ static int map_window(struct hmmd_engine *e, struct hmmd_map *mp, int *out,
 	uint64_t end = (mp->off + mp->len + 4095) & ~4095ull;
 	uint64_t copy = (end < bytes ? end : bytes) - start;
 	const uint8_t *base = (const uint8_t *)mp->eptr - mp->off;
-	int fd = memfd_create("hmmd-copy", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+	int fd;
 
-	if (fd < 0)
-		return hmm_err(-errno, "tensor %s: a copy's memfd: %s",
-			       mp->dt->name, strerror(errno));
+	if (mp->access & (HMM_WRITE | HMM_DISCARD)) {
+		mp->snap = malloc(mp->len);
+		if (!mp->snap)
+			return hmm_err(-ENOMEM, "tensor %s: no memory for a "
+				       "copy of [%llu, +%llu)", mp->dt->name,
+				       (unsigned long long)mp->off,
+				       (unsigned long long)mp->len);
+		memcpy(mp->snap, mp->eptr, mp->len);
+	}
+	fd = memfd_create("hmmd-copy", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+	if (fd < 0) {
+		int err = -errno;
+
+		free(mp->snap);
+		mp->snap = NULL;
+		return hmm_err(err, "tensor %s: a copy's memfd: %s",
+			       mp->dt->name, strerror(-err));
+	}
 	if (ftruncate(fd, end - start) ||
 	    pwrite(fd, base + start, copy, 0) != (ssize_t)copy ||
 	    fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW |
@@ -210,6 +263,8 @@ static int map_window(struct hmmd_engine *e, struct hmmd_map *mp, int *out,
 		int err = -errno;
 
 		close(fd);
+		free(mp->snap);
+		mp->snap = NULL;
 		return hmm_err(err, "tensor %s: a copy of [%llu, +%llu): %s",
 			       mp->dt->name, (unsigned long long)mp->off,
 			       (unsigned long long)mp->len, strerror(-err));

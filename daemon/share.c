@@ -40,6 +40,26 @@ int hmmd_req_share(struct hmmd_req *q)
 	return hmmd_reply_ok(q);
 }
 
+/*
+ * The error of an ATTACH of the caller's own persistent tensor that
+ * hmmd_tensor_open_kept refused with err: a name too long for the
+ * store with the uid's prefix names no saved tensor, so it is -ENOENT
+ * as any other unknown name is (hmm_tensor_open's); any other error is
+ * passed on with its detail.
+ */
+static int attach_err(struct hmmd_req *q, const struct hmm_proto_attach *m,
+		      int err)
+{
+	if (err == -ENOENT || err == -ENAMETOOLONG)
+		return hmmd_reply_err(q, -ENOENT, "attach: %s: no persistent "
+				 "tensor of uid %u by that name%s", m->name,
+				 (unsigned)m->owner_uid, err == -ENOENT ? "" :
+				 " (too long with its uid prefix to be "
+				 "saved)");
+	return hmmd_reply_err(q, err, "attach: %s: %s", m->name,
+			 hmm_last_error());
+}
+
 static int attach_locked(struct hmmd_req *q)
 {
 	const struct hmm_proto_attach *m = &q->m->u.attach;
@@ -52,9 +72,7 @@ static int attach_locked(struct hmmd_req *q)
 		dt = hmmd_tensor_open_kept(q, m->name, &ret);
 		pthread_mutex_unlock(&e->lock);
 		if (!dt)
-			return hmmd_reply_err(q, ret, "attach: %s: no persistent "
-					 "tensor of uid %u by that name",
-					 m->name, (unsigned)m->owner_uid);
+			return attach_err(q, m, ret);
 		return hmmd_reply_tensor(q, dt);
 	}
 	for (dt = e->tensors; dt; dt = dt->next)

@@ -366,7 +366,9 @@ int hmm_tensor_host_fd(struct hmm_tensor *t, int *fd, uint64_t *off);
  * Pin bytes [off, off + len) of t resident at tier (HMM_TIER_DEVICE or
  * HMM_TIER_HOST) with access (HMM_READ, HMM_WRITE, HMM_DISCARD, or'ed)
  * and return in *ptr the address of byte off at that tier (a device
- * address for the device tier).  len HMM_ALL = to the end.  Blocks until
+ * address for the device tier; in shared mode a copy of the range at an
+ * address of its own for a uid whose tensors would reach past its host
+ * quota in hmmd: libhmm(3)).  len HMM_ALL = to the end.  Blocks until
  * the range is resident.  A WRITE or DISCARD map makes the range dirty:
  * other tiers' copies become stale at once.
  * Returns 0, -EINVAL (bad range, access or tier; tier with no backend),

@@ -861,9 +861,42 @@ static int reach_checks(void)
 }
 
 /*
+ * Two write maps of t's first piece bytes, which come as copies (two
+ * pointers): bytes written through the first and unmapped stay the
+ * tensor's after the unmap of the second, which wrote nothing (its
+ * copy's bytes as sent used to come back whole, over them).  0, or 7
+ * (a map failed) or 8 (the first map's bytes were lost).
+ */
+static int two_copies(struct hmm_tensor *t, uint64_t piece)
+{
+	static uint8_t pat[256 << 10];
+	void *a, *b, *p;
+	int bad;
+
+	if (piece > sizeof(pat) ||
+	    hmm_map(t, 0, piece, HMM_TIER_HOST, HMM_WRITE, &a))
+		return 7;
+	if (hmm_map(t, 0, piece, HMM_TIER_HOST, HMM_READ | HMM_WRITE, &b)) {
+		hmm_unmap(t, a);
+		return 7;
+	}
+	t_fill(pat, piece, 63);
+	memcpy(a, pat, piece);
+	bad = hmm_unmap(t, a) || hmm_unmap(t, b) ? 7 : 0;
+	if (!bad && hmm_map(t, 0, piece, HMM_TIER_HOST, HMM_READ, &p))
+		bad = 7;
+	else if (!bad) {
+		bad = memcmp(p, pat, piece) ? 8 : 0;
+		hmm_unmap(t, p);
+	}
+	return bad;
+}
+
+/*
  * The same through libhmm (hmm_open on hmmd, as nobody): 256 KiB maps of
  * a 2 MiB tensor, which come as copies, write and read back its bytes,
- * a map of every 256 KiB in turn.  0, or the step that failed.
+ * a map of every 256 KiB in turn, then two_copies.  0, or the step that
+ * failed.
  */
 static int lib_copy_checks(void)
 {
@@ -904,6 +937,8 @@ static int lib_copy_checks(void)
 			hmm_unmap(t, p);
 		}
 	}
+	if (!bad)
+		bad = two_copies(t, piece);
 	hmm_tensor_free(t);
 	hmm_close(h);
 	return bad;
@@ -931,8 +966,10 @@ static void test_reach(const char *mode, int sealed)
 	waitpid(pid, &st2, 0);
 	t_eq(WIFEXITED(st2) ? WEXITSTATUS(st2) : -1, 0, "%s: through libhmm, "
 	     "as nobody: 256 KiB maps (copies) of a 2 MiB tensor write and "
-	     "read back its bytes (exit: 1 open, 2 new, 3 map, 4 unmap, 5 "
-	     "map again, 6 bytes differ)", mode);
+	     "read back its bytes, and two write copies of one piece keep "
+	     "what the first wrote past the second's unmap (exit: 1 open, 2 "
+	     "new, 3 map, 4 unmap, 5 map again, 6 bytes differ, 7 two "
+	     "copies' maps, 8 the first copy's bytes lost)", mode);
 	t_eq(WIFEXITED(st) ? WEXITSTATUS(st) : -1, 0, "%s: nobody (quota 1 "
 	     "MiB) mapping 256 KiB of a 2 MiB tensor gets a sealed 256 KiB "
 	     "copy, not the tensor's memfd, written back at unmap; a tensor "

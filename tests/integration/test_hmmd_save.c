@@ -18,7 +18,8 @@
  *    does not open one it holds again (-ENOENT, as embedded: a second
  *    handle's free once deleted it under the first);
  *  - a name too long for hmmd's "u<uid>/" prefix: hmm_flush says so
- *    (-ENAMETOOLONG naming it) and still saves the others;
+ *    (-ENAMETOOLONG naming it) and still saves the others, and
+ *    hmm_tensor_open of it is -ENOENT (no such name saved);
  *  - hmmctl after a restart lists the saved tensors (owner 0) before any
  *    job opens them, and `hmmctl rm` deletes one: nobody's own, not
  *    root's (exit 1, "not one of uid 65534's"); root's while a context
@@ -252,7 +253,10 @@ static int job_long(int fd, void *arg)
 	if (!a || !b || fill(b, 9))
 		return 3;
 	r = hmm_flush(h);
-	dprintf(fd, "%d | %s\n", r, hmm_last_error());
+	dprintf(fd, "%d | %s", r, hmm_last_error());
+	/* a name that can never be saved opens as any unknown one */
+	r = hmm_tensor_open(h, name, &b);
+	dprintf(fd, " | %d | %s\n", r, hmm_last_error());
 	hmm_close(h);
 	return 0;
 }
@@ -460,6 +464,11 @@ int main(void)
 	     strstr(line, "nnnnnnnn"),
 	     "a name too long with nobody's prefix: -ENAMETOOLONG naming "
 	     "it (%s)", line);
+	t_ok(strstr(line, " | -2 | ") && strstr(strstr(line, " | -2 | "),
+						"nnnnnnnn"),
+	     "and hmm_tensor_open of it is -ENOENT naming it, as of any "
+	     "name never saved (it was -ENAMETOOLONG, which hmm.h does not "
+	     "list) (%s)", line);
 
 	stop(pid, SIGKILL);	/* what the flushes saved is durable */
 	pid = start();
