@@ -727,6 +727,34 @@ static void test_version2(void)
 	t_eq(le(buf + 4, 2), 2, "stats2: header version 2");
 }
 
+/* type's message of n bytes in buf, in a header of the version before
+ * its own: refused (-EPROTO), naming both versions. */
+static void older_header(unsigned type, unsigned version, int n)
+{
+	const char *name = hmm_proto_type_name(type);
+	char why[64], says[128];
+
+	buf[4] = version - 1;
+	snprintf(says, sizeof(says), "message %s: field version: %u, but %s "
+		 "is a message of version %u", name, version - 1, name,
+		 version);
+	snprintf(why, sizeof(why), "%s in a version-%u header", name,
+		 version - 1);
+	want(n, -EPROTO, says, why);
+}
+
+/* No type of the list but type is of version. */
+static void sole_of_version(unsigned type, unsigned version)
+{
+	size_t i;
+	int others = 0;
+
+	for (i = 0; i < NTYPES; i++)
+		others += types[i] != type &&
+			  hmm_proto_type_version(types[i]) == version;
+	t_eq(others, 0, "no other type is of version %u", version);
+}
+
 /*
  * Types whose body is EVICT's 32-byte range at the same offsets, each in
  * a header of the version that added it, which no other type has:
@@ -740,9 +768,7 @@ static void test_range_type(unsigned type, unsigned version,
 	struct hmm_proto_range rg = { 42, 8192, HMM_ALL, HMM_TIER_HOST,
 				      access };
 	struct hmm_proto_msg m;
-	char why[64], says[128];
-	size_t i;
-	int n, others = 0;
+	int n;
 
 	n = hmm_proto_encode(buf, sizeof(buf), type, 0, 5, &rg);
 	t_eq(n, HMM_PROTO_HDR_SIZE + 32, "%s: 32 body bytes", name);
@@ -762,22 +788,13 @@ static void test_range_type(unsigned type, unsigned version,
 	t_eq(hmm_proto_type_version(type), (int)version, "%s: version %u",
 	     name, version);
 	t_ok(hmm_proto_is_request(type), "%s is a request", name);
-	buf[4] = version - 1;
-	snprintf(says, sizeof(says), "message %s: field version: %u, but %s "
-		 "is a message of version %u", name, version - 1, name,
-		 version);
-	snprintf(why, sizeof(why), "%s in a version-%u header", name,
-		 version - 1);
-	want(n, -EPROTO, says, why);
+	older_header(type, version, n);
 	rg.access = access ? 0 : HMM_READ;
 	t_eq(hmm_proto_encode(buf, sizeof(buf), type, 0, 5, &rg), -EINVAL,
 	     "%s of access %#x: -EINVAL", name, rg.access);
 	t_ok(strstr(hmm_last_error(), "access") != NULL, "... naming the "
 	     "field access: %s", hmm_last_error());
-	for (i = 0; i < NTYPES; i++)
-		others += types[i] != type &&
-			  hmm_proto_type_version(types[i]) == version;
-	t_eq(others, 0, "no other type is of version %u", version);
+	sole_of_version(type, version);
 }
 
 /*
@@ -790,9 +807,7 @@ static void test_id_type(unsigned type, unsigned version)
 	const char *name = hmm_proto_type_name(type);
 	uint64_t id = 42;
 	struct hmm_proto_msg m;
-	char why[64], says[128];
-	size_t i;
-	int n, others = 0;
+	int n;
 
 	n = hmm_proto_encode(buf, sizeof(buf), type, 0, 5, &id);
 	t_eq(n, HMM_PROTO_HDR_SIZE + 8, "%s: 8 body bytes", name);
@@ -804,20 +819,11 @@ static void test_id_type(unsigned type, unsigned version)
 	     m.hdr.version == version && !memcmp(&m.u, &id, 8),
 	     "%s decodes to the same header and id", name);
 	t_ok(hmm_proto_is_request(type), "%s is a request", name);
-	buf[4] = version - 1;
-	snprintf(says, sizeof(says), "message %s: field version: %u, but %s "
-		 "is a message of version %u", name, version - 1, name,
-		 version);
-	snprintf(why, sizeof(why), "%s in a version-%u header", name,
-		 version - 1);
-	want(n, -EPROTO, says, why);
+	older_header(type, version, n);
 	id = 0;
 	t_eq(hmm_proto_encode(buf, sizeof(buf), type, 0, 5, &id), -EINVAL,
 	     "%s of id 0: -EINVAL", name);
-	for (i = 0; i < NTYPES; i++)
-		others += types[i] != type &&
-			  hmm_proto_type_version(types[i]) == version;
-	t_eq(others, 0, "no other type is of version %u", version);
+	sole_of_version(type, version);
 }
 
 /* ---- the seed corpus for tests/fuzz/fuzz_proto ---------------------------- */
