@@ -14,10 +14,16 @@
 #include "state_priv.h"
 
 static __thread char errbuf[1024];
+static __thread int errcode;
 
 const char *state_error(void)
 {
 	return errbuf;
+}
+
+int state_errno(void)
+{
+	return errcode;
 }
 
 int st_fail(int err, const char *fmt, ...)
@@ -27,6 +33,7 @@ int st_fail(int err, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(errbuf, sizeof(errbuf), fmt, ap);
 	va_end(ap);
+	errcode = err;
 	return err;
 }
 

@@ -159,5 +159,7 @@ int state_flush(struct state *s, uint64_t *flush_bytes);
 int state_tag(struct state *s, uint64_t tag[4], int write);
 
 const char *state_error(void);
+/* The -errno of that failure (0 before any). */
+int state_errno(void);
 
 #endif /* HMM_TRAIN_STATE_H */

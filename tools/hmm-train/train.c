@@ -399,8 +399,12 @@ static int hmmd_gone(const char *daemon, int err, char *why, size_t cap)
 static void step_failed(const struct run *r, int64_t s, int err, int gpu)
 {
 	char why[256];
+	/* a state map's failure is -EIO here, its errno in the state's:
+	   a connection reset by hmmd's death said only "step N: map ..."
+	   when hmmd's socket still took connections at that moment */
+	int cause = err == -EIO && state_errno() ? state_errno() : err;
 
-	if (r->daemon && hmmd_gone(r->daemon, err, why, sizeof(why)))
+	if (r->daemon && hmmd_gone(r->daemon, cause, why, sizeof(why)))
 		fprintf(stderr, "hmm-train: step %lld: hmmd at %s is gone (%s):"
 			" stopped or killed, it held this run's state; the run "
 			"stops\n", (long long)s, r->daemon, why);
