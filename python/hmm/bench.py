@@ -268,6 +268,19 @@ def deepspeed_engine(a, model, budget):
 WAYS = ("inmem", "hmm", "deepspeed")
 
 
+def _size(s):
+    """--min-bytes: an int or a size string, as hmm.size_parse reads."""
+    from ._lib import size_parse
+    try:
+        return int(s)           # a negative one is refused by name below
+    except ValueError:
+        pass
+    try:
+        return size_parse(s)
+    except OSError as e:
+        raise argparse.ArgumentTypeError(e.strerror) from None
+
+
 def main():
     ap = argparse.ArgumentParser(prog="python3 -m hmm.bench",
                                  description=__doc__.split("\n\n")[0])
@@ -275,15 +288,16 @@ def main():
                     help="steps per way, the first untimed (default 6)")
     ap.add_argument("--budget-frac", type=float, default=0.25,
                     help="hmm's host budget over the state (default 0.25)")
-    ap.add_argument("--min-bytes", type=int, default=64 << 10,
-                    help="smallest activation offloaded (default 64K)")
+    ap.add_argument("--min-bytes", type=_size, default=64 << 10,
+                    help="smallest activation offloaded, bytes or a size "
+                    "(64K, 1M; default 64K)")
     ap.add_argument("--no-overlap", dest="overlap", action="store_false",
                     help="hmm's AdamW steps after the backward, not in it")
     ap.add_argument("--dir", default=None,
                     help="where the scratch folder with the store goes "
                     "(default $TMPDIR, else /tmp; removed at exit)")
-    ap.add_argument("--threads", type=int,
-                    default=int(os.environ.get("HK_THREADS", "2")),
+    ap.add_argument("--threads", type=int,     # a str default: type reads it
+                    default=os.environ.get("HK_THREADS", "2"),
                     help="torch's and the kernels' threads in every way "
                     "(default $HK_THREADS, else 2)")
     ap.add_argument("--ways", default="inmem,hmm,deepspeed")
@@ -297,8 +311,9 @@ def main():
         ap.error("--steps: at least 2 (one warm-up, one timed)")
     if a.reps < 1:
         ap.error("--reps: at least 1")
-    if not a.budget_frac > 0:
-        ap.error("--budget-frac %r: must be above 0" % a.budget_frac)
+    if not 0 < a.budget_frac < math.inf:
+        ap.error("--budget-frac %r: must be above 0 and finite"
+                 % a.budget_frac)
     if a.min_bytes < 0:
         ap.error("--min-bytes %d: negative" % a.min_bytes)
     if a.threads < 1:

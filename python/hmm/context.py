@@ -33,8 +33,9 @@ DTYPE_NAMES = {v: k for k, v in DTYPES.items()}
 
 def dtype_code(dtype):
     """A libhmm dtype from one of DTYPES' names, a torch.dtype or a
-    numpy dtype (or scalar type) of those; OSError(EINVAL) naming
-    anything else (None, float, "float", "torch.float32", ...)."""
+    numpy dtype (or scalar type) of those in native byte order;
+    OSError(EINVAL) naming anything else (None, float, "float",
+    "torch.float32", numpy.dtype(">f4") on a little-endian host, ...)."""
     name = None
     torch, numpy = sys.modules.get("torch"), sys.modules.get("numpy")
     if isinstance(dtype, str):
@@ -43,7 +44,10 @@ def dtype_code(dtype):
         name = str(dtype)[len("torch."):]
     elif numpy is not None and (isinstance(dtype, numpy.dtype) or (
             isinstance(dtype, type) and issubclass(dtype, numpy.generic))):
-        name = numpy.dtype(dtype).name
+        d = numpy.dtype(dtype)
+        # a byte-swapped one (">f4") is not its name: libhmm's and a
+        # numpy map's bytes are native
+        name = d.name if d.isnative else None
     if name not in DTYPES:
         raise OSError(errno.EINVAL, "dtype %r: not one of %s (or their "
                       "torch or numpy dtypes)" % (dtype, ", ".join(DTYPES)))
@@ -157,6 +161,8 @@ class Context:
 
     def __init__(self, store=None, host_budget="1G", daemon=None, **config):
         self._h = None
+        self._holds = 0         # raw maps that outlive close (_hold)
+        self._closing = None    # the handle close() left to the last
         self._live = {}         # handle -> name: the tensors it holds
         self._objs = weakref.WeakValueDictionary()  # handle -> Tensor
         keys = _config_keys()
@@ -283,7 +289,8 @@ class Context:
 
     def close(self):
         """Free every tensor and the context (without a flush).  A torch
-        map still referenced keeps its memory (and the store) until it
+        map still referenced (or a tensor hmm.torch.offload_activations
+        gave the backward) keeps its memory (and the store) until it
         goes; every call on the context or its tensors is EBADF."""
         if self._h is None:
             return
@@ -291,7 +298,24 @@ class Context:
             t._t = None         # hmm_close frees them
         self._live.clear()
         h, self._h = self._h, None
-        lib.hmm_close(h)
+        if self._holds:
+            self._closing = h   # _release closes it
+        else:
+            lib.hmm_close(h)
+
+    def _hold(self):
+        """A raw map (map_ptr) handed to torch as memory of its own
+        (torch.frombuffer: hmm.torch's activations) is to outlive
+        close(), as a DLPack map does: close() then leaves hmm_close to
+        the last _release()."""
+        self._handle()
+        self._holds += 1
+
+    def _release(self):
+        self._holds -= 1
+        if not self._holds and self._closing is not None:
+            h, self._closing = self._closing, None
+            lib.hmm_close(h)
 
     def __enter__(self):
         return self
@@ -320,8 +344,10 @@ class Tensor:
         try:
             if isinstance(shape, (str, bytes)):   # iterable, not a shape
                 raise TypeError
-            shape = tuple(operator.index(s) for s in
-                          (shape if hasattr(shape, "__len__") else (shape,)))
+            shape = tuple(shape if hasattr(shape, "__len__") else (shape,))
+            if any(isinstance(s, bool) for s in shape):     # not 1 or 0
+                raise TypeError
+            shape = tuple(operator.index(s) for s in shape)
         except TypeError:
             raise OSError(errno.EINVAL, "hmm.Context.tensor: tensor %s: "
                           "shape %r: not integers" % (name, shape)) from None
@@ -352,7 +378,11 @@ class Tensor:
         (as_="torch": zero-copy through DLPack; the pin lasts until the
         last reference to it is gone, after close() too) or a numpy array
         (as_="numpy", host tier, not bfloat16, which numpy lacks: valid
-        inside the with only)."""
+        inside the with only; read-only for "r").  "r" does not mark
+        the tensor written: what is written through a torch map of "r"
+        (torch has no read-only tensors) is lost when the chunk is
+        evicted.  A close() inside the with leaves nothing for its end
+        to unmap."""
         code, tc = _access(access), _tier(tier)
         if as_ == "torch":
             mt = ctypes.c_void_p()
@@ -376,10 +406,15 @@ class Tensor:
             p = self.map_ptr(0, None, "host", access)
             try:
                 buf = (ctypes.c_char * self.nbytes).from_address(p)
-                yield numpy.frombuffer(buf, dtype=self.dtype).reshape(
+                a = numpy.frombuffer(buf, dtype=self.dtype).reshape(
                     self.shape)
+                # "r" does not mark the chunks dirty: a write would be
+                # dropped by the next eviction, so none is let through
+                a.flags.writeable = access != "r"
+                yield a
             finally:
-                self.unmap_ptr(p)
+                if self._t is not None:     # close() ended the pin
+                    self.unmap_ptr(p)
         else:
             raise OSError(errno.EINVAL, "hmm tensor %s: as_ %r: not torch "
                           "or numpy" % (self.name, as_))

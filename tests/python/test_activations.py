@@ -156,4 +156,30 @@ with tap.context(host_budget="16M") as ctx:
         y = (x * 2).sin().sum()
     y.backward()
     ok(off.packed_bytes >= 64 * 64 * 4, "min_bytes as a size string (\"1K\")")
+raises(lambda: hmm.torch.offload_activations(ctx).__enter__(),
+       errno.EBADF, "closed", "offload_activations of a closed context "
+       "(it was taken, to fail in the forward)")
+
+# a tensor unpacked for the backward (here grad_fn._saved_result) may
+# outlive close(), as a torch map does: it read freed memory (SIGSEGV)
+ctx = tap.context(host_budget="16M", chunk_bytes="64K")
+a = torch.randn(256, 256, requires_grad=True)
+with hmm.torch.offload_activations(ctx, min_bytes=0):
+    e = a.exp()
+saved = e.grad_fn._saved_result
+ctx.close()
+gc.collect()
+ok(torch.equal(saved, a.detach().exp()),
+   "a saved tensor read after close(): its bytes")
+saved.mul_(2)
+ok(torch.equal(saved, 2 * a.detach().exp()), "and it is writable")
+if not tap.DAEMON:
+    spath = tap.scratch("store.%d" % tap._stores)
+    raises(lambda: hmm.Context(store=spath, store_size="16M"), errno.EBUSY,
+           "in use", "the store stays open while it lives")
+del saved, e
+gc.collect()
+if not tap.DAEMON:
+    with hmm.Context(store=spath, store_size="16M", host_budget="8M"):
+        ok(True, "once it goes, the context is closed: the store opens")
 tap.done()

@@ -139,6 +139,81 @@ with tap.context(host_budget="64M", store_size="128M") as big:
            "parameter 0: exp_avg of 6 elements for a parameter of 5",
            "load_state_dict of a 6-element state into 5")
     ok(o5.state[p5]["step"] == 0, "and nothing was loaded")
+    # add_param_group checks as the constructor does, adding nothing on
+    # a refusal (a float64 parameter was taken and stepped as fp32
+    # bytes: half its elements changed, garbage)
+    ng = len(opt.param_groups)
+    d64 = torch.nn.Parameter(torch.ones(4, dtype=torch.float64))
+    raises(lambda: opt.add_param_group({"params": [d64]}), errno.EINVAL,
+           "float64", "add_param_group of a float64 parameter")
+    raises(lambda: opt.add_param_group({"params": [torch.nn.Parameter(
+        torch.ones(4))], "lr": float("nan")}), errno.EINVAL, "lr nan",
+        "add_param_group with lr nan")
+    raises(lambda: opt.add_param_group({"params": [torch.nn.Parameter(
+        torch.ones(4))], "betas": (2, 3)}), errno.EINVAL, "betas[0] 2",
+        "add_param_group with betas (2, 3)")
+    ok(len(opt.param_groups) == ng, "and none of them was added")
+    # depth and slice_bytes checked here (depth -1 wrapped to 2**32 - 1,
+    # "2" and "1M" were a TypeError in the first step)
+    for kw, name in ((dict(depth=-1), "depth -1"), (dict(depth="2"),
+                                                    "depth '2'"),
+                     (dict(depth=2 ** 32), "depth %d" % 2 ** 32),
+                     (dict(slice_bytes=-5), "slice_bytes: size -5"),
+                     (dict(slice_bytes=1.5e6), "slice_bytes: size 1500000.0"),
+                     (dict(slice_bytes=0), "slice_bytes 0")):
+        raises(lambda: hmm.torch.AdamW(params(), ctx=big, **kw),
+               errno.EINVAL, name, "%s refused" % name)
+    sb, _ = run(lambda ps: hmm.torch.AdamW(ps, ctx=big, slice_bytes="64K",
+                                           **HP), 2)
+    ref2, _ = run(lambda ps: hmm.torch.AdamW(ps, ctx=big, **HP), 2)
+    ok(all(torch.equal(x, y) for x, y in zip(sb, ref2)),
+       "slice_bytes as a size string (\"64K\"): the same bits")
+    # a strided parameter (a transpose) is stepped as torch steps it (it
+    # was EINVAL in step(), after the parameters before it were stepped)
+    def strided():
+        g = torch.Generator().manual_seed(7)
+        return [torch.nn.Parameter(torch.randn(40, 30, generator=g).t())]
+    pt, ph = strided(), strided()
+    to, ho = torch.optim.AdamW(pt, **HP), hmm.torch.AdamW(ph, ctx=big, **HP)
+    for k in range(3):
+        for ps in (pt, ph):
+            ps[0].grad = torch.linspace(-1, 1 + k, 1200).view(30, 40)
+        to.step()
+        ho.step()
+    worst = ulps(pt[0].detach(), ph[0].detach())
+    ok(not ph[0].is_contiguous() and worst <= 12, "a transposed parameter "
+       "is stepped as torch.optim.AdamW steps it (%g ulps)" % worst)
+    sdt = ho.state_dict()
+    ok(sdt["state"][0]["exp_avg"].shape == (30, 40) and torch.allclose(
+        sdt["state"][0]["exp_avg"], to.state[pt[0]]["exp_avg"]),
+        "and its exp_avg in state_dict is torch's")
+    # load_state_dict checks everything first, loading nothing on a
+    # refusal (a NaN step was a ValueError after the groups and states
+    # were replaced; amsgrad or maximize were taken and ignored)
+    ok(ho.state[ph[0]]["step"] == 3, "3 steps")
+    for mut, name in (
+            (lambda d: d["state"][0].update(step=torch.tensor(float("nan"))),
+             "step tensor(nan)"),
+            (lambda d: d["state"][0].update(step=-2), "step -2"),
+            (lambda d: d["state"][0].update(exp_avg=[0.0] * 1200),
+             "exp_avg is list"),
+            (lambda d: d["param_groups"][0].update(amsgrad=True),
+             "amsgrad True"),
+            (lambda d: d["param_groups"][0].update(maximize=True),
+             "maximize True")):
+        bad = ho.state_dict()
+        mut(bad)
+        raises(lambda: ho.load_state_dict(bad), errno.EINVAL, name,
+               "load_state_dict with %s refused" % name)
+    ok(ho.state[ph[0]] == {"step": 3} and "amsgrad" not in
+       ho.param_groups[0], "and nothing was loaded")
+    ho.load_state_dict(sdt)
+    for ps in (pt, ph):
+        ps[0].grad = torch.ones(30, 40)
+    to.step()
+    ho.step()
+    ok(ulps(pt[0].detach(), ph[0].detach()) <= 16,
+       "a good state_dict then loads and steps on")
     # the kernels' own calls (their restypes were once a Python function)
     hk = hmm._lib.hk()
     ok(isinstance(hk.hk_adamw_isa(), bytes) and hk.hk_adamw_isa(),

@@ -40,6 +40,13 @@ for args, names in ((["--ways", "inmem,"], "'' is not one of"),
                     (["--budget-frac", "-1"], "--budget-frac -1.0"),
                     (["--threads", "0"], "--threads 0"),
                     (["--min-bytes", "-1"], "--min-bytes -1"),
+                    (["--budget-frac", "inf"], "--budget-frac inf"),
+                    (["--budget-frac", "nan"], "--budget-frac nan"),
+                    (["--min-bytes", "1Q"], "size '1Q'"),
+                    # 64K, as --help writes its default, is taken: the
+                    # error is the next argument's (it was not an int)
+                    (["--min-bytes", "64K", "--ways", "foo"],
+                     "'foo' is not one of"),
                     (["--dir", d + "/missing"], "missing: not a folder"),
                     (["--way", "foo"], "invalid choice")):
     bad = subprocess.run([sys.executable, "-m", "hmm.bench", "--dir", d,
@@ -48,6 +55,12 @@ for args, names in ((["--ways", "inmem,"], "'' is not one of"),
     ok(bad.returncode == 2 and names in bad.stderr and
        "Traceback" not in bad.stderr, "%s refused (%s)"
        % (" ".join(args), bad.stderr.strip()[-70:]))
+bad = subprocess.run([sys.executable, "-m", "hmm.bench", "--dir", d],
+                     stderr=subprocess.PIPE, text=True, timeout=60,
+                     env=dict(env, HK_THREADS="x"))
+ok(bad.returncode == 2 and "--threads: invalid int value: 'x'" in
+   bad.stderr and "Traceback" not in bad.stderr,
+   "HK_THREADS=x refused as --threads x (%s)" % bad.stderr.strip()[-60:])
 # the default folder is $TMPDIR's, never another: one that cannot be
 # used is refused, named (it once went to /tmp quietly)
 with open(d + "/file", "w") as f:

@@ -185,6 +185,41 @@ with tap.context(host_budget="16M") as c:
            "bfloat16", "a numpy map of bfloat16 (numpy has none)")
     b.free()
     ok(True, "and it pinned nothing: free works")
+    # a byte-swapped numpy dtype is not its name: libhmm's bytes (and a
+    # numpy map's) are native (it was taken as float32)
+    swapped = numpy.dtype("float32").newbyteorder()
+    raises(lambda: c.tensor("sw", (2,), swapped), errno.EINVAL,
+           swapped.str, "a byte-swapped numpy dtype refused")
+    # a bool is not a dimension, as it is not an offset (True was 1)
+    raises(lambda: c.tensor("tb", (True, 4)), errno.EINVAL, "True",
+           "a bool in the shape refused")
+    # a numpy map of "r" is read-only: "r" marks nothing dirty, so a
+    # write through it was lost at the next eviction
+    r = c.tensor("ro", (16,), "int32")
+    with r.map("host", "w", as_="numpy") as a:
+        a[:] = 5
+    try:
+        with r.map("host", "r", as_="numpy") as a:
+            a[0] = 9
+        ok(False, "a numpy map of 'r' refuses a write")
+    except ValueError:
+        ok(True, "a numpy map of 'r' refuses a write")
+    r.evict("host")
+    c.wait()
+    with r.map("host", "rw", as_="numpy") as a:
+        ok(a.flags.writeable and int(a[0]) == 5,
+           "the bytes as written, and 'rw' is writable")
+    r.free()
+# a close() inside a numpy map's with: its end has nothing to unmap (it
+# raised EBADF, hiding whatever ended the with)
+c = tap.context(host_budget="16M")
+t = c.tensor("nc", (8,), "int32")
+try:
+    with t.map("host", "rw", as_="numpy") as a:
+        c.close()
+    ok(True, "close() inside a numpy map's with: its end raises nothing")
+except OSError as e:
+    ok(False, "close() inside a numpy map's with: its end raised %r" % e)
 
 # -- the context owns its tensors --------------------------------------------
 def make(c, name, v):

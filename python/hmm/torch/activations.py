@@ -104,10 +104,15 @@ class _Segment:
 
 
 class _Pin:
-    """A map of a segment held by a tensor over it (_Bytes.view)."""
+    """A map of a segment held by a tensor over it (_Bytes.view).  It
+    holds the context too (Context._hold): a tensor unpacked for the
+    backward may outlive close() (grad_fn._saved_result, a view kept);
+    its memory then goes with it, not under it."""
 
     def __init__(self, seg, p):
         self.seg, self.p = seg, p
+        self.ctx = seg.t.ctx
+        self.ctx._hold()
         seg.live += 1
 
     def __del__(self):
@@ -119,6 +124,7 @@ class _Pin:
                 pass
         seg.live -= 1
         seg.maybe_free()
+        self.ctx._release()
 
 
 class _Bytes:
@@ -314,11 +320,16 @@ def offload_activations(ctx, min_bytes=1 << 20, keep_bytes=None,
     ahead_bytes prefetched (default a quarter of the host budget).
     Yields an object whose packed_bytes counts the bytes offloaded.
     The sizes are ints or size strings ("1M"), checked here: OSError
-    (EINVAL) naming a bad one."""
+    (EINVAL) naming a bad one; a closed ctx is EBADF.  A tensor handed
+    to the backward (or read through grad_fn._saved_*) lives past
+    ctx.close(), as a torch map does."""
     from ..context import Context
     if not isinstance(ctx, Context):
         raise OSError(errno.EINVAL, "hmm.torch.offload_activations: ctx "
                       "%r: not an hmm.Context" % (ctx,))
+    if ctx._h is None:
+        raise OSError(errno.EBADF, "hmm.torch.offload_activations: ctx: "
+                      "closed")
     b = ctx.host_budget
     sizes = {}
     for k, v, dflt in (("min_bytes", min_bytes, None),

@@ -81,11 +81,15 @@ class _Slice:
 class AdamW(torch.optim.Optimizer):
     """torch.optim.AdamW (decoupled weight decay; no amsgrad, no
     maximize) over fp32 CPU parameters (themselves the master weights,
-    stepped in place), m and v in hmm tensors of ctx.  depth: the
-    pipeline's pieces read ahead (0 = enough to fill the context's
-    io_depth with reads, at least 2); slice_bytes: the most of one
-    parameter's m and v in one hmm tensor each (default host_budget / 16,
-    at least one chunk, at most 16 MiB).  overlap=True steps each
+    stepped in place; strided ones through a contiguous copy), m and v
+    in hmm tensors of ctx.  depth: the pipeline's pieces read ahead, an
+    int (0 = enough to fill the context's io_depth with reads, at least
+    2); slice_bytes: the most of one parameter's m and v in one hmm
+    tensor each, an int or a size string (default host_budget / 16, at
+    most 16 MiB; at least one chunk).  A parameter that is not float32
+    on cpu, a bad hyperparameter, depth or slice_bytes is
+    OSError(EINVAL) naming it, here or in add_param_group (which then
+    adds nothing).  overlap=True steps each
     parameter in the backward, as soon as its gradient is complete
     (a hook after autograd accumulates it), so that m and v stream
     while the backward computes, and prefetches the first pieces of the
@@ -104,22 +108,33 @@ class AdamW(torch.optim.Optimizer):
             raise OSError(errno.EINVAL, "hmm.torch.AdamW: ctx %r: not an "
                           "hmm.Context" % (ctx,))
         _check_hp(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay)
+        if isinstance(depth, bool) or not isinstance(depth, int) or \
+                not 0 <= depth < 2**32:
+            raise OSError(errno.EINVAL, "hmm.torch.AdamW: depth %r: not an "
+                          "int in [0, 2**32)" % (depth,))
+        cb = ctx.chunk_bytes
+        if slice_bytes is None:
+            sb = min(16 << 20, ctx.host_budget // 16)
+        else:
+            try:
+                sb = _lib.size_parse(slice_bytes)
+            except OSError as e:
+                raise OSError(e.errno, "hmm.torch.AdamW: slice_bytes: %s"
+                              % e.strerror) from None
+            if not sb:
+                raise OSError(errno.EINVAL, "hmm.torch.AdamW: slice_bytes "
+                              "%r: zero" % (slice_bytes,))
         self._tag = "adamw%d" % next(_serial)   # unique in the context
         self._slices = {}
+        self.ctx, self.depth = ctx, depth
+        self.slice_elems = max(cb, sb // cb * cb) // 4
+        self._overlap = overlap
+        self._hooks = []        # handles and AccumulateGrad nodes
+        _lib.hk()
+        # add_param_group checks each group's parameters and makes their
+        # m and v (and hooks)
         super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps,
                                       weight_decay=weight_decay))
-        self.ctx, self.depth = ctx, depth
-        cb = ctx.chunk_bytes
-        sb = slice_bytes or min(16 << 20, ctx.host_budget // 16)
-        self.slice_elems = max(cb, sb // cb * cb) // 4
-        self._names = []        # keeps the C name strings alive
-        _lib.hk()
-        for i, p in enumerate(self._params()):
-            if p.dtype != torch.float32 or p.device.type != "cpu":
-                raise OSError(errno.EINVAL, "hmm.torch.AdamW: parameter %d "
-                              "is %s on %s, not float32 on cpu"
-                              % (i, p.dtype, p.device))
-            self._init_param(i, p)
         self._stepped = set()   # stepped in this backward (overlap)
         self._order = []        # the order they were, last backward
         self._last = []
@@ -127,11 +142,40 @@ class AdamW(torch.optim.Optimizer):
         self._done = 0          # slices stepped in this backward
         self._pf = 0            # _ahead_list[:_pf] prefetched
         self._pf_limit = ctx.host_budget // 8
-        self._hooks = []        # handles and AccumulateGrad nodes
-        if overlap:
-            for g in self.param_groups:
-                for p in g["params"]:
-                    self._hook(g, p)
+
+    def add_param_group(self, param_group):
+        """torch's, with this optimizer's checks first (nothing is added
+        where one fails): every parameter float32 on cpu and the group's
+        hyperparameters as the constructor's; its m and v are made."""
+        if not isinstance(param_group, dict):
+            raise OSError(errno.EINVAL, "hmm.torch.AdamW.add_param_group: "
+                          "%r: not a dict" % (param_group,))
+        ps = param_group.get("params")
+        if isinstance(ps, set) or ps is None:
+            return super().add_param_group(param_group)     # torch's error
+        ps = [ps] if isinstance(ps, torch.Tensor) else list(ps)
+        base = len(self._slices)
+        for i, p in enumerate(ps):
+            if not isinstance(p, torch.Tensor) or \
+                    p.dtype != torch.float32 or p.device.type != "cpu":
+                raise OSError(errno.EINVAL, "hmm.torch.AdamW: parameter %d "
+                              "is %s on %s, not float32 on cpu" % (
+                                  base + i, getattr(p, "dtype", type(p)),
+                                  getattr(p, "device", "-")))
+        hp = dict(self.defaults)
+        hp.update((k, v) for k, v in param_group.items() if k != "params")
+        _check_amsgrad(hp)
+        _check_hp(**{k: hp[k] for k in ("lr", "betas", "eps",
+                                        "weight_decay") if k in hp})
+        param_group = dict(param_group, params=ps)
+        if "betas" in param_group:
+            param_group["betas"] = tuple(param_group["betas"])
+        super().add_param_group(param_group)
+        group = self.param_groups[-1]
+        for p in group["params"]:
+            self._init_param(len(self._slices), p)
+            if self._overlap:
+                self._hook(group, p)
 
     def _hook(self, group, p):
         """Call _ready(group, p) once autograd has accumulated p.grad."""
@@ -214,15 +258,20 @@ class AdamW(torch.optim.Optimizer):
         write-backs (in the backward)."""
         if p.grad.is_sparse:
             raise OSError(errno.EINVAL, "hmm.torch.AdamW: sparse grads")
-        if p not in self._slices:           # a group added since
+        if p.dtype != torch.float32 or p.device.type != "cpu":
+            raise OSError(errno.EINVAL, "hmm.torch.AdamW: a parameter is "
+                          "%s on %s, not float32 on cpu"
+                          % (p.dtype, p.device))
+        if p not in self._slices:           # put in a group by hand
             self._init_param(len(self._slices), p)
-        if not p.data.is_contiguous():
-            raise OSError(errno.EINVAL, "hmm.torch.AdamW: a parameter "
-                          "of shape %s is not contiguous" % (tuple(p.shape),))
         st = self.state[p]
         st["step"] += 1
         grad = p.grad.detach().reshape(-1).contiguous()
-        flat = p.data.view(-1)
+        # strided weights (a transpose as a parameter) are stepped in a
+        # contiguous copy, in their logical order, and copied back
+        strided = not p.data.is_contiguous()
+        data = p.data.contiguous() if strided else p.data
+        flat = data.view(-1)
         sl = self._slices[p]
         for k, s in enumerate(sl):
             nxt = sl[k + 1] if k + 1 < len(sl) else after
@@ -231,6 +280,8 @@ class AdamW(torch.optim.Optimizer):
                 self._step_slice_async(group, st, s, grad, flat, nxt)
             else:
                 self._step_slice(group, st, s, grad, flat, nxt)
+        if strided:
+            p.data.copy_(data)
 
     def _params(self):
         for g in self.param_groups:
@@ -303,19 +354,40 @@ class AdamW(torch.optim.Optimizer):
         return sd
 
     def load_state_dict(self, state_dict):
-        """torch.optim.AdamW's format; a state of another size than its
-        parameter is EINVAL, before anything is loaded."""
+        """torch.optim.AdamW's format.  Checked before anything is
+        loaded, each an OSError(EINVAL) naming it: a state's exp_avg or
+        exp_avg_sq not a tensor of its parameter's size, its step not a
+        whole number >= 0, a group's hyperparameters as the
+        constructor's, amsgrad or maximize set (unsupported)."""
         ps = list(self._params())
+        what = "hmm.torch.AdamW.load_state_dict: "
         for i, st in state_dict.get("state", {}).items():
+            if not isinstance(i, int) or not 0 <= i < len(ps):
+                continue        # torch's own load says
             for key in ("exp_avg", "exp_avg_sq"):
-                if isinstance(i, int) and 0 <= i < len(ps) and key in st \
-                        and st[key].numel() != ps[i].numel():
-                    raise OSError(errno.EINVAL, "hmm.torch.AdamW."
-                                  "load_state_dict: parameter %d: %s of %d "
-                                  "elements for a parameter of %d"
-                                  % (i, key, st[key].numel(),
-                                     ps[i].numel()))
+                if key not in st:
+                    continue
+                v = st[key]
+                if not isinstance(v, torch.Tensor) or v.is_sparse or \
+                        v.is_complex():
+                    raise OSError(errno.EINVAL, what + "parameter %d: %s "
+                                  "is %s, not a real dense tensor"
+                                  % (i, key, type(v).__name__))
+                if v.numel() != ps[i].numel():
+                    raise OSError(errno.EINVAL, what + "parameter %d: %s "
+                                  "of %d elements for a parameter of %d"
+                                  % (i, key, v.numel(), ps[i].numel()))
+            step = st.get("step", 0)
+            try:
+                f = float(step.item() if torch.is_tensor(step) else step)
+                if isinstance(step, bool) or not f.is_integer() or f < 0:
+                    raise ValueError
+            except (TypeError, ValueError, RuntimeError):
+                raise OSError(errno.EINVAL, what + "parameter %d: step %r: "
+                              "not a whole number >= 0" % (i, step)) \
+                    from None
         for g in state_dict.get("param_groups", ()):
+            _check_amsgrad(g, what)
             _check_hp(**{k: g[k] for k in
                          ("lr", "betas", "eps", "weight_decay") if k in g})
         super().load_state_dict(state_dict)
@@ -340,6 +412,15 @@ class AdamW(torch.optim.Optimizer):
                         t.free()
                     except OSError:
                         pass    # the context closed: freed with it
+
+
+def _check_amsgrad(group, what="hmm.torch.AdamW: "):
+    """amsgrad and maximize (torch.optim.AdamW's) are not supported:
+    set, OSError(EINVAL) rather than a step without them."""
+    for k in ("amsgrad", "maximize"):
+        if group.get(k):
+            raise OSError(errno.EINVAL, "%s%s %r: not supported"
+                          % (what, k, group[k]))
 
 
 def _check_hp(lr=0.0, betas=(0.0, 0.0), eps=0.0, weight_decay=0.0):
