@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 
 #include "hmm.h"
 #include "hmmd.h"
@@ -211,6 +212,17 @@ int hmmd_config_check(const struct hmmd_config *cfg, char *err,
 	const char *key = NULL;
 	uint64_t v = 0;
 
+	/* a path no Unix socket can have: a usage error, before anything
+	   is made (it was found at the bind, exit 1, with the store made) */
+	if (cfg->socket_path &&
+	    strlen(cfg->socket_path) >= sizeof(((struct sockaddr_un *)0)->
+					       sun_path)) {
+		snprintf(err, errlen, "socket: \"%s\": %zu bytes, longer than "
+			 "the %zu a Unix socket's path may have",
+			 cfg->socket_path, strlen(cfg->socket_path),
+			 sizeof(((struct sockaddr_un *)0)->sun_path) - 1);
+		return -EINVAL;
+	}
 	if (budget < chunk) {
 		key = "host_budget";
 		v = budget;

@@ -163,6 +163,9 @@ badflag 'host_budget: "0" is out of range' --host-budget 0
 badflag 'chunk_bytes: "0" is out of range' --chunk 0
 badflag 'client_quota: "0" is out of range' --client-quota 0
 badflag 'store_size: "0" is out of range' --store-size 0
+# a socket path no Unix socket can have: a usage error before the store
+# is made (it was exit 1 at the bind, after the store)
+badflag "longer than the 107 a Unix socket's path may have" --socket "$dir/$(printf 's%.0s' $(seq 110))"
 badflag 'host_budget: "64MB"' --host-budget 64MB
 badflag "config $dir: Is a directory" --config "$dir"
 printf '[hmmd]\nno_such_key = 1\n' >"$dir/bad.conf"
