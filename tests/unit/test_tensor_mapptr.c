@@ -31,6 +31,29 @@ static void evict(struct hmm *h, struct hmm_tensor *t)
 		t_fail_all("evict: %s", hmm_last_error());
 }
 
+/*
+ * Of two live maps, end first (a map of tf), then evict tl, or flush h
+ * when flush is set, write v through the len bytes of last (a map of
+ * tl) and end it: after an eviction tl reads v, so the first unmap
+ * ended first's map and no other.  h: tl's context.
+ */
+static void end_in_turn(struct hmm *h, struct hmm_tensor *tf, void *first,
+			struct hmm_tensor *tl, void *last, uint64_t len,
+			int flush, uint8_t v, const char *what)
+{
+	t_eq(hmm_unmap(tf, first), 0, "%s: the first unmap", what);
+	if (flush && hmm_flush(h))
+		t_fail_all("flush: %s", hmm_last_error());
+	if (!flush)
+		evict(h, tl);
+	memset(last, v, len);
+	t_eq(hmm_unmap(tl, last), 0, "%s: the other, written after the %s",
+	     what, flush ? "flush" : "eviction");
+	evict(h, tl);
+	t_ok(hmm_test_all(tl, len, v), "%s: the bytes written come back "
+	     "after an eviction: the first unmap ended its own map", what);
+}
+
 /* See the top: two maps at one pointer, unmapped once. */
 static void one_pointer(struct hmm *h, struct hmm_tensor *t)
 {
@@ -39,27 +62,14 @@ static void one_pointer(struct hmm *h, struct hmm_tensor *t)
 	if (hmm_map(t, 0, 4096, HMM_TIER_HOST, HMM_READ, &s) ||
 	    hmm_map(t, 0, HMM_ALL, HMM_TIER_HOST, HMM_WRITE, &l) || s != l)
 		t_fail_all("short and long map: %s", hmm_last_error());
-	t_eq(hmm_unmap(t, s), 0, "a short map and a long one at one "
-	     "pointer: one unmap");
-	evict(h, t);
-	memset(l, 0x5a, TBYTES);
-	t_eq(hmm_unmap(t, l), 0, "... the other");
-	evict(h, t);
-	t_ok(hmm_test_all(t, TBYTES, 0x5a), "bytes written through the long map after an "
-	     "eviction come back: the unmap ended the short one");
+	end_in_turn(h, t, s, t, l, TBYTES, 0, 0x5a, "a short map and a long "
+		    "one at one pointer");
 
 	if (hmm_map(t, 0, HMM_ALL, HMM_TIER_HOST, HMM_READ, &s) ||
 	    hmm_map(t, 0, HMM_ALL, HMM_TIER_HOST, HMM_WRITE, &l) || s != l)
 		t_fail_all("read and write map: %s", hmm_last_error());
-	t_eq(hmm_unmap(t, s), 0, "a read map and a write map of one range: "
-	     "one unmap");
-	if (hmm_flush(h))
-		t_fail_all("flush: %s", hmm_last_error());
-	memset(l, 0x6b, TBYTES);
-	t_eq(hmm_unmap(t, l), 0, "... the other");
-	evict(h, t);
-	t_ok(hmm_test_all(t, TBYTES, 0x6b), "bytes written after a flush come back: the "
-	     "unmap ended the read map, the write map saw them");
+	end_in_turn(h, t, s, t, l, TBYTES, 1, 0x6b, "a read map and a write "
+		    "map of one range");
 }
 
 /*
@@ -78,16 +88,8 @@ static void device_and_host(struct hmm *h, struct hmm_tensor *t)
 	if (hmm_map(t, 0, HMM_ALL, HMM_TIER_HOST, HMM_READ, &hp) ||
 	    hmm_map(t, 0, CHUNK, HMM_TIER_DEVICE, HMM_WRITE, &dp))
 		t_fail_all("host and device map: %s", hmm_last_error());
-	t_eq(hmm_unmap(t, hp), 0, "a host map and a device map of offset 0: "
-	     "unmap the host one");
-	if (hmm_flush(h))
-		t_fail_all("flush: %s", hmm_last_error());
-	memset(dp, 0x3c, CHUNK);
-	t_eq(hmm_unmap(t, dp), 0, "... and the device one, written after a "
-	     "flush");
-	evict(h, t);
-	t_ok(hmm_test_all(t, CHUNK, 0x3c), "the device's writes come back "
-	     "after an eviction: the host unmap ended the host map");
+	end_in_turn(h, t, hp, t, dp, CHUNK, 1, 0x3c, "a host map, then a "
+		    "device map of offset 0");
 }
 
 /*
@@ -115,14 +117,8 @@ static void two_clients(struct hmm *h, const struct hmm_config *cfg)
 	if (hmm_map(t, 0, 4096, HMM_TIER_HOST, HMM_READ, &s) ||
 	    hmm_map(t2, 0, HMM_ALL, HMM_TIER_HOST, HMM_WRITE, &l))
 		t_fail_all("maps: %s", hmm_last_error());
-	t_eq(hmm_unmap(t, s), 0, "two clients' maps at one offset: the "
-	     "short one's unmap");
-	evict(h2, t2);
-	memset(l, 0x7c, TBYTES);
-	t_eq(hmm_unmap(t2, l), 0, "... the long one's");
-	evict(h2, t2);
-	t_ok(hmm_test_all(t2, TBYTES, 0x7c), "the long map's writes after an eviction come "
-	     "back: the short one's unmap ended only its own map");
+	end_in_turn(h2, t, s, t2, l, TBYTES, 0, 0x7c, "two clients' maps at "
+		    "one offset, the short one first");
 	hmm_close(h2);
 }
 
