@@ -213,7 +213,7 @@ int hmmd_config_check(const struct hmmd_config *cfg, char *err,
 	uint64_t v = 0;
 
 	/* a path no Unix socket can have: a usage error, before anything
-	   is made (it was found at the bind, exit 1, with the store made) */
+	   is made (it was found at the bind: exit 1, a runtime failure) */
 	if (cfg->socket_path &&
 	    strlen(cfg->socket_path) >= sizeof(((struct sockaddr_un *)0)->
 					       sun_path)) {

@@ -9,8 +9,9 @@
  * (pinned there while the device map lives, so hmmd's quota and budget
  * see it; ended by its handle alone, hmm_client_map_own, since a host
  * map of the same offset has its pointer, and an hmm_unmap of that
- * pointer once ended the staging map, whose writes were then lost), device memory for the range's chunks from this process's
- * device budget, and a host-to-device copy (none for DISCARD).  The
+ * pointer once ended the staging map, whose writes were then lost),
+ * device memory for the range's chunks from this process's device
+ * budget, and a host-to-device copy (none for DISCARD).  The
  * unmap copies device-to-host when the map could write, unmaps in hmmd
  * and frees the device memory; hmm_flush (hmm_remote_dev_sync) and
  * hmm_close copy a writable map back too, so that what hmmd saves holds

@@ -156,12 +156,7 @@ class AdamW(torch.optim.Optimizer):
         ps = [ps] if isinstance(ps, torch.Tensor) else list(ps)
         base = len(self._slices)
         for i, p in enumerate(ps):
-            if not isinstance(p, torch.Tensor) or \
-                    p.dtype != torch.float32 or p.device.type != "cpu":
-                raise OSError(errno.EINVAL, "hmm.torch.AdamW: parameter %d "
-                              "is %s on %s, not float32 on cpu" % (
-                                  base + i, getattr(p, "dtype", type(p)),
-                                  getattr(p, "device", "-")))
+            _check_param(p, "parameter %d" % (base + i))
         hp = dict(self.defaults)
         hp.update((k, v) for k, v in param_group.items() if k != "params")
         _check_amsgrad(hp)
@@ -258,10 +253,7 @@ class AdamW(torch.optim.Optimizer):
         write-backs (in the backward)."""
         if p.grad.is_sparse:
             raise OSError(errno.EINVAL, "hmm.torch.AdamW: sparse grads")
-        if p.dtype != torch.float32 or p.device.type != "cpu":
-            raise OSError(errno.EINVAL, "hmm.torch.AdamW: a parameter is "
-                          "%s on %s, not float32 on cpu"
-                          % (p.dtype, p.device))
+        _check_param(p, "a parameter")
         if p not in self._slices:           # put in a group by hand
             self._init_param(len(self._slices), p)
         st = self.state[p]
@@ -412,6 +404,16 @@ class AdamW(torch.optim.Optimizer):
                         t.free()
                     except OSError:
                         pass    # the context closed: freed with it
+
+
+def _check_param(p, which):
+    """A parameter this optimizer steps: a float32 tensor on cpu; else
+    OSError(EINVAL) naming it (which: "parameter 3", "a parameter")."""
+    if not isinstance(p, torch.Tensor) or p.dtype != torch.float32 or \
+            p.device.type != "cpu":
+        raise OSError(errno.EINVAL, "hmm.torch.AdamW: %s is %s on %s, not "
+                      "float32 on cpu" % (which, getattr(p, "dtype", type(p)),
+                                          getattr(p, "device", "-")))
 
 
 def _check_amsgrad(group, what="hmm.torch.AdamW: "):
