@@ -152,6 +152,19 @@ struct hmmd_tensor *hmmd_tensor_open_kept(struct hmmd_req *q,
 	return *err ? NULL : dt;
 }
 
+/* The engine's detail for the tensor it knows as sname, less its
+ * "tensor SNAME: " (the client knows the tensor by its own name). */
+static const char *engine_detail(const char *sname)
+{
+	const char *d = hmm_last_error();
+	size_t n = strlen(sname);
+
+	if (!strncmp(d, "tensor ", 7) && !strncmp(d + 7, sname, n) &&
+	    !strncmp(d + 7 + n, ": ", 2))
+		return d + 9 + n;
+	return d;
+}
+
 static int tensor_new_locked(struct hmmd_req *q)
 {
 	const struct hmm_proto_tensor *m = &q->m->u.tensor;
@@ -194,7 +207,7 @@ static int tensor_new_locked(struct hmmd_req *q)
 	ret = hmm_tensor_new(e->h, sname, m->dtype, m->ndim, m->shape, &t);
 	if (ret)
 		return hmmd_reply_err(q, ret, "tensor %s: %s", m->name,
-				 hmm_last_error());
+				 engine_detail(sname));
 	bytes = hmm_tensor_bytes(t);
 	pthread_mutex_lock(&e->lock);
 	if (q->cl->used[HMM_TIER_STORE] + bytes >

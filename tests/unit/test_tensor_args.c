@@ -116,6 +116,9 @@ static void expect_refused(struct hmm *c, const char *name, int64_t bytes,
 	     (!why || strstr(hmm_last_error(), why)),
 	     "%s: the detail names it and says '%s'", what,
 	     why ? why : "why");
+	/* hmmd's own name for it ("c7/huge") is nothing the caller knows */
+	t_ok(!strchr(hmm_last_error(), '/'), "%s: only by the caller's "
+	     "name", what);
 	if (r == 0)
 		hmm_tensor_free(x);
 }
@@ -132,13 +135,15 @@ static void too_big(struct hmm_tensor *t, const struct hmm_stats *st0,
 {
 	struct hmm_tensor *x;
 	struct rlimit old;
+	const char *whose = sh ? "more than hmmd can ever hold" :
+			    "more than this context can ever hold";
 	int64_t n;
 	long kb0, kb1;
 	int capped;
 
 	peak_reset();
 	kb0 = vm_kb("VmHWM");
-	expect_refused(h, "huge", 64ll << 30, sh ? NULL : "can ever hold",
+	expect_refused(h, "huge", 64ll << 30, whose,
 		       "a 64 GiB tensor in a 4 MiB context");
 	kb1 = vm_kb("VmHWM");
 	t_ok(kb0 >= 0 && kb1 >= 0 && kb1 - kb0 < (32 << 10),
@@ -146,7 +151,7 @@ static void too_big(struct hmm_tensor *t, const struct hmm_stats *st0,
 	check_unchanged(t, st0, "64 GiB tensor");
 
 	capped = as_cap(&old);
-	expect_refused(h, "max", 1ll << 46, sh ? NULL : "can ever hold",
+	expect_refused(h, "max", 1ll << 46, whose,
 		       "a 2^46-byte tensor in a 4 MiB context");
 	if (capped)
 		setrlimit(RLIMIT_AS, &old);

@@ -302,10 +302,14 @@ struct hmm_tensor *hmm_tensor_by_id(const struct hmm *h, uint32_t id);
  * device budgets (0 for a tier it lacks). */
 void hmm_capacity(struct hmm *h, uint64_t cap[HMM_TIERS]);
 /* Whether a new (fresh) tensor or region of bytes, with a table of table
- * bytes allocated at creation (tab names it), fits cap[] and the
- * machine's memory; 0 or -ENOMEM with the detail naming what. */
-int hmm_fits(const char *what, uint64_t bytes, const uint64_t cap[HMM_TIERS],
-	     int fresh, const char *tab, uint64_t table);
+ * bytes allocated at creation (tab names it), fits cap[] (whose: "this
+ * context", or "hmmd" whose capacities they are) and the machine's
+ * memory; 0 or -ENOMEM with the detail naming what. */
+int hmm_fits(const char *what, const char *whose, uint64_t bytes,
+	     const uint64_t cap[HMM_TIERS], int fresh, const char *tab,
+	     uint64_t table);
+/* Whose capacities h's are, for hmm_fits: hmmd's engine is "hmmd". */
+const char *hmm_whose(const struct hmm *h);
 
 /* ---- the embedded engine's ops (backend.h; tensor.c, map.c, persist.c,
  * stats.c) ---------------------------------------------------------------- */

@@ -24,14 +24,15 @@
 
 static uint32_t region_ids;
 
-int hmm_region_fits(struct hmm_region *r, const uint64_t cap[HMM_TIERS])
+int hmm_region_fits(struct hmm_region *r, const char *whose,
+		    const uint64_t cap[HMM_TIERS])
 {
 	char what[48], tab[64];
 
 	snprintf(what, sizeof(what), "hmm_region_new: region %u", r->id);
 	snprintf(tab, sizeof(tab), "block table (%llu blocks of %u bytes)",
 		 (unsigned long long)(r->bytes / RBLOCK), RBLOCK);
-	return hmm_fits(what, r->bytes, cap, 1, tab, r->bytes / RBLOCK);
+	return hmm_fits(what, whose, r->bytes, cap, 1, tab, r->bytes / RBLOCK);
 }
 
 /*

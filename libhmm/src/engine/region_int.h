@@ -180,7 +180,8 @@ uint64_t hmm_region_keep(struct hmm *h);
  * block table against the machine's memory.  0 or -ENOMEM with the
  * detail naming the region, its size and what it exceeded.
  */
-int hmm_region_fits(struct hmm_region *r, const uint64_t cap[HMM_TIERS]);
+int hmm_region_fits(struct hmm_region *r, const char *whose,
+		    const uint64_t cap[HMM_TIERS]);
 
 /* region_fault.c: userfaultfd and the fault thread for r (r->base mapped,
  * r->ops set).  0 or -errno with the detail; _stop ends the thread,

@@ -95,7 +95,7 @@ int hmm_region_store_back(struct hmm *h, struct hmm_region *r)
 		return hmm_err(-ENODEV, "hmm_region_new: no store tier to "
 			       "evict to (config.store_path)");
 	hmm_capacity(h, cap);
-	err = hmm_region_fits(r, cap);
+	err = hmm_region_fits(r, hmm_whose(h), cap);
 	if (err)
 		return err;
 	if (posix_memalign(&r->back, HMM_PAGE, RBLOCK))

@@ -386,8 +386,9 @@ void hmm_capacity(struct hmm *h, uint64_t cap[HMM_TIERS])
  * Returns 0 or -ENOMEM with the detail: what ("tensor x"), its size,
  * what it exceeded and its table (tab says what that is).
  */
-int hmm_fits(const char *what, uint64_t bytes, const uint64_t cap[HMM_TIERS],
-	     int fresh, const char *tab, uint64_t table)
+int hmm_fits(const char *what, const char *whose, uint64_t bytes,
+	     const uint64_t cap[HMM_TIERS], int fresh, const char *tab,
+	     uint64_t table)
 {
 	long pages = sysconf(_SC_PHYS_PAGES), psize = sysconf(_SC_PAGESIZE);
 	uint64_t ram = pages > 0 && psize > 0 ?
@@ -397,11 +398,11 @@ int hmm_fits(const char *what, uint64_t bytes, const uint64_t cap[HMM_TIERS],
 			       cap[HMM_TIER_DEVICE]);
 
 	if (fresh && bytes > all)
-		return hmm_err(-ENOMEM, "%s: %llu bytes, more than this "
-			       "context can ever hold (store %llu + host "
-			       "budget %llu + device budget %llu bytes); its "
-			       "%s would take %llu bytes", what,
-			       (unsigned long long)bytes,
+		return hmm_err(-ENOMEM, "%s: %llu bytes, more than %s can "
+			       "ever hold (store %llu + host budget %llu + "
+			       "device budget %llu bytes); its %s would take "
+			       "%llu bytes", what, (unsigned long long)bytes,
+			       whose,
 			       (unsigned long long)cap[HMM_TIER_STORE],
 			       (unsigned long long)cap[HMM_TIER_HOST],
 			       (unsigned long long)cap[HMM_TIER_DEVICE], tab,
@@ -416,6 +417,13 @@ int hmm_fits(const char *what, uint64_t bytes, const uint64_t cap[HMM_TIERS],
 	return 0;
 }
 
+/* hmmd's engine shares its tensors' host memory with its clients. */
+const char *hmm_whose(const struct hmm *h)
+{
+	return h->cfg.flags & HMM_CONFIG_HOST_SHARED ? "hmmd" :
+	       "this context";
+}
+
 /* hmm_fits for a tensor of bytes in nchunks chunks. */
 static int tensor_fits(struct hmm *h, const char *name, uint64_t bytes,
 		       uint64_t nchunks, int fresh)
@@ -425,10 +433,11 @@ static int tensor_fits(struct hmm *h, const char *name, uint64_t bytes,
 
 	hmm_capacity(h, cap);
 	snprintf(what, sizeof(what), "tensor %s", name);
-	snprintf(tab, sizeof(tab), "chunk table (%llu chunks of "
-		 "config.chunk_bytes %llu)", (unsigned long long)nchunks,
-		 (unsigned long long)h->chunk_bytes);
-	return hmm_fits(what, bytes, cap, fresh, tab,
+	snprintf(tab, sizeof(tab), "chunk table (%llu chunks of %s %llu)",
+		 (unsigned long long)nchunks,
+		 h->cfg.flags & HMM_CONFIG_HOST_SHARED ? "hmmd's chunk" :
+		 "config.chunk_bytes", (unsigned long long)h->chunk_bytes);
+	return hmm_fits(what, hmm_whose(h), bytes, cap, fresh, tab,
 			nchunks * sizeof(struct hmm_chunk));
 }
 

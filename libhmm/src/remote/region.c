@@ -191,7 +191,7 @@ int hmm_remote_region_back(struct hmm *h, struct hmm_region *r)
 		return err;
 	for (i = 0; i < HMM_TIERS; i++)
 		cap[i] = st.tier[i].capacity;
-	err = hmm_region_fits(r, cap);
+	err = hmm_region_fits(r, "hmmd", cap);
 	if (!err)
 		err = quota_check(h, r, &st);
 	if (err)
