@@ -143,8 +143,10 @@ struct hmm_config {
 				    chunks used later); 0 = 16 */
 	uint32_t wait_ms;	/* back-pressure bound; 0 = 10000 */
 	uint64_t sim_bandwidth;	/* "sim" copy bytes/s; 0 = memcpy speed */
-	int numa_node;		/* host memory node; -1 = local (another
-				   negative value: -EINVAL) */
+	int numa_node;		/* host memory node (preferred); -1 =
+				   local; another negative value, or a
+				   node this process may not allocate on:
+				   -EINVAL */
 	int device_index;	/* CUDA device ordinal */
 	uint32_t flags;		/* HMM_CONFIG_* */
 	/* I/O and thread knobs (carved from reserved[]); 0 = the default

@@ -7,7 +7,9 @@
  * value really governs the store: hmm_stats reports the pool and ring
  * actually made, and with io_depth = 1 evicting 16 chunks at once never
  * has more than one I/O in the store (io_inflight_peak), while the
- * default depth does have several.
+ * default depth does have several.  numa_node too is refused by
+ * hmm_open, naming it, when no such node exists (with a store or
+ * without, where nothing else would ever notice).
  */
 #include <unistd.h>
 
@@ -62,7 +64,7 @@ static int run(struct hmm_config *cfg, struct hmm_stats *st)
 	return r;
 }
 
-static void open_bad(const char *key, const char *value)
+static void open_bad(const char *key, const char *value, int store)
 {
 	struct hmm_config c;
 	struct hmm *h = NULL;
@@ -70,6 +72,8 @@ static void open_bad(const char *key, const char *value)
 	int r;
 
 	hmm_test_config(&c, path, sizeof(path), 16 << 20, 8 << 20, CHUNK);
+	if (!store)
+		c.store_path = NULL;
 	t_eq(hmm_config_set(&c, key, value), 0, "%s = %s is a number",
 	     key, value);
 	r = hmm_open(&c, &h);
@@ -92,11 +96,20 @@ int main(void)
 		t_skip_all("the knobs are hmmd's in shared mode "
 			   "(tests/integration/test_hmmd_config.sh)");
 
-	open_bad("pool_bytes", "5000");
-	open_bad("pool_bytes", "2147483648");
-	open_bad("io_depth", "4097");
-	open_bad("queue_depth", "5000");
-	open_bad("kernel_threads", "65");
+	open_bad("pool_bytes", "5000", 1);
+	open_bad("pool_bytes", "2147483648", 1);
+	open_bad("io_depth", "4097", 1);
+	open_bad("queue_depth", "5000", 1);
+	open_bad("kernel_threads", "65", 1);
+	open_bad("numa_node", "-2", 1);
+	open_bad("numa_node", "4096", 1);
+	open_bad("numa_node", "4096", 0);
+
+	/* node 0 is on every machine */
+	hmm_test_config(&c, path, sizeof(path), 16 << 20, 8 << 20, CHUNK);
+	c.numa_node = 0;
+	t_eq(run(&c, &st), 0, "numa_node 0: opens and runs");
+	unlink(path);
 
 	/* the defaults, resolved and reported */
 	hmm_test_config(&c, path, sizeof(path), 16 << 20, 8 << 20, CHUNK);

@@ -17,6 +17,7 @@
 #include "dev.h"
 #include "err.h"
 #include "knobs.h"
+#include "node.h"
 
 double hmm_now(void)
 {
@@ -88,9 +89,9 @@ static int config_check(const struct hmm_config *c)
 	    (c->flags & HMM_CONFIG_STORE_FORMAT))
 		return hmm_err(-EINVAL, "config.flags: STORE_KEEP and "
 			       "STORE_FORMAT exclude each other");
-	if (c->numa_node < -1)	/* -1 = local; a typo must not mean that */
-		return hmm_err(-EINVAL, "config.numa_node %d: must be a node "
-			       "(>= 0) or -1 (local)", c->numa_node);
+	r = hmm_node_check(c->numa_node, "config.numa_node");
+	if (r)
+		return r;
 	if (c->store_path && !*c->store_path)
 		return hmm_err(-EINVAL, "config.store_path: empty");
 	if (c->host_dir && !(c->flags & HMM_CONFIG_HOST_SHARED))

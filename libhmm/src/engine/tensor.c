@@ -5,7 +5,6 @@
  */
 #include <errno.h>
 #include <fcntl.h>
-#include <numaif.h>
 #include <stdlib.h>
 #include <string.h>
 #include <stdio.h>
@@ -15,6 +14,7 @@
 #include "chunk.h"
 #include "dev.h"
 #include "err.h"
+#include "node.h"
 #include "store.h"
 
 /* ---- new and free ------------------------------------------------------ */
@@ -185,13 +185,7 @@ static int tensor_host_map(struct hmm *h, struct hmm_tensor *t)
 	if (huge)
 		madvise(a, t->bytes / h->chunk_bytes * h->chunk_bytes,
 			MADV_HUGEPAGE);
-	if (h->cfg.numa_node >= 0 && h->cfg.numa_node < 64) {
-		unsigned long mask = 1ul << h->cfg.numa_node;
-
-		/* best effort: a single-node machine refuses nothing (nor
-		   does a node past the one-word mask: no such machine) */
-		mbind(a, t->span, MPOL_PREFERRED, &mask, sizeof(mask) * 8, 0);
-	}
+	hmm_node_prefer(a, t->span, h->cfg.numa_node);
 	t->host = a;
 	return 0;
 

@@ -9,6 +9,7 @@
 
 #include "err.h"
 #include "extent.h"
+#include "node.h"
 #include "pool.h"
 
 #define PG	4096ul
@@ -73,9 +74,9 @@ int hmm_pool_new(size_t bytes, int numa_node, unsigned flags,
 
 	if (!bytes || bytes > (size_t)1 << 46 || !out)
 		return hmm_err(-EINVAL, "pool: bad size %zu", bytes);
-	if (numa_node >= 0 && (numa_available() < 0 ||
-			       numa_node > numa_max_node()))
-		return hmm_err(-EINVAL, "pool: no NUMA node %d", numa_node);
+	err = hmm_node_check(numa_node, "pool: numa_node");
+	if (err)
+		return err;
 	p = calloc(1, sizeof(*p));
 	if (!p)
 		return hmm_err(-ENOMEM, "pool: out of memory");
