@@ -17,11 +17,16 @@
 # folders its layer is granted, nothing else, so a layer violation fails
 # to compile.  Files named *_avx2.c / *_avx512.c / *_amx.c get their ISA's
 # flags and are only called after a cpuid check.  B=DIR picks another
-# build folder, SAN=address|thread a
-# sanitizer build (libraries and unit tests only).
+# build folder, SAN=address|thread a sanitizer build (libraries and unit
+# tests only), by default into build/asan or build/tsan: objects do not
+# record their flags, so a sanitizer build in build/ would take the plain
+# objects as up to date (and leave its own for the next plain build).
 
-B	?= build
 SAN	?=
+ifneq ($(filter-out address thread,$(SAN)),)
+$(error SAN=$(SAN): not address or thread)
+endif
+B	?= build$(if $(SAN),/$(patsubst address,asan,$(patsubst thread,tsan,$(SAN))))
 CC	?= cc
 ifeq ($(origin CC),default)
 CC	:= gcc
@@ -52,6 +57,8 @@ endif
 have_hdr = $(shell printf '\#include <$(1)>\n' | $(CC) -E -x c - >/dev/null 2>&1 && echo y)
 HAVE_URING := $(call have_hdr,liburing.h)
 HAVE_NUMA  := $(call have_hdr,numa.h)
+HAVE_INIH  := $(call have_hdr,ini.h)
+HAVE_BLAS  := $(call have_hdr,cblas.h)
 NVCC_PATH  := $(shell command -v $(NVCC) 2>/dev/null)
 HAVE_NVCC  := $(if $(SAN),,$(NVCC_PATH))
 HAVE_CLANG := $(shell command -v $(CLANG) 2>/dev/null)
@@ -73,15 +80,23 @@ HAVE_KDIR := $(if $(SAN),,$(if $(wildcard $(KDIR)/Makefile),$(if $(wildcard kmod
 
 comma := ,
 SKIPPED :=
-ifneq ($(HAVE_URING)$(HAVE_NUMA),yy)
+# hmmd reads its config with libinih, hmm-train multiplies with OpenBLAS
+USER_MISSING := $(if $(HAVE_URING),,liburing-dev) $(if $(HAVE_NUMA),,libnuma-dev) \
+		$(if $(HAVE_INIH),,libinih-dev) $(if $(HAVE_BLAS),,libopenblas-dev)
+ifneq ($(strip $(USER_MISSING)),)
 HAVE_USER :=
-SKIPPED += libhmm, tools, daemon and tests: liburing-dev or libnuma-dev missing (make deps);
+SKIPPED += libhmm, tools, daemon and tests: $(strip $(USER_MISSING)) missing (make deps);
 else
 HAVE_USER := y
 endif
 ifeq ($(HAVE_NVCC),)
 ifeq ($(SAN),)
 SKIPPED += CUDA kernels: nvcc not found;
+endif
+endif
+ifeq ($(HAVE_CLANG),)
+ifneq ($(wildcard tests/fuzz/*.c),)
+SKIPPED += fuzz targets: $(CLANG) not found (make deps);
 endif
 endif
 ifeq ($(HAVE_KDIR),)

@@ -6,27 +6,27 @@
 # shown as comments.  Skips (77) when that python has no torch or the
 # shared libraries (libhmm.so.0, libhk.so.0) are not built.
 set -u
-B=${HMM_BUILD:-build}
+. "$(dirname "$0")/../t.sh"
 py=${HMM_PYTHON:-/usr/bin/python3}
-dir=${HMM_TEST_DIR:-build/tmp}/python.$$
-n=0 failed=0 pid=
+pid=
 [ -x "$py" ] && "$py" -c 'import torch' 2>/dev/null ||
-	{ echo "1..0 # SKIP $py has no torch (scripts/deps.sh: python3-torch)"; exit 77; }
+	skip_all "$py has no torch (scripts/deps.sh: python3-torch)"
 [ -f "$B/lib/libhmm.so.0" ] && [ -f "$B/lib/libhk.so.0" ] ||
-	{ echo "1..0 # SKIP $B/lib/libhmm.so.0 or libhk.so.0 not built"; exit 77; }
-mkdir -p "$dir" && trap '[ -n "$pid" ] && kill $pid 2>/dev/null && wait $pid; rm -rf "$dir"' EXIT
+	skip_all "$B/lib/libhmm.so.0 or libhk.so.0 not built"
+scratch python
+trap '[ -n "$pid" ] && kill $pid 2>/dev/null && wait $pid; rm -rf "$dir"' EXIT
 export HMM_LIB_DIR=$B/lib PYTHONPATH=python${PYTHONPATH:+:$PYTHONPATH}
 export HMM_TEST_DIR=$dir
 
 run() {	# run MODE PROGRAM
-	n=$((n + 1))
+	local out rc
 	out=$(timeout 300 "$py" "$2" 2>&1)
 	rc=$?
 	echo "$out" | sed 's/^/# /'
 	case $rc in
-	0) echo "ok $n - ${2##*/} ($1)" ;;
-	77) echo "ok $n - ${2##*/} ($1) # SKIP $(echo "$out" | grep -m1 -o 'SKIP.*' | cut -c6-)" ;;
-	*) echo "not ok $n - ${2##*/} ($1, exit $rc)"; failed=1 ;;
+	77) skip "${2##*/} ($1): $(echo "$out" | grep -m1 -o 'SKIP.*' | cut -c6-)" ;;
+	0) ok 0 "${2##*/} ($1)" ;;
+	*) ok 1 "${2##*/} ($1, exit $rc)" ;;
 	esac
 }
 
@@ -44,8 +44,6 @@ if [ -S "$dir/s.sock" ]; then
 			run shared "$t"
 	done
 else
-	n=$((n + 1)); failed=1
-	echo "not ok $n - hmmd did not start: $(tail -c 300 "$dir/hmmd.log")"
+	ok 1 "hmmd started: $(tail -c 300 "$dir/hmmd.log")"
 fi
-echo "1..$n"
-exit $failed
+t_done
