@@ -128,6 +128,21 @@ with tap.context(host_budget="64M", store_size="128M") as big:
                errno.EINVAL, name, "hyperparameter %s refused" % name)
     raises(lambda: hmm.torch.AdamW(params(), ctx=None), errno.EINVAL,
            "ctx None", "ctx=None")
+    # torch.optim.AdamW's other keywords: taken at values that change
+    # nothing (amsgrad=False was a TypeError), refused where they would
+    rest = dict(maximize=False, foreach=None, fused=None, capturable=False,
+                differentiable=False)
+    ta, _ = run(lambda ps: hmm.torch.AdamW(
+        ps, HP["lr"], HP["betas"], HP["eps"], HP["weight_decay"], False,
+        ctx=big, **rest), 2)
+    tb, _ = run(lambda ps: hmm.torch.AdamW(ps, ctx=big, **HP), 2)
+    ok(all(torch.equal(x, y) for x, y in zip(ta, tb)),
+       "torch.optim.AdamW's keywords at their defaults (amsgrad "
+       "positional too): the same bits")
+    for k in ("amsgrad", "maximize", "capturable", "differentiable"):
+        raises(lambda: hmm.torch.AdamW(params(), ctx=big, **{k: True}),
+               errno.EINVAL, "%s True: not supported" % k,
+               "%s=True refused" % k)
     # a state of another size than its parameter: refused, nothing loaded
     p5 = torch.nn.Parameter(torch.zeros(5))
     o5 = hmm.torch.AdamW([p5], ctx=big, **HP)

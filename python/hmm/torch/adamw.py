@@ -98,15 +98,24 @@ class AdamW(torch.optim.Optimizer):
     backward as usual).  That takes one backward per step: no gradient
     accumulation over backwards, no clipping by a global norm.
     state_dict() flushes the context (a checkpoint of m and v) and
-    returns torch.optim.AdamW's format; load_state_dict() takes it."""
+    returns torch.optim.AdamW's format; load_state_dict() takes it.
+    torch.optim.AdamW's other keywords are taken where they change
+    nothing here: amsgrad, maximize, capturable and differentiable
+    False, foreach and fused any value (the step is one fused kernel
+    either way); amsgrad=True and the like are OSError(EINVAL)."""
 
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8,
-                 weight_decay=1e-2, *, ctx, depth=0, slice_bytes=None,
-                 overlap=False):
+                 weight_decay=1e-2, amsgrad=False, *, ctx, depth=0,
+                 slice_bytes=None, overlap=False, maximize=False,
+                 foreach=None, capturable=False, differentiable=False,
+                 fused=None):
         from ..context import Context
         if not isinstance(ctx, Context):
             raise OSError(errno.EINVAL, "hmm.torch.AdamW: ctx %r: not an "
                           "hmm.Context" % (ctx,))
+        _check_amsgrad(dict(amsgrad=amsgrad, maximize=maximize,
+                            capturable=capturable,
+                            differentiable=differentiable))
         _check_hp(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay)
         if isinstance(depth, bool) or not isinstance(depth, int) or \
                 not 0 <= depth < 2**32:
@@ -417,9 +426,10 @@ def _check_param(p, which):
 
 
 def _check_amsgrad(group, what="hmm.torch.AdamW: "):
-    """amsgrad and maximize (torch.optim.AdamW's) are not supported:
-    set, OSError(EINVAL) rather than a step without them."""
-    for k in ("amsgrad", "maximize"):
+    """amsgrad, maximize, capturable and differentiable (torch.optim.
+    AdamW's) are not supported: set, OSError(EINVAL) rather than a step
+    without them."""
+    for k in ("amsgrad", "maximize", "capturable", "differentiable"):
         if group.get(k):
             raise OSError(errno.EINVAL, "%s%s %r: not supported"
                           % (what, k, group[k]))
