@@ -15,6 +15,8 @@
  *    with an error naming the path, the set still intact afterwards;
  *  - members two flushes apart (an old copy of one): -ESTALE naming it,
  *    nothing written (with its own file back the set opens exact);
+ *  - member 1's format lost (a crash between the members' formats): the
+ *    creating open makes the set again; once flushed, refused;
  *  - a damaged extent on member 1: -EIO naming member 1;
  *  - hmm_open with store_path "a,b": tensors larger than the host budget
  *    are evicted to both members and read back exact, after a reopen
@@ -439,6 +441,51 @@ static void generation_gap(void)
 	hmm_store_close(s);
 }
 
+/* A crash between the members' formats (member 1's superblocks lost):
+ * nothing was flushed, so the creating open makes the set again (a
+ * plain store's lost format is made again too); after a flush a blank
+ * member stays refused ("a missing member" above). */
+static int blank_superblocks(const char *path)
+{
+	static const char zero[2 * 4096];
+	int fd = open(path, O_WRONLY), ok;
+
+	ok = fd >= 0 && pwrite(fd, zero, sizeof(zero), 0) == sizeof(zero);
+	if (fd >= 0)
+		close(fd);
+	return ok;
+}
+
+static void format_lost(void)
+{
+	const char *cs = set_path("c", 2), *c1 = member("c", 1);
+	struct hmm_store_stats st;
+	struct hmm_store *s = st_open(cs, 8 << 20, HMM_STORE_CREATE, 8);
+	int ok;
+
+	hmm_store_close(s);
+	ok = blank_superblocks(c1);
+	t_ok(ok, "a new set, member 1's superblocks blank");
+	refused(cs, 0, -ENODATA, c1, "member 1 blank, no CREATE");
+	s = st_open(cs, 8 << 20, HMM_STORE_CREATE, 8);
+	hmm_store_stats(s, &st);
+	hmm_store_close(s);
+	t_ok(st.generation == 1 && st.members == 2 && !st.extents,
+	     "with CREATE: the set made again, generation %llu",
+	     (unsigned long long)st.generation);
+	s = st_open(cs, 0, 0, 8);
+	hmm_store_stats(s, &st);
+	ok = hmm_store_flush(s) == 0;
+	hmm_store_close(s);
+	t_ok(ok && st.generation == 1, "and it opens without CREATE");
+	ok = blank_superblocks(c1);
+	t_ok(ok, "flushed once, then member 1 blanked");
+	refused(cs, HMM_STORE_CREATE, -ENODATA, c1,
+		"member 1 blank after a flush, CREATE");
+	t_ok(strstr(hmm_last_error(), "is lost, and is not made anew") != NULL,
+	     "saying why CREATE does not make it");
+}
+
 /* The public API: tensors evicted to a 2-member store and read back
  * (hmm_mode.h's hmm_test_same). */
 static void public_api(void)
@@ -547,6 +594,7 @@ int main(void)
 	kills(set_path("k", 3), 12 << 20, 12);
 	refusals();
 	generation_gap();
+	format_lost();
 	public_api();
 	loop_devices();
 	return t_done();

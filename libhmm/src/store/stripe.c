@@ -141,10 +141,11 @@ static int check_placement(struct hmm_stripe *p, unsigned i)
 }
 
 /*
- * Open member 0, then the rest (created only if member 0 was new: one
- * new member beside existing ones would be empty where its extents
- * should be).  Then bring every member to the oldest generation among
- * them, which may be one behind the newest (stripe.h).
+ * Open member 0, then the rest (created only if member 0 holds nothing
+ * yet: new, or never flushed, as a crash between the members' formats
+ * leaves it; one new member beside existing extents would be empty
+ * where they should be).  Then bring every member to the oldest
+ * generation among them, which may be one behind the newest (stripe.h).
  */
 static int open_members(struct hmm_stripe *p, const struct hmm_store_config *cfg)
 {
@@ -160,10 +161,17 @@ static int open_members(struct hmm_stripe *p, const struct hmm_store_config *cfg
 	if (err)
 		return err;
 	set_uuid = p->m[0]->sb.set_uuid;
-	if (!p->m[0]->formatted)
+	if (!p->m[0]->formatted && p->m[0]->sb.generation > 1)
 		flags &= ~(HMM_STORE_CREATE | HMM_STORE_TRUNCATE);
 	for (unsigned i = 1; i < p->n; i++) {
 		err = open_member(p, cfg, i, flags, set_uuid, 0);
+		if (err == -ENODATA && flags != cfg->flags)
+			return hmm_err(err, "store %s: no store here, beside "
+				       "member 0 at generation %llu: member %u "
+				       "of the set is lost, and is not made "
+				       "anew (its extents would be missing)",
+				       p->path[i], (unsigned long long)
+				       p->m[0]->sb.generation, i);
 		if (err)
 			return err;
 	}
