@@ -12,7 +12,8 @@ set -u
 tests="test_tensor_basic test_tensor_args test_tensor_persist
        test_tensor_backpressure test_tensor_fault test_tensor_hostfd
        test_tensor_pressure test_tensor_sched test_dlpack test_region
-       test_tensor_discard test_tensor_mapptr test_tensor_writeback"
+       test_tensor_discard test_tensor_mapptr test_tensor_writeback
+       test_tensor_threads"
 need "$B/bin/hmmd"
 skips=
 for t in $tests; do

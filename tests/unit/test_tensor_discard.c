@@ -5,7 +5,11 @@
  * a 100-byte DISCARD map inside a stored 16 KiB chunk keeps the chunk's
  * other 16284 bytes, at the host and at the (sim) device tier; a map
  * that covers a chunk whole (or a short last chunk to the tensor's end)
- * still reads nothing from the store.
+ * still reads nothing from the store; a DISCARD map refused (-ENOMEM:
+ * larger than the device budget, not the host's) changes nothing, the
+ * stored bytes all there (in shared mode its staging host map in hmmd,
+ * taken first, made the chunks dirty and unread, and its end after the
+ * refusal left them zeros: found by test_hmmd_stress).
  */
 #include "t.h"
 #include "hmm_mode.h"
@@ -14,6 +18,8 @@
 
 #define CHUNK	(16 << 10)
 #define TBYTES	(2 * CHUNK)
+#define DEVICE	(512 << 10)		/* the device budget */
+#define BIG	(DEVICE + 2 * CHUNK)	/* past it; within the host's */
 
 static struct hmm *h;
 
@@ -25,26 +31,63 @@ static void to_store(struct hmm_tensor *t)
 	hmm_wait(h, NULL);
 }
 
-/* Whole t as the host sees it equals want. */
+/* Whole t (n bytes) as the host sees it equals want, a piece at a time. */
+static int same_n(struct hmm_tensor *t, const uint8_t *want, uint64_t n)
+{
+	uint64_t off, k, i, bad = 0;
+	void *p;
+
+	for (off = 0; off < n; off += k) {
+		k = n - off < (256 << 10) ? n - off : (256 << 10);
+		if (hmm_map(t, off, k, HMM_TIER_HOST, HMM_READ, &p)) {
+			t_diag("map: %s", hmm_last_error());
+			return 0;
+		}
+		for (i = 0; i < k; i++)
+			bad += ((uint8_t *)p)[i] != want[off + i];
+		hmm_unmap(t, p);
+	}
+	if (bad)
+		t_diag("%llu of %llu bytes differ", (unsigned long long)bad,
+		       (unsigned long long)n);
+	return !bad;
+}
+
 static int same(struct hmm_tensor *t, const uint8_t *want)
 {
+	return same_n(t, want, TBYTES);
+}
+
+/* A tensor larger than the device budget, stored: a DISCARD map of it
+ * all at the device is -ENOMEM, and every byte stays 0xAB. */
+static void refused(void)
+{
+	static uint8_t want[BIG];
+	int64_t n = BIG;
+	struct hmm_tensor *t;
+	uint64_t off, k;
 	void *p;
-	int ok;
+	int r;
 
-	if (hmm_map(t, 0, HMM_ALL, HMM_TIER_HOST, HMM_READ, &p)) {
-		t_diag("map: %s", hmm_last_error());
-		return 0;
+	if (hmm_tensor_new(h, "big", HMM_DTYPE_U8, 1, &n, &t))
+		t_fail_all("tensor: %s", hmm_last_error());
+	memset(want, 0xab, sizeof(want));
+	for (off = 0; off < BIG; off += k) {
+		k = BIG - off < (256 << 10) ? BIG - off : (256 << 10);
+		if (hmm_map(t, off, k, HMM_TIER_HOST, HMM_WRITE, &p))
+			t_fail_all("fill map: %s", hmm_last_error());
+		memset(p, 0xab, k);
+		hmm_unmap(t, p);
 	}
-	ok = !memcmp(p, want, TBYTES);
-	if (!ok) {
-		size_t i, bad = 0;
-
-		for (i = 0; i < TBYTES; i++)
-			bad += ((uint8_t *)p)[i] != want[i];
-		t_diag("%zu of %d bytes differ", bad, TBYTES);
-	}
-	hmm_unmap(t, p);
-	return ok;
+	to_store(t);
+	r = hmm_map(t, 0, HMM_ALL, HMM_TIER_DEVICE, HMM_DISCARD, &p);
+	t_eq(r, -ENOMEM, "a DISCARD device map past the device budget: "
+	     "ENOMEM (%s)", hmm_last_error());
+	if (!r)
+		hmm_unmap(t, p);
+	t_ok(same_n(t, want, BIG), "... and the tensor's bytes are all "
+	     "still there");
+	t_eq(hmm_tensor_free(t), 0, "free the big tensor");
 }
 
 /* Fill t with 0xAB, store it, DISCARD-map [off, +len) at tier, write
@@ -86,7 +129,7 @@ int main(void)
 
 	hmm_test_config(&cfg, path, sizeof(path), 16 << 20, 1 << 20, CHUNK);
 	cfg.device = "sim";
-	cfg.device_budget = 1 << 20;
+	cfg.device_budget = DEVICE;
 	hmm_test_mode(&cfg);
 	if (hmm_open(&cfg, &h))
 		t_fail_all("hmm_open: %s", hmm_last_error());
@@ -140,6 +183,7 @@ int main(void)
 	     "chunk's start to the tensor's end reads nothing");
 	t_eq(st2.discard_skips - st.discard_skips, 1, "one read-in skipped");
 	t_eq(hmm_tensor_free(t), 0, "free the short tensor");
+	refused();
 	hmm_close(h);
 	return t_done();
 }

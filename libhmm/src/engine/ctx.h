@@ -292,7 +292,7 @@ int hmm_tensor_create(struct hmm *h, const char *name, uint32_t dtype,
 void hmm_tensor_destroy(struct hmm_tensor *t, int forget);
 int hmm_tensor_shell(struct hmm *h, const char *name, uint32_t dtype,
 		     unsigned ndim, const int64_t *shape, uint64_t bytes,
-		     struct hmm_tensor **out);
+		     void *priv, struct hmm_tensor **out);
 void hmm_tensor_shell_free(struct hmm_tensor *t);
 /* The live tensor of id, or NULL (h->lock held). */
 struct hmm_tensor *hmm_tensor_by_id(const struct hmm *h, uint32_t id);

@@ -496,11 +496,13 @@ out_free:
 /*
  * A tensor with no chunks, no host range and no device reservation,
  * registered in h (so hmm_close finds it): what another backend fills,
- * its own state in t->be_priv.  Freed by hmm_tensor_shell_free.
+ * its own state priv in t->be_priv, set before the shell is listed in
+ * h->tensors (another thread may walk them as soon as it is: it once
+ * found be_priv NULL there).  Freed by hmm_tensor_shell_free.
  */
 int hmm_tensor_shell(struct hmm *h, const char *name, uint32_t dtype,
 		     unsigned ndim, const int64_t *shape, uint64_t bytes,
-		     struct hmm_tensor **out)
+		     void *priv, struct hmm_tensor **out)
 {
 	unsigned n = ndim < HMM_MAX_DIMS ? ndim : HMM_MAX_DIMS;
 	struct hmm_tensor *t = tensor_alloc(h, name, dtype, n, shape, bytes);
@@ -508,6 +510,7 @@ int hmm_tensor_shell(struct hmm *h, const char *name, uint32_t dtype,
 
 	if (!t)
 		return -ENOMEM;
+	t->be_priv = priv;
 	pthread_mutex_lock(&h->lock);
 	r = tensor_register(h, t, -1);
 	pthread_mutex_unlock(&h->lock);

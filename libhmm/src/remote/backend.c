@@ -88,6 +88,7 @@ static int remote_open(const struct hmm_config *cfg, struct hmm **out)
 		goto out_ctx;
 	}
 	hmm_list_init(&rc->sdev);
+	pthread_mutex_init(&rc->open_lock, NULL);
 	r = hmm_remote_open(cfg, &rc->c);
 	if (r < 0)
 		goto out_rc;
@@ -100,6 +101,7 @@ static int remote_open(const struct hmm_config *cfg, struct hmm **out)
 	return 0;
 
 out_rc:
+	pthread_mutex_destroy(&rc->open_lock);
 	free(rc);
 out_ctx:
 	hmm_ctx_free(h);
@@ -113,12 +115,14 @@ static void remote_close(struct hmm *h)
 	hmm_remote_dev_fini(h);	/* they name tensors: first */
 	while (h->ntensors) {	/* hmmd frees its copies when c goes */
 		struct hmm_tensor *t = h->tensors[h->ntensors - 1];
+		struct hmm_remote_tensor *rt = hmm_remote_of(t);
 
-		free(t->be_priv);
 		hmm_tensor_shell_free(t);
+		free(rt);
 	}
 	hmm_region_fini(h);	/* their blocks are in hmmd: before c */
 	hmm_client_close(rc->c);
+	pthread_mutex_destroy(&rc->open_lock);
 	free(rc);
 	hmm_ctx_free(h);
 }
@@ -131,30 +135,32 @@ static void remote_close(struct hmm *h)
 static int wrap(struct hmm *h, struct hmm_remote_tensor *rt, int made,
 		struct hmm_tensor **out)
 {
+	/* rt is the shell's before it is listed: other threads read it */
 	int r = hmm_tensor_shell(h, rt->t.name, rt->t.dtype, rt->t.ndim,
-				 rt->t.shape, rt->t.bytes, out);
+				 rt->t.shape, rt->t.bytes, rt, out);
 
 	if (r < 0) {
 		if (made)
 			hmm_remote_tensor_free(rt);
 		else
 			free(rt);
-		return r;
 	}
-	(*out)->be_priv = rt;
-	return 0;
+	return r;
 }
 
-/* Does h hold hmmd's tensor id already?  hmmd gives a client one handle
- * a tensor. */
-static int remote_holds(struct hmm *h, uint64_t id)
+/* Does h hold hmmd's tensor id already (with live: and is no free of it
+ * under way)?  hmmd gives a client one handle a tensor. */
+static int remote_holds(struct hmm *h, uint64_t id, int live)
 {
 	uint32_t i;
 	int held = 0;
 
 	pthread_mutex_lock(&h->lock);
-	for (i = 0; i < h->ntensors && !held; i++)
-		held = hmm_remote_of(h->tensors[i])->t.id == id;
+	for (i = 0; i < h->ntensors && !held; i++) {
+		struct hmm_remote_tensor *rt = hmm_remote_of(h->tensors[i]);
+
+		held = rt->t.id == id && !(live && rt->freeing);
+	}
 	pthread_mutex_unlock(&h->lock);
 	return held;
 }
@@ -173,32 +179,60 @@ static int remote_tensor_new(struct hmm *h, const char *name, uint32_t dtype,
 /* hmmd's one saved tensor of the name; -ENOENT when this context holds
  * it already (opened, or saved by its flush), as the embedded engine
  * opens each saved tensor once: a second handle's hmm_tensor_free
- * deleted the tensor under the first. */
+ * deleted the tensor under the first.  The check and the shell's
+ * listing under open_lock: two threads opening one name at once both
+ * found it not held and both got it (seen once in test_tensor_threads,
+ * under TSan). */
 static int remote_tensor_open(struct hmm *h, const char *name,
 			      struct hmm_tensor **out)
 {
+	struct hmm_remote_ctx *rc = hmm_remote_ctx(h);
 	struct hmm_remote_tensor *rt;
 	int r;
 
 	/* name: checked by api.c as hmm_tensor_new's is */
-	r = hmm_remote_tensor_open(hmm_remote_client(h), name, &rt);
+	r = hmm_remote_tensor_open(rc->c, name, &rt);
 	if (r < 0)
 		return r;
-	if (remote_holds(h, rt->t.id)) {
+	pthread_mutex_lock(&rc->open_lock);
+	if (remote_holds(h, rt->t.id, 0)) {
+		pthread_mutex_unlock(&rc->open_lock);
 		free(rt);	/* hmmd's handle is the one held */
 		return hmm_err(-ENOENT, "hmm_tensor_open: tensor '%s': "
 			       "already open in this context", name);
 	}
-	return wrap(h, rt, 0, out);
+	r = wrap(h, rt, 0, out);
+	pthread_mutex_unlock(&rc->open_lock);
+	return r;
 }
 
+static void set_freeing(struct hmm *h, struct hmm_remote_tensor *rt, int on)
+{
+	pthread_mutex_lock(&h->lock);
+	rt->freeing = on;
+	pthread_mutex_unlock(&h->lock);
+}
+
+/*
+ * hmmd's free, then the shell off h->tensors, and only then rt: another
+ * thread's flush or open reads every listed shell's rt (under h->lock),
+ * and once read it freed.  Marked freeing first, so that a flush that
+ * listed t before and finds it gone in hmmd skips it (remote_flush).
+ */
 static int remote_tensor_free(struct hmm_tensor *t)
 {
-	/* hmm_remote_tensor_free frees rt unless -EBUSY */
-	int r = hmm_remote_tensor_free(hmm_remote_of(t));
+	struct hmm_remote_tensor *rt = hmm_remote_of(t);
+	struct hmm *h = t->h;
+	int r;
 
-	if (r != -EBUSY)
-		hmm_tensor_shell_free(t);
+	set_freeing(h, rt, 1);
+	r = hmm_client_tensor_free(rt->c, rt->t.id);
+	if (r == -EBUSY) {	/* still mapped: nothing freed */
+		set_freeing(h, rt, 0);
+		return r;
+	}
+	hmm_tensor_shell_free(t);
+	free(rt);
 	return r;
 }
 
@@ -300,7 +334,8 @@ static int remote_wait(struct hmm *h, struct hmm_tensor *t)
 
 /*
  * What this context holds, each tensor's hmmd reply (id, flags, name)
- * copied under h->lock: *out (malloc) and the count, or -ENOMEM.
+ * copied under h->lock, but those being freed: *out (malloc) and the
+ * count, or -ENOMEM.
  */
 static int held(struct hmm *h, struct hmm_proto_tensor **out)
 {
@@ -311,7 +346,8 @@ static int held(struct hmm *h, struct hmm_proto_tensor **out)
 	pthread_mutex_lock(&h->lock);
 	v = malloc((h->ntensors ? h->ntensors : 1) * sizeof(*v));
 	for (i = 0; v && i < h->ntensors; i++)
-		v[n++] = hmm_remote_of(h->tensors[i])->t;
+		if (!hmm_remote_of(h->tensors[i])->freeing)
+			v[n++] = hmm_remote_of(h->tensors[i])->t;
 	pthread_mutex_unlock(&h->lock);
 	if (!v)
 		return hmm_err(-ENOMEM, "hmm_flush: no memory");
@@ -325,7 +361,8 @@ static int held(struct hmm *h, struct hmm_proto_tensor **out)
  * saved before), then FLUSH makes hmmd's store durable.  A tensor that
  * cannot be saved (a name too long with hmmd's uid prefix, an hmmd
  * older than protocol 4) does not stop the others: the first such error
- * is returned after the flush.
+ * is returned after the flush.  One another thread frees meanwhile is
+ * no error: it is not held any more (it failed the flush with -ENOENT).
  */
 static int remote_flush(struct hmm *h)
 {
@@ -345,6 +382,10 @@ static int remote_flush(struct hmm *h)
 		return n;
 	for (i = 0; i < n; i++) {
 		r = hmm_client_save(c, &v[i]);
+		/* freed by another thread since held() listed it: hmmd has
+		   it no more ("not yours"), and nothing is left to save */
+		if (r == -ENOENT && !remote_holds(h, v[i].id, 1))
+			continue;
 		if (r && !first) {
 			first = r;
 			snprintf(det, sizeof(det), "%s", hmm_last_error());

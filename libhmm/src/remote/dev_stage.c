@@ -11,11 +11,13 @@
  * map of the same offset has its pointer, and an hmm_unmap of that
  * pointer once ended the staging map, whose writes were then lost),
  * device memory for the range's chunks from this process's device
- * budget, and a host-to-device copy (none for DISCARD).  The
- * unmap copies device-to-host when the map could write, unmaps in hmmd
- * and frees the device memory; hmm_flush (hmm_remote_dev_sync) and
- * hmm_close copy a writable map back too, so that what hmmd saves holds
- * it, as the embedded engine's flush writes a mapped chunk as it is.
+ * budget, taken first (a DISCARD host map, ended after a refusal here,
+ * left its whole chunks zeros in hmmd), and a host-to-device copy (none
+ * for DISCARD).  The unmap copies device-to-host when the map could
+ * write, unmaps in hmmd and frees the device memory; hmm_flush
+ * (hmm_remote_dev_sync) and hmm_close copy a writable map back too, so
+ * that what hmmd saves holds it, as the embedded engine's flush writes
+ * a mapped chunk as it is.
  * Nothing stays at the device between maps, so a tensor that another
  * process shares and writes is never stale here, and an evict at the
  * device has nothing to do.  A map that
@@ -138,7 +140,7 @@ int hmm_remote_dev_map(struct hmm_tensor *t, uint64_t off, uint64_t len,
 	uint64_t skew = off % h->chunk_bytes;
 	double t0 = hmm_now();
 	struct sdev_map *m;
-	int r;
+	int r, populated = 0;
 
 	m = calloc(1, sizeof(*m));
 	if (!m)
@@ -148,31 +150,34 @@ int hmm_remote_dev_map(struct hmm_tensor *t, uint64_t off, uint64_t len,
 				.access = access };
 	m->span = (skew + len + h->chunk_bytes - 1) / h->chunk_bytes *
 		  h->chunk_bytes;
-	r = hmm_client_map_own(hmm_remote_of(t)->c, hmm_remote_of(t)->t.id,
-			       off, len, access, &m->host, &m->own);
-	if (r < 0) {
-		free(m);
-		return r;
-	}
+	/* the device's room and memory before hmmd's host map: a DISCARD
+	   one makes its whole chunks dirty and unread in hmmd at once, and
+	   when a refusal here ended it again they were left zeros, the
+	   tensor's bytes there lost (test_hmmd_stress) */
 	pthread_mutex_lock(&h->lock);
 	r = sdev_room(h, t, m->span);
 	pthread_mutex_unlock(&h->lock);
 	if (r < 0)
-		goto out_host;
+		goto out_free;
 	r = h->dev->reserve(h->dev_priv, m->span, &m->addr);
 	if (r < 0) {
 		m->addr = 0;
 		r = hmm_err(r, "hmm_map: tensor %s: device address range of "
 			    "%llu bytes: %s", t->name,
 			    (unsigned long long)m->span, hmm_last_error());
-		goto out_room;
+		goto out_dev;
 	}
 	r = h->dev->populate(h->dev_priv, m->addr, m->span);
 	if (r < 0) {
 		r = hmm_err(r, "hmm_map: tensor %s: device memory: %s",
 			    t->name, hmm_last_error());
-		goto out_room;
+		goto out_dev;
 	}
+	populated = 1;
+	r = hmm_client_map_own(hmm_remote_of(t)->c, hmm_remote_of(t)->t.id,
+			       off, len, access, &m->host, &m->own);
+	if (r < 0)
+		goto out_dev;
 	if (!(access & HMM_DISCARD)) {
 		r = sdev_copy(h, HMM_H2D, m->addr + skew, m->host, len);
 		if (r < 0) {
@@ -180,7 +185,6 @@ int hmm_remote_dev_map(struct hmm_tensor *t, uint64_t off, uint64_t len,
 				    "copy of [%llu, +%llu): %s", t->name,
 				    (unsigned long long)off,
 				    (unsigned long long)len, strerror(-r));
-			sdev_free(h, m, 1);
 			goto out_host;
 		}
 	}
@@ -197,10 +201,11 @@ int hmm_remote_dev_map(struct hmm_tensor *t, uint64_t off, uint64_t len,
 	*ptr = m->ptr;
 	return 0;
 
-out_room:
-	sdev_free(h, m, 0);
 out_host:
 	hmm_client_unmap_own(hmm_remote_of(t)->c, m->own);
+out_dev:
+	sdev_free(h, m, populated);
+out_free:
 	free(m);
 	sdev_stall(h, t, off, len, t0);	/* a failed map waited too */
 	return r;

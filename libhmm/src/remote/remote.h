@@ -18,6 +18,9 @@
 struct hmm_remote_ctx {
 	struct hmm_client *c;	/* the connection, owned */
 	struct hmm_list sdev;	/* device maps (dev_stage.c), h->lock */
+	pthread_mutex_t open_lock; /* an open's check that h holds no shell
+				   of hmmd's handle, and its shell's
+				   listing, as one (backend.c) */
 };
 
 extern const struct hmm_backend hmm_remote_backend;

@@ -18,6 +18,8 @@
 struct hmm_remote_tensor {
 	struct hmm_client *c;		/* not owned */
 	struct hmm_proto_tensor t;	/* id, bytes, dtype, ndim, shape, name */
+	int freeing;			/* its free is under way (backend.c,
+					   under its context's h->lock) */
 };
 
 /* Connect as cfg says: cfg->daemon "unix:PATH"; quotas device_budget,
