@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -35,12 +36,17 @@ static inline pid_t t_hmmd_spawn(const char *bin, char *const argv[],
 				 const char *log, int trunc,
 				 const char *notify)
 {
-	pid_t pid = fork();
+	pid_t parent = getpid(), pid = fork();
 	int fd;
 
 	if (pid < 0)
 		t_fail_all("fork: %s", strerror(errno));
 	if (pid == 0) {
+		/* a test that dies (a crash, an ASan abort: no atexit runs)
+		   takes its hmmd with it, not left serving a removed store */
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		if (getppid() != parent)
+			_exit(127);
 		fd = open(log, O_WRONLY | O_CREAT |
 			  (trunc ? O_TRUNC : O_APPEND), 0644);
 		if (fd >= 0)
