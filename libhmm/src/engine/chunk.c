@@ -100,7 +100,6 @@ taken:
 
 /* ---- copies ------------------------------------------------------------ */
 
-static void chunk_want_retry(struct hmm *h);
 
 /* Busy time of a link (store, device): the union of its copies' spans. */
 static void io_busy(struct hmm *h, int tier, int d, double now)
@@ -227,7 +226,7 @@ static void chunk_copy_end(struct hmm *h, struct hmm_chunk *c, int err)
 	if (evict >= 0 && !err && (c->res & TB(evict)) &&
 	    !c->pins[evict] && (c->zero || (c->valid & ~TB(evict))))
 		hmm_chunk_drop(h, c, evict);
-	chunk_want_retry(h);
+	hmm_chunk_want_retry(h);
 	pthread_cond_broadcast(&h->cond);
 }
 
@@ -480,7 +479,7 @@ void hmm_chunk_want(struct hmm *h, struct hmm_chunk *c, int tier)
 	if (!hmm_list_empty(&h->wantq)) {
 		if (hmm_list_empty(&c->wlink))
 			hmm_list_add_tail(&h->wantq, &c->wlink);
-		chunk_want_retry(h);
+		hmm_chunk_want_retry(h);
 		return;
 	}
 	r = hmm_chunk_step(h, c, tier, HMM_READ, HMM_STEP_PREFETCH,
@@ -495,7 +494,7 @@ void hmm_chunk_want(struct hmm *h, struct hmm_chunk *c, int tier)
 		hmm_list_del(&c->wlink);
 }
 
-static void chunk_want_retry(struct hmm *h)
+void hmm_chunk_want_retry(struct hmm *h)
 {
 	struct hmm_list *p, *n;
 

@@ -140,6 +140,9 @@ uint64_t hmm_chunk_busy_bytes(struct hmm *h, int tier);
 void hmm_chunk_written(struct hmm *h, struct hmm_chunk *c, int tier);
 int hmm_chunk_writeback(struct hmm *h, struct hmm_chunk *c);
 void hmm_chunk_want(struct hmm *h, struct hmm_chunk *c, int tier);
+/* Retry the prefetches waiting on h->wantq: whenever a copy ends or a
+ * region's eviction gives room back (h->lock held). */
+void hmm_chunk_want_retry(struct hmm *h);
 /* c no longer has memory at tier (already released): the bookkeeping. */
 void hmm_chunk_forget(struct hmm *h, struct hmm_chunk *c, int tier,
 		      const char *what);

@@ -23,6 +23,7 @@
 #include <sys/ioctl.h>
 #include <sys/mman.h>
 
+#include "chunk.h"
 #include "err.h"
 #include "region_int.h"
 
@@ -122,6 +123,9 @@ void hmm_region_wb_done(struct hmm_ioreq *q)
 	}
 	hmm_trace_event(h, "evict", "region write", "region", wb->block,
 			RBLOCK, q->t0, hmm_now(), 4);
+	/* a prefetch queued for this room is retried only here: nothing
+	   else ends (fuzz_api: a flush then waited for it for ever) */
+	hmm_chunk_want_retry(h);
 	pthread_cond_broadcast(&h->cond);
 	pthread_mutex_unlock(&h->lock);
 	free(wb);
